@@ -1,0 +1,252 @@
+//! Buffers handed to the kernel by ownership.
+//!
+//! An operation takes its buffer by value and gives it back with the result, so the caller can
+//! never touch memory the kernel is writing. The traits are `unsafe` because the driver passes
+//! the pointer they return to the kernel and relies on it staying valid, at the same address, for
+//! as long as the operation owns the value, even when the value itself is moved.
+
+use std::io;
+use std::ops::{Bound, RangeBounds};
+
+/// The result of an operation that owned a buffer: the outcome and the buffer, given back.
+///
+/// It is a tuple so that `let (res, buf) = stream.read(buf).await;` reads naturally; rustc's
+/// `unused_must_use` lint still fires on it because its first element is an `io::Result`.
+pub type BufResult<T, B> = (io::Result<T>, B);
+
+/// A buffer the kernel may read from.
+///
+/// # Safety
+/// `stable_ptr()` must point to `bytes_init()` initialized bytes that stay valid and at the same
+/// address while the value exists and is not accessed through `&mut` — in particular when the
+/// value is moved (so the bytes live on the heap or in static memory, never inline).
+pub unsafe trait IoBuf: 'static {
+    /// Pointer to the first byte.
+    fn stable_ptr(&self) -> *const u8;
+    /// Number of initialized bytes (what a write sends).
+    fn bytes_init(&self) -> usize;
+    /// Total number of bytes the buffer can hold (what a read may fill).
+    fn bytes_total(&self) -> usize;
+
+    /// A view of `range` of this buffer that operations read from or write into.
+    fn slice(self, range: impl RangeBounds<usize>) -> Slice<Self>
+    where
+        Self: Sized,
+    {
+        let begin = match range.start_bound() {
+            Bound::Included(&n) => n,
+            Bound::Excluded(&n) => n + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&n) => n + 1,
+            Bound::Excluded(&n) => n,
+            Bound::Unbounded => self.bytes_total(),
+        };
+        assert!(
+            begin <= end && end <= self.bytes_total(),
+            "slice {begin}..{end} out of a buffer of {} bytes",
+            self.bytes_total()
+        );
+        Slice {
+            buf: self,
+            begin,
+            end,
+        }
+    }
+}
+
+/// A buffer the kernel may write into.
+///
+/// # Safety
+/// As for [`IoBuf`], and `stable_mut_ptr()` must be valid for writes of `bytes_total()` bytes.
+pub unsafe trait IoBufMut: IoBuf {
+    /// Mutable pointer to the first byte.
+    fn stable_mut_ptr(&mut self) -> *mut u8;
+    /// Records that the first `pos` bytes are now initialized (a read wrote them).
+    ///
+    /// # Safety
+    /// The first `pos` bytes must really be initialized, and `pos <= bytes_total()`.
+    unsafe fn set_init(&mut self, pos: usize);
+}
+
+// SAFETY: a Vec's bytes are on the heap; moving the Vec does not move them, and the driver never
+// grows it (no reallocation while the kernel holds the pointer).
+unsafe impl IoBuf for Vec<u8> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.capacity()
+    }
+}
+
+// SAFETY: the spare capacity of a Vec is writable heap memory of `capacity()` bytes.
+unsafe impl IoBufMut for Vec<u8> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    unsafe fn set_init(&mut self, pos: usize) {
+        if self.len() < pos {
+            // SAFETY: the caller guarantees the first `pos <= capacity` bytes are initialized.
+            unsafe { self.set_len(pos) };
+        }
+    }
+}
+
+// SAFETY: a boxed slice's bytes are on the heap and all initialized.
+unsafe impl IoBuf for Box<[u8]> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: a boxed slice is writable heap memory of `len()` bytes, always initialized.
+unsafe impl IoBufMut for Box<[u8]> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    unsafe fn set_init(&mut self, _pos: usize) {}
+}
+
+// SAFETY: static memory never moves nor goes away; the kernel only reads it.
+unsafe impl IoBuf for &'static [u8] {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: as for `&'static [u8]`.
+unsafe impl IoBuf for &'static str {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: a String's bytes are on the heap, as for Vec. (No `IoBufMut`: the kernel could write
+// bytes that are not UTF-8.)
+unsafe impl IoBuf for String {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.capacity()
+    }
+}
+
+/// A range of a buffer, owned: operations on it read or write only `begin..end`.
+#[derive(Debug)]
+pub struct Slice<T> {
+    buf: T,
+    begin: usize,
+    end: usize,
+}
+
+impl<T> Slice<T> {
+    /// Offset of the view's first byte in the underlying buffer.
+    pub fn begin(&self) -> usize {
+        self.begin
+    }
+    /// Offset one past the view's last byte in the underlying buffer.
+    pub fn end(&self) -> usize {
+        self.end
+    }
+    /// The underlying buffer.
+    pub fn get_ref(&self) -> &T {
+        &self.buf
+    }
+    /// Gives the underlying buffer back.
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+}
+
+// SAFETY: the view is inside the underlying buffer, which is stable by its own contract; its
+// initialized part is the part of `begin..end` the underlying buffer has initialized.
+unsafe impl<T: IoBuf> IoBuf for Slice<T> {
+    fn stable_ptr(&self) -> *const u8 {
+        // SAFETY: `begin <= bytes_total`, checked when the slice was made.
+        unsafe { self.buf.stable_ptr().add(self.begin) }
+    }
+    fn bytes_init(&self) -> usize {
+        self.buf.bytes_init().clamp(self.begin, self.end) - self.begin
+    }
+    fn bytes_total(&self) -> usize {
+        self.end - self.begin
+    }
+}
+
+// SAFETY: writes stay within `begin..end` of the underlying writable buffer.
+unsafe impl<T: IoBufMut> IoBufMut for Slice<T> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        // SAFETY: `begin <= bytes_total`, checked when the slice was made.
+        unsafe { self.buf.stable_mut_ptr().add(self.begin) }
+    }
+    unsafe fn set_init(&mut self, pos: usize) {
+        // SAFETY: bytes `begin..begin + pos` were written, and everything before `begin` was
+        // initialized already if the underlying buffer says so; the caller vouches for `pos`.
+        if self.buf.bytes_init() >= self.begin {
+            unsafe { self.buf.set_init(self.begin + pos) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vec_read_fills_spare_capacity() {
+        let mut v = Vec::with_capacity(16);
+        assert_eq!(v.bytes_init(), 0);
+        assert!(v.bytes_total() >= 16);
+        // SAFETY: the test writes 3 bytes into the capacity before declaring them initialized.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"abc".as_ptr(), v.stable_mut_ptr(), 3);
+            v.set_init(3);
+        }
+        assert_eq!(&v[..], b"abc");
+    }
+
+    #[test]
+    fn slice_views_part_of_a_buffer() {
+        let v = b"hello world".to_vec();
+        let s = v.slice(6..);
+        assert_eq!(s.bytes_init(), 5);
+        assert_eq!(s.bytes_total(), s.end() - 6);
+        let v = s.into_inner();
+        let s = v.slice(..5);
+        assert_eq!(s.bytes_init(), 5);
+        assert_eq!(s.bytes_total(), 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of a buffer")]
+    fn slice_out_of_range_panics() {
+        let _ = vec![0u8; 4].into_boxed_slice().slice(2..8);
+    }
+}

@@ -1,0 +1,364 @@
+//! The driver handle, the thread's current driver, and the future of one operation.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::counters::Counters;
+use crate::lifecycle::Completion;
+use crate::op::{Close, OpCode, Orphan};
+use crate::setup::SetupError;
+use crate::sys::uring::{Config, PushError, Uring, UringOp};
+
+type Finished = Vec<(Box<dyn Orphan>, Completion)>;
+
+struct Shared {
+    uring: RefCell<Uring>,
+    /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
+    scratch_wakeups: Cell<Vec<Waker>>,
+    scratch_orphans: Cell<Finished>,
+}
+
+/// A handle to one thread's ring driver. Cheap to clone (a reference count); not `Send`.
+#[derive(Clone)]
+pub struct Driver {
+    shared: Rc<Shared>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Driver>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous current driver when dropped.
+#[derive(Debug)]
+pub struct EnterGuard {
+    prev: Option<Driver>,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        CURRENT.with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+impl Driver {
+    /// Sets up a ring as `cfg` says.
+    pub fn new(cfg: &Config) -> Result<Driver, SetupError> {
+        Ok(Driver {
+            shared: Rc::new(Shared {
+                uring: RefCell::new(Uring::new(cfg)?),
+                scratch_wakeups: Cell::new(Vec::with_capacity(256)),
+                scratch_orphans: Cell::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The driver of the runtime running on this thread, if any.
+    pub fn current() -> Option<Driver> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Makes this the thread's current driver until the guard is dropped.
+    pub fn enter(&self) -> EnterGuard {
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        EnterGuard { prev }
+    }
+
+    /// One turn of the driver: submit queued SQEs, wait for a completion if `block` (and nothing
+    /// is ready), drain every CQE, then — with the driver released — wake the woken tasks and
+    /// finish the results nobody waits for.
+    pub fn turn(&self, block: bool) -> io::Result<()> {
+        let mut wakeups = self.shared.scratch_wakeups.take();
+        let mut orphans = self.shared.scratch_orphans.take();
+        let res = {
+            let mut d = self.shared.uring.borrow_mut();
+            let res = d.turn(block);
+            std::mem::swap(&mut wakeups, &mut d.wakeups);
+            std::mem::swap(&mut orphans, &mut d.orphans);
+            res
+        };
+        for w in wakeups.drain(..) {
+            w.wake();
+        }
+        for (data, c) in orphans.drain(..) {
+            data.finish(c);
+        }
+        self.shared.scratch_wakeups.set(wakeups);
+        self.shared.scratch_orphans.set(orphans);
+        res
+    }
+
+    /// Whether wakers or orphans wait to be run (the next turn must not block).
+    pub fn has_ready(&self) -> bool {
+        self.shared.uring.borrow().has_ready()
+    }
+
+    /// The ring's counters.
+    pub fn counters(&self) -> Counters {
+        self.shared.uring.borrow().counters
+    }
+
+    /// Operations in flight (slots in use).
+    pub fn in_flight(&self) -> usize {
+        self.shared.uring.borrow().in_flight()
+    }
+
+    /// The setup flags the kernel accepted, e.g. `"SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL|CQSIZE"`.
+    pub fn setup_flags(&self) -> &'static str {
+        self.shared.uring.borrow().setup_flags()
+    }
+
+    /// SQ and CQ sizes the kernel gave.
+    pub fn ring_sizes(&self) -> (u32, u32) {
+        let d = self.shared.uring.borrow();
+        (d.params().sq_entries(), d.params().cq_entries())
+    }
+
+    /// A handle other threads use to wake this driver out of a blocking wait.
+    pub fn notifier(&self) -> Notifier {
+        Notifier {
+            fd: self.shared.uring.borrow().wake_fd(),
+        }
+    }
+
+    /// Cancels every operation in flight and reaps their final completions (or leaks their
+    /// memory after the shutdown timeout). Operations started afterwards fail.
+    pub fn shutdown(&self) {
+        let (wakeups, orphans) = {
+            let mut d = self.shared.uring.borrow_mut();
+            d.shutdown();
+            (
+                std::mem::take(&mut d.wakeups),
+                std::mem::take(&mut d.orphans),
+            )
+        };
+        for w in wakeups {
+            w.wake();
+        }
+        for (data, c) in orphans {
+            data.finish(c);
+        }
+    }
+
+    /// Whether `shutdown` ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.uring.borrow().is_shut_down()
+    }
+
+    /// Closes `fd` through the ring, without waiting (used by `Drop` of fd owners). The close
+    /// is queued in the SQ, behind any operation already queued on the fd, and submitted on
+    /// this tick; if the ring has no room, the fd is closed at once with `close(2)` after the
+    /// queued SQEs are submitted (invariant 6).
+    pub fn close_detached(&self, fd: OwnedFd) {
+        let mut op = Close::new(fd);
+        let entry = op.create_entry();
+        let pushed = match self.shared.uring.try_borrow_mut() {
+            Ok(mut d) => match d.push(entry, false) {
+                Ok(user_data) => {
+                    // Nobody waits for this result: the slot owns the op from the start.
+                    let _ = d.drop_slot(user_data, Box::new(op));
+                    return;
+                }
+                Err(_) => {
+                    let _ = d.turn(false);
+                    false
+                }
+            },
+            Err(_) => false,
+        };
+        if !pushed {
+            // SAFETY: the Close op owns this fd (it took it from an OwnedFd); closing it once.
+            unsafe { libc::close(op.fd) };
+        }
+    }
+}
+
+/// Wakes a driver from another thread (writes its eventfd, which the ring polls).
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    fd: Arc<OwnedFd>,
+}
+
+impl Notifier {
+    /// Wakes the driver if it is waiting.
+    pub fn notify(&self) {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from a local u64 to an eventfd this handle keeps open.
+        let _ = unsafe {
+            libc::write(
+                self.fd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+}
+
+enum State<T> {
+    /// Not yet in the ring (optionally waiting in the room FIFO with a ticket).
+    Idle { data: T, ticket: Option<u64> },
+    /// In the ring; the slot `user_data` will hold the result.
+    InFlight {
+        data: T,
+        user_data: u64,
+        driver: Driver,
+    },
+    Done,
+}
+
+/// The future of one operation: pushes it on first poll (or waits for room), resolves to its
+/// output, and on drop hands its data to the driver until the final CQE.
+#[must_use = "an operation does nothing unless awaited"]
+pub struct Op<T: OpCode> {
+    state: State<T>,
+}
+
+impl<T: OpCode> std::fmt::Debug for Op<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Op")
+    }
+}
+
+impl<T: OpCode> Op<T> {
+    /// An operation, started when first polled inside a runtime.
+    pub fn new(data: T) -> Op<T> {
+        Op {
+            state: State::Idle { data, ticket: None },
+        }
+    }
+}
+
+// Op never hands out pinned references to its data: the data's kernel-visible memory is on the
+// heap (UringOp's contract), so moving the Op is harmless.
+impl<T: OpCode> Unpin for Op<T> {}
+
+impl<T: OpCode + UringOp> Future for Op<T> {
+    type Output = T::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Idle { data, ticket } => {
+                    let Some(driver) = Driver::current() else {
+                        return Poll::Ready(take_done(&mut this.state).complete(Completion {
+                            res: -libc::ENXIO,
+                            flags: 0,
+                        }));
+                    };
+                    let pushed = {
+                        let mut d = driver.shared.uring.borrow_mut();
+                        let granted = match *ticket {
+                            Some(t) if !d.is_granted(t) => {
+                                d.update_room_waker(t, cx.waker());
+                                return Poll::Pending;
+                            }
+                            Some(_) => {
+                                d.use_grant();
+                                true
+                            }
+                            None => false,
+                        };
+                        match d.push(data.create_entry(), granted) {
+                            Ok(user_data) => Ok(user_data),
+                            Err(PushError::NoRoom) => {
+                                *ticket = Some(d.wait_room(cx.waker()));
+                                return Poll::Pending;
+                            }
+                            Err(PushError::Poisoned) => Err(-libc::EBADR),
+                            Err(PushError::ShutDown) => Err(-libc::ECANCELED),
+                        }
+                    };
+                    match pushed {
+                        Ok(user_data) => {
+                            let State::Idle { data, .. } =
+                                std::mem::replace(&mut this.state, State::Done)
+                            else {
+                                unreachable!("state checked above")
+                            };
+                            this.state = State::InFlight {
+                                data,
+                                user_data,
+                                driver,
+                            };
+                            // Poll once more to register the waker in the slot.
+                        }
+                        Err(res) => {
+                            return Poll::Ready(
+                                take_done(&mut this.state).complete(Completion { res, flags: 0 }),
+                            );
+                        }
+                    }
+                }
+                State::InFlight {
+                    user_data, driver, ..
+                } => {
+                    let c = {
+                        let mut d = driver.shared.uring.borrow_mut();
+                        match d.poll_slot(*user_data, cx.waker()) {
+                            Poll::Ready(c) => c,
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    };
+                    return Poll::Ready(take_done(&mut this.state).complete(c));
+                }
+                State::Done => panic!("hoop Op polled after completion"),
+            }
+        }
+    }
+}
+
+fn take_done<T>(state: &mut State<T>) -> T {
+    match std::mem::replace(state, State::Done) {
+        State::Idle { data, .. } | State::InFlight { data, .. } => data,
+        State::Done => unreachable!("take_done on a finished op"),
+    }
+}
+
+impl<T: OpCode> Drop for Op<T> {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Idle {
+                ticket: Some(ticket),
+                ..
+            } => {
+                if let Some(driver) = Driver::current() {
+                    if let Ok(mut d) = driver.shared.uring.try_borrow_mut() {
+                        d.leave_room(ticket);
+                    }
+                }
+            }
+            State::InFlight {
+                data,
+                user_data,
+                driver,
+            } => {
+                let finished = match driver.shared.uring.try_borrow_mut() {
+                    Ok(mut d) => d.drop_slot(user_data, Box::new(data)),
+                    Err(_) => {
+                        // Dropped from inside the driver (cannot happen by construction): the
+                        // kernel may still own the memory, so leak it rather than free it.
+                        std::mem::forget(data);
+                        None
+                    }
+                };
+                if let Some((data, c)) = finished {
+                    data.finish(c);
+                }
+            }
+            _ => {}
+        }
+    }
+}

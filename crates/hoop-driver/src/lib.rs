@@ -1,0 +1,30 @@
+//! hoop's driver: the io_uring ring, the operation lifecycle, buffers and operations.
+//!
+//! This crate is the lower layer of [hoop](https://docs.rs/hoop); most users want that crate.
+//! Its pieces, by kernel concept:
+//! - [`op`]: every operation, defined once (its data and what its completion means);
+//! - [`sys::uring`]: how the io_uring driver starts each operation (`UringOp`), and the ring;
+//! - [`Driver`] and [`Op`]: the per-thread driver handle and the future of one operation;
+//! - [`buf`]: the `unsafe` buffer traits that hand memory to the kernel by ownership;
+//! - [`setup`]: why a ring could not be set up, in words a user can act on.
+
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod addr;
+pub mod buf;
+mod counters;
+mod driver;
+pub mod error;
+mod lifecycle;
+pub mod op;
+pub mod setup;
+mod slots;
+pub mod sys;
+
+pub use addr::SockAddr;
+pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
+pub use counters::Counters;
+pub use driver::{Driver, EnterGuard, Notifier, Op};
+pub use lifecycle::Completion;
+pub use sys::uring::Config;

@@ -1,0 +1,240 @@
+//! The state machine of one in-flight operation.
+//!
+//! ```text
+//!             push SQE
+//!   (free) ─────────────► Submitted ──poll──► Waiting(waker)
+//!                             │  ╲               │    │
+//!                 future      │   ╲ CQE      CQE │    │ future dropped
+//!                 dropped     │    ╲             ▼    ▼
+//!                             │     ╲──────► Completed  Ignored(data) ──CQE──► (free; data
+//!                             ▼                  │                              finished as
+//!                       Ignored(data)      poll or drop                         an orphan)
+//!                                                ▼
+//!                                             (free)
+//! ```
+//!
+//! `Ignored` owns the operation's data (buffer, sockaddr, path, ...) from the moment its future is
+//! dropped until the final CQE, and then hands both to the operation's completion handler, which
+//! owns the result: an accepted or opened fd is closed, a buffer is freed.
+
+use std::fmt;
+use std::task::{Poll, Waker};
+
+use crate::op::Orphan;
+
+/// The raw outcome of one CQE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// `res`: the result, or `-errno`.
+    pub res: i32,
+    /// `flags`: `IORING_CQE_F_*`.
+    pub flags: u32,
+}
+
+/// Where an operation's slot stands.
+pub(crate) enum Lifecycle {
+    /// The SQE is queued or in the kernel; nobody has polled the future yet.
+    Submitted,
+    /// The future was polled and waits with this waker.
+    Waiting(Waker),
+    /// The future was dropped before the final CQE; the slot owns the operation's data.
+    Ignored(Box<dyn Orphan>),
+    /// The final CQE arrived; the future has not yet taken it.
+    Completed(Completion),
+}
+
+/// What the driver must do after a CQE for this slot.
+#[must_use]
+pub(crate) enum OnCqe {
+    /// Wake this waker (after the drain) and keep the slot until the future takes the result.
+    Wake(Waker),
+    /// Nothing to wake; the result waits in the slot.
+    Stored,
+    /// The future is gone: free the slot and finish this data with the completion.
+    Orphaned(Box<dyn Orphan>, Completion),
+}
+
+/// What the driver must do when an operation's future is dropped.
+#[must_use]
+pub(crate) enum OnDrop {
+    /// The operation is still in flight: the slot now owns the data; submit a cancel.
+    Cancel,
+    /// The result had already arrived: free the slot and finish the data now.
+    Finished(Box<dyn Orphan>, Completion),
+}
+
+impl Lifecycle {
+    /// A final CQE arrived.
+    pub(crate) fn on_cqe(&mut self, c: Completion) -> OnCqe {
+        match std::mem::replace(self, Lifecycle::Completed(c)) {
+            Lifecycle::Submitted => OnCqe::Stored,
+            Lifecycle::Waiting(waker) => OnCqe::Wake(waker),
+            Lifecycle::Ignored(data) => OnCqe::Orphaned(data, c),
+            // A second final CQE for one slot cannot happen (generations in user_data reject
+            // stale ones); keep the first result rather than lose it.
+            Lifecycle::Completed(first) => {
+                *self = Lifecycle::Completed(first);
+                OnCqe::Stored
+            }
+        }
+    }
+
+    /// The future is polled. `Ready` means the slot is done and must be freed.
+    pub(crate) fn poll(&mut self, waker: &Waker) -> Poll<Completion> {
+        match self {
+            Lifecycle::Completed(c) => Poll::Ready(*c),
+            Lifecycle::Waiting(w) => {
+                if !w.will_wake(waker) {
+                    w.clone_from(waker);
+                }
+                Poll::Pending
+            }
+            Lifecycle::Submitted => {
+                *self = Lifecycle::Waiting(waker.clone());
+                Poll::Pending
+            }
+            // A dropped future is never polled again.
+            Lifecycle::Ignored(_) => Poll::Pending,
+        }
+    }
+
+    /// The future is dropped with the operation's data.
+    pub(crate) fn on_drop(&mut self, data: Box<dyn Orphan>) -> OnDrop {
+        match self {
+            Lifecycle::Completed(c) => OnDrop::Finished(data, *c),
+            _ => {
+                *self = Lifecycle::Ignored(data);
+                OnDrop::Cancel
+            }
+        }
+    }
+
+    /// Whether the future is gone (the slot owns the data).
+    pub(crate) fn is_ignored(&self) -> bool {
+        matches!(self, Lifecycle::Ignored(_))
+    }
+
+    /// Whether the final CQE arrived.
+    pub(crate) fn is_completed(&self) -> bool {
+        matches!(self, Lifecycle::Completed(_))
+    }
+}
+
+impl fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lifecycle::Submitted => f.write_str("Submitted"),
+            Lifecycle::Waiting(_) => f.write_str("Waiting"),
+            Lifecycle::Ignored(_) => f.write_str("Ignored"),
+            Lifecycle::Completed(c) => write!(f, "Completed({c:?})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Probe(Rc<RefCell<Vec<Completion>>>);
+    impl Orphan for Probe {
+        fn finish(self: Box<Self>, c: Completion) {
+            self.0.borrow_mut().push(c);
+        }
+    }
+
+    struct CountWake(AtomicUsize);
+    impl Wake for CountWake {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (Waker, Arc<CountWake>) {
+        let c = Arc::new(CountWake(AtomicUsize::new(0)));
+        (Waker::from(c.clone()), c)
+    }
+
+    const OK: Completion = Completion { res: 7, flags: 0 };
+
+    #[test]
+    fn completed_before_poll() {
+        let (w, _) = waker();
+        let mut l = Lifecycle::Submitted;
+        assert!(matches!(l.on_cqe(OK), OnCqe::Stored));
+        assert!(l.is_completed());
+        assert_eq!(l.poll(&w), Poll::Ready(OK));
+    }
+
+    #[test]
+    fn waiting_then_completed_wakes() {
+        let (w, count) = waker();
+        let mut l = Lifecycle::Submitted;
+        assert_eq!(l.poll(&w), Poll::Pending);
+        assert!(matches!(l, Lifecycle::Waiting(_)));
+        match l.on_cqe(OK) {
+            OnCqe::Wake(w) => w.wake(),
+            _ => panic!("expected a wake"),
+        }
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(l.poll(&w), Poll::Ready(OK));
+    }
+
+    #[test]
+    fn repoll_replaces_a_different_waker() {
+        let (w1, c1) = waker();
+        let (w2, c2) = waker();
+        let mut l = Lifecycle::Submitted;
+        let _ = l.poll(&w1);
+        let _ = l.poll(&w2);
+        if let OnCqe::Wake(w) = l.on_cqe(OK) {
+            w.wake();
+        }
+        assert_eq!(c1.0.load(Ordering::SeqCst), 0);
+        assert_eq!(c2.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn dropped_in_flight_is_ignored_then_finished_by_cqe() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let (w, _) = waker();
+        let mut l = Lifecycle::Submitted;
+        let _ = l.poll(&w);
+        assert!(matches!(
+            l.on_drop(Box::new(Probe(seen.clone()))),
+            OnDrop::Cancel
+        ));
+        assert!(l.is_ignored());
+        assert_eq!(l.poll(&w), Poll::Pending);
+        match l.on_cqe(OK) {
+            OnCqe::Orphaned(data, c) => data.finish(c),
+            _ => panic!("expected the orphan"),
+        }
+        assert_eq!(*seen.borrow(), vec![OK]);
+    }
+
+    #[test]
+    fn dropped_after_cqe_finishes_at_once() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let mut l = Lifecycle::Submitted;
+        let _ = l.on_cqe(OK);
+        match l.on_drop(Box::new(Probe(seen.clone()))) {
+            OnDrop::Finished(data, c) => data.finish(c),
+            OnDrop::Cancel => panic!("nothing to cancel"),
+        }
+        assert_eq!(*seen.borrow(), vec![OK]);
+    }
+
+    #[test]
+    fn duplicate_final_cqe_keeps_the_first() {
+        let (w, _) = waker();
+        let mut l = Lifecycle::Submitted;
+        let _ = l.on_cqe(OK);
+        let _ = l.on_cqe(Completion { res: -1, flags: 0 });
+        assert_eq!(l.poll(&w), Poll::Ready(OK));
+    }
+}

@@ -1,0 +1,350 @@
+//! File operations (and the generic fd reads and writes they share with sockets).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use crate::buf::{BufResult, IoBuf, IoBufMut};
+use crate::error::cvt;
+use crate::lifecycle::Completion;
+use crate::op::OpCode;
+
+/// `offset` value meaning "the file's current position" (and the only valid one for pipes).
+pub const CURRENT_POS: u64 = u64::MAX;
+
+/// Reads into `buf` (from its start, up to its capacity) at `offset`.
+#[derive(Debug)]
+pub struct Read<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) offset: u64,
+}
+
+impl<B: IoBufMut> Read<B> {
+    /// Reads from `fd` at `offset` ([`CURRENT_POS`] for the current position).
+    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
+        Read { fd, buf, offset }
+    }
+}
+
+impl<B: IoBufMut> OpCode for Read<B> {
+    type Output = BufResult<usize, B>;
+    fn complete(mut self, c: Completion) -> Self::Output {
+        let res = cvt(c.res).map(|n| {
+            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
+            unsafe { self.buf.set_init(n as usize) };
+            n as usize
+        });
+        (res, self.buf)
+    }
+}
+
+/// Writes the initialized bytes of `buf` at `offset`.
+#[derive(Debug)]
+pub struct Write<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) offset: u64,
+}
+
+impl<B: IoBuf> Write<B> {
+    /// Writes to `fd` at `offset` ([`CURRENT_POS`] for the current position).
+    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
+        Write { fd, buf, offset }
+    }
+}
+
+impl<B: IoBuf> OpCode for Write<B> {
+    type Output = BufResult<usize, B>;
+    fn complete(self, c: Completion) -> Self::Output {
+        (cvt(c.res).map(|n| n as usize), self.buf)
+    }
+}
+
+/// Reads into several buffers in turn (`readv`).
+#[derive(Debug)]
+pub struct Readv<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) bufs: Vec<B>,
+    /// The iovec array the kernel reads; on the heap, built once, never grown.
+    pub(crate) iovecs: Vec<libc::iovec>,
+    pub(crate) offset: u64,
+}
+
+impl<B: IoBufMut> Readv<B> {
+    /// Reads from `fd` at `offset` into `bufs`, filling each to its capacity before the next.
+    pub fn new(fd: RawFd, mut bufs: Vec<B>, offset: u64) -> Self {
+        let iovecs = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.stable_mut_ptr().cast(),
+                iov_len: b.bytes_total(),
+            })
+            .collect();
+        Readv {
+            fd,
+            bufs,
+            iovecs,
+            offset,
+        }
+    }
+}
+
+impl<B: IoBufMut> OpCode for Readv<B> {
+    type Output = BufResult<usize, Vec<B>>;
+    fn complete(mut self, c: Completion) -> Self::Output {
+        let res = cvt(c.res).map(|n| {
+            let mut left = n as usize;
+            for b in &mut self.bufs {
+                let here = left.min(b.bytes_total());
+                // SAFETY: the kernel filled the buffers in order; `here` bytes of this one.
+                unsafe { b.set_init(here) };
+                left -= here;
+            }
+            n as usize
+        });
+        (res, self.bufs)
+    }
+}
+
+/// Writes several buffers in turn (`writev`).
+#[derive(Debug)]
+pub struct Writev<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) bufs: Vec<B>,
+    pub(crate) iovecs: Vec<libc::iovec>,
+    pub(crate) offset: u64,
+}
+
+impl<B: IoBuf> Writev<B> {
+    /// Writes the initialized bytes of `bufs` to `fd` at `offset`.
+    pub fn new(fd: RawFd, bufs: Vec<B>, offset: u64) -> Self {
+        let iovecs = bufs
+            .iter()
+            .map(|b| libc::iovec {
+                iov_base: b.stable_ptr() as *mut _,
+                iov_len: b.bytes_init(),
+            })
+            .collect();
+        Writev {
+            fd,
+            bufs,
+            iovecs,
+            offset,
+        }
+    }
+}
+
+impl<B: IoBuf> OpCode for Writev<B> {
+    type Output = BufResult<usize, Vec<B>>;
+    fn complete(self, c: Completion) -> Self::Output {
+        (cvt(c.res).map(|n| n as usize), self.bufs)
+    }
+}
+
+/// Opens a file (`openat`). The fd is owned by the result: if the future was dropped, it is
+/// closed when the completion arrives.
+#[derive(Debug)]
+pub struct OpenAt {
+    pub(crate) dirfd: RawFd,
+    pub(crate) path: CString,
+    pub(crate) flags: i32,
+    pub(crate) mode: u32,
+}
+
+impl OpenAt {
+    /// Opens `path` relative to `dirfd` (`libc::AT_FDCWD` for the working directory). `O_CLOEXEC`
+    /// is always added.
+    pub fn new(dirfd: RawFd, path: CString, flags: i32, mode: u32) -> Self {
+        OpenAt {
+            dirfd,
+            path,
+            flags: flags | libc::O_CLOEXEC,
+            mode,
+        }
+    }
+}
+
+impl OpCode for OpenAt {
+    type Output = io::Result<OwnedFd>;
+    fn complete(self, c: Completion) -> Self::Output {
+        // SAFETY: a non-negative result of openat is a new fd that nothing else owns.
+        cvt(c.res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+}
+
+/// Closes an fd (`IORING_OP_CLOSE`). The fd is given up when the op is created.
+#[derive(Debug)]
+pub struct Close {
+    pub(crate) fd: RawFd,
+}
+
+impl Close {
+    /// Closes `fd`, which the op now owns.
+    pub fn new(fd: OwnedFd) -> Self {
+        Close {
+            fd: fd.into_raw_fd(),
+        }
+    }
+}
+
+impl OpCode for Close {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Flushes a file to its device (`fsync`, or `fdatasync` when `datasync`).
+#[derive(Debug)]
+pub struct Fsync {
+    pub(crate) fd: RawFd,
+    pub(crate) datasync: bool,
+}
+
+impl Fsync {
+    /// Syncs `fd`; only data (and the metadata needed to read it) when `datasync`.
+    pub fn new(fd: RawFd, datasync: bool) -> Self {
+        Fsync { fd, datasync }
+    }
+}
+
+impl OpCode for Fsync {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Reads a file's metadata (`statx`).
+#[derive(Debug)]
+pub struct Statx {
+    pub(crate) dirfd: RawFd,
+    pub(crate) path: CString,
+    pub(crate) flags: i32,
+    pub(crate) mask: u32,
+    pub(crate) statx: Box<libc::statx>,
+}
+
+impl Statx {
+    /// Stats `path` relative to `dirfd`; an empty path with `AT_EMPTY_PATH` stats `dirfd` itself.
+    pub fn new(dirfd: RawFd, path: CString, flags: i32, mask: u32) -> Self {
+        Statx {
+            dirfd,
+            path,
+            flags,
+            mask,
+            // SAFETY: statx is plain old data; all-zero is a valid value.
+            statx: Box::new(unsafe { std::mem::zeroed() }),
+        }
+    }
+}
+
+impl OpCode for Statx {
+    type Output = io::Result<libc::statx>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(|_| *self.statx)
+    }
+}
+
+/// Allocates or deallocates file space (`fallocate`).
+#[derive(Debug)]
+pub struct Fallocate {
+    pub(crate) fd: RawFd,
+    pub(crate) mode: i32,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+impl Fallocate {
+    /// `fallocate(fd, mode, offset, len)`.
+    pub fn new(fd: RawFd, mode: i32, offset: u64, len: u64) -> Self {
+        Fallocate {
+            fd,
+            mode,
+            offset,
+            len,
+        }
+    }
+}
+
+impl OpCode for Fallocate {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Removes a file, or an empty directory with `AT_REMOVEDIR` (`unlinkat`).
+#[derive(Debug)]
+pub struct UnlinkAt {
+    pub(crate) dirfd: RawFd,
+    pub(crate) path: CString,
+    pub(crate) flags: i32,
+}
+
+impl UnlinkAt {
+    /// `unlinkat(dirfd, path, flags)`.
+    pub fn new(dirfd: RawFd, path: CString, flags: i32) -> Self {
+        UnlinkAt { dirfd, path, flags }
+    }
+}
+
+impl OpCode for UnlinkAt {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Renames a file (`renameat2`).
+#[derive(Debug)]
+pub struct RenameAt {
+    pub(crate) old_dirfd: RawFd,
+    pub(crate) old: CString,
+    pub(crate) new_dirfd: RawFd,
+    pub(crate) new: CString,
+    pub(crate) flags: u32,
+}
+
+impl RenameAt {
+    /// `renameat2(old_dirfd, old, new_dirfd, new, flags)`.
+    pub fn new(old_dirfd: RawFd, old: CString, new_dirfd: RawFd, new: CString, flags: u32) -> Self {
+        RenameAt {
+            old_dirfd,
+            old,
+            new_dirfd,
+            new,
+            flags,
+        }
+    }
+}
+
+impl OpCode for RenameAt {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Creates a directory (`mkdirat`).
+#[derive(Debug)]
+pub struct MkdirAt {
+    pub(crate) dirfd: RawFd,
+    pub(crate) path: CString,
+    pub(crate) mode: u32,
+}
+
+impl MkdirAt {
+    /// `mkdirat(dirfd, path, mode)`.
+    pub fn new(dirfd: RawFd, path: CString, mode: u32) -> Self {
+        MkdirAt { dirfd, path, mode }
+    }
+}
+
+impl OpCode for MkdirAt {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}

@@ -1,0 +1,248 @@
+//! Socket operations.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use crate::addr::SockAddr;
+use crate::buf::{BufResult, IoBuf, IoBufMut};
+use crate::error::cvt;
+use crate::lifecycle::Completion;
+use crate::op::OpCode;
+
+/// Creates a socket (`IORING_OP_SOCKET`). The fd is owned by the result.
+#[derive(Debug)]
+pub struct Socket {
+    pub(crate) domain: i32,
+    pub(crate) ty: i32,
+    pub(crate) protocol: i32,
+}
+
+impl Socket {
+    /// `socket(domain, ty | SOCK_CLOEXEC, protocol)`.
+    pub fn new(domain: i32, ty: i32, protocol: i32) -> Self {
+        Socket {
+            domain,
+            ty: ty | libc::SOCK_CLOEXEC,
+            protocol,
+        }
+    }
+}
+
+impl OpCode for Socket {
+    type Output = io::Result<OwnedFd>;
+    fn complete(self, c: Completion) -> Self::Output {
+        // SAFETY: a non-negative result is a new fd nothing else owns.
+        cvt(c.res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+}
+
+/// Connects a socket (`connect`).
+#[derive(Debug)]
+pub struct Connect {
+    pub(crate) fd: RawFd,
+    pub(crate) addr: Box<SockAddr>,
+}
+
+impl Connect {
+    /// Connects `fd` to `addr`.
+    pub fn new(fd: RawFd, addr: SockAddr) -> Self {
+        Connect {
+            fd,
+            addr: Box::new(addr),
+        }
+    }
+}
+
+impl OpCode for Connect {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Accepts a connection (`accept4` with `SOCK_CLOEXEC`). The new fd is owned by the result, so
+/// an accept whose future was dropped closes the connection it accepted (invariant 5).
+#[derive(Debug)]
+pub struct Accept {
+    pub(crate) fd: RawFd,
+    pub(crate) addr: Box<SockAddr>,
+}
+
+impl Accept {
+    /// Accepts on the listening socket `fd`.
+    pub fn new(fd: RawFd) -> Self {
+        Accept {
+            fd,
+            addr: Box::new(SockAddr::empty()),
+        }
+    }
+}
+
+impl OpCode for Accept {
+    type Output = io::Result<(OwnedFd, SockAddr)>;
+    fn complete(self, c: Completion) -> Self::Output {
+        // SAFETY: a non-negative result is a new fd nothing else owns.
+        cvt(c.res).map(|fd| (unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, *self.addr))
+    }
+}
+
+/// Receives into `buf` (`recv`).
+#[derive(Debug)]
+pub struct Recv<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) flags: i32,
+}
+
+impl<B: IoBufMut> Recv<B> {
+    /// Receives from `fd` into `buf`, from its start up to its capacity.
+    pub fn new(fd: RawFd, buf: B, flags: i32) -> Self {
+        Recv { fd, buf, flags }
+    }
+}
+
+impl<B: IoBufMut> OpCode for Recv<B> {
+    type Output = BufResult<usize, B>;
+    fn complete(mut self, c: Completion) -> Self::Output {
+        let res = cvt(c.res).map(|n| {
+            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
+            unsafe { self.buf.set_init(n as usize) };
+            n as usize
+        });
+        (res, self.buf)
+    }
+}
+
+/// Sends the initialized bytes of `buf` (`send`, with `MSG_NOSIGNAL`).
+#[derive(Debug)]
+pub struct Send<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) flags: i32,
+}
+
+impl<B: IoBuf> Send<B> {
+    /// Sends `buf` on `fd`. `MSG_NOSIGNAL` is always added: a closed peer is an `EPIPE` error,
+    /// never a `SIGPIPE`.
+    pub fn new(fd: RawFd, buf: B, flags: i32) -> Self {
+        Send {
+            fd,
+            buf,
+            flags: flags | libc::MSG_NOSIGNAL,
+        }
+    }
+}
+
+impl<B: IoBuf> OpCode for Send<B> {
+    type Output = BufResult<usize, B>;
+    fn complete(self, c: Completion) -> Self::Output {
+        (cvt(c.res).map(|n| n as usize), self.buf)
+    }
+}
+
+/// A `msghdr` with its one iovec and its address, boxed so the kernel's pointers stay valid.
+pub(crate) struct MsgHeader {
+    pub(crate) msg: libc::msghdr,
+    pub(crate) iov: libc::iovec,
+    pub(crate) addr: SockAddr,
+}
+
+impl std::fmt::Debug for MsgHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MsgHeader").field("addr", &self.addr).finish()
+    }
+}
+
+impl MsgHeader {
+    fn new(ptr: *mut u8, len: usize, addr: SockAddr) -> Box<MsgHeader> {
+        let mut h = Box::new(MsgHeader {
+            // SAFETY: msghdr is plain old data; all-zero is valid.
+            msg: unsafe { std::mem::zeroed() },
+            iov: libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: len,
+            },
+            addr,
+        });
+        // The box's fields do not move from here on: point the header at them.
+        h.msg.msg_iov = &mut h.iov;
+        h.msg.msg_iovlen = 1;
+        h.msg.msg_name = h.addr.as_mut_ptr().cast();
+        h.msg.msg_namelen = h.addr.len;
+        h
+    }
+}
+
+/// Sends a datagram to an address (`sendmsg`).
+#[derive(Debug)]
+pub struct SendMsg<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) hdr: Box<MsgHeader>,
+}
+
+impl<B: IoBuf> SendMsg<B> {
+    /// Sends the initialized bytes of `buf` on `fd` to `addr`.
+    pub fn new(fd: RawFd, buf: B, addr: SockAddr) -> Self {
+        let hdr = MsgHeader::new(buf.stable_ptr() as *mut u8, buf.bytes_init(), addr);
+        SendMsg { fd, buf, hdr }
+    }
+}
+
+impl<B: IoBuf> OpCode for SendMsg<B> {
+    type Output = BufResult<usize, B>;
+    fn complete(self, c: Completion) -> Self::Output {
+        (cvt(c.res).map(|n| n as usize), self.buf)
+    }
+}
+
+/// Receives a datagram and its source address (`recvmsg`).
+#[derive(Debug)]
+pub struct RecvMsg<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) hdr: Box<MsgHeader>,
+}
+
+impl<B: IoBufMut> RecvMsg<B> {
+    /// Receives on `fd` into `buf`.
+    pub fn new(fd: RawFd, mut buf: B) -> Self {
+        let hdr = MsgHeader::new(buf.stable_mut_ptr(), buf.bytes_total(), SockAddr::empty());
+        RecvMsg { fd, buf, hdr }
+    }
+}
+
+impl<B: IoBufMut> OpCode for RecvMsg<B> {
+    type Output = BufResult<(usize, SockAddr), B>;
+    fn complete(mut self, c: Completion) -> Self::Output {
+        let mut addr = self.hdr.addr;
+        addr.len = self.hdr.msg.msg_namelen;
+        let res = cvt(c.res).map(|n| {
+            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
+            unsafe { self.buf.set_init(n as usize) };
+            (n as usize, addr)
+        });
+        (res, self.buf)
+    }
+}
+
+/// Shuts down one or both directions of a connection (`shutdown`).
+#[derive(Debug)]
+pub struct Shutdown {
+    pub(crate) fd: RawFd,
+    pub(crate) how: i32,
+}
+
+impl Shutdown {
+    /// `shutdown(fd, how)` with `libc::SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`.
+    pub fn new(fd: RawFd, how: i32) -> Self {
+        Shutdown { fd, how }
+    }
+}
+
+impl OpCode for Shutdown {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}

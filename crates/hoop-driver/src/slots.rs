@@ -1,0 +1,138 @@
+//! The preallocated table of operation slots, addressed by `user_data`.
+//!
+//! `user_data` = `generation << 32 | index`. A slot's generation changes every time it is freed,
+//! so a CQE that arrives for a slot that was reused is recognised and dropped (invariant 3).
+//! In this driver a slot is only freed after its final CQE, so that never happens by design; the
+//! generation is the second line of defence.
+
+use crate::lifecycle::Lifecycle;
+
+/// `user_data` values with an index no slot can have, for the driver's own SQEs.
+pub(crate) mod tag {
+    /// An `ASYNC_CANCEL` SQE.
+    pub const CANCEL: u64 = u32::MAX as u64;
+    /// The poll on the runtime's wake-up eventfd.
+    pub const WAKE: u64 = u32::MAX as u64 - 1;
+    /// Highest number of slots a table may have.
+    pub const MAX_SLOTS: usize = 1 << 24;
+}
+
+struct Slot {
+    generation: u32,
+    state: Option<Lifecycle>,
+}
+
+/// The slot table: a fixed capacity, a free list, no allocation after construction.
+pub(crate) struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+impl Slots {
+    /// A table of `capacity` slots.
+    pub(crate) fn new(capacity: usize) -> Slots {
+        let capacity = capacity.clamp(1, tag::MAX_SLOTS);
+        Slots {
+            slots: (0..capacity)
+                .map(|_| Slot {
+                    generation: 0,
+                    state: None,
+                })
+                .collect(),
+            free: (0..capacity as u32).rev().collect(),
+        }
+    }
+
+    /// Number of slots in use.
+    pub(crate) fn in_use(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Number of slots.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Takes a free slot in state `Submitted`; returns its `user_data`.
+    pub(crate) fn insert(&mut self) -> Option<u64> {
+        let index = self.free.pop()?;
+        let slot = &mut self.slots[index as usize];
+        slot.state = Some(Lifecycle::Submitted);
+        Some((u64::from(slot.generation) << 32) | u64::from(index))
+    }
+
+    /// The live slot `user_data` names, or `None` if it is free or of another generation.
+    pub(crate) fn get_mut(&mut self, user_data: u64) -> Option<&mut Lifecycle> {
+        let index = (user_data & 0xffff_ffff) as usize;
+        let generation = (user_data >> 32) as u32;
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.state.as_mut()
+    }
+
+    /// Frees the slot `user_data` names (no-op if it is stale).
+    pub(crate) fn remove(&mut self, user_data: u64) -> Option<Lifecycle> {
+        let index = (user_data & 0xffff_ffff) as usize;
+        let generation = (user_data >> 32) as u32;
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let state = slot.state.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(index as u32);
+        Some(state)
+    }
+
+    /// The `user_data` of every live slot.
+    pub(crate) fn live(&self) -> impl Iterator<Item = (u64, &Lifecycle)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.state
+                .as_ref()
+                .map(|st| ((u64::from(s.generation) << 32) | i as u64, st))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_user_data_is_rejected() {
+        let mut s = Slots::new(2);
+        let a = s.insert().unwrap();
+        assert!(s.get_mut(a).is_some());
+        assert!(s.remove(a).is_some());
+        let b = s.insert().unwrap();
+        // Same index (the free list is LIFO), new generation.
+        assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff);
+        assert_ne!(a, b);
+        assert!(s.get_mut(a).is_none(), "a late CQE must not reach the new op");
+        assert!(s.remove(a).is_none());
+        assert!(s.get_mut(b).is_some());
+    }
+
+    #[test]
+    fn capacity_is_fixed() {
+        let mut s = Slots::new(3);
+        let ids: Vec<_> = (0..3).map(|_| s.insert().unwrap()).collect();
+                assert!(s.insert().is_none());
+        assert_eq!(s.in_use(), 3);
+        s.remove(ids[1]);
+        assert_eq!(s.in_use(), 2);
+        assert!(s.insert().is_some());
+        assert_eq!(s.live().count(), 3);
+    }
+
+    #[test]
+    fn tags_are_not_slot_indexes() {
+        let mut s = Slots::new(4);
+        assert!(s.get_mut(tag::CANCEL).is_none());
+        assert!(s.get_mut(tag::WAKE).is_none());
+        let _ = s.insert();
+        assert!(s.remove(tag::CANCEL).is_none());
+    }
+}

@@ -1,0 +1,3 @@
+//! Driver implementations. Each operation in [`crate::op`] is implemented once per driver.
+
+pub mod uring;

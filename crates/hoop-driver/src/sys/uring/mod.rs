@@ -1,0 +1,642 @@
+//! The io_uring driver: one ring per runtime thread.
+//!
+//! SQEs are queued without a syscall and submitted in one `io_uring_enter` when the runtime runs
+//! out of ready tasks (or the SQ fills); every ready CQE is drained in one batch, and the wakers
+//! and orphaned results collected in the drain are handed back to the caller, who runs them after
+//! releasing the driver (invariant 11).
+
+mod op;
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue::Entry, types, IoUring};
+
+pub use self::op::UringOp;
+use crate::counters::Counters;
+use crate::lifecycle::{Completion, OnCqe, OnDrop};
+use crate::op::Orphan;
+use crate::setup::SetupError;
+use crate::slots::{tag, Slots};
+
+/// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): wait for or collect completions, and run deferred
+/// task work.
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// How a ring is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// SQ entries (rounded up to a power of two by the kernel).
+    pub entries: u32,
+    /// CQ entries; `None` means the default, the larger of 16384 and 4 x `entries`.
+    pub cq_entries: Option<u32>,
+    /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
+    /// room reserved for cancels and the wake-up poll). Larger values are for tests that force
+    /// CQ overflow.
+    pub max_in_flight: Option<u32>,
+    /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
+    pub taskrun_flags: bool,
+    /// How long shutdown waits for in-flight operations' final CQEs before leaking their memory.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            entries: 256,
+            cq_entries: None,
+            max_in_flight: None,
+            taskrun_flags: true,
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why an operation could not be pushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushError {
+    /// No slot or SQ room: wait in the FIFO.
+    NoRoom,
+    /// The driver lost completions (`-EBADR`).
+    Poisoned,
+    /// The runtime shut down.
+    ShutDown,
+}
+
+/// The io_uring driver of one thread.
+pub(crate) struct Uring {
+    ring: IoUring,
+    slots: Slots,
+    /// Slots promised to room waiters that have not used them yet.
+    granted: usize,
+    /// Room waiters in FIFO order: (ticket, waker). Tickets only grow, so the deque is sorted.
+    room: VecDeque<(u64, Waker)>,
+    next_ticket: u64,
+    /// Every ticket below this was granted (or withdrawn).
+    granted_through: u64,
+    /// Targets (user_data) of cancels not yet pushed.
+    cancels: VecDeque<u64>,
+    cancels_in_flight: usize,
+    cancel_budget: usize,
+    wake_fd: Arc<OwnedFd>,
+    wake_armed: bool,
+    /// Driver turns since the last `io_uring_enter`.
+    turns_since_enter: u32,
+    pub(crate) counters: Counters,
+    pub(crate) wakeups: Vec<Waker>,
+    pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
+    poisoned: bool,
+    shut_down: bool,
+    shutdown_timeout: Duration,
+    setup_flags: &'static str,
+}
+
+impl Uring {
+    pub(crate) fn new(cfg: &Config) -> Result<Uring, SetupError> {
+        let entries = cfg.entries.max(1);
+        let cq = cfg
+            .cq_entries
+            .unwrap_or_else(|| (entries.saturating_mul(4)).max(16384))
+            .max(entries.saturating_mul(2));
+        let (ring, setup_flags) = build_ring(entries, cq, cfg.taskrun_flags)?;
+        let cq_real = ring.params().cq_entries() as usize;
+        let cancel_budget = (cq_real / 16).max(1);
+        let capacity = match cfg.max_in_flight {
+            Some(n) => n as usize,
+            None => cq_real.saturating_sub(cancel_budget + 1).max(1),
+        };
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        let efd = crate::error::cvt_libc(efd).map_err(|e| SetupError::classify(e, entries))?;
+        Ok(Uring {
+            ring,
+            slots: Slots::new(capacity),
+            granted: 0,
+            room: VecDeque::new(),
+            next_ticket: 0,
+            granted_through: 0,
+            cancels: VecDeque::new(),
+            cancels_in_flight: 0,
+            cancel_budget,
+            // SAFETY: eventfd returned a new fd that nothing else owns.
+            wake_fd: Arc::new(unsafe { OwnedFd::from_raw_fd(efd) }),
+            wake_armed: false,
+            turns_since_enter: 0,
+            counters: Counters::default(),
+            wakeups: Vec::with_capacity(256),
+            orphans: Vec::new(),
+            poisoned: false,
+            shut_down: false,
+            shutdown_timeout: cfg.shutdown_timeout,
+            setup_flags,
+        })
+    }
+
+    pub(crate) fn setup_flags(&self) -> &'static str {
+        self.setup_flags
+    }
+
+    pub(crate) fn params(&self) -> &io_uring::Parameters {
+        self.ring.params()
+    }
+
+    pub(crate) fn wake_fd(&self) -> Arc<OwnedFd> {
+        self.wake_fd.clone()
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.slots.in_use()
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+
+    /// Whether the driver has work the next turn should not sleep through.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.wakeups.is_empty() || !self.orphans.is_empty()
+    }
+
+    // ----- pushing --------------------------------------------------------------------------
+
+    /// Pushes an operation's SQE into a new slot. `granted` says the caller holds a grant from
+    /// the room FIFO (it may then pass waiters that came before others).
+    pub(crate) fn push(&mut self, entry: Entry, granted: bool) -> Result<u64, PushError> {
+        if self.poisoned {
+            return Err(PushError::Poisoned);
+        }
+        if self.shut_down {
+            return Err(PushError::ShutDown);
+        }
+        let free = self.slots.capacity() - self.slots.in_use();
+        let may = if granted {
+            free > 0
+        } else {
+            self.room.is_empty() && free > self.granted
+        };
+        if !may {
+            return Err(PushError::NoRoom);
+        }
+        let Some(user_data) = self.slots.insert() else {
+            return Err(PushError::NoRoom);
+        };
+        if !self.push_sqe(&entry.user_data(user_data)) {
+            let _ = self.slots.remove(user_data);
+            return Err(PushError::NoRoom);
+        }
+        Ok(user_data)
+    }
+
+    /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
+    fn push_sqe(&mut self, entry: &Entry) -> bool {
+        if self.ring.submission().is_full() {
+            // The SQ filled up: submit now rather than wait for the end of the tick.
+            let _ = self.enter(false);
+        }
+        let mut sq = self.ring.submission();
+        // SAFETY: every pointer in the entry points into memory owned by the operation's data,
+        // which the slot or the future keeps alive until the final CQE (UringOp's contract).
+        unsafe { sq.push(entry).is_ok() }
+    }
+
+    // ----- the room FIFO (backpressure) -------------------------------------------------------
+
+    /// Queues a waiter for room; returns its ticket.
+    pub(crate) fn wait_room(&mut self, waker: &Waker) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.room.push_back((ticket, waker.clone()));
+        self.counters.room_waits += 1;
+        ticket
+    }
+
+    /// Whether `ticket` was granted room.
+    pub(crate) fn is_granted(&self, ticket: u64) -> bool {
+        ticket < self.granted_through
+    }
+
+    /// Refreshes the waker of a still-queued ticket.
+    pub(crate) fn update_room_waker(&mut self, ticket: u64, waker: &Waker) {
+        if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
+            let w = &mut self.room[i].1;
+            if !w.will_wake(waker) {
+                w.clone_from(waker);
+            }
+        }
+    }
+
+    /// A granted waiter used (or gave up) its grant.
+    pub(crate) fn use_grant(&mut self) {
+        self.granted = self.granted.saturating_sub(1);
+    }
+
+    /// A waiter went away: withdraw its ticket, or pass its grant on.
+    pub(crate) fn leave_room(&mut self, ticket: u64) {
+        if self.is_granted(ticket) {
+            self.use_grant();
+            self.grant();
+        } else if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
+            let _ = self.room.remove(i);
+        }
+    }
+
+    /// Wakes as many waiters as there are free slots not yet promised.
+    fn grant(&mut self) {
+        let free = self.slots.capacity() - self.slots.in_use();
+        while self.granted < free {
+            let Some((ticket, waker)) = self.room.pop_front() else {
+                break;
+            };
+            self.granted_through = ticket + 1;
+            self.granted += 1;
+            self.wakeups.push(waker);
+        }
+    }
+
+    // ----- completions ------------------------------------------------------------------------
+
+    /// Polls the slot `user_data`; on `Ready` the slot is freed.
+    pub(crate) fn poll_slot(&mut self, user_data: u64, waker: &Waker) -> Poll<Completion> {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            // Only reachable after an EBADR poison removed the slot.
+            return Poll::Ready(Completion {
+                res: -libc::EBADR,
+                flags: 0,
+            });
+        };
+        match state.poll(waker) {
+            Poll::Ready(c) => {
+                let _ = self.slots.remove(user_data);
+                if !self.room.is_empty() {
+                    self.grant();
+                }
+                Poll::Ready(c)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The future of slot `user_data` was dropped with its data. Returns the data and its result
+    /// if the operation already completed (the caller finishes it after releasing the driver).
+    pub(crate) fn drop_slot(
+        &mut self,
+        user_data: u64,
+        data: Box<dyn Orphan>,
+    ) -> Option<(Box<dyn Orphan>, Completion)> {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            // The slot is gone (poisoned driver): the kernel may still own the memory.
+            std::mem::forget(data);
+            return None;
+        };
+        match state.on_drop(data) {
+            OnDrop::Finished(data, c) => {
+                let _ = self.slots.remove(user_data);
+                self.grant();
+                Some((data, c))
+            }
+            OnDrop::Cancel => {
+                if self.shut_down {
+                    // Shutdown already gave up on this operation: leak its memory on purpose.
+                    if let Some(crate::lifecycle::Lifecycle::Ignored(data)) =
+                        self.slots.remove(user_data)
+                    {
+                        std::mem::forget(data);
+                    }
+                } else {
+                    self.cancels.push_back(user_data);
+                }
+                None
+            }
+        }
+    }
+
+    /// Pushes queued cancels while the SQ and the cancel budget allow (invariant 7: a cancel
+    /// that does not fit stays queued and is retried on the next turn).
+    fn flush_cancels(&mut self) {
+        while let Some(&target) = self.cancels.front() {
+            let live = self
+                .slots
+                .get_mut(target)
+                .is_some_and(|s| !s.is_completed());
+            if !live {
+                self.cancels.pop_front();
+                continue;
+            }
+            if self.cancels_in_flight >= self.cancel_budget {
+                break;
+            }
+            let entry = opcode::AsyncCancel::new(target)
+                .build()
+                .user_data(tag::CANCEL);
+            if !self.push_sqe(&entry) {
+                break;
+            }
+            self.cancels.pop_front();
+            self.cancels_in_flight += 1;
+            self.counters.cancels_submitted += 1;
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        if self.wake_armed || self.shut_down {
+            return;
+        }
+        let entry = opcode::PollAdd::new(types::Fd(self.wake_fd.as_raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(tag::WAKE);
+        if self.push_sqe(&entry) {
+            self.wake_armed = true;
+        }
+    }
+
+    /// One turn: push queued cancels, submit, wait for a completion if `block` (and nothing is
+    /// ready already), drain every CQE. Wakers and orphans land in `wakeups` and `orphans`.
+    pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
+        self.flush_cancels();
+        self.arm_wake();
+        let block = block && !self.has_ready();
+        let pending_sqes = !self.ring.submission().is_empty();
+        self.turns_since_enter += 1;
+        if block || pending_sqes || self.turns_since_enter >= 16 || self.ring.submission().taskrun()
+        {
+            self.enter(block)?;
+        }
+        self.drain();
+        Ok(())
+    }
+
+    /// `io_uring_enter`: submit everything queued, with GETEVENTS so that deferred task work
+    /// runs, and wait for one completion if `block`.
+    fn enter(&mut self, block: bool) -> io::Result<()> {
+        self.turns_since_enter = 0;
+        loop {
+            let to_submit = self.ring.submission().len() as u32;
+            let want = u32::from(block);
+            self.counters.enter_calls += 1;
+            // SAFETY: no argument struct is passed; the SQEs pushed point to memory their
+            // operations own until the final CQE.
+            let r = unsafe {
+                self.ring.submitter().enter::<libc::sigset_t>(
+                    to_submit,
+                    want,
+                    IORING_ENTER_GETEVENTS,
+                    None,
+                )
+            };
+            match r {
+                Ok(n) => {
+                    self.counters.sqes_submitted += n as u64;
+                    return Ok(());
+                }
+                Err(e) => match e.raw_os_error() {
+                    // A signal: nothing was lost; the caller's loop comes back.
+                    Some(libc::EINTR) => {
+                        if block {
+                            return Ok(());
+                        }
+                    }
+                    // The CQ backlog is full (-EBUSY) or the kernel is short of memory (-EAGAIN):
+                    // reap first, then submit again; unsubmitted SQEs stay queued.
+                    Some(libc::EBUSY) | Some(libc::EAGAIN) => {
+                        self.counters.overflow_events += 1;
+                        if self.drain_once() == 0 {
+                            // Nothing to reap: let the caller retry on its next turn.
+                            return Ok(());
+                        }
+                    }
+                    // Completions were really lost: a hard error for everyone, never a hang.
+                    Some(libc::EBADR) => {
+                        self.poison();
+                        return Err(crate::error::completions_lost());
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Drains the CQ, and the kernel's overflow backlog behind it (invariant 9).
+    fn drain(&mut self) {
+        self.drain_once();
+        let mut rounds = 0;
+        while self.ring.submission().cq_overflow() && rounds < 64 {
+            rounds += 1;
+            self.counters.overflow_events += 1;
+            // SAFETY: as in `enter`; this call only flushes the backlog into the CQ.
+            let r = unsafe {
+                self.ring.submitter().enter::<libc::sigset_t>(
+                    0,
+                    0,
+                    IORING_ENTER_GETEVENTS,
+                    None,
+                )
+            };
+            self.counters.enter_calls += 1;
+            if let Err(e) = r {
+                if e.raw_os_error() == Some(libc::EBADR) {
+                    self.poison();
+                    return;
+                }
+            }
+            self.drain_once();
+        }
+        if !self.room.is_empty() {
+            self.grant();
+        }
+    }
+
+    /// Reaps every CQE now in the ring; returns how many.
+    fn drain_once(&mut self) -> usize {
+        let Uring {
+            ring,
+            slots,
+            cancels_in_flight,
+            wake_armed,
+            wake_fd,
+            counters,
+            wakeups,
+            orphans,
+            ..
+        } = self;
+        let mut n = 0u64;
+        for cqe in ring.completion() {
+            n += 1;
+            let user_data = cqe.user_data();
+            let c = Completion {
+                res: cqe.result(),
+                flags: cqe.flags(),
+            };
+            if user_data == tag::CANCEL {
+                *cancels_in_flight -= 1;
+                continue;
+            }
+            if user_data == tag::WAKE {
+                *wake_armed = false;
+                let mut buf = 0u64;
+                // SAFETY: reads 8 bytes into a local u64 from the eventfd we own.
+                let _ = unsafe {
+                    libc::read(
+                        wake_fd.as_raw_fd(),
+                        (&mut buf as *mut u64).cast(),
+                        std::mem::size_of::<u64>(),
+                    )
+                };
+                continue;
+            }
+            if cqueue::more(c.flags) {
+                // Not the final CQE of this operation (multishot); nothing is released yet.
+                continue;
+            }
+            match slots.get_mut(user_data) {
+                None => counters.stale_cqes += 1,
+                Some(state) => match state.on_cqe(c) {
+                    OnCqe::Wake(w) => wakeups.push(w),
+                    OnCqe::Stored => {}
+                    OnCqe::Orphaned(data, c) => {
+                        let _ = slots.remove(user_data);
+                        orphans.push((data, c));
+                    }
+                },
+            }
+        }
+        counters.cqes_reaped += n;
+        counters.max_cqe_batch = counters.max_cqe_batch.max(n);
+        n as usize
+    }
+
+    /// After `-EBADR`: every waiting operation completes with an error; memory of operations
+    /// nobody waits for is leaked (the kernel's view of it is unknown).
+    fn poison(&mut self) {
+        self.poisoned = true;
+        let live: Vec<u64> = self.slots.live().map(|(u, _)| u).collect();
+        for user_data in live {
+            let c = Completion {
+                res: -libc::EBADR,
+                flags: 0,
+            };
+            if let Some(state) = self.slots.get_mut(user_data) {
+                if state.is_ignored() {
+                    if let Some(crate::lifecycle::Lifecycle::Ignored(data)) =
+                        self.slots.remove(user_data)
+                    {
+                        std::mem::forget(data);
+                    }
+                } else if let OnCqe::Wake(w) = state.on_cqe(c) {
+                    self.wakeups.push(w);
+                }
+            }
+        }
+        self.cancels.clear();
+        for (_, w) in self.room.drain(..) {
+            self.wakeups.push(w);
+        }
+        self.granted_through = self.next_ticket;
+    }
+
+    // ----- shutdown ---------------------------------------------------------------------------
+
+    /// Cancels everything in flight and reaps until every final CQE arrived, or until the
+    /// shutdown timeout, after which the remaining operations' memory is leaked on purpose
+    /// (invariant 4). The ring itself is closed when the driver is dropped, after this.
+    pub(crate) fn shutdown(&mut self) {
+        if self.shut_down {
+            return;
+        }
+        let live: Vec<u64> = self
+            .slots
+            .live()
+            .filter(|(_, s)| !s.is_completed())
+            .map(|(u, _)| u)
+            .collect();
+        for user_data in live {
+            if !self.cancels.contains(&user_data) {
+                self.cancels.push_back(user_data);
+            }
+        }
+        if self.wake_armed {
+            let entry = opcode::PollRemove::new(tag::WAKE)
+                .build()
+                .user_data(tag::CANCEL);
+            if self.push_sqe(&entry) {
+                self.cancels_in_flight += 1;
+            }
+        }
+        self.shut_down = true;
+        let deadline = Instant::now() + self.shutdown_timeout;
+        while !self.poisoned && Instant::now() < deadline {
+            let busy = self.slots.live().any(|(_, s)| !s.is_completed());
+            if !busy && self.cancels_in_flight == 0 && !self.wake_armed {
+                break;
+            }
+            self.flush_cancels();
+            let ts = types::Timespec::new().nsec(20_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            self.counters.enter_calls += 1;
+            let r = if self.ring.params().is_feature_ext_arg() {
+                self.ring.submitter().submit_with_args(1, &args).map(drop)
+            } else {
+                let r = self.ring.submitter().submit().map(drop);
+                std::thread::sleep(Duration::from_millis(1));
+                r
+            };
+            if let Err(e) = r {
+                if e.raw_os_error() == Some(libc::EBADR) {
+                    self.poison();
+                }
+            }
+            self.drain();
+        }
+        // Whatever did not come back: the kernel may still write it, so it is never freed.
+        let left: Vec<u64> = self
+            .slots
+            .live()
+            .filter(|(_, s)| s.is_ignored())
+            .map(|(u, _)| u)
+            .collect();
+        for user_data in left {
+            if let Some(crate::lifecycle::Lifecycle::Ignored(data)) = self.slots.remove(user_data)
+            {
+                std::mem::forget(data);
+            }
+        }
+    }
+}
+
+/// Sets up a ring, retrying with fewer flags on EINVAL: `SINGLE_ISSUER | DEFER_TASKRUN`, then
+/// `COOP_TASKRUN | TASKRUN_FLAG`, then plain; always `SUBMIT_ALL` and a CQ of `cq` entries where
+/// the kernel takes them.
+fn build_ring(entries: u32, cq: u32, taskrun: bool) -> Result<(IoUring, &'static str), SetupError> {
+    type Attempt = (&'static str, fn(&mut io_uring::Builder));
+    let attempts: [Attempt; 4] = [
+        ("SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL|CQSIZE", |b| {
+            b.setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_submit_all();
+        }),
+        ("COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL|CQSIZE", |b| {
+            b.setup_coop_taskrun().setup_taskrun_flag().setup_submit_all();
+        }),
+        ("SUBMIT_ALL|CQSIZE", |b| {
+            b.setup_submit_all();
+        }),
+        ("CQSIZE", |_| {}),
+    ];
+    let skip = if taskrun { 0 } else { 2 };
+    let mut last = None;
+    for (name, apply) in attempts.iter().skip(skip) {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(cq).setup_clamp();
+        apply(&mut b);
+        match b.build(entries) {
+            Ok(ring) => return Ok((ring, name)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+            Err(e) => return Err(SetupError::classify(e, entries)),
+        }
+    }
+    let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL));
+    Err(SetupError::classify(e, entries))
+}

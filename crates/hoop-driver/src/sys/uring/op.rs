@@ -1,0 +1,218 @@
+//! How each operation becomes an SQE.
+
+use io_uring::{opcode, squeue::Entry, types::Fd};
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::op::*;
+
+/// An operation the io_uring driver can start.
+///
+/// # Safety
+/// Every pointer in the returned entry must point into memory owned by `self` (heap or static
+/// memory, never inline in `self`), valid until `self` is dropped, so that the value can move
+/// (into the slot, when its future is dropped) while the kernel uses it.
+pub unsafe trait UringOp: OpCode {
+    /// The SQE, without `user_data` (the driver sets it).
+    fn create_entry(&mut self) -> Entry;
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Nop {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Nop::new().build()
+    }
+}
+
+// SAFETY: the timespec is boxed.
+unsafe impl UringOp for Timeout {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Timeout::new(&*self.ts).build()
+    }
+}
+
+// SAFETY: the buffer's memory is stable by the IoBufMut contract.
+unsafe impl<B: IoBufMut> UringOp for Read<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
+        opcode::Read::new(Fd(self.fd), self.buf.stable_mut_ptr(), len)
+            .offset(self.offset)
+            .build()
+    }
+}
+
+// SAFETY: the buffer's memory is stable by the IoBuf contract.
+unsafe impl<B: IoBuf> UringOp for Write<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
+        opcode::Write::new(Fd(self.fd), self.buf.stable_ptr(), len)
+            .offset(self.offset)
+            .build()
+    }
+}
+
+// SAFETY: the iovec array is a Vec that is never grown; the buffers are stable.
+unsafe impl<B: IoBufMut> UringOp for Readv<B> {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Readv::new(Fd(self.fd), self.iovecs.as_ptr(), self.iovecs.len() as u32)
+            .offset(self.offset)
+            .build()
+    }
+}
+
+// SAFETY: as for Readv.
+unsafe impl<B: IoBuf> UringOp for Writev<B> {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Writev::new(Fd(self.fd), self.iovecs.as_ptr(), self.iovecs.len() as u32)
+            .offset(self.offset)
+            .build()
+    }
+}
+
+// SAFETY: the CString's bytes are on the heap.
+unsafe impl UringOp for OpenAt {
+    fn create_entry(&mut self) -> Entry {
+        opcode::OpenAt::new(Fd(self.dirfd), self.path.as_ptr())
+            .flags(self.flags)
+            .mode(self.mode)
+            .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Close {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Close::new(Fd(self.fd)).build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Fsync {
+    fn create_entry(&mut self) -> Entry {
+        let flags = if self.datasync {
+            io_uring::types::FsyncFlags::DATASYNC
+        } else {
+            io_uring::types::FsyncFlags::empty()
+        };
+        opcode::Fsync::new(Fd(self.fd)).flags(flags).build()
+    }
+}
+
+// SAFETY: the path and the statx buffer are on the heap.
+unsafe impl UringOp for Statx {
+    fn create_entry(&mut self) -> Entry {
+        let buf: *mut libc::statx = &mut *self.statx;
+        opcode::Statx::new(Fd(self.dirfd), self.path.as_ptr(), buf.cast())
+            .flags(self.flags)
+            .mask(self.mask)
+            .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Fallocate {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Fallocate::new(Fd(self.fd), self.len)
+            .offset(self.offset)
+            .mode(self.mode)
+            .build()
+    }
+}
+
+// SAFETY: the path is on the heap.
+unsafe impl UringOp for UnlinkAt {
+    fn create_entry(&mut self) -> Entry {
+        opcode::UnlinkAt::new(Fd(self.dirfd), self.path.as_ptr())
+            .flags(self.flags)
+            .build()
+    }
+}
+
+// SAFETY: both paths are on the heap.
+unsafe impl UringOp for RenameAt {
+    fn create_entry(&mut self) -> Entry {
+        opcode::RenameAt::new(
+            Fd(self.old_dirfd),
+            self.old.as_ptr(),
+            Fd(self.new_dirfd),
+            self.new.as_ptr(),
+        )
+        .flags(self.flags)
+        .build()
+    }
+}
+
+// SAFETY: the path is on the heap.
+unsafe impl UringOp for MkdirAt {
+    fn create_entry(&mut self) -> Entry {
+        opcode::MkDirAt::new(Fd(self.dirfd), self.path.as_ptr())
+            .mode(self.mode)
+            .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Socket {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Socket::new(self.domain, self.ty, self.protocol).build()
+    }
+}
+
+// SAFETY: the address is boxed.
+unsafe impl UringOp for Connect {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Connect::new(Fd(self.fd), self.addr.as_ptr(), self.addr.len).build()
+    }
+}
+
+// SAFETY: the address and its length are boxed.
+unsafe impl UringOp for Accept {
+    fn create_entry(&mut self) -> Entry {
+        let addr = &mut *self.addr;
+        opcode::Accept::new(Fd(self.fd), addr.as_mut_ptr(), &mut addr.len)
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBufMut contract.
+unsafe impl<B: IoBufMut> UringOp for Recv<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
+        opcode::Recv::new(Fd(self.fd), self.buf.stable_mut_ptr(), len)
+            .flags(self.flags)
+            .build()
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBuf contract.
+unsafe impl<B: IoBuf> UringOp for Send<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
+        opcode::Send::new(Fd(self.fd), self.buf.stable_ptr(), len)
+            .flags(self.flags)
+            .build()
+    }
+}
+
+// SAFETY: the header (msghdr, iovec, address) is boxed and the buffer is stable.
+unsafe impl<B: IoBuf> UringOp for SendMsg<B> {
+    fn create_entry(&mut self) -> Entry {
+        opcode::SendMsg::new(Fd(self.fd), &self.hdr.msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build()
+    }
+}
+
+// SAFETY: as for SendMsg.
+unsafe impl<B: IoBufMut> UringOp for RecvMsg<B> {
+    fn create_entry(&mut self) -> Entry {
+        opcode::RecvMsg::new(Fd(self.fd), &mut self.hdr.msg).build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Shutdown {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Shutdown::new(Fd(self.fd), self.how).build()
+    }
+}
