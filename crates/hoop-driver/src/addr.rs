@@ -57,6 +57,12 @@ impl SockAddr {
         (&mut self.storage as *mut libc::sockaddr_storage).cast()
     }
 
+    /// The same storage with the length the kernel reported.
+    pub fn with_len(mut self, len: libc::socklen_t) -> SockAddr {
+        self.len = len;
+        self
+    }
+
     /// An IPv4 or IPv6 address.
     pub fn from_std(addr: SocketAddr) -> SockAddr {
         let mut s = SockAddr::empty();

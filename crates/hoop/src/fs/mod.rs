@@ -1,0 +1,1 @@
+//! Files and directories, with every operation on the ring.

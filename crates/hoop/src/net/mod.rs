@@ -1,0 +1,12 @@
+//! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
+
+mod socket;
+mod tcp;
+mod udp;
+mod unix;
+
+pub use tcp::{TcpListener, TcpStream};
+#[allow(unused_imports)]
+pub use udp::*;
+#[allow(unused_imports)]
+pub use unix::*;

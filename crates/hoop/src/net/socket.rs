@@ -1,0 +1,253 @@
+//! The socket every net type wraps: an owned fd whose operations go through the ring.
+
+use std::io;
+use std::mem;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use hoop_driver::error::cvt_libc;
+use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op, SockAddr};
+
+/// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
+/// this tick) or with `close(2)` outside a runtime.
+#[derive(Debug)]
+pub(crate) struct Socket {
+    fd: Option<OwnedFd>,
+}
+
+impl Socket {
+    pub(crate) fn from_fd(fd: OwnedFd) -> Socket {
+        Socket { fd: Some(fd) }
+    }
+
+    /// A new socket through the ring (`IORING_OP_SOCKET`).
+    pub(crate) async fn new(domain: i32, ty: i32) -> io::Result<Socket> {
+        let fd = Op::new(op::Socket::new(domain, ty, 0)).await?;
+        Ok(Socket::from_fd(fd))
+    }
+
+    /// A new socket with `socket(2)`, for the synchronous constructors (`bind`).
+    pub(crate) fn new_sync(domain: i32, ty: i32) -> io::Result<Socket> {
+        // SAFETY: socket(2) has no memory-safety preconditions.
+        let fd = cvt_libc(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: socket returned a new fd nothing else owns.
+        Ok(Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub(crate) fn raw(&self) -> RawFd {
+        self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    pub(crate) fn set_opt<T>(&self, level: i32, name: i32, value: T) -> io::Result<()> {
+        // SAFETY: passes a pointer to a live `T` and its exact size.
+        let r = unsafe {
+            libc::setsockopt(
+                self.raw(),
+                level,
+                name,
+                (&value as *const T).cast(),
+                mem::size_of::<T>() as libc::socklen_t,
+            )
+        };
+        cvt_libc(r).map(drop)
+    }
+
+    pub(crate) fn get_opt<T: Copy>(&self, level: i32, name: i32) -> io::Result<T> {
+        let mut value = mem::MaybeUninit::<T>::zeroed();
+        let mut len = mem::size_of::<T>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `value`.
+        let r = unsafe {
+            libc::getsockopt(self.raw(), level, name, value.as_mut_ptr().cast(), &mut len)
+        };
+        cvt_libc(r)?;
+        // SAFETY: zero-initialised, then (partly) written by the kernel: a valid `T` for the
+        // integer types this is used with.
+        Ok(unsafe { value.assume_init() })
+    }
+
+    pub(crate) fn bind(&self, addr: &SockAddr) -> io::Result<()> {
+        // SAFETY: the address pointer and length describe a live sockaddr.
+        cvt_libc(unsafe { libc::bind(self.raw(), addr.as_ptr(), addr.len()) }).map(drop)
+    }
+
+    pub(crate) fn listen(&self, backlog: i32) -> io::Result<()> {
+        // SAFETY: listen(2) has no memory-safety preconditions.
+        cvt_libc(unsafe { libc::listen(self.raw(), backlog) }).map(drop)
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SockAddr> {
+        self.name(libc::getsockname)
+    }
+
+    pub(crate) fn peer_addr(&self) -> io::Result<SockAddr> {
+        self.name(libc::getpeername)
+    }
+
+    fn name(
+        &self,
+        f: unsafe extern "C" fn(i32, *mut libc::sockaddr, *mut libc::socklen_t) -> i32,
+    ) -> io::Result<SockAddr> {
+        let mut addr = SockAddr::empty();
+        let mut len = addr.len();
+        // SAFETY: the kernel writes at most `len` bytes into the address storage.
+        cvt_libc(unsafe { f(self.raw(), addr.as_mut_ptr(), &mut len) })?;
+        Ok(addr.with_len(len))
+    }
+
+    pub(crate) async fn connect(&self, addr: SockAddr) -> io::Result<()> {
+        Op::new(op::Connect::new(self.raw(), addr)).await
+    }
+
+    pub(crate) async fn accept(&self) -> io::Result<(Socket, SockAddr)> {
+        let (fd, addr) = Op::new(op::Accept::new(self.raw())).await?;
+        Ok((Socket::from_fd(fd), addr))
+    }
+
+    pub(crate) async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        Op::new(op::Recv::new(self.raw(), buf, 0)).await
+    }
+
+    pub(crate) async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        Op::new(op::Send::new(self.raw(), buf, 0)).await
+    }
+
+    /// Sends every initialized byte of `buf`, in as many sends as it takes.
+    pub(crate) async fn send_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        let total = buf.bytes_init();
+        let mut sent = 0;
+        let mut buf = buf;
+        while sent < total {
+            let (res, slice) = self.send(buf.slice(sent..total)).await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "failed to write whole buffer",
+                        )),
+                        buf,
+                    )
+                }
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Receives until the buffer is full (`bytes_total()` bytes), or fails with
+    /// `UnexpectedEof` if the peer closes first.
+    pub(crate) async fn recv_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
+        let total = buf.bytes_total();
+        let mut got = 0;
+        let mut buf = buf;
+        while got < total {
+            let (res, slice) = self.recv(buf.slice(got..total)).await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed before the buffer was filled",
+                        )),
+                        buf,
+                    )
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    pub(crate) async fn send_to<B: IoBuf>(&self, buf: B, addr: SockAddr) -> BufResult<usize, B> {
+        Op::new(op::SendMsg::new(self.raw(), buf, addr)).await
+    }
+
+    pub(crate) async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SockAddr), B> {
+        Op::new(op::RecvMsg::new(self.raw(), buf)).await
+    }
+
+    pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        let how = match how {
+            std::net::Shutdown::Read => libc::SHUT_RD,
+            std::net::Shutdown::Write => libc::SHUT_WR,
+            std::net::Shutdown::Both => libc::SHUT_RDWR,
+        };
+        Op::new(op::Shutdown::new(self.raw(), how)).await
+    }
+
+    /// Closes the socket through the ring and waits for the result.
+    pub(crate) async fn close(mut self) -> io::Result<()> {
+        match self.fd.take() {
+            Some(fd) => Op::new(op::Close::new(fd)).await,
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn into_owned(mut self) -> OwnedFd {
+        self.fd.take().expect("socket fd present until drop")
+    }
+}
+
+impl AsRawFd for Socket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.raw()
+    }
+}
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the fd stays open as long as `self` (it is only taken by value).
+        unsafe { BorrowedFd::borrow_raw(self.raw()) }
+    }
+}
+
+impl IntoRawFd for Socket {
+    fn into_raw_fd(self) -> RawFd {
+        self.into_owned().into_raw_fd()
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            match Driver::current() {
+                Some(driver) => driver.close_detached(fd),
+                None => drop(fd),
+            }
+        }
+    }
+}
+
+/// Resolves `addr` (like std's `ToSocketAddrs`, synchronously).
+pub(crate) fn resolve(addr: impl std::net::ToSocketAddrs) -> io::Result<Vec<std::net::SocketAddr>> {
+    let v: Vec<_> = addr.to_socket_addrs()?.collect();
+    if v.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any address",
+        ));
+    }
+    Ok(v)
+}
+
+pub(crate) fn domain_of(addr: &std::net::SocketAddr) -> i32 {
+    if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    }
+}
+
+pub(crate) fn ip_addr(addr: SockAddr) -> io::Result<std::net::SocketAddr> {
+    addr.as_socket_addr().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not an IP address: {addr:?}"),
+        )
+    })
+}

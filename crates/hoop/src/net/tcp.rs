@@ -1,0 +1,205 @@
+//! TCP listeners and streams.
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
+
+use super::socket::{domain_of, ip_addr, resolve, Socket};
+
+/// A TCP socket listening for connections.
+#[derive(Debug)]
+pub struct TcpListener {
+    socket: Socket,
+}
+
+impl TcpListener {
+    /// Binds to `addr` (the first address it resolves to that binds) with `SO_REUSEADDR` and
+    /// listens with a backlog of 1024.
+    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        Self::bind_with(addr, false)
+    }
+
+    /// Like [`bind`](Self::bind), with `SO_REUSEPORT` too, so that one listener per thread
+    /// (see [`crate::run_per_core`]) can share the port and the kernel balances connections.
+    pub async fn bind_reuseport(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        Self::bind_with(addr, true)
+    }
+
+    /// The synchronous form of [`bind`](Self::bind)/[`bind_reuseport`](Self::bind_reuseport),
+    /// usable outside a runtime.
+    pub fn bind_with(addr: impl ToSocketAddrs, reuse_port: bool) -> io::Result<TcpListener> {
+        let mut last = None;
+        for a in resolve(addr)? {
+            match Self::bind_one(a, reuse_port) {
+                Ok(l) => return Ok(l),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to bind")))
+    }
+
+    fn bind_one(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+        let socket = Socket::new_sync(domain_of(&addr), libc::SOCK_STREAM)?;
+        socket.set_opt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1i32)?;
+        if reuse_port {
+            socket.set_opt(libc::SOL_SOCKET, libc::SO_REUSEPORT, 1i32)?;
+        }
+        socket.bind(&SockAddr::from_std(addr))?;
+        socket.listen(1024)?;
+        Ok(TcpListener { socket })
+    }
+
+    /// Wraps a std listener (blocking or not: io_uring does not care).
+    pub fn from_std(listener: std::net::TcpListener) -> TcpListener {
+        TcpListener {
+            socket: Socket::from_fd(OwnedFd::from(listener)),
+        }
+    }
+
+    /// Accepts a connection. If this future is dropped after the kernel accepted one, that
+    /// connection is closed, never leaked.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (socket, addr) = self.socket.accept().await?;
+        Ok((TcpStream { socket }, ip_addr(addr)?))
+    }
+
+    /// The address the listener is bound to (with the real port when 0 was asked).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        ip_addr(self.socket.local_addr()?)
+    }
+
+    /// Closes the listener through the ring and waits for the result.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+/// A TCP connection. Reads and writes take buffers by value and give them back.
+#[derive(Debug)]
+pub struct TcpStream {
+    socket: Socket,
+}
+
+impl TcpStream {
+    /// Connects to `addr` (trying each resolved address in turn).
+    pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let mut last = None;
+        for a in resolve(addr)? {
+            let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
+            match socket.connect(SockAddr::from_std(a)).await {
+                Ok(()) => return Ok(TcpStream { socket }),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
+    }
+
+    /// Wraps a connected std stream.
+    pub fn from_std(stream: std::net::TcpStream) -> TcpStream {
+        TcpStream {
+            socket: Socket::from_fd(OwnedFd::from(stream)),
+        }
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.recv(buf).await
+    }
+
+    /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
+    pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
+        self.socket.recv_exact(buf).await
+    }
+
+    /// Writes the initialized bytes of `buf` once; returns how many were sent.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.send(buf).await
+    }
+
+    /// Writes every initialized byte of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        self.socket.send_all(buf).await
+    }
+
+    /// Shuts down the read, write or both halves.
+    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.socket.shutdown(how).await
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.socket
+            .set_opt(libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(on))
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        Ok(self.socket.get_opt::<i32>(libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+    }
+
+    /// Sets `SO_LINGER` (`Some(0)` makes close send a reset).
+    pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
+        let l = libc::linger {
+            l_onoff: i32::from(linger.is_some()),
+            l_linger: linger.map_or(0, |d| d.as_secs() as i32),
+        };
+        self.socket.set_opt(libc::SOL_SOCKET, libc::SO_LINGER, l)
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        ip_addr(self.socket.local_addr()?)
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        ip_addr(self.socket.peer_addr()?)
+    }
+
+    /// Closes the connection through the ring and waits for the result.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+macro_rules! fd_traits {
+    ($t:ty) => {
+        impl AsRawFd for $t {
+            fn as_raw_fd(&self) -> RawFd {
+                self.socket.as_raw_fd()
+            }
+        }
+        impl AsFd for $t {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.socket.as_fd()
+            }
+        }
+        impl IntoRawFd for $t {
+            fn into_raw_fd(self) -> RawFd {
+                self.socket.into_raw_fd()
+            }
+        }
+        impl FromRawFd for $t {
+            /// # Safety
+            /// `fd` must be an open socket of the right kind that the caller owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                Self {
+                    // SAFETY: the caller gives up ownership of an open fd.
+                    socket: Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }),
+                }
+            }
+        }
+        impl From<$t> for OwnedFd {
+            fn from(s: $t) -> OwnedFd {
+                s.socket.into_owned()
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use fd_traits;
+
+fd_traits!(TcpListener);
+fd_traits!(TcpStream);

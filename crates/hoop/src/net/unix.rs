@@ -1,0 +1,1 @@
+//! Unix-domain sockets.

@@ -1,0 +1,205 @@
+//! `JoinHandle`: the output of a spawned task.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// Why a task produced no output.
+pub struct JoinError {
+    panic: Option<Box<dyn std::any::Any + Send + 'static>>,
+}
+
+impl JoinError {
+    /// Whether the task panicked.
+    pub fn is_panic(&self) -> bool {
+        self.panic.is_some()
+    }
+
+    /// Whether the task was aborted (or its runtime shut down first).
+    pub fn is_cancelled(&self) -> bool {
+        self.panic.is_none()
+    }
+
+    /// The panic payload, to resume the panic with `std::panic::resume_unwind`.
+    pub fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
+        self.panic
+            .unwrap_or_else(|| Box::new("task was cancelled, not panicked"))
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.panic {
+            None => f.write_str("task was cancelled"),
+            Some(p) => {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(non-string payload)".into());
+                write!(f, "task panicked: {msg}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+pub(crate) struct JoinState<T> {
+    result: Option<Result<T, JoinError>>,
+    waker: Option<Waker>,
+    pub(crate) abort: bool,
+}
+
+/// Owned permission to wait for a spawned task's output. Dropping it detaches the task.
+pub struct JoinHandle<T> {
+    state: Rc<RefCell<JoinState<T>>>,
+    abort: Option<Box<dyn Fn()>>,
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Whether the task finished (with output, panic or abort).
+    pub fn is_finished(&self) -> bool {
+        self.state.borrow().result.is_some()
+    }
+
+    /// Cancels the task: its future is dropped on the runtime's next tick (which cancels its
+    /// operations), and awaiting the handle gives a cancelled `JoinError`.
+    pub fn abort(&self) {
+        if self.is_finished() {
+            return;
+        }
+        self.state.borrow_mut().abort = true;
+        if let Some(f) = &self.abort {
+            f();
+        }
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.state.borrow_mut();
+        match s.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                match &mut s.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    w => *w = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The future the executor polls for a spawned task: runs the user's future, catches a panic,
+/// and stores the result for the handle.
+pub(crate) struct TaskFuture<F: Future> {
+    future: Option<Pin<Box<F>>>,
+    state: Rc<RefCell<JoinState<F::Output>>>,
+}
+
+pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Rc<RefCell<JoinState<F::Output>>>) {
+    let state = Rc::new(RefCell::new(JoinState {
+        result: None,
+        waker: None,
+        abort: false,
+    }));
+    (
+        TaskFuture {
+            future: Some(Box::pin(future)),
+            state: state.clone(),
+        },
+        state,
+    )
+}
+
+pub(crate) fn handle<T>(
+    state: Rc<RefCell<JoinState<T>>>,
+    abort: Box<dyn Fn()>,
+) -> JoinHandle<T> {
+    JoinHandle {
+        state,
+        abort: Some(abort),
+    }
+}
+
+impl<F: Future> TaskFuture<F> {
+    fn finish(&mut self, r: Result<F::Output, JoinError>) {
+        self.future = None;
+        let waker = {
+            let mut s = self.state.borrow_mut();
+            s.result = Some(r);
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl<F: Future> Future for TaskFuture<F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY-free: TaskFuture is Unpin (its future is boxed).
+        let this = self.get_mut();
+        if this.state.borrow().abort {
+            // Drop the future first (its operations get cancelled), then report.
+            this.future = None;
+            this.finish(Err(JoinError { panic: None }));
+            return Poll::Ready(());
+        }
+        let Some(fut) = this.future.as_mut() else {
+            return Poll::Ready(());
+        };
+        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => {
+                this.finish(Ok(v));
+                Poll::Ready(())
+            }
+            Err(panic) => {
+                this.finish(Err(JoinError { panic: Some(panic) }));
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl<F: Future> Drop for TaskFuture<F> {
+    fn drop(&mut self) {
+        if self.future.is_some() {
+            // Dropped unfinished (runtime shutdown): drop the future, tell the handle.
+            self.future = None;
+            let waker = {
+                let mut s = self.state.borrow_mut();
+                if s.result.is_none() {
+                    s.result = Some(Err(JoinError { panic: None }));
+                }
+                s.waker.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+    }
+}

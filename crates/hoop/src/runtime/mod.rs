@@ -1,0 +1,364 @@
+//! The thread-per-core runtime: one ring, one executor, one thread.
+//!
+//! [`Runtime::block_on`] runs a future and every task [`spawn`]ed from it on the current thread.
+//! The loop: poll the ready tasks (up to what was ready when the batch began), then turn the
+//! driver — submit every SQE the tasks queued in one `io_uring_enter`, and, if nothing is ready,
+//! wait in that same call for a completion — drain the CQ in a batch and wake the tasks whose
+//! operations completed.
+
+mod join;
+mod task;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hoop_driver::{Config, Counters, Driver};
+
+pub use join::{JoinError, JoinHandle};
+use task::{Header, Remote, Task, TaskId, Tasks, LOCAL_QUEUE, MAIN};
+
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+struct Inner {
+    id: u64,
+    driver: Driver,
+    tasks: RefCell<Tasks>,
+    remote: Arc<Remote>,
+}
+
+thread_local! {
+    static CONTEXT: RefCell<Option<Rc<Inner>>> = const { RefCell::new(None) };
+}
+
+/// Builds a [`Runtime`] with non-default ring settings.
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    cfg: Config,
+}
+
+impl Builder {
+    /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ), `SINGLE_ISSUER |
+    /// DEFER_TASKRUN` when the kernel has them.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// SQ entries (a power of two; the kernel rounds up).
+    pub fn entries(mut self, entries: u32) -> Builder {
+        self.cfg.entries = entries;
+        self
+    }
+
+    /// CQ entries (at least twice the SQ). In-flight operations are capped by what the CQ can
+    /// hold; more wait for room, in FIFO order.
+    pub fn cq_entries(mut self, entries: u32) -> Builder {
+        self.cfg.cq_entries = Some(entries);
+        self
+    }
+
+    /// Overrides the in-flight cap. A value above the CQ size lets completions overflow into the
+    /// kernel's backlog, which the driver then flushes: only useful to test that path.
+    pub fn max_in_flight(mut self, ops: u32) -> Builder {
+        self.cfg.max_in_flight = Some(ops);
+        self
+    }
+
+    /// Whether to try `SINGLE_ISSUER | DEFER_TASKRUN` and `COOP_TASKRUN` (default true).
+    pub fn taskrun_flags(mut self, on: bool) -> Builder {
+        self.cfg.taskrun_flags = on;
+        self
+    }
+
+    /// How long dropping the runtime waits for cancelled operations' completions before leaking
+    /// their memory (default 5 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
+        self.cfg.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets up the ring. A refused setup says why (ENOSYS, EPERM with the
+    /// `kernel.io_uring_disabled` value, ENOMEM with the memlock limit, EINVAL) and what to do.
+    pub fn build(self) -> io::Result<Runtime> {
+        let driver = Driver::new(&self.cfg)?;
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        let remote = Arc::new(Remote::new(id, driver.notifier()));
+        Ok(Runtime {
+            inner: Rc::new(Inner {
+                id,
+                driver,
+                tasks: RefCell::new(Tasks::default()),
+                remote,
+            }),
+        })
+    }
+}
+
+/// A single-threaded io_uring runtime. Not `Send`: build one per thread (see [`run_per_core`]).
+pub struct Runtime {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("id", &self.inner.id)
+            .finish_non_exhaustive()
+    }
+}
+
+struct ContextGuard {
+    prev: Option<Rc<Inner>>,
+    prev_queue: Option<(u64, VecDeque<TaskId>)>,
+    _driver: hoop_driver::EnterGuard,
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        CONTEXT.with(|c| *c.borrow_mut() = prev);
+        let q = self.prev_queue.take();
+        LOCAL_QUEUE.with(|l| *l.borrow_mut() = q);
+    }
+}
+
+impl Runtime {
+    /// A runtime with default settings.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn enter(&self) -> ContextGuard {
+        let prev = CONTEXT.with(|c| c.borrow_mut().replace(self.inner.clone()));
+        let prev_queue = LOCAL_QUEUE.with(|l| {
+            l.borrow_mut()
+                .replace((self.inner.id, VecDeque::with_capacity(64)))
+        });
+        ContextGuard {
+            prev,
+            prev_queue,
+            _driver: self.inner.driver.enter(),
+        }
+    }
+
+    /// Runs `future` to completion on this thread, with every task spawned meanwhile.
+    ///
+    /// # Panics
+    /// When called from inside a runtime's `block_on` on the same thread.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        assert!(
+            CONTEXT.with(|c| c.borrow().is_none()),
+            "hoop: cannot start a runtime from within a runtime (block_on inside block_on)"
+        );
+        let _guard = self.enter();
+        let inner = &self.inner;
+        let mut future = pin!(future);
+        let (main_header, main_waker) = Header::waker(MAIN, inner.remote.clone());
+        let mut main_ready = true;
+        let mut batch: VecDeque<TaskId> = VecDeque::with_capacity(64);
+        let mut reported = None;
+        loop {
+            if main_ready {
+                main_ready = false;
+                main_header.unschedule();
+                let mut cx = Context::from_waker(&main_waker);
+                if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                    return v;
+                }
+            }
+            LOCAL_QUEUE.with(|l| {
+                if let Some((_, q)) = l.borrow_mut().as_mut() {
+                    std::mem::swap(q, &mut batch);
+                }
+            });
+            inner.remote.take(&mut batch);
+            for id in batch.drain(..) {
+                if id == MAIN {
+                    main_ready = true;
+                } else {
+                    run_task(inner, id);
+                }
+            }
+            let idle = !main_ready
+                && LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));
+            if let Err(e) = inner.driver.turn(idle) {
+                // The ops see the error themselves; say it once here so a stuck loop is visible.
+                let msg = e.to_string();
+                if reported.as_ref() != Some(&msg) {
+                    eprintln!("hoop: driver error: {msg}");
+                    reported = Some(msg);
+                }
+            }
+        }
+    }
+
+    /// The ring's counters (SQEs submitted, `io_uring_enter` calls, CQEs, ...).
+    pub fn counters(&self) -> Counters {
+        self.inner.driver.counters()
+    }
+
+    /// The setup flags the kernel accepted for this runtime's ring.
+    pub fn setup_flags(&self) -> &'static str {
+        self.inner.driver.setup_flags()
+    }
+
+    /// The SQ and CQ sizes the kernel gave this runtime's ring.
+    pub fn ring_sizes(&self) -> (u32, u32) {
+        self.inner.driver.ring_sizes()
+    }
+}
+
+fn run_task(inner: &Inner, id: TaskId) {
+    let Some(mut task) = inner.tasks.borrow_mut().take(id) else {
+        return;
+    };
+    task.header.unschedule();
+    let mut cx = Context::from_waker(&task.waker);
+    match task.future.as_mut().poll(&mut cx) {
+        Poll::Ready(()) => {
+            drop(task);
+            inner.tasks.borrow_mut().release(id);
+        }
+        Poll::Pending => inner.tasks.borrow_mut().put_back(id, task),
+    }
+}
+
+impl Drop for Runtime {
+    /// Shutdown order: drop every task (their in-flight operations are cancelled and their data
+    /// moves into the driver's slots), then cancel and reap everything still in flight — or,
+    /// after the shutdown timeout, leak its memory on purpose — then close the ring.
+    fn drop(&mut self) {
+        let _guard = self.enter();
+        for _ in 0..64 {
+            let drained = self.inner.tasks.borrow_mut().drain();
+            if drained.is_empty() {
+                break;
+            }
+            for (id, task) in drained {
+                drop(task);
+                self.inner.tasks.borrow_mut().release(id);
+            }
+        }
+        self.inner.driver.shutdown();
+    }
+}
+
+/// Spawns a task on the current thread's runtime. The future need not be `Send`.
+///
+/// # Panics
+/// When called outside a hoop runtime.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let inner = CONTEXT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("hoop::spawn must be called from inside a hoop runtime (Runtime::block_on)")
+    });
+    let (task_future, state) = join::pair(future);
+    let id = inner.tasks.borrow_mut().vacant();
+    let (header, waker) = Header::waker(id, inner.remote.clone());
+    let abort_waker = waker.clone();
+    inner.tasks.borrow_mut().fill(
+        id,
+        Task {
+            future: Box::pin(task_future),
+            header: header.clone(),
+            waker,
+        },
+    );
+    // Schedule the first poll.
+    header.mark_scheduled();
+    LOCAL_QUEUE.with(|l| {
+        if let Some((_, q)) = l.borrow_mut().as_mut() {
+            q.push_back(id);
+        }
+    });
+    join::handle(state, Box::new(move || abort_waker.wake_by_ref()))
+}
+
+/// The counters of the current thread's runtime, if there is one.
+pub fn current_counters() -> Option<Counters> {
+    CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.driver.counters()))
+}
+
+/// Number of tasks alive on the current thread's runtime.
+pub fn task_count() -> usize {
+    CONTEXT.with(|c| c.borrow().as_ref().map_or(0, |i| i.tasks.borrow().len()))
+}
+
+/// Yields once to the runtime, letting other ready tasks run.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Pins the calling thread to CPU `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; all-zero is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes inside the set; `cpu` is checked against its capacity first.
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        libc::CPU_SET(cpu, &mut set);
+    }
+    // SAFETY: passes a valid cpu_set_t of the size given; 0 means the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    hoop_driver::error::cvt_libc(r).map(drop)
+}
+
+/// Runs `f(i)` on `threads` threads, each with its own runtime (its own ring) and pinned to CPU
+/// `i % cpus`; returns every thread's output. Listeners meant to share a port across threads
+/// use `SO_REUSEPORT` (see `TcpListener::bind_reuseport`).
+pub fn run_per_core<F, Fut>(threads: usize, f: F) -> io::Result<Vec<Fut::Output>>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future + 'static,
+    Fut::Output: Send + 'static,
+{
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let f = Arc::new(f);
+    let handles: Vec<_> = (0..threads.max(1))
+        .map(|i| {
+            let f = f.clone();
+            std::thread::Builder::new()
+                .name(format!("hoop-{i}"))
+                .spawn(move || -> io::Result<Fut::Output> {
+                    let _ = pin_to_cpu(i % cpus);
+                    let rt = Runtime::new()?;
+                    Ok(rt.block_on(f(i)))
+                })
+        })
+        .collect::<io::Result<_>>()?;
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        match h.join() {
+            Ok(r) => out.push(r?),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    Ok(out)
+}
