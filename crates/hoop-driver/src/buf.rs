@@ -207,9 +207,9 @@ unsafe impl<T: IoBufMut> IoBufMut for Slice<T> {
         unsafe { self.buf.stable_mut_ptr().add(self.begin) }
     }
     unsafe fn set_init(&mut self, pos: usize) {
-        // SAFETY: bytes `begin..begin + pos` were written, and everything before `begin` was
-        // initialized already if the underlying buffer says so; the caller vouches for `pos`.
         if self.buf.bytes_init() >= self.begin {
+            // SAFETY: bytes `begin..begin + pos` were written and everything before `begin` was
+            // initialized already (checked above); the caller vouches for `pos`.
             unsafe { self.buf.set_init(self.begin + pos) };
         }
     }

@@ -13,7 +13,7 @@ use crate::counters::Counters;
 use crate::lifecycle::Completion;
 use crate::op::{Close, OpCode, Orphan};
 use crate::setup::SetupError;
-use crate::sys::uring::{Config, PushError, Uring, UringOp};
+use crate::sys::uring::{Config, PushError, ShutdownReport, Uring, UringOp};
 
 type Finished = Vec<(Box<dyn Orphan>, Completion)>;
 
@@ -135,11 +135,12 @@ impl Driver {
 
     /// Cancels every operation in flight and reaps their final completions (or leaks their
     /// memory after the shutdown timeout). Operations started afterwards fail.
-    pub fn shutdown(&self) {
-        let (wakeups, orphans) = {
+    pub fn shutdown(&self) -> ShutdownReport {
+        let (report, wakeups, orphans) = {
             let mut d = self.shared.uring.borrow_mut();
-            d.shutdown();
+            let report = d.shutdown();
             (
+                report,
                 std::mem::take(&mut d.wakeups),
                 std::mem::take(&mut d.orphans),
             )
@@ -150,6 +151,7 @@ impl Driver {
         for (data, c) in orphans {
             data.finish(c);
         }
+        report
     }
 
     /// Whether `shutdown` ran.
@@ -165,7 +167,7 @@ impl Driver {
         let mut op = Close::new(fd);
         let entry = op.create_entry();
         let pushed = match self.shared.uring.try_borrow_mut() {
-            Ok(mut d) => match d.push(entry, false) {
+            Ok(mut d) => match d.push(entry, false, None) {
                 Ok(user_data) => {
                     // Nobody waits for this result: the slot owns the op from the start.
                     let _ = d.drop_slot(user_data, Box::new(op));
@@ -271,7 +273,7 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                             }
                             None => false,
                         };
-                        match d.push(data.create_entry(), granted) {
+                        match d.push(data.create_entry(), granted, Some(cx.waker())) {
                             Ok(user_data) => Ok(user_data),
                             Err(PushError::NoRoom) => {
                                 *ticket = Some(d.wait_room(cx.waker()));
@@ -293,7 +295,8 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                                 user_data,
                                 driver,
                             };
-                            // Poll once more to register the waker in the slot.
+                            // The slot already holds the waker.
+                            return Poll::Pending;
                         }
                         Err(res) => {
                             return Poll::Ready(

@@ -27,4 +27,4 @@ pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
 pub use counters::Counters;
 pub use driver::{Driver, EnterGuard, Notifier, Op};
 pub use lifecycle::Completion;
-pub use sys::uring::Config;
+pub use sys::uring::{Config, ShutdownReport};

@@ -305,7 +305,7 @@ fn format_bytes(bytes: u64) -> String {
         return "unlimited".to_owned();
     }
     for (size, unit) in UNITS {
-        if bytes >= size && bytes % size == 0 {
+        if bytes >= size && bytes.is_multiple_of(size) {
             return format!("{} {unit}", bytes / size);
         }
     }

@@ -53,11 +53,11 @@ impl Slots {
         self.slots.len()
     }
 
-    /// Takes a free slot in state `Submitted`; returns its `user_data`.
-    pub(crate) fn insert(&mut self) -> Option<u64> {
+    /// Takes a free slot in state `state`; returns its `user_data`.
+    pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
         let index = self.free.pop()?;
         let slot = &mut self.slots[index as usize];
-        slot.state = Some(Lifecycle::Submitted);
+        slot.state = Some(state);
         Some((u64::from(slot.generation) << 32) | u64::from(index))
     }
 
@@ -103,10 +103,10 @@ mod tests {
     #[test]
     fn stale_user_data_is_rejected() {
         let mut s = Slots::new(2);
-        let a = s.insert().unwrap();
+        let a = s.insert(Lifecycle::Submitted).unwrap();
         assert!(s.get_mut(a).is_some());
         assert!(s.remove(a).is_some());
-        let b = s.insert().unwrap();
+        let b = s.insert(Lifecycle::Submitted).unwrap();
         // Same index (the free list is LIFO), new generation.
         assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff);
         assert_ne!(a, b);
@@ -118,12 +118,12 @@ mod tests {
     #[test]
     fn capacity_is_fixed() {
         let mut s = Slots::new(3);
-        let ids: Vec<_> = (0..3).map(|_| s.insert().unwrap()).collect();
-                assert!(s.insert().is_none());
+        let ids: Vec<_> = (0..3).map(|_| s.insert(Lifecycle::Submitted).unwrap()).collect();
+                assert!(s.insert(Lifecycle::Submitted).is_none());
         assert_eq!(s.in_use(), 3);
         s.remove(ids[1]);
         assert_eq!(s.in_use(), 2);
-        assert!(s.insert().is_some());
+        assert!(s.insert(Lifecycle::Submitted).is_some());
         assert_eq!(s.live().count(), 3);
     }
 
@@ -132,7 +132,7 @@ mod tests {
         let mut s = Slots::new(4);
         assert!(s.get_mut(tag::CANCEL).is_none());
         assert!(s.get_mut(tag::WAKE).is_none());
-        let _ = s.insert();
+        let _ = s.insert(Lifecycle::Submitted);
         assert!(s.remove(tag::CANCEL).is_none());
     }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hoop_driver::{Config, Counters, Driver};
+use hoop_driver::{Config, Counters, Driver, ShutdownReport};
 
 pub use join::{JoinError, JoinHandle};
 use task::{Header, Remote, Task, TaskId, Tasks, LOCAL_QUEUE, MAIN};
@@ -235,11 +235,19 @@ fn run_task(inner: &Inner, id: TaskId) {
     }
 }
 
-impl Drop for Runtime {
-    /// Shutdown order: drop every task (their in-flight operations are cancelled and their data
-    /// moves into the driver's slots), then cancel and reap everything still in flight — or,
-    /// after the shutdown timeout, leak its memory on purpose — then close the ring.
-    fn drop(&mut self) {
+impl Runtime {
+    /// Shuts the runtime down and says what that took: every task is dropped (their in-flight
+    /// operations are cancelled and their data moves into the driver's slots), then everything
+    /// still in flight is cancelled and reaped — or, after the shutdown timeout, its memory is
+    /// leaked on purpose — then the ring is closed. Dropping the runtime does the same.
+    pub fn shutdown(self) -> ShutdownReport {
+        self.shutdown_inner()
+    }
+
+    fn shutdown_inner(&self) -> ShutdownReport {
+        if self.inner.driver.is_shut_down() {
+            return ShutdownReport::default();
+        }
         let _guard = self.enter();
         for _ in 0..64 {
             let drained = self.inner.tasks.borrow_mut().drain();
@@ -251,7 +259,14 @@ impl Drop for Runtime {
                 self.inner.tasks.borrow_mut().release(id);
             }
         }
-        self.inner.driver.shutdown();
+        self.inner.driver.shutdown()
+    }
+}
+
+impl Drop for Runtime {
+    /// See [`Runtime::shutdown`].
+    fn drop(&mut self) {
+        let _ = self.shutdown_inner();
     }
 }
 

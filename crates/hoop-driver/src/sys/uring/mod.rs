@@ -18,7 +18,7 @@ use io_uring::{cqueue, opcode, squeue::Entry, types, IoUring};
 
 pub use self::op::UringOp;
 use crate::counters::Counters;
-use crate::lifecycle::{Completion, OnCqe, OnDrop};
+use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop};
 use crate::op::Orphan;
 use crate::setup::SetupError;
 use crate::slots::{tag, Slots};
@@ -165,7 +165,12 @@ impl Uring {
 
     /// Pushes an operation's SQE into a new slot. `granted` says the caller holds a grant from
     /// the room FIFO (it may then pass waiters that came before others).
-    pub(crate) fn push(&mut self, entry: Entry, granted: bool) -> Result<u64, PushError> {
+    pub(crate) fn push(
+        &mut self,
+        entry: Entry,
+        granted: bool,
+        waker: Option<&Waker>,
+    ) -> Result<u64, PushError> {
         if self.poisoned {
             return Err(PushError::Poisoned);
         }
@@ -181,7 +186,11 @@ impl Uring {
         if !may {
             return Err(PushError::NoRoom);
         }
-        let Some(user_data) = self.slots.insert() else {
+        let state = match waker {
+            Some(w) => Lifecycle::Waiting(w.clone()),
+            None => Lifecycle::Submitted,
+        };
+        let Some(user_data) = self.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
         if !self.push_sqe(&entry.user_data(user_data)) {
@@ -193,13 +202,19 @@ impl Uring {
 
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
     fn push_sqe(&mut self, entry: &Entry) -> bool {
-        if self.ring.submission().is_full() {
-            // The SQ filled up: submit now rather than wait for the end of the tick.
-            let _ = self.enter(false);
+        {
+            let mut sq = self.ring.submission();
+            // SAFETY: every pointer in the entry points into memory owned by the operation's
+            // data, which the slot or the future keeps alive until the final CQE (UringOp's
+            // contract).
+            if unsafe { sq.push(entry) }.is_ok() {
+                return true;
+            }
         }
+        // The SQ filled up: submit now rather than wait for the end of the tick.
+        let _ = self.enter(false);
         let mut sq = self.ring.submission();
-        // SAFETY: every pointer in the entry points into memory owned by the operation's data,
-        // which the slot or the future keeps alive until the final CQE (UringOp's contract).
+        // SAFETY: as above.
         unsafe { sq.push(entry).is_ok() }
     }
 
@@ -301,7 +316,7 @@ impl Uring {
             OnDrop::Cancel => {
                 if self.shut_down {
                     // Shutdown already gave up on this operation: leak its memory on purpose.
-                    if let Some(crate::lifecycle::Lifecycle::Ignored(data)) =
+                    if let Some(Lifecycle::Ignored(data)) =
                         self.slots.remove(user_data)
                     {
                         std::mem::forget(data);
@@ -494,7 +509,12 @@ impl Uring {
             match slots.get_mut(user_data) {
                 None => counters.stale_cqes += 1,
                 Some(state) => match state.on_cqe(c) {
-                    OnCqe::Wake(w) => wakeups.push(w),
+                    // One task waiting on many operations is woken once per drain.
+                    OnCqe::Wake(w) => {
+                        if !wakeups.last().is_some_and(|last| last.will_wake(&w)) {
+                            wakeups.push(w);
+                        }
+                    }
                     OnCqe::Stored => {}
                     OnCqe::Orphaned(data, c) => {
                         let _ = slots.remove(user_data);
@@ -520,7 +540,7 @@ impl Uring {
             };
             if let Some(state) = self.slots.get_mut(user_data) {
                 if state.is_ignored() {
-                    if let Some(crate::lifecycle::Lifecycle::Ignored(data)) =
+                    if let Some(Lifecycle::Ignored(data)) =
                         self.slots.remove(user_data)
                     {
                         std::mem::forget(data);
@@ -542,16 +562,18 @@ impl Uring {
     /// Cancels everything in flight and reaps until every final CQE arrived, or until the
     /// shutdown timeout, after which the remaining operations' memory is leaked on purpose
     /// (invariant 4). The ring itself is closed when the driver is dropped, after this.
-    pub(crate) fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) -> ShutdownReport {
         if self.shut_down {
-            return;
+            return ShutdownReport::default();
         }
+        let mut report = ShutdownReport::default();
         let live: Vec<u64> = self
             .slots
             .live()
             .filter(|(_, s)| !s.is_completed())
             .map(|(u, _)| u)
             .collect();
+        report.cancelled = live.len();
         for user_data in live {
             if !self.cancels.contains(&user_data) {
                 self.cancels.push_back(user_data);
@@ -598,12 +620,48 @@ impl Uring {
             .map(|(u, _)| u)
             .collect();
         for user_data in left {
-            if let Some(crate::lifecycle::Lifecycle::Ignored(data)) = self.slots.remove(user_data)
+            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data)
+            {
+                std::mem::forget(data);
+                report.leaked += 1;
+            }
+        }
+        report.still_in_flight = self
+            .slots
+            .live()
+            .filter(|(_, s)| !s.is_completed())
+            .count();
+        report
+    }
+}
+
+impl Drop for Uring {
+    /// The ring is never closed with operations' memory still owned by the kernel: shut down
+    /// (cancel, reap, or leak on purpose) first if the owner did not.
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+        let left: Vec<u64> = self.slots.live().map(|(u, _)| u).collect();
+        for user_data in left {
+            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data)
             {
                 std::mem::forget(data);
             }
         }
     }
+}
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Operations that were in flight and got a cancel.
+    pub cancelled: usize,
+    /// Operations whose final CQE never came within the timeout: their memory was leaked on
+    /// purpose, because the kernel may still write it.
+    pub leaked: usize,
+    /// Operations whose futures are still alive and whose final CQE did not come (their memory
+    /// will be leaked when the futures are dropped).
+    pub still_in_flight: usize,
 }
 
 /// Sets up a ring, retrying with fewer flags on EINVAL: `SINGLE_ISSUER | DEFER_TASKRUN`, then
