@@ -209,8 +209,11 @@ impl Notifier {
 }
 
 enum State<T> {
-    /// Not yet in the ring (optionally waiting in the room FIFO with a ticket).
-    Idle { data: T, ticket: Option<u64> },
+    /// Not yet in the ring (optionally waiting in a driver's room FIFO with a ticket).
+    Idle {
+        data: T,
+        ticket: Option<(u64, Driver)>,
+    },
     /// In the ring; the slot `user_data` will hold the result.
     InFlight {
         data: T,
@@ -254,7 +257,11 @@ impl<T: OpCode + UringOp> Future for Op<T> {
         loop {
             match &mut this.state {
                 State::Idle { data, ticket } => {
-                    let Some(driver) = Driver::current() else {
+                    let driver = match ticket {
+                        Some((_, d)) => Some(d.clone()),
+                        None => Driver::current(),
+                    };
+                    let Some(driver) = driver else {
                         return Poll::Ready(take_done(&mut this.state).complete(Completion {
                             res: -libc::ENXIO,
                             flags: 0,
@@ -262,9 +269,10 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                     };
                     let pushed = {
                         let mut d = driver.shared.uring.borrow_mut();
-                        let granted = match *ticket {
-                            Some(t) if !d.is_granted(t) => {
+                        let granted = match ticket.take() {
+                            Some((t, dr)) if !d.is_granted(t) => {
                                 d.update_room_waker(t, cx.waker());
+                                *ticket = Some((t, dr));
                                 return Poll::Pending;
                             }
                             Some(_) => {
@@ -276,7 +284,7 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                         match d.push(data.create_entry(), granted, Some(cx.waker())) {
                             Ok(user_data) => Ok(user_data),
                             Err(PushError::NoRoom) => {
-                                *ticket = Some(d.wait_room(cx.waker()));
+                                *ticket = Some((d.wait_room(cx.waker()), driver.clone()));
                                 return Poll::Pending;
                             }
                             Err(PushError::Poisoned) => Err(-libc::EBADR),
@@ -334,13 +342,11 @@ impl<T: OpCode> Drop for Op<T> {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Idle {
-                ticket: Some(ticket),
+                ticket: Some((ticket, driver)),
                 ..
             } => {
-                if let Some(driver) = Driver::current() {
-                    if let Ok(mut d) = driver.shared.uring.try_borrow_mut() {
-                        d.leave_room(ticket);
-                    }
+                if let Ok(mut d) = driver.shared.uring.try_borrow_mut() {
+                    d.leave_room(ticket);
                 }
             }
             State::InFlight {
