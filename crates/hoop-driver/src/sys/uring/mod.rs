@@ -374,10 +374,12 @@ impl Uring {
         self.flush_cancels();
         self.arm_wake();
         let block = block && !self.has_ready();
-        let pending_sqes = !self.ring.submission().is_empty();
         self.turns_since_enter += 1;
-        if block || pending_sqes || self.turns_since_enter >= 16 || self.ring.submission().taskrun()
-        {
+        // Queued SQEs wait until the runtime runs out of ready tasks (`block`), so one enter
+        // submits them all; every 16th busy turn enters anyway, so a task that keeps yielding
+        // cannot hold back submissions and completions. (A full SQ is submitted at once by
+        // `push_sqe`.)
+        if block || self.turns_since_enter >= 16 || self.ring.submission().taskrun() {
             self.enter(block)?;
         }
         self.drain();
