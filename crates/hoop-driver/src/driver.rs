@@ -169,8 +169,9 @@ impl Driver {
         let pushed = match self.shared.uring.try_borrow_mut() {
             Ok(mut d) => match d.push(entry, false, None) {
                 Ok(user_data) => {
-                    // Nobody waits for this result: the slot owns the op from the start.
-                    let _ = d.drop_slot(user_data, Box::new(op));
+                    // Nobody waits for this result: the slot owns the op from the start, and it
+                    // is submitted on this tick, even if tasks are still ready.
+                    d.detach(user_data, Box::new(op));
                     return;
                 }
                 Err(_) => {
@@ -254,79 +255,74 @@ impl<T: OpCode + UringOp> Future for Op<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
         let this = self.get_mut();
-        loop {
-            match &mut this.state {
-                State::Idle { data, ticket } => {
-                    let driver = match ticket {
-                        Some((_, d)) => Some(d.clone()),
-                        None => Driver::current(),
-                    };
-                    let Some(driver) = driver else {
-                        return Poll::Ready(take_done(&mut this.state).complete(Completion {
-                            res: -libc::ENXIO,
-                            flags: 0,
-                        }));
-                    };
-                    let pushed = {
-                        let mut d = driver.shared.uring.borrow_mut();
-                        let granted = match ticket.take() {
-                            Some((t, dr)) if !d.is_granted(t) => {
-                                d.update_room_waker(t, cx.waker());
-                                *ticket = Some((t, dr));
-                                return Poll::Pending;
-                            }
-                            Some(_) => {
-                                d.use_grant();
-                                true
-                            }
-                            None => false,
-                        };
-                        match d.push(data.create_entry(), granted, Some(cx.waker())) {
-                            Ok(user_data) => Ok(user_data),
-                            Err(PushError::NoRoom) => {
-                                *ticket = Some((d.wait_room(cx.waker()), driver.clone()));
-                                return Poll::Pending;
-                            }
-                            Err(PushError::Poisoned) => Err(-libc::EBADR),
-                            Err(PushError::ShutDown) => Err(-libc::ECANCELED),
+        match &mut this.state {
+            State::Idle { data, ticket } => {
+                let driver = match ticket {
+                    Some((_, d)) => Some(d.clone()),
+                    None => Driver::current(),
+                };
+                let Some(driver) = driver else {
+                    return Poll::Ready(take_done(&mut this.state).complete(Completion {
+                        res: -libc::ENXIO,
+                        flags: 0,
+                    }));
+                };
+                let pushed = {
+                    let mut d = driver.shared.uring.borrow_mut();
+                    let granted = match ticket.take() {
+                        Some((t, dr)) if !d.is_granted(t) => {
+                            d.update_room_waker(t, cx.waker());
+                            *ticket = Some((t, dr));
+                            return Poll::Pending;
                         }
+                        Some(_) => {
+                            d.use_grant();
+                            true
+                        }
+                        None => false,
                     };
-                    match pushed {
-                        Ok(user_data) => {
-                            let State::Idle { data, .. } =
-                                std::mem::replace(&mut this.state, State::Done)
-                            else {
-                                unreachable!("state checked above")
-                            };
+                    match d.push(data.create_entry(), granted, Some(cx.waker())) {
+                        Ok(user_data) => Ok(user_data),
+                        Err(PushError::NoRoom) => {
+                            *ticket = Some((d.wait_room(cx.waker()), driver.clone()));
+                            return Poll::Pending;
+                        }
+                        Err(PushError::Poisoned) => Err(-libc::EBADR),
+                        Err(PushError::ShutDown) => Err(-libc::ECANCELED),
+                    }
+                };
+                match pushed {
+                    Ok(user_data) => {
+                        if let State::Idle { data, .. } =
+                            std::mem::replace(&mut this.state, State::Done)
+                        {
                             this.state = State::InFlight {
                                 data,
                                 user_data,
                                 driver,
                             };
-                            // The slot already holds the waker.
-                            return Poll::Pending;
                         }
-                        Err(res) => {
-                            return Poll::Ready(
-                                take_done(&mut this.state).complete(Completion { res, flags: 0 }),
-                            );
-                        }
+                        // The slot already holds the waker.
+                        Poll::Pending
                     }
+                    Err(res) => Poll::Ready(
+                        take_done(&mut this.state).complete(Completion { res, flags: 0 }),
+                    ),
                 }
-                State::InFlight {
-                    user_data, driver, ..
-                } => {
-                    let c = {
-                        let mut d = driver.shared.uring.borrow_mut();
-                        match d.poll_slot(*user_data, cx.waker()) {
-                            Poll::Ready(c) => c,
-                            Poll::Pending => return Poll::Pending,
-                        }
-                    };
-                    return Poll::Ready(take_done(&mut this.state).complete(c));
-                }
-                State::Done => panic!("hoop Op polled after completion"),
             }
+            State::InFlight {
+                user_data, driver, ..
+            } => {
+                let c = {
+                    let mut d = driver.shared.uring.borrow_mut();
+                    match d.poll_slot(*user_data, cx.waker()) {
+                        Poll::Ready(c) => c,
+                        Poll::Pending => return Poll::Pending,
+                    }
+                };
+                Poll::Ready(take_done(&mut this.state).complete(c))
+            }
+            State::Done => panic!("hoop Op polled after completion"),
         }
     }
 }

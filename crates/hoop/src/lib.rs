@@ -32,9 +32,7 @@ pub mod time;
 
 pub use hoop_driver::{buf, setup, BufResult, Counters, IoBuf, IoBufMut, ShutdownReport, Slice};
 pub use hoop_macros::{main, test};
-pub use runtime::{
-    run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime,
-};
+pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 
 /// The driver layer, for programs that define their own operations.
 pub use hoop_driver as driver;

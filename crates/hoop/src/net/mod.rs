@@ -6,7 +6,5 @@ mod udp;
 mod unix;
 
 pub use tcp::{TcpListener, TcpStream};
-#[allow(unused_imports)]
 pub use udp::*;
-#[allow(unused_imports)]
 pub use unix::*;

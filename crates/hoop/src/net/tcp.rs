@@ -136,7 +136,10 @@ impl TcpStream {
 
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
-        Ok(self.socket.get_opt::<i32>(libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0)
+        Ok(self
+            .socket
+            .get_opt::<i32>(libc::IPPROTO_TCP, libc::TCP_NODELAY)?
+            != 0)
     }
 
     /// Sets `SO_LINGER` (`Some(0)` makes close send a reset).

@@ -1,1 +1,127 @@
 //! UDP sockets.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
+
+use super::socket::{domain_of, ip_addr, resolve, Socket};
+use super::tcp::fd_traits;
+
+/// A UDP socket. Sends and receives take buffers by value and give them back.
+///
+/// ```no_run
+/// # async fn f() -> std::io::Result<()> {
+/// let socket = hoop::net::UdpSocket::bind("127.0.0.1:0").await?;
+/// let (res, buf) = socket.recv_from(vec![0u8; 1500]).await;
+/// let (n, peer) = res?;
+/// let (res, _) = socket.send_to(buf[..n].to_vec(), peer).await;
+/// res?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct UdpSocket {
+    socket: Socket,
+}
+
+impl UdpSocket {
+    /// Binds to `addr` (the first address it resolves to that binds). Port 0 picks a free port.
+    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+        let mut last = None;
+        for a in resolve(addr)? {
+            match Self::bind_one(a) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to bind")))
+    }
+
+    fn bind_one(addr: SocketAddr) -> io::Result<UdpSocket> {
+        let socket = Socket::new_sync(domain_of(&addr), libc::SOCK_DGRAM)?;
+        socket.bind(&SockAddr::from_std(addr))?;
+        Ok(UdpSocket { socket })
+    }
+
+    /// Wraps a std UDP socket (blocking or not: io_uring does not care).
+    pub fn from_std(socket: std::net::UdpSocket) -> UdpSocket {
+        UdpSocket {
+            socket: Socket::from_fd(OwnedFd::from(socket)),
+        }
+    }
+
+    /// Sets the default peer (the first resolved address that connects): [`send`](Self::send)
+    /// goes there and [`recv`](Self::recv) only takes datagrams from there.
+    pub async fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        let mut last = None;
+        for a in resolve(addr)? {
+            match self.socket.connect(SockAddr::from_std(a)).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
+    }
+
+    /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
+    pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.send(buf).await
+    }
+
+    /// Receives one datagram from the connected peer into `buf` (from its start, up to its
+    /// capacity; the rest of a longer datagram is discarded).
+    pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.recv(buf).await
+    }
+
+    /// Sends the initialized bytes of `buf` as one datagram to `addr` (its first resolved
+    /// address).
+    pub async fn send_to<B: IoBuf>(&self, buf: B, addr: impl ToSocketAddrs) -> BufResult<usize, B> {
+        let target = match resolve(addr) {
+            Ok(v) => v[0],
+            Err(e) => return (Err(e), buf),
+        };
+        self.socket.send_to(buf, SockAddr::from_std(target)).await
+    }
+
+    /// Receives one datagram into `buf` (from its start, up to its capacity) and says who sent
+    /// it.
+    pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
+        let (res, buf) = self.socket.recv_from(buf).await;
+        let res = res.and_then(|(n, addr)| Ok((n, ip_addr(addr)?)));
+        (res, buf)
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        ip_addr(self.socket.local_addr()?)
+    }
+
+    /// The connected peer's address (`NotConnected` if there is none).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        ip_addr(self.socket.peer_addr()?)
+    }
+
+    /// Sets `SO_BROADCAST`.
+    pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
+        self.socket
+            .set_opt(libc::SOL_SOCKET, libc::SO_BROADCAST, i32::from(on))
+    }
+
+    /// Whether `SO_BROADCAST` is set.
+    pub fn broadcast(&self) -> io::Result<bool> {
+        Ok(self
+            .socket
+            .get_opt::<i32>(libc::SOL_SOCKET, libc::SO_BROADCAST)?
+            != 0)
+    }
+
+    /// Closes the socket through the ring and waits for the result.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+fd_traits!(UdpSocket);

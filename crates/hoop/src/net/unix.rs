@@ -1,1 +1,293 @@
-//! Unix-domain sockets.
+//! Unix-domain sockets: listeners, streams and datagram sockets.
+
+use std::fmt;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
+
+use super::socket::Socket;
+use super::tcp::fd_traits;
+
+/// The address of a Unix-domain socket: a path, unnamed, or in the abstract namespace.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UnixSocketAddr {
+    kind: Kind,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Kind {
+    Unnamed,
+    Pathname(PathBuf),
+    Abstract,
+}
+
+impl UnixSocketAddr {
+    fn from_sockaddr(addr: SockAddr) -> io::Result<UnixSocketAddr> {
+        let path = addr.as_unix_path().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("not a Unix-domain address: {addr:?}"),
+            )
+        })?;
+        let family_len = std::mem::size_of::<libc::sa_family_t>() as libc::socklen_t;
+        let kind = if addr.len() <= family_len {
+            Kind::Unnamed
+        } else if path.as_os_str().is_empty() {
+            // A name that starts with a NUL byte.
+            Kind::Abstract
+        } else {
+            Kind::Pathname(path)
+        };
+        Ok(UnixSocketAddr { kind })
+    }
+
+    /// The path the socket is bound to, if it is bound to one.
+    pub fn as_pathname(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Pathname(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Whether the socket is unnamed (not bound: a `pair()` or a connecting client).
+    pub fn is_unnamed(&self) -> bool {
+        matches!(self.kind, Kind::Unnamed)
+    }
+}
+
+impl fmt::Debug for UnixSocketAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Unnamed => write!(f, "(unnamed)"),
+            Kind::Pathname(p) => write!(f, "{p:?} (pathname)"),
+            Kind::Abstract => write!(f, "(abstract)"),
+        }
+    }
+}
+
+fn unix_addr(path: &Path) -> io::Result<SockAddr> {
+    SockAddr::unix(path).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path too long for a Unix-domain socket: {}", path.display()),
+        )
+    })
+}
+
+/// A Unix-domain socket listening for connections.
+#[derive(Debug)]
+pub struct UnixListener {
+    socket: Socket,
+}
+
+impl UnixListener {
+    /// Creates a socket file at `path` and listens on it (backlog 1024). Like std, fails with
+    /// `AddrInUse` if the file exists: nothing is unlinked.
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        let addr = unix_addr(path.as_ref())?;
+        let socket = Socket::new_sync(libc::AF_UNIX, libc::SOCK_STREAM)?;
+        socket.bind(&addr)?;
+        socket.listen(1024)?;
+        Ok(UnixListener { socket })
+    }
+
+    /// Wraps a std listener (blocking or not: io_uring does not care).
+    pub fn from_std(listener: std::os::unix::net::UnixListener) -> UnixListener {
+        UnixListener {
+            socket: Socket::from_fd(OwnedFd::from(listener)),
+        }
+    }
+
+    /// Accepts a connection. If this future is dropped after the kernel accepted one, that
+    /// connection is closed, never leaked.
+    pub async fn accept(&self) -> io::Result<(UnixStream, UnixSocketAddr)> {
+        let (socket, addr) = self.socket.accept().await?;
+        Ok((UnixStream { socket }, UnixSocketAddr::from_sockaddr(addr)?))
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<UnixSocketAddr> {
+        UnixSocketAddr::from_sockaddr(self.socket.local_addr()?)
+    }
+
+    /// Closes the listener through the ring and waits for the result. The socket file stays.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+/// A Unix-domain stream connection. Reads and writes take buffers by value and give them back.
+#[derive(Debug)]
+pub struct UnixStream {
+    socket: Socket,
+}
+
+impl UnixStream {
+    /// Connects to the socket at `path` (socket and connect both on the ring).
+    pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
+        let addr = unix_addr(path.as_ref())?;
+        let socket = Socket::new(libc::AF_UNIX, libc::SOCK_STREAM).await?;
+        socket.connect(addr).await?;
+        Ok(UnixStream { socket })
+    }
+
+    /// A pair of connected, unnamed streams (`socketpair`).
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = std::os::unix::net::UnixStream::pair()?;
+        Ok((UnixStream::from_std(a), UnixStream::from_std(b)))
+    }
+
+    /// Wraps a connected std stream.
+    pub fn from_std(stream: std::os::unix::net::UnixStream) -> UnixStream {
+        UnixStream {
+            socket: Socket::from_fd(OwnedFd::from(stream)),
+        }
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.recv(buf).await
+    }
+
+    /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
+    pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
+        self.socket.recv_exact(buf).await
+    }
+
+    /// Writes the initialized bytes of `buf` once; returns how many were sent.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.send(buf).await
+    }
+
+    /// Writes every initialized byte of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        self.socket.send_all(buf).await
+    }
+
+    /// Shuts down the read, write or both halves.
+    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.socket.shutdown(how).await
+    }
+
+    /// The local address (unnamed for a connecting client or a `pair()`).
+    pub fn local_addr(&self) -> io::Result<UnixSocketAddr> {
+        UnixSocketAddr::from_sockaddr(self.socket.local_addr()?)
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<UnixSocketAddr> {
+        UnixSocketAddr::from_sockaddr(self.socket.peer_addr()?)
+    }
+
+    /// Closes the connection through the ring and waits for the result.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+/// A Unix-domain datagram socket.
+#[derive(Debug)]
+pub struct UnixDatagram {
+    socket: Socket,
+}
+
+impl UnixDatagram {
+    /// Creates a socket file at `path` and binds to it. Fails with `AddrInUse` if the file
+    /// exists.
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixDatagram> {
+        let addr = unix_addr(path.as_ref())?;
+        let socket = Socket::new_sync(libc::AF_UNIX, libc::SOCK_DGRAM)?;
+        socket.bind(&addr)?;
+        Ok(UnixDatagram { socket })
+    }
+
+    /// A socket bound to no address (it can send, and receive replies only if connected).
+    pub fn unbound() -> io::Result<UnixDatagram> {
+        Ok(UnixDatagram {
+            socket: Socket::new_sync(libc::AF_UNIX, libc::SOCK_DGRAM)?,
+        })
+    }
+
+    /// A pair of connected, unnamed datagram sockets (`socketpair`).
+    pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+        let (a, b) = std::os::unix::net::UnixDatagram::pair()?;
+        Ok((UnixDatagram::from_std(a), UnixDatagram::from_std(b)))
+    }
+
+    /// Wraps a std datagram socket.
+    pub fn from_std(socket: std::os::unix::net::UnixDatagram) -> UnixDatagram {
+        UnixDatagram {
+            socket: Socket::from_fd(OwnedFd::from(socket)),
+        }
+    }
+
+    /// Sets the default peer: [`send`](Self::send) goes there and [`recv`](Self::recv) only
+    /// takes datagrams from there.
+    pub async fn connect(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let addr = unix_addr(path.as_ref())?;
+        self.socket.connect(addr).await
+    }
+
+    /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
+    pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.send(buf).await
+    }
+
+    /// Receives one datagram into `buf` (from its start, up to its capacity).
+    pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        self.socket.recv(buf).await
+    }
+
+    /// Sends the initialized bytes of `buf` as one datagram to the socket at `path`.
+    pub async fn send_to<B: IoBuf>(&self, buf: B, path: impl AsRef<Path>) -> BufResult<usize, B> {
+        match unix_addr(path.as_ref()) {
+            Ok(addr) => self.socket.send_to(buf, addr).await,
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// Receives one datagram into `buf` and says who sent it.
+    pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, UnixSocketAddr), B> {
+        let (res, buf) = self.socket.recv_from(buf).await;
+        let res = res.and_then(|(n, addr)| {
+            // An unbound sender leaves the name empty (length 0): that is "unnamed".
+            if addr.is_empty() {
+                return Ok((
+                    n,
+                    UnixSocketAddr {
+                        kind: Kind::Unnamed,
+                    },
+                ));
+            }
+            Ok((n, UnixSocketAddr::from_sockaddr(addr)?))
+        });
+        (res, buf)
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<UnixSocketAddr> {
+        UnixSocketAddr::from_sockaddr(self.socket.local_addr()?)
+    }
+
+    /// The connected peer's address.
+    pub fn peer_addr(&self) -> io::Result<UnixSocketAddr> {
+        UnixSocketAddr::from_sockaddr(self.socket.peer_addr()?)
+    }
+
+    /// Shuts down the read, write or both halves.
+    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.socket.shutdown(how).await
+    }
+
+    /// Closes the socket through the ring and waits for the result.
+    pub async fn close(self) -> io::Result<()> {
+        self.socket.close().await
+    }
+}
+
+fd_traits!(UnixListener);
+fd_traits!(UnixStream);
+fd_traits!(UnixDatagram);

@@ -55,6 +55,9 @@ impl fmt::Display for JoinError {
 
 impl std::error::Error for JoinError {}
 
+/// The state a task and its handle share.
+pub(crate) type Shared<T> = Rc<RefCell<JoinState<T>>>;
+
 pub(crate) struct JoinState<T> {
     result: Option<Result<T, JoinError>>,
     waker: Option<Waker>,
@@ -118,7 +121,7 @@ pub(crate) struct TaskFuture<F: Future> {
     state: Rc<RefCell<JoinState<F::Output>>>,
 }
 
-pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Rc<RefCell<JoinState<F::Output>>>) {
+pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Shared<F::Output>) {
     let state = Rc::new(RefCell::new(JoinState {
         result: None,
         waker: None,
@@ -133,10 +136,7 @@ pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Rc<RefCell<JoinState
     )
 }
 
-pub(crate) fn handle<T>(
-    state: Rc<RefCell<JoinState<T>>>,
-    abort: Box<dyn Fn()>,
-) -> JoinHandle<T> {
+pub(crate) fn handle<T>(state: Rc<RefCell<JoinState<T>>>, abort: Box<dyn Fn()>) -> JoinHandle<T> {
     JoinHandle {
         state,
         abort: Some(abort),
@@ -160,7 +160,7 @@ impl<F: Future> TaskFuture<F> {
 impl<F: Future> Future for TaskFuture<F> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY-free: TaskFuture is Unpin (its future is boxed).
+        // TaskFuture is Unpin (its future is boxed).
         let this = self.get_mut();
         if this.state.borrow().abort {
             // Drop the future first (its operations get cancelled), then report.

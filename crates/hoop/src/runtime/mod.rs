@@ -359,13 +359,13 @@ where
     let handles: Vec<_> = (0..threads.max(1))
         .map(|i| {
             let f = f.clone();
-            std::thread::Builder::new()
-                .name(format!("hoop-{i}"))
-                .spawn(move || -> io::Result<Fut::Output> {
+            std::thread::Builder::new().name(format!("hoop-{i}")).spawn(
+                move || -> io::Result<Fut::Output> {
                     let _ = pin_to_cpu(i % cpus);
                     let rt = Runtime::new()?;
                     Ok(rt.block_on(f(i)))
-                })
+                },
+            )
         })
         .collect::<io::Result<_>>()?;
     let mut out = Vec::with_capacity(handles.len());

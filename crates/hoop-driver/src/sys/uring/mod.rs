@@ -86,6 +86,9 @@ pub(crate) struct Uring {
     wake_armed: bool,
     /// Driver turns since the last `io_uring_enter`.
     turns_since_enter: u32,
+    /// An SQE that must reach the kernel on this tick is queued (a close from `Drop`, a
+    /// cancel): the next turn enters even if tasks are still ready.
+    urgent: bool,
     pub(crate) counters: Counters,
     pub(crate) wakeups: Vec<Waker>,
     pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
@@ -126,6 +129,7 @@ impl Uring {
             wake_fd: Arc::new(unsafe { OwnedFd::from_raw_fd(efd) }),
             wake_armed: false,
             turns_since_enter: 0,
+            urgent: false,
             counters: Counters::default(),
             wakeups: Vec::with_capacity(256),
             orphans: Vec::new(),
@@ -323,10 +327,21 @@ impl Uring {
                     }
                 } else {
                     self.cancels.push_back(user_data);
+                    self.urgent = true;
                 }
                 None
             }
         }
+    }
+
+    /// Hands a just-pushed operation's data to its slot: nobody will wait for the result, and
+    /// nothing is cancelled (used for closes from `Drop`).
+    pub(crate) fn detach(&mut self, user_data: u64, data: Box<dyn Orphan>) {
+        match self.slots.get_mut(user_data) {
+            Some(state) => *state = Lifecycle::Ignored(data),
+            None => std::mem::forget(data),
+        }
+        self.urgent = true;
     }
 
     /// Pushes queued cancels while the SQ and the cancel budget allow (invariant 7: a cancel
@@ -379,7 +394,11 @@ impl Uring {
         // submits them all; every 16th busy turn enters anyway, so a task that keeps yielding
         // cannot hold back submissions and completions. (A full SQ is submitted at once by
         // `push_sqe`.)
-        if block || self.turns_since_enter >= 16 || self.ring.submission().taskrun() {
+        if block
+            || self.urgent
+            || self.turns_since_enter >= 16
+            || self.ring.submission().taskrun()
+        {
             self.enter(block)?;
         }
         self.drain();
@@ -390,6 +409,7 @@ impl Uring {
     /// runs, and wait for one completion if `block`.
     fn enter(&mut self, block: bool) -> io::Result<()> {
         self.turns_since_enter = 0;
+        self.urgent = false;
         loop {
             let to_submit = self.ring.submission().len() as u32;
             let want = u32::from(block);
