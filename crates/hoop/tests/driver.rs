@@ -64,7 +64,10 @@ fn backpressure_tiny_ring_runs_10000_ops() {
         });
         assert_eq!(done, 10_000);
         if cq.is_some() {
-            assert!(counters.room_waits > 0, "the tiny CQ must make ops wait: {counters:?}");
+            assert!(
+                counters.room_waits > 0,
+                "the tiny CQ must make ops wait: {counters:?}"
+            );
         }
         assert_eq!(counters.stale_cqes, 0);
     }

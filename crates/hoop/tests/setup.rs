@@ -43,7 +43,12 @@ fn block_io_uring_setup() {
     };
     // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes integer arguments only.
     let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    assert_eq!(r, 0, "PR_SET_NO_NEW_PRIVS: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "PR_SET_NO_NEW_PRIVS: {}",
+        std::io::Error::last_os_error()
+    );
     // SAFETY: `prog` points to a live filter array for the duration of the call.
     let r = unsafe {
         libc::syscall(

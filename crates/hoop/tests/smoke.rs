@@ -46,7 +46,9 @@ fn timeout_elapses_and_passes() {
 fn spawn_and_join() {
     let rt = hoop::Runtime::new().unwrap();
     let v = rt.block_on(async {
-        let hs: Vec<_> = (0..100u64).map(|i| hoop::spawn(async move { i * 2 })).collect();
+        let hs: Vec<_> = (0..100u64)
+            .map(|i| hoop::spawn(async move { i * 2 }))
+            .collect();
         let mut sum = 0;
         for h in hs {
             sum += h.await.unwrap();

@@ -1,0 +1,278 @@
+//! An open file whose operations go through the ring.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use hoop_driver::error::cvt_libc;
+use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op};
+
+use super::{Metadata, OpenOptions};
+
+/// An open file. Reads and writes take an explicit position and a buffer by value, and give
+/// the buffer back with the result.
+///
+/// Dropping a `File` closes it through the ring (`IORING_OP_CLOSE`, submitted on this tick)
+/// inside a runtime, or with `close(2)` outside one. [`close`](File::close) closes it and
+/// reports the error.
+#[derive(Debug)]
+pub struct File {
+    /// `Some` for the whole life of the value: only `Drop` and the methods that consume the
+    /// file take it.
+    fd: Option<OwnedFd>,
+}
+
+impl File {
+    pub(crate) fn from_owned(fd: OwnedFd) -> File {
+        File { fd: Some(fd) }
+    }
+
+    /// Opens the file at `path` for reading.
+    pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new().read(true).open(path).await
+    }
+
+    /// Opens the file at `path` for writing, creating it, or truncating it if it exists.
+    pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .await
+    }
+
+    /// Options to open a file with (same as [`OpenOptions::new`]).
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
+    /// Wraps a std file.
+    pub fn from_std(file: std::fs::File) -> File {
+        File::from_owned(OwnedFd::from(file))
+    }
+
+    /// Gives the file up as a std file (no operation of this `File` may be in flight, which
+    /// holds since they all borrow it).
+    pub fn into_std(self) -> std::fs::File {
+        std::fs::File::from(self.into_owned())
+    }
+
+    fn into_owned(mut self) -> OwnedFd {
+        match self.fd.take() {
+            Some(fd) => fd,
+            // Only Drop and the consuming methods take the fd, and they run once.
+            None => unreachable!("hoop::fs::File without an fd"),
+        }
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity: `bytes_total()`) at byte offset
+    /// `pos`, and returns the number of bytes read; 0 means end of file. The buffer's length
+    /// becomes at least the number of bytes read.
+    ///
+    /// `pos` may be [`CURRENT_POS`](hoop_driver::op::CURRENT_POS) to read at, and advance, the
+    /// file's own position (for pipes and character devices); this holds for every `*_at`
+    /// method.
+    pub async fn read_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
+        Op::new(op::Read::new(self.raw(), buf, pos)).await
+    }
+
+    /// Writes the initialized bytes of `buf` at byte offset `pos` (at the end of the file when
+    /// it was opened with `append`), and returns how many were written: maybe fewer.
+    pub async fn write_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
+        Op::new(op::Write::new(self.raw(), buf, pos)).await
+    }
+
+    /// Reads exactly `buf.bytes_total()` bytes at `pos`, in as many reads as it takes; fails
+    /// with `UnexpectedEof` if the file ends first (the bytes read so far are in `buf`).
+    pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
+        let total = buf.bytes_total();
+        let mut got = 0;
+        let mut buf = buf;
+        while got < total {
+            let (res, slice) = self.read_at(buf.slice(got..total), advance(pos, got)).await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "end of file before the buffer was filled",
+                        )),
+                        buf,
+                    )
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
+    pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
+        let total = buf.bytes_init();
+        let mut done = 0;
+        let mut buf = buf;
+        while done < total {
+            let (res, slice) = self
+                .write_at(buf.slice(done..total), advance(pos, done))
+                .await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "failed to write the whole buffer",
+                        )),
+                        buf,
+                    )
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
+    /// next; returns the total number of bytes read.
+    pub async fn readv_at<B: IoBufMut>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
+        Op::new(op::Readv::new(self.raw(), bufs, pos)).await
+    }
+
+    /// Writes the initialized bytes of `bufs` in turn at `pos` (`writev`); returns the total
+    /// number of bytes written: maybe fewer.
+    pub async fn writev_at<B: IoBuf>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
+        Op::new(op::Writev::new(self.raw(), bufs, pos)).await
+    }
+
+    /// Flushes the file's data and metadata to its device (`fsync`).
+    pub async fn sync_all(&self) -> io::Result<()> {
+        Op::new(op::Fsync::new(self.raw(), false)).await
+    }
+
+    /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
+    pub async fn sync_data(&self) -> io::Result<()> {
+        Op::new(op::Fsync::new(self.raw(), true)).await
+    }
+
+    /// `fallocate(2)`: with `mode` 0, allocates `offset..offset + len` and grows the file if
+    /// that ends past its end; other modes are the `libc::FALLOC_FL_*` flags.
+    pub async fn fallocate(&self, offset: u64, len: u64, mode: i32) -> io::Result<()> {
+        Op::new(op::Fallocate::new(self.raw(), mode, offset, len)).await
+    }
+
+    /// Truncates or extends (with zeros) the file to `size` bytes.
+    ///
+    /// This one is synchronous: `IORING_OP_FTRUNCATE` exists (Linux 6.9, and
+    /// `io_uring::opcode::Ftruncate` in io-uring 0.7.15) but the driver has no operation for it
+    /// yet, so it is a plain `ftruncate(2)`, which does not block on I/O for common file
+    /// systems.
+    pub fn set_len(&self, size: u64) -> io::Result<()> {
+        let size = libc::off_t::try_from(size).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "file size larger than off_t can hold",
+            )
+        })?;
+        // SAFETY: ftruncate(2) has no memory-safety preconditions.
+        cvt_libc(unsafe { libc::ftruncate(self.raw(), size) }).map(drop)
+    }
+
+    /// Sets the file's permission bits. Synchronous (`fchmod(2)`): io_uring has no chmod.
+    pub fn set_permissions(&self, perm: std::fs::Permissions) -> io::Result<()> {
+        // SAFETY: fchmod(2) has no memory-safety preconditions.
+        cvt_libc(unsafe { libc::fchmod(self.raw(), perm.mode() as libc::mode_t) }).map(drop)
+    }
+
+    /// The file's metadata (`statx` on the fd: `AT_EMPTY_PATH` and an empty path).
+    pub async fn metadata(&self) -> io::Result<Metadata> {
+        Metadata::statx(self.raw(), CString::default(), libc::AT_EMPTY_PATH).await
+    }
+
+    /// Closes the file through the ring and waits for the result (the error `close(2)` may
+    /// report, e.g. from a network file system, that `Drop` cannot).
+    pub async fn close(mut self) -> io::Result<()> {
+        match self.fd.take() {
+            Some(fd) => Op::new(op::Close::new(fd)).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The position `n` bytes after `pos`; [`op::CURRENT_POS`] (the file's current position, which
+/// the kernel advances itself) stays as it is.
+fn advance(pos: u64, n: usize) -> u64 {
+    if pos == op::CURRENT_POS {
+        pos
+    } else {
+        pos.saturating_add(n as u64)
+    }
+}
+
+impl From<OwnedFd> for File {
+    fn from(fd: OwnedFd) -> File {
+        File::from_owned(fd)
+    }
+}
+
+impl From<std::fs::File> for File {
+    fn from(file: std::fs::File) -> File {
+        File::from_std(file)
+    }
+}
+
+impl From<File> for OwnedFd {
+    fn from(file: File) -> OwnedFd {
+        file.into_owned()
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.raw()
+    }
+}
+
+impl AsFd for File {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the fd stays open as long as `self` (it is only taken by value or in Drop).
+        unsafe { BorrowedFd::borrow_raw(self.raw()) }
+    }
+}
+
+impl IntoRawFd for File {
+    fn into_raw_fd(self) -> RawFd {
+        self.into_owned().into_raw_fd()
+    }
+}
+
+impl FromRawFd for File {
+    /// # Safety
+    /// `fd` must be an open file descriptor that nothing else owns.
+    unsafe fn from_raw_fd(fd: RawFd) -> File {
+        // SAFETY: the caller hands over ownership of an open fd.
+        File::from_owned(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            match Driver::current() {
+                Some(driver) => driver.close_detached(fd),
+                None => drop(fd),
+            }
+        }
+    }
+}
