@@ -149,7 +149,9 @@ impl SockAddr {
         // SAFETY: the family says the storage holds a sockaddr_un.
         let sun = unsafe { &*(self.as_ptr() as *const libc::sockaddr_un) };
         let base = mem::size_of::<libc::sa_family_t>();
-        let n = (self.len as usize).saturating_sub(base).min(sun.sun_path.len());
+        let n = (self.len as usize)
+            .saturating_sub(base)
+            .min(sun.sun_path.len());
         let bytes: Vec<u8> = sun.sun_path[..n]
             .iter()
             .map(|&c| c as u8)

@@ -110,7 +110,10 @@ mod tests {
         // Same index (the free list is LIFO), new generation.
         assert_eq!(a & 0xffff_ffff, b & 0xffff_ffff);
         assert_ne!(a, b);
-        assert!(s.get_mut(a).is_none(), "a late CQE must not reach the new op");
+        assert!(
+            s.get_mut(a).is_none(),
+            "a late CQE must not reach the new op"
+        );
         assert!(s.remove(a).is_none());
         assert!(s.get_mut(b).is_some());
     }
@@ -118,8 +121,10 @@ mod tests {
     #[test]
     fn capacity_is_fixed() {
         let mut s = Slots::new(3);
-        let ids: Vec<_> = (0..3).map(|_| s.insert(Lifecycle::Submitted).unwrap()).collect();
-                assert!(s.insert(Lifecycle::Submitted).is_none());
+        let ids: Vec<_> = (0..3)
+            .map(|_| s.insert(Lifecycle::Submitted).unwrap())
+            .collect();
+        assert!(s.insert(Lifecycle::Submitted).is_none());
         assert_eq!(s.in_use(), 3);
         s.remove(ids[1]);
         assert_eq!(s.in_use(), 2);

@@ -149,7 +149,9 @@ pub(crate) struct MsgHeader {
 
 impl std::fmt::Debug for MsgHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MsgHeader").field("addr", &self.addr).finish()
+        f.debug_struct("MsgHeader")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 

@@ -320,9 +320,7 @@ impl Uring {
             OnDrop::Cancel => {
                 if self.shut_down {
                     // Shutdown already gave up on this operation: leak its memory on purpose.
-                    if let Some(Lifecycle::Ignored(data)) =
-                        self.slots.remove(user_data)
-                    {
+                    if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
                         std::mem::forget(data);
                     }
                 } else {
@@ -394,10 +392,7 @@ impl Uring {
         // submits them all; every 16th busy turn enters anyway, so a task that keeps yielding
         // cannot hold back submissions and completions. (A full SQ is submitted at once by
         // `push_sqe`.)
-        if block
-            || self.urgent
-            || self.turns_since_enter >= 16
-            || self.ring.submission().taskrun()
+        if block || self.urgent || self.turns_since_enter >= 16 || self.ring.submission().taskrun()
         {
             self.enter(block)?;
         }
@@ -465,12 +460,9 @@ impl Uring {
             self.counters.overflow_events += 1;
             // SAFETY: as in `enter`; this call only flushes the backlog into the CQ.
             let r = unsafe {
-                self.ring.submitter().enter::<libc::sigset_t>(
-                    0,
-                    0,
-                    IORING_ENTER_GETEVENTS,
-                    None,
-                )
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
             };
             self.counters.enter_calls += 1;
             if let Err(e) = r {
@@ -562,9 +554,7 @@ impl Uring {
             };
             if let Some(state) = self.slots.get_mut(user_data) {
                 if state.is_ignored() {
-                    if let Some(Lifecycle::Ignored(data)) =
-                        self.slots.remove(user_data)
-                    {
+                    if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
                         std::mem::forget(data);
                     }
                 } else if let OnCqe::Wake(w) = state.on_cqe(c) {
@@ -642,17 +632,12 @@ impl Uring {
             .map(|(u, _)| u)
             .collect();
         for user_data in left {
-            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data)
-            {
+            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
                 std::mem::forget(data);
                 report.leaked += 1;
             }
         }
-        report.still_in_flight = self
-            .slots
-            .live()
-            .filter(|(_, s)| !s.is_completed())
-            .count();
+        report.still_in_flight = self.slots.live().filter(|(_, s)| !s.is_completed()).count();
         report
     }
 }
@@ -664,8 +649,7 @@ impl Drop for Uring {
         let _ = self.shutdown();
         let left: Vec<u64> = self.slots.live().map(|(u, _)| u).collect();
         for user_data in left {
-            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data)
-            {
+            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
                 std::mem::forget(data);
             }
         }
@@ -698,7 +682,9 @@ fn build_ring(entries: u32, cq: u32, taskrun: bool) -> Result<(IoUring, &'static
                 .setup_submit_all();
         }),
         ("COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL|CQSIZE", |b| {
-            b.setup_coop_taskrun().setup_taskrun_flag().setup_submit_all();
+            b.setup_coop_taskrun()
+                .setup_taskrun_flag()
+                .setup_submit_all();
         }),
         ("SUBMIT_ALL|CQSIZE", |b| {
             b.setup_submit_all();

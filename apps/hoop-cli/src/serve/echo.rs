@@ -1,0 +1,338 @@
+//! `hoop serve echo`: a TCP echo server on hoop, or on a baseline runtime (tokio, monoio).
+//!
+//! On hoop: one runtime per thread, thread `i` pinned to CPU `i % cpus` (counting only the CPUs
+//! the process may use), each with its own listener on the same port (`SO_REUSEPORT` when there
+//! is more than one thread, so the kernel balances connections). Every connection is its own task: `TCP_NODELAY`, then read up to
+//! 64 KiB into one reused buffer and write all of it back, until end of stream or an error,
+//! which closes only that connection.
+//!
+//! Shutdown: SIGINT and SIGTERM are blocked before any thread starts and taken by the main
+//! thread with `sigtimedwait`; it raises a [`Stop`] flag that every runtime thread awaits next
+//! to its accept loop, so each `block_on` returns, and dropping the runtime cancels the
+//! operations in flight and closes every socket. The main thread joins the threads and the
+//! process exits 0.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hoop::net::{TcpListener, TcpStream};
+
+use super::signal::{Signals, Stop};
+use crate::baseline;
+
+/// Per-connection buffer: one read returns at most this many bytes.
+const BUF_SIZE: usize = 64 * 1024;
+
+/// Most runtime threads `--threads` accepts.
+const MAX_THREADS: usize = 1024;
+
+/// Pause after `accept` failed for want of descriptors or memory.
+const EXHAUSTED_BACKOFF: Duration = Duration::from_millis(1);
+
+/// First and largest pause after any other `accept` failure (doubling in between).
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Which runtime serves the connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerKind {
+    /// hoop: one io_uring runtime per thread.
+    Hoop,
+    /// Baseline: tokio's current-thread runtime (epoll).
+    Tokio,
+    /// Baseline: monoio on io_uring (epoll if io_uring is unusable).
+    Monoio,
+}
+
+impl ServerKind {
+    fn name(self) -> &'static str {
+        match self {
+            ServerKind::Hoop => "hoop",
+            ServerKind::Tokio => "tokio",
+            ServerKind::Monoio => "monoio",
+        }
+    }
+}
+
+/// Arguments of `hoop serve echo`.
+#[derive(Debug, clap::Args)]
+pub struct EchoArgs {
+    /// Address to listen on; port 0 picks a free port (the first line printed says which).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    pub addr: String,
+    /// Runtime threads, each pinned to a CPU with its own listener (hoop only; the baselines
+    /// run on one thread).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Which runtime serves the connections.
+    #[arg(long, value_enum, default_value_t = ServerKind::Hoop)]
+    pub server: ServerKind,
+}
+
+/// Runs the echo server until SIGINT or SIGTERM.
+///
+/// Prints `listening on IP:PORT` as the first and only line on stdout once the listeners are
+/// bound. Returns `Ok` after a signal, once every socket is closed; an error if the arguments
+/// are invalid, binding fails, or a runtime thread cannot start.
+pub fn run(args: EchoArgs) -> io::Result<()> {
+    if args.threads == 0 || args.threads > MAX_THREADS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--threads must be between 1 and {MAX_THREADS}, not {}",
+                args.threads
+            ),
+        ));
+    }
+    if args.server != ServerKind::Hoop && args.threads != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the {} baseline runs on one thread: --threads must be 1, not {}",
+                args.server.name(),
+                args.threads
+            ),
+        ));
+    }
+    // Before any thread exists, so that every thread inherits the mask.
+    let signals = Signals::block()?;
+    raise_nofile_limit();
+    match args.server {
+        ServerKind::Hoop => run_hoop(&args.addr, args.threads, &signals),
+        ServerKind::Tokio => run_baseline(&args.addr, "tokio", baseline::run_tokio_echo, &signals),
+        ServerKind::Monoio => {
+            run_baseline(&args.addr, "monoio", baseline::run_monoio_echo, &signals)
+        }
+    }
+}
+
+/// The hoop server: `threads` runtime threads until a signal (or until one of them fails).
+fn run_hoop(addr: &str, threads: usize, signals: &Signals) -> io::Result<()> {
+    let first = TcpListener::bind_with(addr, threads > 1)
+        .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
+    let local = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..threads {
+        let l = TcpListener::bind_with(local, true)
+            .map_err(|e| with_context(e, format!("cannot listen on {local} (SO_REUSEPORT)")))?;
+        listeners.push(l);
+    }
+
+    let stop = Arc::new(Stop::new());
+    let cpus = allowed_cpus();
+    let mut workers: Vec<JoinHandle<io::Result<()>>> = Vec::with_capacity(threads);
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let stop_w = stop.clone();
+        let cpu = cpus[i % cpus.len()];
+        let spawned = std::thread::Builder::new()
+            .name(format!("hoop-echo-{i}"))
+            .spawn(move || worker(i, cpu, listener, &stop_w));
+        match spawned {
+            Ok(h) => workers.push(h),
+            Err(e) => {
+                stop.stop();
+                let _ = join_workers(workers);
+                return Err(with_context(e, format!("cannot start thread {i}")));
+            }
+        }
+    }
+
+    let announced = announce(local);
+    let waited = match announced {
+        Ok(()) => signals.wait(|| workers.iter().any(|w| w.is_finished())),
+        Err(e) => Err(e),
+    };
+    stop.stop();
+    let joined = join_workers(workers);
+    match waited {
+        // A signal: the normal way out.
+        Ok(Some(_)) => joined,
+        // A thread ended on its own: its error, or say that it stopped.
+        Ok(None) => joined.and(Err(io::Error::other(
+            "a server thread stopped unexpectedly",
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// One runtime thread: serves `listener` until `stop` is raised.
+fn worker(i: usize, cpu: usize, listener: TcpListener, stop: &Stop) -> io::Result<()> {
+    if let Err(e) = hoop::runtime::pin_to_cpu(cpu) {
+        eprintln!("hoop echo: thread {i}: cannot pin to CPU {cpu}: {e}; running unpinned");
+    }
+    let rt = hoop::Runtime::new()
+        .map_err(|e| with_context(e, format!("thread {i}: cannot start the runtime")))?;
+    rt.block_on(async {
+        let mut accept = pin!(accept_loop(listener, i));
+        let mut stopped = pin!(stop.wait());
+        std::future::poll_fn(|cx| {
+            if stopped.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            accept.as_mut().poll(cx)
+        })
+        .await
+    });
+    // Cancels every connection's operations and closes every socket.
+    drop(rt);
+    Ok(())
+}
+
+/// Accepts forever, one echo task per connection. Failures never end the loop: running out of
+/// descriptors or memory waits 1 ms, anything else is logged and retried with a backoff.
+async fn accept_loop(listener: TcpListener, worker: usize) {
+    let mut backoff = MIN_BACKOFF;
+    let mut exhausted_logged = false;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                backoff = MIN_BACKOFF;
+                exhausted_logged = false;
+                // Detached: the task runs until its connection ends or the runtime drops.
+                drop(hoop::spawn(echo_conn(stream)));
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    if !exhausted_logged {
+                        eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
+                        exhausted_logged = true;
+                    }
+                    hoop::time::sleep(EXHAUSTED_BACKOFF).await;
+                }
+                _ => {
+                    eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
+                    hoop::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            },
+        }
+    }
+}
+
+/// Echoes one connection until end of stream or the first error.
+async fn echo_conn(stream: TcpStream) {
+    // Best effort: without it only latency suffers.
+    let _ = stream.set_nodelay(true);
+    let mut buf: Vec<u8> = Vec::with_capacity(BUF_SIZE);
+    loop {
+        // A read fills from the start and sets the length to what arrived.
+        buf.clear();
+        let (res, b) = stream.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let (res, b) = stream.write_all(buf).await;
+        buf = b;
+        if res.is_err() {
+            break;
+        }
+    }
+}
+
+/// A baseline server on its own thread; the main thread waits for a signal, then returns (the
+/// process exits, which closes the baseline's sockets).
+fn run_baseline(
+    addr: &str,
+    name: &'static str,
+    serve: fn(std::net::TcpListener) -> io::Result<()>,
+    signals: &Signals,
+) -> io::Result<()> {
+    // Bound like hoop's listener (SO_REUSEADDR, backlog 1024) so the comparison is fair.
+    let listener = TcpListener::bind_with(addr, false)
+        .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
+    let local = listener.local_addr()?;
+    let listener = std::net::TcpListener::from(std::os::fd::OwnedFd::from(listener));
+    let server = std::thread::Builder::new()
+        .name(format!("{name}-echo"))
+        .spawn(move || serve(listener))
+        .map_err(|e| with_context(e, format!("cannot start the {name} thread")))?;
+    announce(local)?;
+    match signals.wait(|| server.is_finished())? {
+        Some(_) => Ok(()),
+        None => match server.join() {
+            Ok(Ok(())) => Err(io::Error::other(format!(
+                "the {name} server stopped unexpectedly"
+            ))),
+            Ok(Err(e)) => Err(with_context(e, format!("the {name} server failed"))),
+            Err(_) => Err(io::Error::other(format!("the {name} server panicked"))),
+        },
+    }
+}
+
+/// The CPUs this process may run on, in order: thread `i` is pinned to the `i % len`-th, which
+/// is CPU `i % cpus` on an unrestricted machine and stays inside a mask set from outside
+/// (`taskset`, or the benchmark pinning its server). Never empty.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain old data; all-zero is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most the size given into the valid set above.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let mut cpus = Vec::new();
+    if r == 0 {
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
+            if unsafe { libc::CPU_ISSET(cpu, &set) } {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cpus.extend(0..n);
+    }
+    cpus
+}
+
+/// Joins every worker; the first error (or panic) wins.
+fn join_workers(workers: Vec<JoinHandle<io::Result<()>>>) -> io::Result<()> {
+    let mut result = Ok(());
+    for (i, w) in workers.into_iter().enumerate() {
+        let r = match w.join() {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::other(format!("server thread {i} panicked"))),
+        };
+        if result.is_ok() {
+            result = r;
+        }
+    }
+    result
+}
+
+/// Prints the one line the scripts and tests wait for, and flushes it.
+fn announce(addr: SocketAddr) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "listening on {addr}")
+        .and_then(|()| out.flush())
+        .map_err(|e| with_context(e, "cannot write to stdout".to_string()))
+}
+
+/// Raises the soft limit on open files to the hard limit (best effort): a server with more
+/// than about a thousand connections needs it.
+fn raise_nofile_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the valid rlimit above.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
+    {
+        return;
+    }
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: setrlimit reads the valid rlimit above; failure leaves the limit as it was.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+}
+
+/// `e` with `what` in front of its message, keeping its kind.
+fn with_context(e: io::Error, what: String) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
