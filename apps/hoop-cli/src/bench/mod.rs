@@ -1,12 +1,203 @@
-//! `hoop bench`.
+//! `hoop bench`: the benchmark suite.
+//!
+//! * `hoop bench echo --addr IP:PORT -c CONNS -l LEN -t SECS`: the echo load generator against a
+//!   running server ([`echo_client`]). Every reply is checked byte for byte; a mismatch, an end
+//!   of stream or an error counts as an error, never as a request.
+//! * `hoop bench echo` (no `--addr`): hoop, tokio and monoio echo servers started side by side as
+//!   child processes, the server pinned to one core and the client to the other, in alternating
+//!   order, each configuration at least twice ([`side_by_side`]).
+//! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES`: batches of no-ops through hoop and
+//!   through a raw `io-uring` loop, the machine's ceiling ([`nop`]).
+//! * `hoop bench`: the quick echo matrix and the no-op bench, tables, and a report written to
+//!   `target/hoop-report/` ([`suite`]).
+//!
+//! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
+//! and its human output goes to stderr.
 
 use std::io;
+use std::path::PathBuf;
+
+mod charts;
+mod echo_client;
+mod nop;
+mod output;
+mod report;
+mod server;
+mod side_by_side;
+mod stats;
+mod suite;
+mod sysinfo;
+
+/// The exit codes, as `-h` says them.
+const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
+verified; 1 on bad arguments, when the server cannot be reached or started, or when a \
+measurement counted errors or verified no request (its result is printed all the same).";
+
+/// Largest payload `-l` accepts: 16 MiB.
+pub(crate) const MAX_LEN: usize = 16 * 1024 * 1024;
+/// Most connections `-c` accepts.
+pub(crate) const MAX_CONNS: usize = 100_000;
+/// Longest run `-t`/`-T`/`--secs` accepts, in seconds.
+pub(crate) const MAX_SECS: f64 = 3600.0;
 
 /// Arguments of `hoop bench`.
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+#[command(after_help = EXIT_CODES)]
+pub struct BenchArgs {
+    /// Which benchmark; none: the quick suite (echo matrix and no-ops) and the report.
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+    /// Print one JSON object per measurement per line on stdout (human output goes to stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Suite only: where to write the report (default: target/hoop-report next to the binary).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Suite only: seconds per echo run.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub secs: f64,
+    /// Suite only: repetitions of each echo configuration (at least 2).
+    #[arg(long, value_name = "R", default_value_t = 2)]
+    pub rounds: u32,
+    /// Suite only: the servers to compare, comma-separated (hoop, tokio, monoio).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub servers: Option<Vec<String>>,
+    /// Suite only: seconds per no-op engine.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub nop_secs: f64,
+}
+
+/// The benchmarks of `hoop bench`.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Echo: load a server (--addr), or run hoop, tokio and monoio servers side by side.
+    #[command(after_help = EXIT_CODES)]
+    Echo(EchoArgs),
+    /// No-op batches through hoop and through a raw io-uring loop (the ceiling).
+    #[command(after_help = EXIT_CODES)]
+    Nop(NopArgs),
+}
+
+/// Arguments of `hoop bench echo`.
+#[derive(Debug, clap::Args)]
+pub struct EchoArgs {
+    /// Server to load (IP:PORT). Without it: start hoop, tokio and monoio servers side by side.
+    #[arg(long, value_name = "IP:PORT")]
+    pub addr: Option<String>,
+    /// Connections, each with one request in flight [default: 50; side by side: 50,500,1000].
+    #[arg(short = 'c', long = "conns", value_name = "CONNS")]
+    pub conns: Option<usize>,
+    /// Payload bytes per request, at most 16 MiB [default: 128; side by side: 128,512].
+    #[arg(short = 'l', long = "len", value_name = "LEN_BYTES")]
+    pub len: Option<usize>,
+    /// Seconds per run [default: 5; with --quick: 3].
+    #[arg(short = 't', long = "secs", value_name = "SECS")]
+    pub secs: Option<f64>,
+    /// Side by side: the quick matrix (conns 50,500 x len 128,512).
+    #[arg(long)]
+    pub quick: bool,
+    /// Side by side: repetitions of each configuration, in alternating server order (at least 2).
+    #[arg(long, value_name = "R", default_value_t = 2)]
+    pub rounds: u32,
+    /// Side by side: the servers to compare, comma-separated (hoop, tokio, monoio).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub servers: Option<Vec<String>>,
+    /// With --addr: the server's PID, to measure its CPU time and syscalls per request.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+}
+
+/// Arguments of `hoop bench nop`.
+#[derive(Debug, clap::Args)]
+pub struct NopArgs {
+    /// Threads, each with its own ring.
+    #[arg(short = 't', long, value_name = "THREADS", default_value_t = 1)]
+    pub threads: usize,
+    /// Seconds per engine.
+    #[arg(short = 'T', long = "secs", value_name = "SECS", default_value_t = 3.0)]
+    pub secs: f64,
+    /// No-ops per batch (created together, awaited together).
+    #[arg(short = 'b', long, value_name = "BATCH", default_value_t = 32)]
+    pub batch: usize,
+    /// SQ entries of each ring.
+    #[arg(short = 'n', long, value_name = "ENTRIES", default_value_t = 128)]
+    pub entries: u32,
+}
 
 /// Runs `hoop bench`.
-pub fn run(_args: BenchArgs) -> io::Result<()> {
-    Err(io::Error::other("not built yet"))
+pub fn run(args: BenchArgs) -> io::Result<()> {
+    let json = args.json;
+    match args.command {
+        Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
+        Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
+        None => suite::run_suite(suite::SuiteOptions {
+            json,
+            out: args.out,
+            secs: args.secs,
+            rounds: args.rounds,
+            servers: args.servers,
+            nop_secs: args.nop_secs,
+        }),
+    }
+}
+
+/// An `InvalidInput` error with `msg`.
+pub(crate) fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.into())
+}
+
+/// Checks a duration in seconds given as `flag`.
+pub(crate) fn check_secs(flag: &str, secs: f64) -> io::Result<()> {
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(invalid(format!(
+            "{flag} must be more than 0 seconds (got {secs})"
+        )));
+    }
+    if secs > MAX_SECS {
+        return Err(invalid(format!(
+            "{flag} must be at most {MAX_SECS} seconds (got {secs})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `-c`.
+pub(crate) fn check_conns(conns: usize) -> io::Result<()> {
+    if conns == 0 {
+        return Err(invalid("-c/--conns must be at least 1 connection (got 0)"));
+    }
+    if conns > MAX_CONNS {
+        return Err(invalid(format!(
+            "-c/--conns must be at most {MAX_CONNS} (got {conns})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `-l`.
+pub(crate) fn check_len(len: usize) -> io::Result<()> {
+    if len == 0 {
+        return Err(invalid("-l/--len must be at least 1 byte (got 0)"));
+    }
+    if len > MAX_LEN {
+        return Err(invalid(format!(
+            "-l/--len must be at most 16 MiB ({MAX_LEN} bytes); got {len}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `--rounds`.
+pub(crate) fn check_rounds(rounds: u32) -> io::Result<()> {
+    if rounds < 2 {
+        return Err(invalid(format!(
+            "--rounds must be at least 2: ratios are taken pair by pair over repeated runs (got {rounds})"
+        )));
+    }
+    if rounds > 100 {
+        return Err(invalid(format!(
+            "--rounds must be at most 100 (got {rounds})"
+        )));
+    }
+    Ok(())
 }

@@ -1,0 +1,259 @@
+//! SVG charts of the report (plotters): grouped bars of medians over rounds.
+
+use std::error::Error;
+use std::io;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::side_by_side::configurations;
+use super::stats::{median, EchoResult, NopResult};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+/// A field of a measurement that may be missing.
+type Field = fn(&EchoResult) -> Option<f64>;
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// A group of bars per x label, one bar per series; `None` draws no bar.
+struct Bars<'a> {
+    title: &'a str,
+    y_desc: &'a str,
+    groups: Vec<String>,
+    series: Vec<(String, Vec<Option<f64>>)>,
+}
+
+/// Writes the charts into `dir`; returns the file names written.
+pub(crate) fn write_charts(
+    dir: &Path,
+    echo: &[EchoResult],
+    servers: &[String],
+    nop: &[NopResult],
+) -> io::Result<Vec<String>> {
+    let mut written = Vec::new();
+    let mut go = |name: &str, f: &dyn Fn(&Path) -> Res<()>| -> io::Result<()> {
+        f(&dir.join(name)).map_err(|e| io::Error::other(format!("cannot draw {name}: {e}")))?;
+        written.push(name.to_string());
+        Ok(())
+    };
+    if !echo.is_empty() {
+        go("echo_rps.svg", &|p| {
+            single(
+                p,
+                &per_config(
+                    echo,
+                    servers,
+                    "echo: requests/s (median of rounds)",
+                    "requests/s",
+                    |r| Some(r.rps),
+                ),
+            )
+        })?;
+        go("echo_server_cpu.svg", &|p| {
+            single(
+                p,
+                &per_config(
+                    echo,
+                    servers,
+                    "echo: server CPU per request (median of rounds)",
+                    "µs per request",
+                    |r| r.server_cpu_us_per_req,
+                ),
+            )
+        })?;
+        go("echo_latency.svg", &|p| latency(p, echo, servers))?;
+    }
+    if !nop.is_empty() {
+        go("nop.svg", &|p| {
+            let bars = Bars {
+                title: "no-ops per second: hoop vs the raw io_uring ceiling",
+                y_desc: "no-ops/s",
+                groups: nop
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} thr, batch {}, {} entries",
+                            r.threads, r.batch, r.entries
+                        )
+                    })
+                    .take(1)
+                    .collect(),
+                series: nop
+                    .iter()
+                    .map(|r| (r.engine.to_string(), vec![Some(r.nops_per_sec)]))
+                    .collect(),
+            };
+            single(p, &bars)
+        })?;
+    }
+    Ok(written)
+}
+
+/// One bar group per configuration, one bar per server: the median of `f` over rounds.
+fn per_config<'a>(
+    echo: &[EchoResult],
+    servers: &[String],
+    title: &'a str,
+    y_desc: &'a str,
+    f: impl Fn(&EchoResult) -> Option<f64>,
+) -> Bars<'a> {
+    let configs = configurations(echo);
+    Bars {
+        title,
+        y_desc,
+        groups: configs
+            .iter()
+            .map(|(c, l)| format!("c={c} l={l}"))
+            .collect(),
+        series: servers
+            .iter()
+            .map(|s| {
+                let values = configs
+                    .iter()
+                    .map(|&(c, l)| median_of(echo, s, c, l, &f))
+                    .collect();
+                (s.clone(), values)
+            })
+            .collect(),
+    }
+}
+
+fn median_of(
+    echo: &[EchoResult],
+    server: &str,
+    conns: usize,
+    len: usize,
+    f: &dyn Fn(&EchoResult) -> Option<f64>,
+) -> Option<f64> {
+    let v: Vec<f64> = echo
+        .iter()
+        .filter(|r| r.server == server && r.conns == conns && r.len_bytes == len)
+        .filter_map(f)
+        .collect();
+    median(&v)
+}
+
+/// One panel per configuration: p50/p99/p99.9 per server.
+fn latency(path: &Path, echo: &[EchoResult], servers: &[String]) -> Res<()> {
+    let configs = configurations(echo);
+    let cols = configs.len().clamp(1, 2);
+    let rows = configs.len().div_ceil(cols).max(1);
+    let root = SVGBackend::new(path, (600 * cols as u32, 380 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((rows, cols));
+    for (panel, &(c, l)) in panels.iter().zip(&configs) {
+        let title = format!("latency, c={c} l={l} (µs, median of rounds)");
+        let pcts: [(&str, Field); 3] = [
+            ("p50", |r| r.p50_us),
+            ("p99", |r| r.p99_us),
+            ("p99.9", |r| r.p999_us),
+        ];
+        let bars = Bars {
+            title: &title,
+            y_desc: "µs",
+            groups: pcts.iter().map(|(n, _)| n.to_string()).collect(),
+            series: servers
+                .iter()
+                .map(|s| {
+                    let v = pcts
+                        .iter()
+                        .map(|(_, f)| median_of(echo, s, c, l, f))
+                        .collect();
+                    (s.clone(), v)
+                })
+                .collect(),
+        };
+        draw_bars(panel, &bars)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn single(path: &Path, bars: &Bars<'_>) -> Res<()> {
+    let width = (220 * bars.groups.len() as u32).clamp(640, 1400);
+    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    draw_bars(&root, bars)?;
+    root.present()?;
+    Ok(())
+}
+
+fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<()> {
+    let max = bars
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten())
+        .fold(0.0f64, |a, &b| a.max(b));
+    let y_max = if max > 0.0 { max * 1.35 } else { 1.0 };
+    let n = bars.groups.len().max(1);
+    // Group i is centred on x = i, so the integer key points carry the group labels.
+    let mut chart = ChartBuilder::on(area)
+        .caption(bars.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
+    let groups = bars.groups.clone();
+    let label = move |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < groups.len() {
+            groups[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&label)
+        .y_desc(bars.y_desc)
+        .y_label_formatter(&|y: &f64| format_si(*y))
+        .draw()?;
+    let k = bars.series.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (j, (name, values)) in bars.series.iter().enumerate() {
+        let color = COLORS[j % COLORS.len()];
+        let left = -0.4 + j as f64 * width;
+        chart
+            .draw_series(values.iter().enumerate().filter_map(|(i, v)| {
+                v.map(|v| {
+                    let x0 = i as f64 + left;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
+                })
+            }))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+/// 1234567 -> "1.23M".
+fn format_si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else if a >= 10.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

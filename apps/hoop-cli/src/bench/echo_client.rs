@@ -1,0 +1,396 @@
+//! The echo load generator, on a hoop runtime (one thread).
+//!
+//! rust_echo_bench's semantics, made correct: each of CONNS connections writes LEN bytes, reads
+//! until LEN bytes came back, and compares them byte for byte with what it sent; repeat. The
+//! payload differs per connection and per request (a tag with the connection index and a request
+//! counter in its first bytes), so a server that replays an old reply or mixes connections is
+//! caught. A mismatch, an end of stream or an error counts as an error, never as a request; the
+//! connection then closes and reconnects, at most [`MAX_FAILURES`] times.
+//!
+//! Phases: every connection connects first (up to [`CONNECT_PHASE`]); then the window opens for
+//! exactly SECS. Only requests that complete inside the window are counted; requests still in
+//! flight at the deadline are dropped (their operations cancelled) and not counted.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hoop::net::TcpStream;
+use hoop::time::{sleep, Instant};
+
+use super::stats;
+
+/// How long the connect phase may take before the window opens anyway.
+const CONNECT_PHASE: Duration = Duration::from_secs(5);
+/// Timeout of the first, synchronous connection that checks the server is there.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Failures (connect or request) after which a connection gives up.
+pub(crate) const MAX_FAILURES: u32 = 100;
+/// Pause before reconnecting after a failure.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(1);
+/// Most memory the connections' buffers may take.
+const MAX_BUFFER_BYTES: usize = 1 << 30;
+/// How often the coordinating task looks at the connect phase and at dead connections.
+const TICK: Duration = Duration::from_millis(5);
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfig {
+    /// The echo server.
+    pub addr: SocketAddr,
+    /// Connections.
+    pub conns: usize,
+    /// Payload bytes per request.
+    pub len: usize,
+    /// Length of the window.
+    pub secs: Duration,
+}
+
+/// What the client saw.
+#[derive(Debug)]
+pub(crate) struct ClientOutcome {
+    /// Verified requests inside the window.
+    pub requests: u64,
+    /// Errors (connect failures, I/O errors, early ends of stream, mismatched replies).
+    pub errors: u64,
+    /// The first error, for the report.
+    pub first_error: Option<String>,
+    /// Latency of verified requests, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Wall time from the window's opening to the client's stop.
+    pub wall: Duration,
+    /// Client thread CPU time (user + system) over the same span.
+    pub cpu: Duration,
+    /// Connections established when the window opened.
+    pub connected: usize,
+    /// The client ring's `io_uring_enter` calls over the window.
+    pub enter_calls: Option<u64>,
+}
+
+/// Runs the client on a new thread (pinned to `pin` if given) with its own hoop runtime.
+/// `on_start` runs on that thread right before the window opens (after the connect phase).
+///
+/// # Errors
+/// `cannot connect to ADDR: ...` when a first plain connection fails; runtime setup errors.
+pub(crate) fn run_client<F>(
+    cfg: &ClientConfig,
+    pin: Option<usize>,
+    on_start: F,
+) -> io::Result<ClientOutcome>
+where
+    F: FnOnce() + Send,
+{
+    let buffers = cfg.conns.saturating_mul(cfg.len).saturating_mul(2);
+    if buffers > MAX_BUFFER_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "-c {} x -l {} needs {} MiB of buffers (2 per connection); the limit is {} MiB",
+                cfg.conns,
+                cfg.len,
+                buffers >> 20,
+                MAX_BUFFER_BYTES >> 20
+            ),
+        ));
+    }
+    // One plain connection first: an unreachable server is a clear error, not CONNS x errors.
+    std::net::TcpStream::connect_timeout(&cfg.addr, PROBE_TIMEOUT)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", cfg.addr)))?;
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("hoop-bench-client".into())
+            .spawn_scoped(s, move || -> io::Result<ClientOutcome> {
+                if let Some(cpu) = pin {
+                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
+                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
+                    })?;
+                }
+                run_on_runtime(cfg, on_start)
+            })?;
+        handle
+            .join()
+            .map_err(|_| io::Error::other("the echo client thread panicked"))?
+    })
+}
+
+/// SQ entries for `conns` connections: one operation in flight per connection.
+fn ring_entries(conns: usize) -> u32 {
+    let n = conns.clamp(256, 4096).next_power_of_two();
+    u32::try_from(n).unwrap_or(4096)
+}
+
+fn run_on_runtime<F: FnOnce()>(cfg: &ClientConfig, on_start: F) -> io::Result<ClientOutcome> {
+    let rt = hoop::Runtime::builder()
+        .entries(ring_entries(cfg.conns))
+        .build()?;
+    let shared = Rc::new(Shared {
+        len: cfg.len,
+        deadline: Cell::new(None),
+        stopped: Cell::new(false),
+        gate: Gate::default(),
+        settled: Cell::new(0),
+        alive: Cell::new(0),
+        connected: Cell::new(0),
+        requests: Cell::new(0),
+        errors: Cell::new(0),
+        first_error: RefCell::new(None),
+        hist: RefCell::new(stats::new_histogram()?),
+    });
+    let outcome = rt.block_on(drive(cfg.clone(), shared.clone(), on_start));
+    // Dropping the runtime cancels the requests still in flight and closes every socket.
+    drop(rt);
+    Ok(outcome)
+}
+
+/// The coordinating task: spawns the connections, opens the window, closes it.
+async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> ClientOutcome {
+    for id in 0..cfg.conns {
+        sh.alive.set(sh.alive.get() + 1);
+        drop(hoop::spawn(connection(id, cfg.addr, sh.clone())));
+    }
+    let connect_deadline = Instant::now() + CONNECT_PHASE;
+    while sh.settled.get() < cfg.conns && Instant::now() < connect_deadline {
+        sleep(TICK).await;
+    }
+    on_start();
+    let counters0 = hoop::runtime::current_counters();
+    let cpu0 = thread_cpu();
+    let start = Instant::now();
+    let deadline = start + cfg.secs;
+    sh.deadline.set(Some(deadline));
+    let connected = sh.connected.get();
+    sh.gate.open();
+    // Wait for the deadline; stop early only if every connection gave up.
+    while Instant::now() < deadline && sh.alive.get() > 0 {
+        let next = (Instant::now() + TICK * 20).min(deadline);
+        hoop::time::sleep_until(next).await;
+    }
+    sh.stopped.set(true);
+    let cpu = thread_cpu().saturating_sub(cpu0);
+    let wall = start.elapsed();
+    let enter_calls = match (counters0, hoop::runtime::current_counters()) {
+        (Some(a), Some(b)) => Some(b.enter_calls.saturating_sub(a.enter_calls)),
+        _ => None,
+    };
+    let hist = sh.hist.borrow().clone();
+    ClientOutcome {
+        requests: sh.requests.get(),
+        errors: sh.errors.get(),
+        first_error: sh.first_error.borrow().clone(),
+        hist,
+        wall,
+        cpu,
+        connected,
+        enter_calls,
+    }
+}
+
+/// State shared by the connection tasks (one thread: cells suffice).
+struct Shared {
+    len: usize,
+    /// Set when the window opens.
+    deadline: Cell<Option<Instant>>,
+    /// Set when the window closed: nothing more is counted.
+    stopped: Cell<bool>,
+    gate: Gate,
+    /// Connections that connected or gave up (the connect phase waits for all).
+    settled: Cell<usize>,
+    /// Connections still running.
+    alive: Cell<usize>,
+    /// Connections established before the window opened.
+    connected: Cell<usize>,
+    requests: Cell<u64>,
+    errors: Cell<u64>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+}
+
+impl Shared {
+    /// Whether something finished at `t` counts: before the window closed.
+    fn counts_at(&self, t: Instant) -> bool {
+        !self.stopped.get() && self.deadline.get().is_none_or(|d| t <= d)
+    }
+
+    /// Whether the window closed (nothing more will count).
+    fn over(&self) -> bool {
+        !self.counts_at(Instant::now())
+    }
+
+    fn error(&self, what: impl FnOnce() -> String) {
+        if !self.counts_at(Instant::now()) {
+            return;
+        }
+        self.errors.set(self.errors.get() + 1);
+        let mut first = self.first_error.borrow_mut();
+        if first.is_none() {
+            *first = Some(what());
+        }
+    }
+}
+
+/// Opens once; tasks waiting on it are woken then.
+#[derive(Default)]
+struct Gate {
+    open: Cell<bool>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Gate {
+    async fn wait(&self) {
+        poll_fn(|cx| {
+            if self.open.get() {
+                Poll::Ready(())
+            } else {
+                self.waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn open(&self) {
+        self.open.set(true);
+        let waiters = self.waiters.take();
+        for w in waiters {
+            w.wake();
+        }
+    }
+}
+
+/// The payload of connection `id`: a fixed per-connection pattern (stamped per request).
+fn pattern(id: usize, len: usize) -> Box<[u8]> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(131).wrapping_add(id.wrapping_mul(7)) % 251) as u8)
+        .collect()
+}
+
+/// Writes the connection index and the request counter into the payload's first bytes.
+fn stamp(buf: &mut [u8], id: usize, counter: u64) {
+    let tag = ((id as u64) << 40) ^ counter;
+    let n = buf.len().min(8);
+    buf[..n].copy_from_slice(&tag.to_le_bytes()[..n]);
+}
+
+/// One connection: connect, then request after request until the window closes.
+async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
+    let mut wbuf = pattern(id, sh.len);
+    let mut rbuf: Box<[u8]> = vec![0u8; sh.len].into_boxed_slice();
+    let mut counter: u64 = 0;
+    let mut failures: u32 = 0;
+    let mut settled = false;
+    while !sh.over() && failures < MAX_FAILURES {
+        let stream = match TcpStream::connect(addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                sh.error(|| format!("connect to {addr}: {e}"));
+                failures += 1;
+                sleep(RECONNECT_BACKOFF).await;
+                continue;
+            }
+        };
+        // Best effort: without it only latency suffers, not correctness.
+        let _ = stream.set_nodelay(true);
+        if !settled {
+            settled = true;
+            if sh.deadline.get().is_none() {
+                sh.connected.set(sh.connected.get() + 1);
+            }
+            sh.settled.set(sh.settled.get() + 1);
+        }
+        sh.gate.wait().await;
+        loop {
+            if sh.over() {
+                break;
+            }
+            counter += 1;
+            stamp(&mut wbuf, id, counter);
+            let t0 = Instant::now();
+            let (res, b) = stream.write_all(wbuf).await;
+            wbuf = b;
+            if let Err(e) = res {
+                sh.error(|| format!("write: {e}"));
+                break;
+            }
+            let (res, b) = stream.read_exact(rbuf).await;
+            rbuf = b;
+            let t1 = Instant::now();
+            if let Err(e) = res {
+                sh.error(|| format!("read: {e}"));
+                break;
+            }
+            if !sh.counts_at(t1) {
+                break;
+            }
+            if rbuf != wbuf {
+                sh.error(|| {
+                    let at = rbuf.iter().zip(wbuf.iter()).position(|(a, b)| a != b);
+                    format!(
+                        "reply differs from the request (first at byte {})",
+                        at.unwrap_or(0)
+                    )
+                });
+                break;
+            }
+            sh.requests.set(sh.requests.get() + 1);
+            stats::record_ns(&mut sh.hist.borrow_mut(), (t1 - t0).as_nanos());
+        }
+        if sh.over() {
+            break;
+        }
+        failures += 1;
+        drop(stream);
+        sleep(RECONNECT_BACKOFF).await;
+    }
+    if !settled {
+        sh.settled.set(sh.settled.get() + 1);
+    }
+    sh.alive.set(sh.alive.get() - 1);
+}
+
+/// CPU time (user + system) of the calling thread.
+pub(crate) fn thread_cpu() -> Duration {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into the valid pointer it is given.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_differ_per_request_and_connection() {
+        let mut a = pattern(1, 16);
+        let mut b = pattern(2, 16);
+        stamp(&mut a, 1, 1);
+        stamp(&mut b, 2, 1);
+        assert_ne!(a, b);
+        let first = a.clone();
+        stamp(&mut a, 1, 2);
+        assert_ne!(first, a);
+        let mut tiny = pattern(0, 3);
+        stamp(&mut tiny, 0, 0x0003_0201);
+        assert_eq!(&tiny[..], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn ring_entries_are_powers_of_two_in_bounds() {
+        assert_eq!(ring_entries(1), 256);
+        assert_eq!(ring_entries(500), 512);
+        assert_eq!(ring_entries(1000), 1024);
+        assert_eq!(ring_entries(100_000), 4096);
+    }
+}

@@ -1,0 +1,228 @@
+//! `target/hoop-report/`: report.md, results.json and the charts.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::side_by_side::{configurations, pair_ratio};
+use super::stats::{EchoResult, NopResult};
+use super::sysinfo::SysInfo;
+
+/// Everything the report says.
+pub(crate) struct ReportData<'a> {
+    /// The machine.
+    pub sys: &'a SysInfo,
+    /// How the processes were pinned.
+    pub pinning: String,
+    /// Servers compared, in run order.
+    pub servers: &'a [String],
+    /// Seconds per echo run and rounds per configuration.
+    pub echo_secs: f64,
+    /// Rounds per configuration.
+    pub rounds: u32,
+    /// Echo measurements.
+    pub echo: &'a [EchoResult],
+    /// The echo table (markdown).
+    pub echo_table: &'a str,
+    /// No-op measurements.
+    pub nop: &'a [NopResult],
+    /// The no-op table (markdown).
+    pub nop_table: &'a str,
+    /// Runs that could not be measured.
+    pub failures: &'a [String],
+    /// Phase timings.
+    pub phases: &'a [(String, Duration)],
+}
+
+/// Writes report.md, results.json and the charts into `dir` (created if needed); returns the
+/// paths written.
+pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
+    let mut written = Vec::new();
+
+    let mut all: Vec<serde_json::Value> = Vec::new();
+    for r in d.echo {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    for r in d.nop {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
+    let path = dir.join("results.json");
+    std::fs::write(&path, json + "\n")?;
+    written.push(path);
+
+    let (charts, chart_error) = match super::charts::write_charts(dir, d.echo, d.servers, d.nop) {
+        Ok(c) => (c, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    written.extend(charts.iter().map(|c| dir.join(c)));
+
+    let path = dir.join("report.md");
+    std::fs::write(&path, markdown(d, &charts, chart_error.as_deref()))?;
+    written.push(path);
+    Ok(written)
+}
+
+fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) -> String {
+    let s = d.sys;
+    let mut m = String::new();
+    let _ = writeln!(m, "# hoop benchmark report\n");
+    let _ = writeln!(m, "- Date: {}", s.date_utc);
+    let _ = writeln!(m, "- Command: `{}`", s.command);
+    let _ = writeln!(m, "- CPU: {}", s.cpu_model);
+    let _ = writeln!(
+        m,
+        "- Cores: {} online, this process may use {:?}",
+        s.cores_online, s.cores_allowed
+    );
+    let _ = writeln!(m, "- Kernel: {}", s.kernel);
+    let sizes = s.uring_ring_sizes.map_or(String::new(), |(sq, cq)| {
+        format!(" (default ring: SQ {sq}, CQ {cq})")
+    });
+    let _ = writeln!(
+        m,
+        "- io_uring: setup flags of hoop's ring: {}{sizes}",
+        s.uring_setup_flags
+    );
+    let _ = writeln!(m, "- Pinning: {}", d.pinning);
+    let _ = writeln!(
+        m,
+        "- perf: {}",
+        s.perf.as_deref().map_or_else(
+            || "not found: syscalls/req are null".to_string(),
+            |p| format!("{p} (`perf stat -e raw_syscalls:sys_enter -p PID`)")
+        )
+    );
+    let phases: Vec<String> = d
+        .phases
+        .iter()
+        .map(|(n, t)| format!("{n} {:.1} s", t.as_secs_f64()))
+        .collect();
+    let _ = writeln!(m, "- Phases: {}\n", phases.join(", "));
+
+    let _ = writeln!(m, "## Echo, side by side\n");
+    let _ = writeln!(
+        m,
+        "Each server runs as a child process; the client is `hoop bench echo` on a hoop runtime \
+         (one thread). Every reply is compared byte for byte with its request; mismatches, early \
+         ends of stream and errors count as errors, never as requests. {} s per run, {} rounds per \
+         configuration in alternating order ({}); values are medians over rounds, and the \
+         hoop/baseline ratios are taken pair by pair within a round, then their median. Server \
+         CPU is utime+stime from /proc/PID/stat over the window; syscalls per request come from \
+         perf's raw_syscalls:sys_enter tracepoint on the server PID, enabled in every run for \
+         every server alike.\n",
+        d.echo_secs,
+        d.rounds,
+        d.servers.join(" "),
+    );
+    if d.echo.is_empty() {
+        let _ = writeln!(m, "No echo measurement.\n");
+    } else {
+        let _ = writeln!(m, "{}", d.echo_table);
+        let bound: Vec<String> = d
+            .echo
+            .iter()
+            .filter(|r| r.client_bound)
+            .map(|r| {
+                format!(
+                    "{} c={} l={} round {}",
+                    r.server, r.conns, r.len_bytes, r.round
+                )
+            })
+            .collect();
+        if bound.is_empty() {
+            let _ = writeln!(
+                m,
+                "The client was never the bottleneck (client_bound false in every run).\n"
+            );
+        } else {
+            let _ = writeln!(
+                m,
+                "**The client was the bottleneck** (its CPU >= 90% of wall time while the server's \
+                 was under 90%) in: {}. Those requests/s measure the client; compare server CPU \
+                 per request instead.\n",
+                bound.join(", ")
+            );
+        }
+    }
+
+    let _ = writeln!(m, "## No-op batches\n");
+    if d.nop.is_empty() {
+        let _ = writeln!(m, "No no-op measurement.\n");
+    } else {
+        let _ = writeln!(m, "{}", d.nop_table);
+    }
+
+    let _ = writeln!(m, "## Speed targets\n");
+    targets(&mut m, d);
+
+    if !charts.is_empty() || chart_error.is_some() {
+        let _ = writeln!(m, "## Charts\n");
+        for c in charts {
+            let _ = writeln!(m, "![{c}]({c})\n");
+        }
+        if let Some(e) = chart_error {
+            let _ = writeln!(m, "Charts could not be drawn: {e}\n");
+        }
+    }
+    if !d.failures.is_empty() {
+        let _ = writeln!(m, "## Failed runs\n");
+        for f in d.failures {
+            let _ = writeln!(m, "- {f}");
+        }
+        m.push('\n');
+    }
+    m
+}
+
+fn targets(m: &mut String, d: &ReportData<'_>) {
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    for (c, l) in configurations(d.echo) {
+        if c != 50 && c != 500 {
+            continue;
+        }
+        for base in d.servers.iter().filter(|s| *s != "hoop") {
+            if let Some(r) = pair_ratio(d.echo, base, c, l, |r| Some(r.rps)) {
+                let _ = writeln!(
+                    m,
+                    "- echo c={c} l={l}: hoop/{base} requests/s {r:.2}x (target >= 1.0x): {}",
+                    verdict(r >= 1.0)
+                );
+            }
+        }
+        if let Some(r) = pair_ratio(d.echo, "tokio", c, l, |r| r.server_cpu_us_per_req) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop/tokio server CPU per request {r:.2}x (target <= 0.9x): {}",
+                verdict(r <= 0.9)
+            );
+        }
+    }
+    let hoop = d.nop.iter().find(|r| r.engine == super::nop::HOOP);
+    let raw = d.nop.iter().find(|r| r.engine == super::nop::RAW);
+    if let (Some(h), Some(r)) = (hoop, raw) {
+        if r.nops_per_sec > 0.0 {
+            let x = h.nops_per_sec / r.nops_per_sec;
+            let _ = writeln!(
+                m,
+                "- no-op batch {}: hoop/raw ceiling {x:.2}x (target >= 0.5x): {}",
+                h.batch,
+                verdict(x >= 0.5)
+            );
+        }
+        if let (Some(p), Some(mean)) = (h.batch_p9999_us, h.batch_mean_us) {
+            if mean > 0.0 {
+                let x = p / mean;
+                let _ = writeln!(
+                    m,
+                    "- no-op: hoop batch p99.99 / mean {x:.1}x (target < 10x): {}",
+                    verdict(x < 10.0)
+                );
+            }
+        }
+    }
+    m.push('\n');
+}

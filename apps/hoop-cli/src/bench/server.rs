@@ -1,0 +1,359 @@
+//! Echo servers as child processes, and what we measure of them from outside: CPU time from
+//! `/proc/PID/stat`, syscalls from `perf stat -e raw_syscalls:sys_enter`.
+
+use std::io::{self, BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to print `listening on IP:PORT`.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server may take to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(3);
+/// How much of a server's stderr is kept for error messages.
+const STDERR_KEEP: usize = 4096;
+
+/// A running echo server (`hoop serve echo --server NAME --addr 127.0.0.1:0`). Dropping it stops
+/// the process (SIGTERM, then SIGKILL) and waits for it.
+pub(crate) struct ServerChild {
+    child: Child,
+    name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl ServerChild {
+    /// Starts server `name` from this very binary, pinned to `cpu` when given (every thread the
+    /// server creates inherits the mask), and waits for its `listening on` line.
+    pub(crate) fn spawn(name: &str, cpu: Option<usize>) -> io::Result<ServerChild> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["serve", "echo", "--addr", "127.0.0.1:0", "--server", name])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(cpu) = cpu {
+            let set = cpu_set(cpu)?;
+            // SAFETY: the closure runs in the child between fork and exec; it only calls
+            // sched_setaffinity (a raw syscall, async-signal-safe) on a cpu_set_t prepared before
+            // the fork, and builds an io::Error from errno, which does not allocate.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot start the {name} server: {e}"))
+        })?;
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(err) = child.stderr.take() {
+            let keep = stderr.clone();
+            std::thread::spawn(move || drain_stderr(err, &keep));
+        }
+        let (tx, rx) = mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || {
+                let mut out = BufReader::new(out);
+                let mut line = String::new();
+                let res = out.read_line(&mut line).map(|_| line);
+                let _ = tx.send(res);
+                // Keep reading so that the server never blocks on a full pipe.
+                let _ = io::copy(&mut out, &mut io::sink());
+            });
+        }
+        let mut server = ServerChild {
+            child,
+            name: name.to_string(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr,
+        };
+        let line = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(Ok(line)) => line,
+            Ok(Err(e)) => return Err(server.failure(&format!("reading its stdout failed: {e}"))),
+            Err(_) => {
+                return Err(server.failure(&format!(
+                    "no `listening on` line within {}s",
+                    START_TIMEOUT.as_secs()
+                )))
+            }
+        };
+        server.addr = parse_listening(&line).ok_or_else(|| {
+            server.failure(&format!(
+                "expected `listening on IP:PORT`, got {:?}",
+                line.trim()
+            ))
+        })?;
+        Ok(server)
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the server exited (it should run until we stop it).
+    pub(crate) fn check_alive(&mut self) -> io::Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(self.failure(&format!("it exited during the run ({status})"))),
+            Err(e) => Err(self.failure(&format!("cannot check on it: {e}"))),
+        }
+    }
+
+    /// An error naming the server, with the tail of its stderr.
+    fn failure(&mut self, what: &str) -> io::Error {
+        // Give a dying server a moment so that its last words are read.
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => format!(" (exited: {s})"),
+            _ => String::new(),
+        };
+        let err = self
+            .stderr
+            .lock()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let err = if err.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr: {err}")
+        };
+        io::Error::other(format!(
+            "the {} server failed: {what}{status}{err}",
+            self.name
+        ))
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid, which we have not reaped yet (so the pid
+            // cannot have been reused).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let until = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < until {
+            match self.child.try_wait() {
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                _ => return,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drain_stderr(mut err: impl Read, keep: &Mutex<String>) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = err.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut s) = keep.lock() {
+            if s.len() < STDERR_KEEP {
+                s.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    }
+}
+
+/// `listening on 127.0.0.1:PORT` -> the address.
+pub(crate) fn parse_listening(line: &str) -> Option<SocketAddr> {
+    line.trim()
+        .strip_prefix("listening on ")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn cpu_set(cpu: usize) -> io::Result<libc::cpu_set_t> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_SET writes inside the set.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    Ok(set)
+}
+
+/// utime + stime of process `pid` (all its threads), from `/proc/PID/stat` fields 14 and 15.
+pub(crate) fn process_cpu(pid: u32) -> io::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let ticks = parse_stat_ticks(&stat)
+        .ok_or_else(|| io::Error::other(format!("cannot parse /proc/{pid}/stat")))?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    Ok(Duration::from_micros(ticks.saturating_mul(1_000_000) / hz))
+}
+
+/// Fields 14 (utime) + 15 (stime), in clock ticks. The command name (field 2) may hold spaces
+/// and parentheses, so fields are counted from the last `)`.
+fn parse_stat_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // `rest` starts at field 3; utime is field 14.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// `perf` on PATH, if any.
+pub(crate) fn perf_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("perf"))
+        .find(|p| p.is_file())
+}
+
+/// Measures a server process over the window: CPU time, and syscalls when perf is there.
+pub(crate) struct ServerProbe {
+    pid: u32,
+    cpu0: Option<Duration>,
+    perf: Option<Child>,
+    perf_deadline: Instant,
+}
+
+/// What [`ServerProbe`] found.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ServerMetrics {
+    /// CPU time over the window, % of wall time.
+    pub cpu_pct: Option<f64>,
+    /// CPU time per request, µs.
+    pub cpu_us_per_req: Option<f64>,
+    /// Syscalls per request.
+    pub syscalls_per_req: Option<f64>,
+}
+
+impl ServerProbe {
+    /// Starts measuring process `pid` for a window of `secs`.
+    pub(crate) fn start(pid: u32, secs: Duration) -> ServerProbe {
+        let perf = perf_path().and_then(|perf| {
+            Command::new(perf)
+                .args(["stat", "-e", "raw_syscalls:sys_enter", "-x,", "-p"])
+                .arg(pid.to_string())
+                .args(["--", "sleep"])
+                .arg(format!("{:.3}", secs.as_secs_f64()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .ok()
+        });
+        ServerProbe {
+            pid,
+            cpu0: process_cpu(pid).ok(),
+            perf,
+            perf_deadline: Instant::now() + secs + Duration::from_secs(5),
+        }
+    }
+
+    /// Ends the measurement: `wall` is the window's length, `requests` the verified requests.
+    pub(crate) fn finish(mut self, wall: Duration, requests: u64) -> ServerMetrics {
+        let cpu = match (self.cpu0, process_cpu(self.pid).ok()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        let syscalls = self
+            .perf
+            .take()
+            .and_then(|p| wait_perf(p, self.perf_deadline));
+        let wall_us = wall.as_secs_f64() * 1e6;
+        let per_req = |v: f64| (requests > 0).then(|| super::stats::round3(v / requests as f64));
+        ServerMetrics {
+            cpu_pct: cpu.and_then(|c| {
+                (wall_us > 0.0)
+                    .then(|| super::stats::round3(c.as_micros() as f64 / wall_us * 100.0))
+            }),
+            cpu_us_per_req: cpu.and_then(|c| per_req(c.as_micros() as f64)),
+            syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
+        }
+    }
+}
+
+impl Drop for ServerProbe {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.perf.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+/// Waits for perf (until `deadline`, then kills it) and reads the count from its CSV stderr.
+fn wait_perf(mut perf: Child, deadline: Instant) -> Option<u64> {
+    loop {
+        match perf.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = perf.kill();
+                let _ = perf.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    perf.stderr.take()?.read_to_string(&mut text).ok()?;
+    parse_perf_count(&text)
+}
+
+/// The count of `raw_syscalls:sys_enter` in `perf stat -x,` output (`<not counted>`: none).
+pub(crate) fn parse_perf_count(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.contains("raw_syscalls:sys_enter"))
+        .and_then(|l| l.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_stat_with_odd_names() {
+        let stat = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 5 6 7";
+        assert_eq!(parse_stat_ticks(stat), Some(300));
+        assert_eq!(parse_stat_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn parses_perf_csv() {
+        let out = "55971,,raw_syscalls:sys_enter,564051457,100.00,,\n";
+        assert_eq!(parse_perf_count(out), Some(55971));
+        let none = "<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n";
+        assert_eq!(parse_perf_count(none), None);
+    }
+
+    #[test]
+    fn parses_listening_line() {
+        assert_eq!(
+            parse_listening("listening on 127.0.0.1:4321\n"),
+            Some(SocketAddr::from(([127, 0, 0, 1], 4321)))
+        );
+        assert_eq!(parse_listening("hello"), None);
+    }
+
+    #[test]
+    fn own_cpu_time_is_readable() {
+        assert!(process_cpu(std::process::id()).is_ok());
+    }
+}

@@ -1,0 +1,429 @@
+//! `hoop bench echo`: one server given with `--addr`, or hoop, tokio and monoio servers started
+//! side by side (server pinned to one core, client to the other), measured in alternating order
+//! (A B C A B C ...) so that drift hits every server alike; ratios are taken pair by pair within
+//! each round and their median quoted.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use super::echo_client::{self, ClientConfig, ClientOutcome};
+use super::output::Out;
+use super::server::{ServerChild, ServerMetrics, ServerProbe};
+use super::stats::{self, median, EchoResult};
+use super::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs};
+
+/// The servers, in the order they run within a round.
+pub(crate) const SERVERS: [&str; 3] = ["hoop", "tokio", "monoio"];
+/// The full matrix, as in the article hoop grew from.
+const FULL_CONNS: [usize; 3] = [50, 500, 1000];
+/// The quick matrix's connections.
+pub(crate) const QUICK_CONNS: [usize; 2] = [50, 500];
+/// Payload sizes of both matrices.
+pub(crate) const LENS: [usize; 2] = [128, 512];
+/// Planned overhead of one side-by-side run (start, connect, stop), for the progress bar.
+pub(crate) const RUN_OVERHEAD_SECS: f64 = 0.7;
+
+/// A side-by-side plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Matrix {
+    /// Connection counts.
+    pub conns: Vec<usize>,
+    /// Payload sizes.
+    pub lens: Vec<usize>,
+    /// Servers, in run order.
+    pub servers: Vec<String>,
+    /// Seconds per run.
+    pub secs: f64,
+    /// Rounds per configuration.
+    pub rounds: u32,
+}
+
+impl Matrix {
+    /// Planned seconds, for the progress bar.
+    pub(crate) fn planned_secs(&self) -> f64 {
+        let runs = self.conns.len() * self.lens.len() * self.servers.len() * self.rounds as usize;
+        runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
+    }
+}
+
+/// What a matrix produced.
+#[derive(Debug, Default)]
+pub(crate) struct MatrixOutcome {
+    /// Every measurement.
+    pub results: Vec<EchoResult>,
+    /// Runs that could not be measured, with why.
+    pub failures: Vec<String>,
+}
+
+/// Checks `--servers` and returns it (default: all three).
+pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
+    let list = list.unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
+    let mut out: Vec<String> = Vec::new();
+    for s in list {
+        let s = s.trim().to_ascii_lowercase();
+        if !SERVERS.contains(&s.as_str()) {
+            return Err(invalid(format!(
+                "unknown server {s:?} in --servers (known: {})",
+                SERVERS.join(", ")
+            )));
+        }
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid("--servers needs at least one server"));
+    }
+    Ok(out)
+}
+
+/// Runs `hoop bench echo`.
+pub(crate) fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
+    if let Some(c) = args.conns {
+        check_conns(c)?;
+    }
+    if let Some(l) = args.len {
+        check_len(l)?;
+    }
+    let secs = args.secs.unwrap_or(if args.quick { 3.0 } else { 5.0 });
+    check_secs("-t/--secs", secs)?;
+    super::sysinfo::raise_nofile_limit();
+    match args.addr.clone() {
+        Some(addr) => run_external(&addr, &args, secs, json),
+        None => {
+            check_rounds(args.rounds)?;
+            let conns = match args.conns {
+                Some(c) => vec![c],
+                None if args.quick => QUICK_CONNS.to_vec(),
+                None => FULL_CONNS.to_vec(),
+            };
+            let matrix = Matrix {
+                conns,
+                lens: args.len.map_or_else(|| LENS.to_vec(), |l| vec![l]),
+                servers: parse_servers(args.servers)?,
+                secs,
+                rounds: args.rounds,
+            };
+            let out = Out::new(json, matrix.planned_secs());
+            let outcome = run_matrix(&matrix, &out);
+            out.finish();
+            out.human(&summary_table(&outcome.results, &matrix.servers));
+            finish_status(&outcome)
+        }
+    }
+}
+
+/// The exit status of a matrix: an error if a run failed or counted errors.
+pub(crate) fn finish_status(outcome: &MatrixOutcome) -> io::Result<()> {
+    let with_errors = outcome
+        .results
+        .iter()
+        .filter(|r| r.errors > 0 || r.requests == 0)
+        .count();
+    if outcome.results.is_empty() || !outcome.failures.is_empty() || with_errors > 0 {
+        return Err(io::Error::other(format!(
+            "{} run(s) measured, {} failed, {} counted errors or no verified request{}",
+            outcome.results.len(),
+            outcome.failures.len(),
+            with_errors,
+            outcome
+                .failures
+                .first()
+                .map_or(String::new(), |f| format!("; first failure: {f}"))
+        )));
+    }
+    Ok(())
+}
+
+/// `--addr`: one measurement against a running server.
+fn run_external(addr: &str, args: &EchoArgs, secs: f64, json: bool) -> io::Result<()> {
+    let target: SocketAddr = addr
+        .to_socket_addrs()
+        .map_err(|e| invalid(format!("cannot connect to {addr}: bad address ({e})")))?
+        .next()
+        .ok_or_else(|| invalid(format!("cannot connect to {addr}: it resolves to nothing")))?;
+    let cfg = ClientConfig {
+        addr: target,
+        conns: args.conns.unwrap_or(50),
+        len: args.len.unwrap_or(128),
+        secs: Duration::from_secs_f64(secs),
+    };
+    let out = Out::new(json, secs);
+    out.start(&format!("echo {target}"), secs);
+    let mut probe = None;
+    let outcome = echo_client::run_client(&cfg, None, || {
+        probe = args.server_pid.map(|pid| ServerProbe::start(pid, cfg.secs));
+    })?;
+    let metrics = probe
+        .map(|p| p.finish(outcome.wall, outcome.requests))
+        .unwrap_or_default();
+    out.finish();
+    let r = make_result("external", 0, &cfg, &outcome, metrics, false);
+    out.measurement(&r);
+    out.human(&describe(&r));
+    if r.errors > 0 {
+        return Err(io::Error::other(format!(
+            "{} error(s) during the run (first: {}); {} verified request(s)",
+            r.errors,
+            r.first_error.as_deref().unwrap_or("?"),
+            r.requests
+        )));
+    }
+    if r.requests == 0 {
+        return Err(io::Error::other(
+            "no request was verified in the window: the server accepted connections but never \
+             answered in time",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs every configuration `rounds` times, servers in alternating order within each round.
+/// Failed runs are recorded in `failures`; the matrix goes on.
+pub(crate) fn run_matrix(m: &Matrix, out: &Out) -> MatrixOutcome {
+    let (server_cpu, client_cpu) = super::sysinfo::pin_plan();
+    let mut outcome = MatrixOutcome::default();
+    for &conns in &m.conns {
+        for &len in &m.lens {
+            for round in 0..m.rounds {
+                for server in &m.servers {
+                    let what = format!("echo {server}: c={conns} l={len} round {}", round + 1);
+                    out.start(&what, m.secs + RUN_OVERHEAD_SECS);
+                    let cfg = ClientConfig {
+                        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        conns,
+                        len,
+                        secs: Duration::from_secs_f64(m.secs),
+                    };
+                    match run_one(server, round, cfg, server_cpu, client_cpu) {
+                        Ok(r) => {
+                            out.measurement(&r);
+                            if r.requests == 0 {
+                                out.note(&format!("warning: {what}: no verified request"));
+                            }
+                            if r.errors > 0 {
+                                out.note(&format!(
+                                    "warning: {what}: {} error(s), first: {}",
+                                    r.errors,
+                                    r.first_error.as_deref().unwrap_or("?")
+                                ));
+                            }
+                            outcome.results.push(r);
+                        }
+                        Err(e) => {
+                            out.note(&format!("warning: {what}: {e}"));
+                            outcome.failures.push(format!("{what}: {e}"));
+                        }
+                    }
+                    out.done(m.secs + RUN_OVERHEAD_SECS);
+                }
+            }
+        }
+    }
+    outcome
+}
+
+/// One server, one configuration: start the server, load it, stop it.
+fn run_one(
+    server: &str,
+    round: u32,
+    mut cfg: ClientConfig,
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+) -> io::Result<EchoResult> {
+    let mut child = ServerChild::spawn(server, server_cpu)?;
+    cfg.addr = child.addr;
+    let pid = child.pid();
+    let mut probe = None;
+    let outcome = echo_client::run_client(&cfg, client_cpu, || {
+        probe = Some(ServerProbe::start(pid, cfg.secs));
+    })?;
+    let metrics = probe
+        .map(|p| p.finish(outcome.wall, outcome.requests))
+        .unwrap_or_default();
+    child.check_alive()?;
+    drop(child);
+    let pinned = server_cpu.is_some() && client_cpu.is_some();
+    Ok(make_result(server, round, &cfg, &outcome, metrics, pinned))
+}
+
+fn make_result(
+    server: &str,
+    round: u32,
+    cfg: &ClientConfig,
+    o: &ClientOutcome,
+    m: ServerMetrics,
+    pinned: bool,
+) -> EchoResult {
+    let secs = cfg.secs.as_secs_f64();
+    let wall = o.wall.as_secs_f64();
+    let client_cpu_pct = if wall > 0.0 {
+        stats::round3(o.cpu.as_secs_f64() / wall * 100.0)
+    } else {
+        0.0
+    };
+    EchoResult {
+        bench: "echo",
+        server: server.to_string(),
+        addr: cfg.addr.to_string(),
+        round,
+        conns: cfg.conns,
+        len_bytes: cfg.len,
+        secs,
+        requests: o.requests,
+        errors: o.errors,
+        first_error: o.first_error.clone(),
+        rps: stats::round3(o.requests as f64 / secs),
+        p50_us: stats::quantile_us(&o.hist, 0.5),
+        p99_us: stats::quantile_us(&o.hist, 0.99),
+        p999_us: stats::quantile_us(&o.hist, 0.999),
+        max_us: stats::max_us(&o.hist),
+        mean_us: stats::mean_us(&o.hist),
+        connected: o.connected,
+        client_cpu_pct,
+        client_enters_per_req: o
+            .enter_calls
+            .filter(|_| o.requests > 0)
+            .map(|n| stats::round3(n as f64 / o.requests as f64)),
+        server_cpu_pct: m.cpu_pct,
+        server_cpu_us_per_req: m.cpu_us_per_req,
+        syscalls_per_req: m.syscalls_per_req,
+        client_bound: client_cpu_pct >= 90.0 && m.cpu_pct.is_none_or(|s| s < 90.0),
+        pinned,
+    }
+}
+
+/// Human lines for one measurement.
+fn describe(r: &EchoResult) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let mut s = format!(
+        "echo {} ({}): {} conns x {} B, {:.1} s: {} verified requests ({:.0} req/s), {} errors\n\
+         latency µs: p50 {}  p99 {}  p99.9 {}  max {}\n\
+         client CPU {:.1}%  server CPU {}%  server CPU µs/req {}  syscalls/req {}",
+        r.server,
+        r.addr,
+        r.conns,
+        r.len_bytes,
+        r.secs,
+        r.requests,
+        r.rps,
+        r.errors,
+        f(r.p50_us),
+        f(r.p99_us),
+        f(r.p999_us),
+        f(r.max_us),
+        r.client_cpu_pct,
+        f(r.server_cpu_pct),
+        r.server_cpu_us_per_req
+            .map_or("-".into(), |x| format!("{x:.2}")),
+        r.syscalls_per_req.map_or("-".into(), |x| format!("{x:.2}")),
+    );
+    if let Some(e) = &r.first_error {
+        s.push_str(&format!("\nfirst error: {e}"));
+    }
+    if r.client_bound {
+        s.push_str("\nnote: the client was the bottleneck (its CPU near 100%, the server's not)");
+    }
+    s
+}
+
+/// Median over rounds of `f` for `server` in configuration (`conns`, `len`).
+fn med(
+    results: &[EchoResult],
+    server: &str,
+    conns: usize,
+    len: usize,
+    f: impl Fn(&EchoResult) -> Option<f64>,
+) -> Option<f64> {
+    let v: Vec<f64> = results
+        .iter()
+        .filter(|r| r.server == server && r.conns == conns && r.len_bytes == len)
+        .filter_map(f)
+        .collect();
+    median(&v)
+}
+
+/// Median over rounds of hoop's `f` / `base`'s `f`, paired within each round.
+pub(crate) fn pair_ratio(
+    results: &[EchoResult],
+    base: &str,
+    conns: usize,
+    len: usize,
+    f: impl Fn(&EchoResult) -> Option<f64>,
+) -> Option<f64> {
+    let find = |server: &str, round: u32| {
+        results.iter().find(|r| {
+            r.server == server && r.round == round && r.conns == conns && r.len_bytes == len
+        })
+    };
+    let ratios: Vec<f64> = results
+        .iter()
+        .filter(|r| r.server == "hoop" && r.conns == conns && r.len_bytes == len)
+        .filter_map(|h| {
+            let b = find(base, h.round)?;
+            let (x, y) = (f(h)?, f(b)?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect();
+    median(&ratios)
+}
+
+/// The configurations present in `results`, in first-seen order.
+pub(crate) fn configurations(results: &[EchoResult]) -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = Vec::new();
+    for r in results {
+        if !v.contains(&(r.conns, r.len_bytes)) {
+            v.push((r.conns, r.len_bytes));
+        }
+    }
+    v
+}
+
+/// The side-by-side table (markdown): medians over rounds, and hoop/baseline ratios.
+pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> String {
+    let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let mut s = String::from(
+        "| conns | len | server | req/s (median) | p99 µs | server CPU µs/req | server CPU % | \
+         syscalls/req | client CPU % | errors | client-bound runs | hoop/this req/s | hoop/this CPU/req |\n\
+         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (conns, len) in configurations(results) {
+        for server in servers {
+            let runs: Vec<&EchoResult> = results
+                .iter()
+                .filter(|r| &r.server == server && r.conns == conns && r.len_bytes == len)
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let m = |f: fn(&EchoResult) -> Option<f64>| med(results, server, conns, len, f);
+            let (ratio_rps, ratio_cpu) = if server == "hoop" {
+                ("1.00".to_string(), "1.00".to_string())
+            } else {
+                (
+                    f2(pair_ratio(results, server, conns, len, |r| Some(r.rps))),
+                    f2(pair_ratio(results, server, conns, len, |r| {
+                        r.server_cpu_us_per_req
+                    })),
+                )
+            };
+            s.push_str(&format!(
+                "| {conns} | {len} | {server} | {:.0} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |\n",
+                m(|r| Some(r.rps)).unwrap_or(0.0),
+                f1(m(|r| r.p99_us)),
+                f2(m(|r| r.server_cpu_us_per_req)),
+                f1(m(|r| r.server_cpu_pct)),
+                f2(m(|r| r.syscalls_per_req)),
+                f1(m(|r| Some(r.client_cpu_pct))),
+                runs.iter().map(|r| r.errors).sum::<u64>(),
+                runs.iter().filter(|r| r.client_bound).count(),
+                runs.len(),
+                ratio_rps,
+                ratio_cpu,
+            ));
+        }
+    }
+    s
+}

@@ -1,0 +1,147 @@
+//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench, tables, and the
+//! report in `target/hoop-report/`. Every phase is timed.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::nop::{self, NopConfig};
+use super::output::Out;
+use super::report::{self, ReportData};
+use super::side_by_side::{self, Matrix, LENS, QUICK_CONNS};
+use super::sysinfo::{self, SysInfo};
+use super::{check_rounds, check_secs};
+
+/// Options of the suite (the flags of `hoop bench`).
+#[derive(Debug)]
+pub(crate) struct SuiteOptions {
+    /// JSON lines on stdout.
+    pub json: bool,
+    /// Report directory (default: target/hoop-report).
+    pub out: Option<PathBuf>,
+    /// Seconds per echo run.
+    pub secs: f64,
+    /// Rounds per echo configuration.
+    pub rounds: u32,
+    /// Servers to compare.
+    pub servers: Option<Vec<String>>,
+    /// Seconds per no-op engine.
+    pub nop_secs: f64,
+}
+
+/// Runs the suite.
+pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
+    check_secs("--secs", o.secs)?;
+    check_secs("--nop-secs", o.nop_secs)?;
+    check_rounds(o.rounds)?;
+    let servers = side_by_side::parse_servers(o.servers)?;
+    let dir = o.out.unwrap_or_else(sysinfo::default_out_dir);
+    sysinfo::raise_nofile_limit();
+    let started = Instant::now();
+    let mut phases: Vec<(String, Duration)> = Vec::new();
+
+    let t = Instant::now();
+    let sys = SysInfo::collect();
+    phases.push(("machine info".into(), t.elapsed()));
+
+    let matrix = Matrix {
+        conns: QUICK_CONNS.to_vec(),
+        lens: LENS.to_vec(),
+        servers: servers.clone(),
+        secs: o.secs,
+        rounds: o.rounds,
+    };
+    let nop_cfg = NopConfig {
+        threads: 1,
+        secs: o.nop_secs,
+        batch: 32,
+        entries: 128,
+    };
+    let planned = matrix.planned_secs() + 2.0 * nop_cfg.secs;
+    let out = Out::new(o.json, planned);
+    let pinning = pinning_text();
+    out.note(&format!(
+        "hoop bench: quick suite, about {planned:.0} s planned; {pinning}; report -> {}",
+        dir.display()
+    ));
+
+    let t = Instant::now();
+    let echo = side_by_side::run_matrix(&matrix, &out);
+    phases.push(("echo matrix".into(), t.elapsed()));
+
+    let t = Instant::now();
+    let mut failures = echo.failures.clone();
+    let nop_results = match nop::run_both(&nop_cfg, &out) {
+        Ok(r) => r,
+        Err(e) => {
+            out.note(&format!("warning: no-op bench: {e}"));
+            failures.push(format!("no-op bench: {e}"));
+            Vec::new()
+        }
+    };
+    phases.push(("no-op".into(), t.elapsed()));
+    out.finish();
+
+    let echo_table = side_by_side::summary_table(&echo.results, &servers);
+    let nop_table = nop::table(&nop_results);
+    out.human(&format!(
+        "## Echo (quick matrix, {} s per run, {} rounds, medians; ratios pair by pair)\n\n{echo_table}",
+        o.secs, o.rounds
+    ));
+    out.human(&format!("## No-op batches\n\n{nop_table}"));
+
+    let t = Instant::now();
+    let written = report::write_report(
+        &dir,
+        &ReportData {
+            sys: &sys,
+            pinning,
+            servers: &servers,
+            echo_secs: o.secs,
+            rounds: o.rounds,
+            echo: &echo.results,
+            echo_table: &echo_table,
+            nop: &nop_results,
+            nop_table: &nop_table,
+            failures: &failures,
+            phases: &phases,
+        },
+    )?;
+    phases.push(("report".into(), t.elapsed()));
+
+    let timings: Vec<String> = phases
+        .iter()
+        .map(|(n, t)| format!("{n} {:.1} s", t.as_secs_f64()))
+        .collect();
+    out.note(&format!(
+        "phases: {}; total {:.1} s",
+        timings.join(", "),
+        started.elapsed().as_secs_f64()
+    ));
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    out.note(&format!("report written: {}", names.join(", ")));
+
+    let nop_errors: u64 = nop_results.iter().map(|r| r.errors).sum();
+    side_by_side::finish_status(&side_by_side::MatrixOutcome {
+        results: echo.results,
+        failures,
+    })?;
+    if nop_errors > 0 {
+        return Err(io::Error::other(format!(
+            "{nop_errors} no-ops completed with an error"
+        )));
+    }
+    Ok(())
+}
+
+/// How side-by-side runs are pinned, for the report.
+pub(crate) fn pinning_text() -> String {
+    match sysinfo::pin_plan() {
+        (Some(s), Some(c)) => format!(
+            "echo servers pinned to CPU {s} (sched_setaffinity in the child before exec, inherited \
+             by all its threads), the client thread to CPU {c} (hoop::runtime::pin_to_cpu); \
+             no-op threads pinned round-robin from CPU {s}"
+        ),
+        _ => "unpinned: fewer than 2 CPUs available, so server and client share a core".into(),
+    }
+}
