@@ -9,22 +9,72 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use crate::config::{Config, DriverKind};
 use crate::counters::Counters;
 use crate::lifecycle::Completion;
 use crate::op::{Close, OpCode, Orphan};
 use crate::setup::SetupError;
-use crate::sys::uring::{Config, PushError, ShutdownReport, Uring, UringOp};
+use crate::sys::epoll::{Epoll, EpollOp};
+use crate::sys::uring::{PushError, ShutdownReport, Uring, UringOp};
+use crate::table::OpTable;
 
 type Finished = Vec<(Box<dyn Orphan>, Completion)>;
 
+/// The driver behind a handle.
+pub(crate) enum Engine {
+    Uring(Uring),
+    Epoll(Epoll),
+}
+
+impl Engine {
+    fn table(&self) -> &OpTable {
+        match self {
+            Engine::Uring(u) => &u.table,
+            Engine::Epoll(e) => &e.table,
+        }
+    }
+
+    fn table_mut(&mut self) -> &mut OpTable {
+        match self {
+            Engine::Uring(u) => &mut u.table,
+            Engine::Epoll(e) => &mut e.table,
+        }
+    }
+
+    fn push<T: UringOp + EpollOp>(
+        &mut self,
+        data: &mut T,
+        granted: bool,
+        waker: Option<&Waker>,
+    ) -> Result<u64, PushError> {
+        match self {
+            Engine::Uring(u) => u.push(data.create_entry(), granted, waker),
+            Engine::Epoll(e) => e.push(data.create_call(), granted, waker),
+        }
+    }
+
+    fn drop_slot(
+        &mut self,
+        user_data: u64,
+        data: Box<dyn Orphan>,
+    ) -> Option<(Box<dyn Orphan>, Completion)> {
+        match self {
+            Engine::Uring(u) => u.drop_slot(user_data, data),
+            Engine::Epoll(e) => e.drop_slot(user_data, data),
+        }
+    }
+}
+
 struct Shared {
-    uring: RefCell<Uring>,
+    engine: RefCell<Engine>,
+    kind: DriverKind,
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
     scratch_orphans: Cell<Finished>,
 }
 
-/// A handle to one thread's ring driver. Cheap to clone (a reference count); not `Send`.
+/// A handle to one thread's driver (io_uring or epoll). Cheap to clone (a reference count); not
+/// `Send`.
 #[derive(Clone)]
 pub struct Driver {
     shared: Rc<Shared>,
@@ -32,7 +82,9 @@ pub struct Driver {
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
+        f.debug_struct("Driver")
+            .field("kind", &self.shared.kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,15 +106,33 @@ impl Drop for EnterGuard {
 }
 
 impl Driver {
-    /// Sets up a ring as `cfg` says.
+    /// Sets up the driver `cfg.driver` names. `Auto` tries io_uring and falls back to epoll,
+    /// saying why in one line on stderr; a forced `Uring` that cannot run returns the reason.
     pub fn new(cfg: &Config) -> Result<Driver, SetupError> {
+        let (engine, kind) = match cfg.driver {
+            DriverKind::Uring => (Engine::Uring(Uring::new(cfg)?), DriverKind::Uring),
+            DriverKind::Epoll => (Engine::Epoll(Epoll::new(cfg)?), DriverKind::Epoll),
+            DriverKind::Auto => match Uring::new(cfg) {
+                Ok(u) => (Engine::Uring(u), DriverKind::Uring),
+                Err(e) => {
+                    eprintln!("hoop: io_uring unavailable, using the epoll driver: {e}");
+                    (Engine::Epoll(Epoll::new(cfg)?), DriverKind::Epoll)
+                }
+            },
+        };
         Ok(Driver {
             shared: Rc::new(Shared {
-                uring: RefCell::new(Uring::new(cfg)?),
+                engine: RefCell::new(engine),
+                kind,
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
             }),
         })
+    }
+
+    /// Which driver this is (`Uring` or `Epoll`; never `Auto`).
+    pub fn kind(&self) -> DriverKind {
+        self.shared.kind
     }
 
     /// The driver of the runtime running on this thread, if any.
@@ -76,17 +146,21 @@ impl Driver {
         EnterGuard { prev }
     }
 
-    /// One turn of the driver: submit queued SQEs, wait for a completion if `block` (and nothing
-    /// is ready), drain every CQE, then — with the driver released — wake the woken tasks and
-    /// finish the results nobody waits for.
+    /// One turn of the driver: submit queued work, wait for a completion if `block` (and nothing
+    /// is ready), collect every completion, then — with the driver released — wake the woken
+    /// tasks and finish the results nobody waits for.
     pub fn turn(&self, block: bool) -> io::Result<()> {
         let mut wakeups = self.shared.scratch_wakeups.take();
         let mut orphans = self.shared.scratch_orphans.take();
         let res = {
-            let mut d = self.shared.uring.borrow_mut();
-            let res = d.turn(block);
-            std::mem::swap(&mut wakeups, &mut d.wakeups);
-            std::mem::swap(&mut orphans, &mut d.orphans);
+            let mut d = self.shared.engine.borrow_mut();
+            let res = match &mut *d {
+                Engine::Uring(u) => u.turn(block),
+                Engine::Epoll(e) => e.turn(block),
+            };
+            let t = d.table_mut();
+            std::mem::swap(&mut wakeups, &mut t.wakeups);
+            std::mem::swap(&mut orphans, &mut t.orphans);
             res
         };
         for w in wakeups.drain(..) {
@@ -102,47 +176,59 @@ impl Driver {
 
     /// Whether wakers or orphans wait to be run (the next turn must not block).
     pub fn has_ready(&self) -> bool {
-        self.shared.uring.borrow().has_ready()
+        self.shared.engine.borrow().table().has_ready()
     }
 
-    /// The ring's counters.
+    /// The driver's counters (for epoll, `enter_calls` counts `epoll_wait` calls).
     pub fn counters(&self) -> Counters {
-        self.shared.uring.borrow().counters
+        self.shared.engine.borrow().table().counters
     }
 
     /// Operations in flight (slots in use).
     pub fn in_flight(&self) -> usize {
-        self.shared.uring.borrow().in_flight()
+        self.shared.engine.borrow().table().slots.in_use()
     }
 
-    /// The setup flags the kernel accepted, e.g. `"SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL|CQSIZE"`.
+    /// The io_uring setup flags the kernel accepted, e.g.
+    /// `"SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL|CQSIZE"`, or `"epoll"`.
     pub fn setup_flags(&self) -> &'static str {
-        self.shared.uring.borrow().setup_flags()
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.setup_flags(),
+            Engine::Epoll(_) => "epoll",
+        }
     }
 
-    /// SQ and CQ sizes the kernel gave.
+    /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).
     pub fn ring_sizes(&self) -> (u32, u32) {
-        let d = self.shared.uring.borrow();
-        (d.params().sq_entries(), d.params().cq_entries())
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => (u.params().sq_entries(), u.params().cq_entries()),
+            Engine::Epoll(_) => (0, 0),
+        }
     }
 
     /// A handle other threads use to wake this driver out of a blocking wait.
     pub fn notifier(&self) -> Notifier {
-        Notifier {
-            fd: self.shared.uring.borrow().wake_fd(),
-        }
+        let fd = match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.wake_fd(),
+            Engine::Epoll(e) => e.wake_fd(),
+        };
+        Notifier { fd }
     }
 
     /// Cancels every operation in flight and reaps their final completions (or leaks their
     /// memory after the shutdown timeout). Operations started afterwards fail.
     pub fn shutdown(&self) -> ShutdownReport {
         let (report, wakeups, orphans) = {
-            let mut d = self.shared.uring.borrow_mut();
-            let report = d.shutdown();
+            let mut d = self.shared.engine.borrow_mut();
+            let report = match &mut *d {
+                Engine::Uring(u) => u.shutdown(),
+                Engine::Epoll(e) => e.shutdown(),
+            };
+            let t = d.table_mut();
             (
                 report,
-                std::mem::take(&mut d.wakeups),
-                std::mem::take(&mut d.orphans),
+                std::mem::take(&mut t.wakeups),
+                std::mem::take(&mut t.orphans),
             )
         };
         for w in wakeups {
@@ -156,32 +242,41 @@ impl Driver {
 
     /// Whether `shutdown` ran.
     pub fn is_shut_down(&self) -> bool {
-        self.shared.uring.borrow().is_shut_down()
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.is_shut_down(),
+            Engine::Epoll(e) => e.is_shut_down(),
+        }
     }
 
-    /// Closes `fd` through the ring, without waiting (used by `Drop` of fd owners). The close
-    /// is queued in the SQ, behind any operation already queued on the fd, and submitted on
-    /// this tick; if the ring has no room, the fd is closed at once with `close(2)` after the
-    /// queued SQEs are submitted (invariant 6).
+    /// Closes `fd` through the driver, without waiting (used by `Drop` of fd owners). With
+    /// io_uring the close is queued in the SQ, behind any operation already queued on the fd,
+    /// and submitted on this tick; if the ring has no room, the fd is closed at once with
+    /// `close(2)` after the queued SQEs are submitted (invariant 6). The epoll driver forgets
+    /// the fd's registration and closes it at once.
     pub fn close_detached(&self, fd: OwnedFd) {
         let mut op = Close::new(fd);
-        let entry = op.create_entry();
-        let pushed = match self.shared.uring.try_borrow_mut() {
-            Ok(mut d) => match d.push(entry, false, None) {
-                Ok(user_data) => {
-                    // Nobody waits for this result: the slot owns the op from the start, and it
-                    // is submitted on this tick, even if tasks are still ready.
-                    d.detach(user_data, Box::new(op));
-                    return;
-                }
-                Err(_) => {
-                    let _ = d.turn(false);
+        let closed = match self.shared.engine.try_borrow_mut() {
+            Ok(mut d) => match &mut *d {
+                Engine::Uring(u) => match u.push(op.create_entry(), false, None) {
+                    Ok(user_data) => {
+                        // Nobody waits for this result: the slot owns the op from the start,
+                        // and it is submitted on this tick, even if tasks are still ready.
+                        u.detach(user_data, Box::new(op));
+                        return;
+                    }
+                    Err(_) => {
+                        let _ = u.turn(false);
+                        false
+                    }
+                },
+                Engine::Epoll(e) => {
+                    e.forget_fd(op.fd);
                     false
                 }
             },
             Err(_) => false,
         };
-        if !pushed {
+        if !closed {
             // SAFETY: the Close op owns this fd (it took it from an OwnedFd); closing it once.
             unsafe { libc::close(op.fd) };
         }
@@ -250,7 +345,7 @@ impl<T: OpCode> Op<T> {
 // heap (UringOp's contract), so moving the Op is harmless.
 impl<T: OpCode> Unpin for Op<T> {}
 
-impl<T: OpCode + UringOp> Future for Op<T> {
+impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
     type Output = T::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
@@ -268,23 +363,23 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                     }));
                 };
                 let pushed = {
-                    let mut d = driver.shared.uring.borrow_mut();
+                    let mut d = driver.shared.engine.borrow_mut();
                     let granted = match ticket.take() {
-                        Some((t, dr)) if !d.is_granted(t) => {
-                            d.update_room_waker(t, cx.waker());
+                        Some((t, dr)) if !d.table().is_granted(t) => {
+                            d.table_mut().update_room_waker(t, cx.waker());
                             *ticket = Some((t, dr));
                             return Poll::Pending;
                         }
                         Some(_) => {
-                            d.use_grant();
+                            d.table_mut().use_grant();
                             true
                         }
                         None => false,
                     };
-                    match d.push(data.create_entry(), granted, Some(cx.waker())) {
+                    match d.push(data, granted, Some(cx.waker())) {
                         Ok(user_data) => Ok(user_data),
                         Err(PushError::NoRoom) => {
-                            *ticket = Some((d.wait_room(cx.waker()), driver.clone()));
+                            *ticket = Some((d.table_mut().wait_room(cx.waker()), driver.clone()));
                             return Poll::Pending;
                         }
                         Err(PushError::Poisoned) => Err(-libc::EBADR),
@@ -293,6 +388,8 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                 };
                 match pushed {
                     Ok(user_data) => {
+                        let epoll = driver.shared.kind == DriverKind::Epoll;
+                        let handle = epoll.then(|| driver.clone());
                         if let State::Idle { data, .. } =
                             std::mem::replace(&mut this.state, State::Done)
                         {
@@ -302,7 +399,19 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                                 driver,
                             };
                         }
-                        // The slot already holds the waker.
+                        if let Some(driver) = handle {
+                            // The epoll driver may have completed the operation inline.
+                            let ready = driver
+                                .shared
+                                .engine
+                                .borrow_mut()
+                                .table_mut()
+                                .poll_slot(user_data, cx.waker());
+                            if let Poll::Ready(c) = ready {
+                                return Poll::Ready(take_done(&mut this.state).complete(c));
+                            }
+                        }
+                        // The slot holds the waker.
                         Poll::Pending
                     }
                     Err(res) => Poll::Ready(
@@ -314,8 +423,8 @@ impl<T: OpCode + UringOp> Future for Op<T> {
                 user_data, driver, ..
             } => {
                 let c = {
-                    let mut d = driver.shared.uring.borrow_mut();
-                    match d.poll_slot(*user_data, cx.waker()) {
+                    let mut d = driver.shared.engine.borrow_mut();
+                    match d.table_mut().poll_slot(*user_data, cx.waker()) {
                         Poll::Ready(c) => c,
                         Poll::Pending => return Poll::Pending,
                     }
@@ -341,8 +450,8 @@ impl<T: OpCode> Drop for Op<T> {
                 ticket: Some((ticket, driver)),
                 ..
             } => {
-                if let Ok(mut d) = driver.shared.uring.try_borrow_mut() {
-                    d.leave_room(ticket);
+                if let Ok(mut d) = driver.shared.engine.try_borrow_mut() {
+                    d.table_mut().leave_room(ticket);
                 }
             }
             State::InFlight {
@@ -350,7 +459,7 @@ impl<T: OpCode> Drop for Op<T> {
                 user_data,
                 driver,
             } => {
-                let finished = match driver.shared.uring.try_borrow_mut() {
+                let finished = match driver.shared.engine.try_borrow_mut() {
                     Ok(mut d) => d.drop_slot(user_data, Box::new(data)),
                     Err(_) => {
                         // Dropped from inside the driver (cannot happen by construction): the

@@ -4,6 +4,7 @@
 //! Its pieces, by kernel concept:
 //! - [`op`]: every operation, defined once (its data and what its completion means);
 //! - [`sys::uring`]: how the io_uring driver starts each operation (`UringOp`), and the ring;
+//! - [`sys::epoll`]: the readiness fallback (`EpollOp`): epoll for sockets, a pool for files;
 //! - [`Driver`] and [`Op`]: the per-thread driver handle and the future of one operation;
 //! - [`buf`]: the `unsafe` buffer traits that hand memory to the kernel by ownership;
 //! - [`setup`]: why a ring could not be set up, in words a user can act on.
@@ -13,6 +14,7 @@
 
 pub mod addr;
 pub mod buf;
+mod config;
 mod counters;
 mod driver;
 pub mod error;
@@ -20,6 +22,7 @@ mod lifecycle;
 pub mod op;
 pub mod setup;
 mod slots;
+mod table;
 pub mod sys;
 
 pub use addr::SockAddr;
@@ -27,4 +30,5 @@ pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
 pub use counters::Counters;
 pub use driver::{Driver, EnterGuard, Notifier, Op};
 pub use lifecycle::Completion;
-pub use sys::uring::{Config, ShutdownReport};
+pub use config::{Config, DriverKind};
+pub use sys::uring::{PushError, ShutdownReport};

@@ -30,6 +30,8 @@ pub enum SetupErrorKind {
     MemoryLimit,
     /// `EINVAL`: the kernel rejected the ring size or a setup flag.
     InvalidArgument,
+    /// The ring works but the kernel's opcode probe lacks operations hoop needs.
+    MissingOpcodes,
     /// Any other error.
     Other,
 }
@@ -76,6 +78,21 @@ impl SetupError {
             kind,
             error: err,
             message,
+        }
+    }
+
+    /// The ring was set up but the kernel lacks operations hoop needs (gVisor, for one,
+    /// supports only NOP and READV): found by `IORING_REGISTER_PROBE`.
+    pub fn missing_opcodes(names: &[&str]) -> SetupError {
+        SetupError {
+            kind: SetupErrorKind::MissingOpcodes,
+            error: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            message: format!(
+                "io_uring is present but lacks operations hoop needs ({}): the kernel is too old \
+                 or a sandbox (gVisor) implements only part of io_uring; use the epoll driver \
+                 (HOOP_DRIVER=epoll)",
+                names.join(", ")
+            ),
         }
     }
 

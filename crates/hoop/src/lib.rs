@@ -30,7 +30,7 @@ pub mod net;
 pub mod runtime;
 pub mod time;
 
-pub use hoop_driver::{buf, setup, BufResult, Counters, IoBuf, IoBufMut, ShutdownReport, Slice};
+pub use hoop_driver::{buf, setup, BufResult, Counters, DriverKind, IoBuf, IoBufMut, ShutdownReport, Slice};
 pub use hoop_macros::{main, test};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 

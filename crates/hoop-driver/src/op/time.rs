@@ -11,6 +11,7 @@ use crate::op::OpCode;
 pub struct Timeout {
     /// The duration, boxed so its address survives moves of the op (the kernel reads it).
     pub(crate) ts: Box<io_uring::types::Timespec>,
+    duration: Duration,
 }
 
 impl Timeout {
@@ -18,7 +19,17 @@ impl Timeout {
     pub fn new(d: Duration) -> Timeout {
         Timeout {
             ts: Box::new(io_uring::types::Timespec::from(d)),
+            duration: d,
         }
+    }
+}
+
+impl Timeout {
+    pub(crate) fn ts_secs(&self) -> u64 {
+        self.duration.as_secs()
+    }
+    pub(crate) fn ts_nanos(&self) -> u32 {
+        self.duration.subsec_nanos()
     }
 }
 

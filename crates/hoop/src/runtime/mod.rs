@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hoop_driver::{Config, Counters, Driver, ShutdownReport};
+use hoop_driver::{Config, Counters, Driver, DriverKind, ShutdownReport};
 
 pub use join::{JoinError, JoinHandle};
 use task::{Header, Remote, Task, TaskId, Tasks, LOCAL_QUEUE, MAIN};
@@ -42,6 +42,8 @@ thread_local! {
 #[derive(Debug, Clone, Default)]
 pub struct Builder {
     cfg: Config,
+    /// Set by [`Builder::driver`]; otherwise `HOOP_DRIVER` decides (default `auto`).
+    driver_set: bool,
 }
 
 impl Builder {
@@ -77,6 +79,21 @@ impl Builder {
         self
     }
 
+    /// Which driver to run: `Auto` (default: io_uring, or epoll with a one-line reason when
+    /// io_uring is unavailable), `Uring` (fail with the reason instead) or `Epoll`. Without this
+    /// call the `HOOP_DRIVER` environment variable (`uring`, `epoll`, `auto`) decides.
+    pub fn driver(mut self, kind: DriverKind) -> Builder {
+        self.cfg.driver = kind;
+        self.driver_set = true;
+        self
+    }
+
+    /// Threads of the epoll driver's blocking pool for file operations (default 4).
+    pub fn pool_threads(mut self, threads: usize) -> Builder {
+        self.cfg.pool_threads = threads;
+        self
+    }
+
     /// How long dropping the runtime waits for cancelled operations' completions before leaking
     /// their memory (default 5 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
@@ -86,7 +103,12 @@ impl Builder {
 
     /// Sets up the ring. A refused setup says why (ENOSYS, EPERM with the
     /// `kernel.io_uring_disabled` value, ENOMEM with the memlock limit, EINVAL) and what to do.
-    pub fn build(self) -> io::Result<Runtime> {
+    pub fn build(mut self) -> io::Result<Runtime> {
+        if !self.driver_set {
+            if let Some(kind) = DriverKind::from_env()? {
+                self.cfg.driver = kind;
+            }
+        }
         let driver = Driver::new(&self.cfg)?;
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let remote = Arc::new(Remote::new(id, driver.notifier()));
@@ -204,6 +226,11 @@ impl Runtime {
         }
     }
 
+    /// The driver this runtime runs on (`Uring` or `Epoll`).
+    pub fn driver_kind(&self) -> DriverKind {
+        self.inner.driver.kind()
+    }
+
     /// The ring's counters (SQEs submitted, `io_uring_enter` calls, CQEs, ...).
     pub fn counters(&self) -> Counters {
         self.inner.driver.counters()
@@ -302,6 +329,11 @@ where
         }
     });
     join::handle(state, Box::new(move || abort_waker.wake_by_ref()))
+}
+
+/// The driver of the current thread's runtime, if there is one.
+pub fn current_driver() -> Option<DriverKind> {
+    CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.driver.kind()))
 }
 
 /// The counters of the current thread's runtime, if there is one.

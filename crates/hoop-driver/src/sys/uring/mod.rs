@@ -11,54 +11,26 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue::Entry, types, IoUring};
 
 pub use self::op::UringOp;
-use crate::counters::Counters;
-use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop};
+use crate::config::Config;
+use crate::lifecycle::{Completion, Lifecycle};
 use crate::op::Orphan;
 use crate::setup::SetupError;
-use crate::slots::{tag, Slots};
+use crate::slots::tag;
+use crate::table::{Dropped, OpTable};
 
 /// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): wait for or collect completions, and run deferred
 /// task work.
 const IORING_ENTER_GETEVENTS: u32 = 1;
 
-/// How a ring is set up.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// SQ entries (rounded up to a power of two by the kernel).
-    pub entries: u32,
-    /// CQ entries; `None` means the default, the larger of 16384 and 4 x `entries`.
-    pub cq_entries: Option<u32>,
-    /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
-    /// room reserved for cancels and the wake-up poll). Larger values are for tests that force
-    /// CQ overflow.
-    pub max_in_flight: Option<u32>,
-    /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
-    pub taskrun_flags: bool,
-    /// How long shutdown waits for in-flight operations' final CQEs before leaking their memory.
-    pub shutdown_timeout: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            entries: 256,
-            cq_entries: None,
-            max_in_flight: None,
-            taskrun_flags: true,
-            shutdown_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
 /// Why an operation could not be pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PushError {
+pub enum PushError {
     /// No slot or SQ room: wait in the FIFO.
     NoRoom,
     /// The driver lost completions (`-EBADR`).
@@ -70,14 +42,7 @@ pub(crate) enum PushError {
 /// The io_uring driver of one thread.
 pub(crate) struct Uring {
     ring: IoUring,
-    slots: Slots,
-    /// Slots promised to room waiters that have not used them yet.
-    granted: usize,
-    /// Room waiters in FIFO order: (ticket, waker). Tickets only grow, so the deque is sorted.
-    room: VecDeque<(u64, Waker)>,
-    next_ticket: u64,
-    /// Every ticket below this was granted (or withdrawn).
-    granted_through: u64,
+    pub(crate) table: OpTable,
     /// Targets (user_data) of cancels not yet pushed.
     cancels: VecDeque<u64>,
     cancels_in_flight: usize,
@@ -89,9 +54,6 @@ pub(crate) struct Uring {
     /// An SQE that must reach the kernel on this tick is queued (a close from `Drop`, a
     /// cancel): the next turn enters even if tasks are still ready.
     urgent: bool,
-    pub(crate) counters: Counters,
-    pub(crate) wakeups: Vec<Waker>,
-    pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
     poisoned: bool,
     shut_down: bool,
     shutdown_timeout: Duration,
@@ -117,11 +79,7 @@ impl Uring {
         let efd = crate::error::cvt_libc(efd).map_err(|e| SetupError::classify(e, entries))?;
         Ok(Uring {
             ring,
-            slots: Slots::new(capacity),
-            granted: 0,
-            room: VecDeque::new(),
-            next_ticket: 0,
-            granted_through: 0,
+            table: OpTable::new(capacity),
             cancels: VecDeque::new(),
             cancels_in_flight: 0,
             cancel_budget,
@@ -130,9 +88,6 @@ impl Uring {
             wake_armed: false,
             turns_since_enter: 0,
             urgent: false,
-            counters: Counters::default(),
-            wakeups: Vec::with_capacity(256),
-            orphans: Vec::new(),
             poisoned: false,
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
@@ -152,17 +107,13 @@ impl Uring {
         self.wake_fd.clone()
     }
 
-    pub(crate) fn in_flight(&self) -> usize {
-        self.slots.in_use()
-    }
-
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down
     }
 
     /// Whether the driver has work the next turn should not sleep through.
     pub(crate) fn has_ready(&self) -> bool {
-        !self.wakeups.is_empty() || !self.orphans.is_empty()
+        self.table.has_ready()
     }
 
     // ----- pushing --------------------------------------------------------------------------
@@ -181,24 +132,18 @@ impl Uring {
         if self.shut_down {
             return Err(PushError::ShutDown);
         }
-        let free = self.slots.capacity() - self.slots.in_use();
-        let may = if granted {
-            free > 0
-        } else {
-            self.room.is_empty() && free > self.granted
-        };
-        if !may {
+        if !self.table.may_push(granted) {
             return Err(PushError::NoRoom);
         }
         let state = match waker {
             Some(w) => Lifecycle::Waiting(w.clone()),
             None => Lifecycle::Submitted,
         };
-        let Some(user_data) = self.slots.insert(state) else {
+        let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
         if !self.push_sqe(&entry.user_data(user_data)) {
-            let _ = self.slots.remove(user_data);
+            let _ = self.table.slots.remove(user_data);
             return Err(PushError::NoRoom);
         }
         Ok(user_data)
@@ -222,82 +167,7 @@ impl Uring {
         unsafe { sq.push(entry).is_ok() }
     }
 
-    // ----- the room FIFO (backpressure) -------------------------------------------------------
-
-    /// Queues a waiter for room; returns its ticket.
-    pub(crate) fn wait_room(&mut self, waker: &Waker) -> u64 {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        self.room.push_back((ticket, waker.clone()));
-        self.counters.room_waits += 1;
-        ticket
-    }
-
-    /// Whether `ticket` was granted room.
-    pub(crate) fn is_granted(&self, ticket: u64) -> bool {
-        ticket < self.granted_through
-    }
-
-    /// Refreshes the waker of a still-queued ticket.
-    pub(crate) fn update_room_waker(&mut self, ticket: u64, waker: &Waker) {
-        if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
-            let w = &mut self.room[i].1;
-            if !w.will_wake(waker) {
-                w.clone_from(waker);
-            }
-        }
-    }
-
-    /// A granted waiter used (or gave up) its grant.
-    pub(crate) fn use_grant(&mut self) {
-        self.granted = self.granted.saturating_sub(1);
-    }
-
-    /// A waiter went away: withdraw its ticket, or pass its grant on.
-    pub(crate) fn leave_room(&mut self, ticket: u64) {
-        if self.is_granted(ticket) {
-            self.use_grant();
-            self.grant();
-        } else if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
-            let _ = self.room.remove(i);
-        }
-    }
-
-    /// Wakes as many waiters as there are free slots not yet promised.
-    fn grant(&mut self) {
-        let free = self.slots.capacity() - self.slots.in_use();
-        while self.granted < free {
-            let Some((ticket, waker)) = self.room.pop_front() else {
-                break;
-            };
-            self.granted_through = ticket + 1;
-            self.granted += 1;
-            self.wakeups.push(waker);
-        }
-    }
-
     // ----- completions ------------------------------------------------------------------------
-
-    /// Polls the slot `user_data`; on `Ready` the slot is freed.
-    pub(crate) fn poll_slot(&mut self, user_data: u64, waker: &Waker) -> Poll<Completion> {
-        let Some(state) = self.slots.get_mut(user_data) else {
-            // Only reachable after an EBADR poison removed the slot.
-            return Poll::Ready(Completion {
-                res: -libc::EBADR,
-                flags: 0,
-            });
-        };
-        match state.poll(waker) {
-            Poll::Ready(c) => {
-                let _ = self.slots.remove(user_data);
-                if !self.room.is_empty() {
-                    self.grant();
-                }
-                Poll::Ready(c)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
 
     /// The future of slot `user_data` was dropped with its data. Returns the data and its result
     /// if the operation already completed (the caller finishes it after releasing the driver).
@@ -306,21 +176,13 @@ impl Uring {
         user_data: u64,
         data: Box<dyn Orphan>,
     ) -> Option<(Box<dyn Orphan>, Completion)> {
-        let Some(state) = self.slots.get_mut(user_data) else {
-            // The slot is gone (poisoned driver): the kernel may still own the memory.
-            std::mem::forget(data);
-            return None;
-        };
-        match state.on_drop(data) {
-            OnDrop::Finished(data, c) => {
-                let _ = self.slots.remove(user_data);
-                self.grant();
-                Some((data, c))
-            }
-            OnDrop::Cancel => {
+        match self.table.drop_slot(user_data, data) {
+            Dropped::Finished(data, c) => Some((data, c)),
+            Dropped::Gone => None,
+            Dropped::Cancel => {
                 if self.shut_down {
                     // Shutdown already gave up on this operation: leak its memory on purpose.
-                    if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
+                    if let Some(Lifecycle::Ignored(data)) = self.table.slots.remove(user_data) {
                         std::mem::forget(data);
                     }
                 } else {
@@ -335,10 +197,7 @@ impl Uring {
     /// Hands a just-pushed operation's data to its slot: nobody will wait for the result, and
     /// nothing is cancelled (used for closes from `Drop`).
     pub(crate) fn detach(&mut self, user_data: u64, data: Box<dyn Orphan>) {
-        match self.slots.get_mut(user_data) {
-            Some(state) => *state = Lifecycle::Ignored(data),
-            None => std::mem::forget(data),
-        }
+        self.table.detach(user_data, data);
         self.urgent = true;
     }
 
@@ -347,6 +206,7 @@ impl Uring {
     fn flush_cancels(&mut self) {
         while let Some(&target) = self.cancels.front() {
             let live = self
+                .table
                 .slots
                 .get_mut(target)
                 .is_some_and(|s| !s.is_completed());
@@ -365,7 +225,7 @@ impl Uring {
             }
             self.cancels.pop_front();
             self.cancels_in_flight += 1;
-            self.counters.cancels_submitted += 1;
+            self.table.counters.cancels_submitted += 1;
         }
     }
 
@@ -408,7 +268,7 @@ impl Uring {
         loop {
             let to_submit = self.ring.submission().len() as u32;
             let want = u32::from(block);
-            self.counters.enter_calls += 1;
+            self.table.counters.enter_calls += 1;
             // SAFETY: no argument struct is passed; the SQEs pushed point to memory their
             // operations own until the final CQE.
             let r = unsafe {
@@ -421,7 +281,7 @@ impl Uring {
             };
             match r {
                 Ok(n) => {
-                    self.counters.sqes_submitted += n as u64;
+                    self.table.counters.sqes_submitted += n as u64;
                     return Ok(());
                 }
                 Err(e) => match e.raw_os_error() {
@@ -434,7 +294,7 @@ impl Uring {
                     // The CQ backlog is full (-EBUSY) or the kernel is short of memory (-EAGAIN):
                     // reap first, then submit again; unsubmitted SQEs stay queued.
                     Some(libc::EBUSY) | Some(libc::EAGAIN) => {
-                        self.counters.overflow_events += 1;
+                        self.table.counters.overflow_events += 1;
                         if self.drain_once() == 0 {
                             // Nothing to reap: let the caller retry on its next turn.
                             return Ok(());
@@ -457,14 +317,17 @@ impl Uring {
         let mut rounds = 0;
         while self.ring.submission().cq_overflow() && rounds < 64 {
             rounds += 1;
-            self.counters.overflow_events += 1;
+            self.table.counters.overflow_events += 1;
             // SAFETY: as in `enter`; this call only flushes the backlog into the CQ.
             let r = unsafe {
-                self.ring
-                    .submitter()
-                    .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+                self.ring.submitter().enter::<libc::sigset_t>(
+                    0,
+                    0,
+                    IORING_ENTER_GETEVENTS,
+                    None,
+                )
             };
-            self.counters.enter_calls += 1;
+            self.table.counters.enter_calls += 1;
             if let Err(e) = r {
                 if e.raw_os_error() == Some(libc::EBADR) {
                     self.poison();
@@ -473,22 +336,17 @@ impl Uring {
             }
             self.drain_once();
         }
-        if !self.room.is_empty() {
-            self.grant();
-        }
+        self.table.grant();
     }
 
     /// Reaps every CQE now in the ring; returns how many.
     fn drain_once(&mut self) -> usize {
         let Uring {
             ring,
-            slots,
+            table,
             cancels_in_flight,
             wake_armed,
             wake_fd,
-            counters,
-            wakeups,
-            orphans,
             ..
         } = self;
         let mut n = 0u64;
@@ -505,40 +363,17 @@ impl Uring {
             }
             if user_data == tag::WAKE {
                 *wake_armed = false;
-                let mut buf = 0u64;
-                // SAFETY: reads 8 bytes into a local u64 from the eventfd we own.
-                let _ = unsafe {
-                    libc::read(
-                        wake_fd.as_raw_fd(),
-                        (&mut buf as *mut u64).cast(),
-                        std::mem::size_of::<u64>(),
-                    )
-                };
+                drain_eventfd(wake_fd);
                 continue;
             }
             if cqueue::more(c.flags) {
                 // Not the final CQE of this operation (multishot); nothing is released yet.
                 continue;
             }
-            match slots.get_mut(user_data) {
-                None => counters.stale_cqes += 1,
-                Some(state) => match state.on_cqe(c) {
-                    // One task waiting on many operations is woken once per drain.
-                    OnCqe::Wake(w) => {
-                        if !wakeups.last().is_some_and(|last| last.will_wake(&w)) {
-                            wakeups.push(w);
-                        }
-                    }
-                    OnCqe::Stored => {}
-                    OnCqe::Orphaned(data, c) => {
-                        let _ = slots.remove(user_data);
-                        orphans.push((data, c));
-                    }
-                },
-            }
+            table.complete(user_data, c);
         }
-        counters.cqes_reaped += n;
-        counters.max_cqe_batch = counters.max_cqe_batch.max(n);
+        table.counters.cqes_reaped += n;
+        table.counters.max_cqe_batch = table.counters.max_cqe_batch.max(n);
         n as usize
     }
 
@@ -546,27 +381,8 @@ impl Uring {
     /// nobody waits for is leaked (the kernel's view of it is unknown).
     fn poison(&mut self) {
         self.poisoned = true;
-        let live: Vec<u64> = self.slots.live().map(|(u, _)| u).collect();
-        for user_data in live {
-            let c = Completion {
-                res: -libc::EBADR,
-                flags: 0,
-            };
-            if let Some(state) = self.slots.get_mut(user_data) {
-                if state.is_ignored() {
-                    if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
-                        std::mem::forget(data);
-                    }
-                } else if let OnCqe::Wake(w) = state.on_cqe(c) {
-                    self.wakeups.push(w);
-                }
-            }
-        }
+        let _ = self.table.fail_all(-libc::EBADR);
         self.cancels.clear();
-        for (_, w) in self.room.drain(..) {
-            self.wakeups.push(w);
-        }
-        self.granted_through = self.next_ticket;
     }
 
     // ----- shutdown ---------------------------------------------------------------------------
@@ -579,12 +395,7 @@ impl Uring {
             return ShutdownReport::default();
         }
         let mut report = ShutdownReport::default();
-        let live: Vec<u64> = self
-            .slots
-            .live()
-            .filter(|(_, s)| !s.is_completed())
-            .map(|(u, _)| u)
-            .collect();
+        let live = self.table.unfinished();
         report.cancelled = live.len();
         for user_data in live {
             if !self.cancels.contains(&user_data) {
@@ -602,14 +413,14 @@ impl Uring {
         self.shut_down = true;
         let deadline = Instant::now() + self.shutdown_timeout;
         while !self.poisoned && Instant::now() < deadline {
-            let busy = self.slots.live().any(|(_, s)| !s.is_completed());
+            let busy = self.table.any_unfinished();
             if !busy && self.cancels_in_flight == 0 && !self.wake_armed {
                 break;
             }
             self.flush_cancels();
             let ts = types::Timespec::new().nsec(20_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
-            self.counters.enter_calls += 1;
+            self.table.counters.enter_calls += 1;
             let r = if self.ring.params().is_feature_ext_arg() {
                 self.ring.submitter().submit_with_args(1, &args).map(drop)
             } else {
@@ -625,19 +436,8 @@ impl Uring {
             self.drain();
         }
         // Whatever did not come back: the kernel may still write it, so it is never freed.
-        let left: Vec<u64> = self
-            .slots
-            .live()
-            .filter(|(_, s)| s.is_ignored())
-            .map(|(u, _)| u)
-            .collect();
-        for user_data in left {
-            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
-                std::mem::forget(data);
-                report.leaked += 1;
-            }
-        }
-        report.still_in_flight = self.slots.live().filter(|(_, s)| !s.is_completed()).count();
+        report.leaked = self.table.leak_ignored();
+        report.still_in_flight = self.table.unfinished().len();
         report
     }
 }
@@ -647,12 +447,7 @@ impl Drop for Uring {
     /// (cancel, reap, or leak on purpose) first if the owner did not.
     fn drop(&mut self) {
         let _ = self.shutdown();
-        let left: Vec<u64> = self.slots.live().map(|(u, _)| u).collect();
-        for user_data in left {
-            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
-                std::mem::forget(data);
-            }
-        }
+        let _ = self.table.leak_ignored();
     }
 }
 
@@ -705,4 +500,17 @@ fn build_ring(entries: u32, cq: u32, taskrun: bool) -> Result<(IoUring, &'static
     }
     let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL));
     Err(SetupError::classify(e, entries))
+}
+
+/// Reads (and so resets) an eventfd's counter.
+pub(crate) fn drain_eventfd(fd: &OwnedFd) {
+    let mut buf = 0u64;
+    // SAFETY: reads 8 bytes into a local u64 from an eventfd we own.
+    let _ = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut buf as *mut u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
 }

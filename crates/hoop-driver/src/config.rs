@@ -1,0 +1,90 @@
+//! How a driver is chosen and set up.
+
+use std::fmt;
+use std::io;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Which driver a runtime runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DriverKind {
+    /// io_uring if it can be set up and has the operations hoop needs, else epoll (saying why,
+    /// in one line on stderr).
+    #[default]
+    Auto,
+    /// io_uring or an error that says why it cannot run.
+    Uring,
+    /// The readiness driver: epoll for sockets, a thread pool for files.
+    Epoll,
+}
+
+impl DriverKind {
+    /// The choice in `HOOP_DRIVER` (`uring`, `epoll` or `auto`), if set.
+    pub fn from_env() -> io::Result<Option<DriverKind>> {
+        match std::env::var("HOOP_DRIVER") {
+            Ok(v) if !v.is_empty() => v.parse().map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl FromStr for DriverKind {
+    type Err = io::Error;
+    fn from_str(s: &str) -> io::Result<DriverKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(DriverKind::Auto),
+            "uring" | "io_uring" | "io-uring" => Ok(DriverKind::Uring),
+            "epoll" => Ok(DriverKind::Epoll),
+            other => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown driver {other:?}: expected uring, epoll or auto"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DriverKind::Auto => "auto",
+            DriverKind::Uring => "uring",
+            DriverKind::Epoll => "epoll",
+        })
+    }
+}
+
+/// How a ring is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// SQ entries (rounded up to a power of two by the kernel).
+    pub entries: u32,
+    /// CQ entries; `None` means the default, the larger of 16384 and 4 x `entries`.
+    pub cq_entries: Option<u32>,
+    /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
+    /// room reserved for cancels and the wake-up poll). Larger values are for tests that force
+    /// CQ overflow.
+    pub max_in_flight: Option<u32>,
+    /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
+    pub taskrun_flags: bool,
+    /// How long shutdown waits for in-flight operations' final CQEs before leaking their memory.
+    pub shutdown_timeout: Duration,
+    /// Which driver to run.
+    pub driver: DriverKind,
+    /// Threads of the epoll driver's blocking pool (file operations).
+    pub pool_threads: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            entries: 256,
+            cq_entries: None,
+            max_in_flight: None,
+            taskrun_flags: true,
+            shutdown_timeout: Duration::from_secs(5),
+            driver: DriverKind::Auto,
+            pool_threads: 4,
+        }
+    }
+}
+

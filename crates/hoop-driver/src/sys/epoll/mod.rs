@@ -1,0 +1,601 @@
+//! The readiness driver: epoll (edge-triggered) for sockets and pipes, a thread pool for files,
+//! a timer heap for timeouts — the same operations and ownership rules as the io_uring driver,
+//! for machines where io_uring is blocked (seccomp, `kernel.io_uring_disabled`, gVisor).
+//!
+//! An operation is described by a [`Call`] (its system call and raw arguments into memory the
+//! operation owns) and handled by its [`Mode`]: run at once; tried at once and, on `EAGAIN`,
+//! queued on its fd until epoll says the fd is ready; sent to the pool; or armed as a timer.
+//! Completions go through the same slot table and lifecycle as io_uring's CQEs.
+
+mod op;
+mod pool;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+pub use self::op::{Call, EpollOp, Mode};
+use self::pool::Pool;
+use crate::config::Config;
+use crate::error::cvt_libc;
+use crate::lifecycle::{Completion, Lifecycle};
+use crate::op::Orphan;
+use crate::setup::SetupError;
+use crate::sys::uring::{drain_eventfd, PushError, ShutdownReport};
+use crate::table::{Dropped, OpTable};
+
+/// epoll `data` of the wake-up eventfd (fds are non-negative, so this is never an fd).
+const WAKE_TOKEN: u64 = u64::MAX;
+
+/// What the driver knows of one fd.
+#[derive(Default)]
+struct FdState {
+    registered: bool,
+    nonblocking: bool,
+    /// A regular file or block device (always "ready": its I/O goes to the pool).
+    regular: Option<bool>,
+    readable: bool,
+    writable: bool,
+    readers: VecDeque<u64>,
+    writers: VecDeque<u64>,
+}
+
+/// Where a started, unfinished operation waits.
+#[derive(Clone, Copy)]
+enum Waiting {
+    /// On fd readiness, running `nr` when ready (`connect_check`: read `SO_ERROR` instead).
+    Fd {
+        call: Call,
+        nr: libc::c_long,
+        fd: RawFd,
+        write: bool,
+        connect_check: bool,
+    },
+    Timer,
+    Pool,
+}
+
+/// The readiness driver of one thread.
+pub(crate) struct Epoll {
+    epfd: OwnedFd,
+    pub(crate) table: OpTable,
+    wake_fd: Arc<OwnedFd>,
+    fds: HashMap<RawFd, FdState>,
+    waiting: HashMap<u64, Waiting>,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    pool: Pool,
+    done: Vec<(u64, i32)>,
+    events: Vec<libc::epoll_event>,
+    shut_down: bool,
+    shutdown_timeout: Duration,
+}
+
+fn setup_err(e: io::Error) -> SetupError {
+    SetupError::classify(e, 0)
+}
+
+impl Epoll {
+    pub(crate) fn new(cfg: &Config) -> Result<Epoll, SetupError> {
+        // SAFETY: epoll_create1 has no memory-safety preconditions.
+        let epfd = cvt_libc(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup_err)?;
+        // SAFETY: epoll_create1 returned a new fd nothing else owns.
+        let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let efd = cvt_libc(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
+            .map_err(setup_err)?;
+        // SAFETY: eventfd returned a new fd nothing else owns.
+        let wake_fd = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: WAKE_TOKEN,
+        };
+        // SAFETY: registers a live eventfd with a live epoll fd; `ev` is a valid event.
+        cvt_libc(unsafe { libc::epoll_ctl(epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, efd, &mut ev) })
+            .map_err(setup_err)?;
+        // The same in-flight cap as the io_uring driver would have, so backpressure behaves
+        // alike on both (epoll itself has no completion queue to overflow).
+        let capacity = match (cfg.max_in_flight, cfg.cq_entries) {
+            (Some(n), _) => n as usize,
+            (None, Some(cq)) => {
+                let cq = cq.max(cfg.entries.saturating_mul(2)).next_power_of_two() as usize;
+                cq.saturating_sub((cq / 16).max(1) + 1)
+            }
+            (None, None) => 16384,
+        }
+        .max(1);
+        Ok(Epoll {
+            epfd,
+            table: OpTable::new(capacity),
+            pool: Pool::new(cfg.pool_threads, wake_fd.clone()),
+            wake_fd,
+            fds: HashMap::new(),
+            waiting: HashMap::new(),
+            timers: BinaryHeap::new(),
+            done: Vec::new(),
+            events: Vec::with_capacity(256),
+            shut_down: false,
+            shutdown_timeout: cfg.shutdown_timeout,
+        })
+    }
+
+    pub(crate) fn wake_fd(&self) -> Arc<OwnedFd> {
+        self.wake_fd.clone()
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+
+    // ----- starting operations ----------------------------------------------------------------
+
+    /// Starts an operation: completes it at once if it can, else queues it where it waits.
+    pub(crate) fn push(
+        &mut self,
+        call: Call,
+        granted: bool,
+        waker: Option<&Waker>,
+    ) -> Result<u64, PushError> {
+        if self.shut_down {
+            return Err(PushError::ShutDown);
+        }
+        if !self.table.may_push(granted) {
+            return Err(PushError::NoRoom);
+        }
+        self.table.counters.sqes_submitted += 1;
+        let waiting_state = || match waker {
+            Some(w) => Lifecycle::Waiting(w.clone()),
+            None => Lifecycle::Submitted,
+        };
+        let done = |res: i32| Lifecycle::Completed(Completion { res, flags: 0 });
+        let state = match call.mode {
+            Mode::Nop => done(0),
+            Mode::Inline => done(call.run()),
+            Mode::Close(fd) => {
+                self.forget_fd(fd);
+                done(call.run())
+            }
+            Mode::Timer(d) => {
+                let user_data = self.insert(waiting_state())?;
+                self.timers.push(Reverse((Instant::now() + d, user_data)));
+                self.waiting.insert(user_data, Waiting::Timer);
+                return Ok(user_data);
+            }
+            Mode::Blocking => return self.push_pool(call, waiting_state()),
+            Mode::File {
+                fd,
+                write,
+                stream_nr,
+            } => {
+                if self.is_regular(fd) {
+                    return self.push_pool(call, waiting_state());
+                }
+                return self.push_fd(call, stream_nr, fd, write, false, waiting_state());
+            }
+            Mode::Readable(fd) => {
+                return self.push_fd(call, call.nr, fd, false, false, waiting_state())
+            }
+            Mode::Writable(fd) => {
+                return self.push_fd(call, call.nr, fd, true, false, waiting_state())
+            }
+            Mode::Accept(fd) => {
+                self.set_nonblocking(fd);
+                return self.push_fd(call, call.nr, fd, false, false, waiting_state());
+            }
+            Mode::Connect(fd) => {
+                self.set_nonblocking(fd);
+                let res = call.run();
+                if res != -libc::EINPROGRESS && res != -libc::EAGAIN {
+                    done(res)
+                } else {
+                    return self.push_fd(call, call.nr, fd, true, true, waiting_state());
+                }
+            }
+        };
+        self.table.counters.cqes_reaped += 1;
+        self.insert(state)
+    }
+
+    fn insert(&mut self, state: Lifecycle) -> Result<u64, PushError> {
+        self.table.slots.insert(state).ok_or(PushError::NoRoom)
+    }
+
+    fn push_pool(&mut self, call: Call, state: Lifecycle) -> Result<u64, PushError> {
+        let user_data = self.insert(state)?;
+        match self.pool.submit(user_data, call) {
+            Ok(()) => {
+                self.waiting.insert(user_data, Waiting::Pool);
+            }
+            Err(e) => self.finish(user_data, -e.raw_os_error().unwrap_or(libc::EAGAIN)),
+        }
+        Ok(user_data)
+    }
+
+    /// A readiness operation: tried at once unless others wait on the same fd and direction
+    /// (order is kept), queued on `EAGAIN`.
+    fn push_fd(
+        &mut self,
+        call: Call,
+        nr: libc::c_long,
+        fd: RawFd,
+        write: bool,
+        connect_check: bool,
+        state: Lifecycle,
+    ) -> Result<u64, PushError> {
+        if !self.register(fd) {
+            // epoll refuses this fd (a regular file): run it on the pool instead.
+            return self.push_pool(call, state);
+        }
+        let queue_empty = self.fds.get(&fd).is_none_or(|s| {
+            if write {
+                s.writers.is_empty()
+            } else {
+                s.readers.is_empty()
+            }
+        });
+        if queue_empty && !connect_check {
+            let res = call.run_nr(nr);
+            if res != -libc::EAGAIN {
+                self.table.counters.cqes_reaped += 1;
+                return self.insert(Lifecycle::Completed(Completion { res, flags: 0 }));
+            }
+        }
+        let user_data = self.insert(state)?;
+        self.waiting.insert(
+            user_data,
+            Waiting::Fd {
+                call,
+                nr,
+                fd,
+                write,
+                connect_check,
+            },
+        );
+        let st = self.fds.entry(fd).or_default();
+        if write {
+            st.writable = false;
+            st.writers.push_back(user_data);
+        } else {
+            st.readable = false;
+            st.readers.push_back(user_data);
+        }
+        Ok(user_data)
+    }
+
+    fn is_regular(&mut self, fd: RawFd) -> bool {
+        let st = self.fds.entry(fd).or_default();
+        if let Some(r) = st.regular {
+            return r;
+        }
+        // SAFETY: fstat writes a stat struct into a local.
+        let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `sb` is a live, writable stat struct.
+        let ok = unsafe { libc::fstat(fd, &mut sb) } == 0;
+        let fmt = sb.st_mode & libc::S_IFMT;
+        let r = !ok || fmt == libc::S_IFREG || fmt == libc::S_IFBLK || fmt == libc::S_IFDIR;
+        st.regular = Some(r);
+        if !r {
+            self.set_nonblocking(fd);
+        }
+        r
+    }
+
+    fn set_nonblocking(&mut self, fd: RawFd) {
+        let st = self.fds.entry(fd).or_default();
+        if st.nonblocking {
+            return;
+        }
+        st.nonblocking = true;
+        // SAFETY: fcntl on an fd with integer arguments.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 && flags & libc::O_NONBLOCK == 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+    }
+
+    /// Registers `fd` (edge-triggered, both directions) once. False if epoll refuses it.
+    fn register(&mut self, fd: RawFd) -> bool {
+        let st = self.fds.entry(fd).or_default();
+        if st.registered {
+            return true;
+        }
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            u64: fd as u64,
+        };
+        let epfd = self.epfd.as_raw_fd();
+        // SAFETY: `ev` is a valid event; epoll_ctl only reads it.
+        let mut r = unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            // SAFETY: as above.
+            r = unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        }
+        if r < 0 {
+            return false;
+        }
+        st.registered = true;
+        true
+    }
+
+    /// The fd is being closed: forget what we knew of it (its number will be reused). Anything
+    /// still queued on it fails with `EBADF` instead of waiting forever.
+    pub(crate) fn forget_fd(&mut self, fd: RawFd) {
+        if let Some(st) = self.fds.remove(&fd) {
+            if st.registered {
+                // SAFETY: removes a registration; a null event is allowed for DEL.
+                unsafe {
+                    libc::epoll_ctl(
+                        self.epfd.as_raw_fd(),
+                        libc::EPOLL_CTL_DEL,
+                        fd,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
+            for user_data in st.readers.into_iter().chain(st.writers) {
+                if self.waiting.remove(&user_data).is_some() {
+                    self.finish(user_data, -libc::EBADF);
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, user_data: u64, res: i32) {
+        self.table.counters.cqes_reaped += 1;
+        self.table.complete(user_data, Completion { res, flags: 0 });
+    }
+
+    // ----- cancellation -----------------------------------------------------------------------
+
+    /// The future of slot `user_data` was dropped with its data.
+    pub(crate) fn drop_slot(
+        &mut self,
+        user_data: u64,
+        data: Box<dyn Orphan>,
+    ) -> Option<(Box<dyn Orphan>, Completion)> {
+        match self.table.drop_slot(user_data, data) {
+            Dropped::Finished(data, c) => Some((data, c)),
+            Dropped::Gone => None,
+            Dropped::Cancel => {
+                self.table.counters.cancels_submitted += 1;
+                self.cancel(user_data);
+                None
+            }
+        }
+    }
+
+    /// Cancels a waiting operation: readiness waits and timers end at once with `ECANCELED`, a
+    /// queued pool job is withdrawn; a pool job already running cannot be stopped, and its
+    /// result arrives when the system call returns.
+    fn cancel(&mut self, user_data: u64) {
+        match self.waiting.get(&user_data).copied() {
+            Some(Waiting::Fd { fd, write, .. }) => {
+                self.waiting.remove(&user_data);
+                if let Some(st) = self.fds.get_mut(&fd) {
+                    let q = if write {
+                        &mut st.writers
+                    } else {
+                        &mut st.readers
+                    };
+                    q.retain(|u| *u != user_data);
+                }
+                self.finish(user_data, -libc::ECANCELED);
+            }
+            Some(Waiting::Timer) => {
+                self.waiting.remove(&user_data);
+                self.finish(user_data, -libc::ECANCELED);
+            }
+            Some(Waiting::Pool) => {
+                if self.pool.cancel_queued(user_data) {
+                    self.waiting.remove(&user_data);
+                    self.finish(user_data, -libc::ECANCELED);
+                }
+            }
+            None => {}
+        }
+    }
+
+    // ----- the loop ---------------------------------------------------------------------------
+
+    /// One turn: wait for readiness (if `block` and nothing is ready: until the next timer, or
+    /// for ever), run what became ready, collect pool results and expired timers.
+    pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
+        let timeout_ms = if !block || self.table.has_ready() {
+            0
+        } else {
+            self.next_timeout_ms()
+        };
+        self.wait(timeout_ms)
+    }
+
+    fn next_timeout_ms(&self) -> i32 {
+        match self.timers.peek() {
+            None => -1,
+            Some(Reverse((at, _))) => {
+                let left = at.saturating_duration_since(Instant::now());
+                // Round up so the timer has expired when the wait returns.
+                let ms = left.as_nanos().div_ceil(1_000_000);
+                ms.min(i32::MAX as u128) as i32
+            }
+        }
+    }
+
+    fn wait(&mut self, timeout_ms: i32) -> io::Result<()> {
+        self.events.clear();
+        let cap = self.events.capacity() as i32;
+        self.table.counters.enter_calls += 1;
+        // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epfd.as_raw_fd(),
+                self.events.as_mut_ptr(),
+                cap,
+                timeout_ms,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        } else {
+            // SAFETY: epoll_wait initialized `n` events.
+            unsafe { self.events.set_len(n as usize) };
+        }
+        let events = std::mem::take(&mut self.events);
+        for ev in &events {
+            let token = ev.u64;
+            if token == WAKE_TOKEN {
+                drain_eventfd(&self.wake_fd);
+                continue;
+            }
+            let fd = token as RawFd;
+            let bits = ev.events as i32;
+            let err = bits & (libc::EPOLLERR | libc::EPOLLHUP) != 0;
+            if let Some(st) = self.fds.get_mut(&fd) {
+                if err || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) != 0 {
+                    st.readable = true;
+                }
+                if err || bits & libc::EPOLLOUT != 0 {
+                    st.writable = true;
+                }
+            }
+            self.run_ready(fd);
+        }
+        self.events = events;
+        self.collect_pool();
+        self.expire_timers();
+        self.table.grant();
+        Ok(())
+    }
+
+    /// Runs the operations queued on `fd` while it stays ready.
+    fn run_ready(&mut self, fd: RawFd) {
+        for write in [false, true] {
+            loop {
+                let Some(st) = self.fds.get_mut(&fd) else {
+                    return;
+                };
+                let (ready, q) = if write {
+                    (st.writable, &mut st.writers)
+                } else {
+                    (st.readable, &mut st.readers)
+                };
+                if !ready {
+                    break;
+                }
+                let Some(&user_data) = q.front() else {
+                    break;
+                };
+                let Some(Waiting::Fd {
+                    call,
+                    nr,
+                    connect_check,
+                    ..
+                }) = self.waiting.get(&user_data).copied()
+                else {
+                    q.pop_front();
+                    continue;
+                };
+                let res = if connect_check {
+                    socket_error(fd)
+                } else {
+                    call.run_nr(nr)
+                };
+                if res == -libc::EAGAIN {
+                    if write {
+                        st.writable = false;
+                    } else {
+                        st.readable = false;
+                    }
+                    break;
+                }
+                q.pop_front();
+                self.waiting.remove(&user_data);
+                self.finish(user_data, res);
+            }
+        }
+    }
+
+    fn collect_pool(&mut self) {
+        let mut done = std::mem::take(&mut self.done);
+        self.pool.take_done(&mut done);
+        for (user_data, res) in done.drain(..) {
+            self.waiting.remove(&user_data);
+            self.finish(user_data, res);
+        }
+        self.done = done;
+    }
+
+    fn expire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((at, user_data))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if self.waiting.remove(&user_data).is_some() {
+                self.finish(user_data, -libc::ETIME);
+            }
+        }
+    }
+
+    // ----- shutdown ---------------------------------------------------------------------------
+
+    /// Cancels everything; waits (up to the shutdown timeout) for pool jobs already running;
+    /// leaks the memory of those that do not return.
+    pub(crate) fn shutdown(&mut self) -> ShutdownReport {
+        if self.shut_down {
+            return ShutdownReport::default();
+        }
+        let mut report = ShutdownReport::default();
+        let live = self.table.unfinished();
+        report.cancelled = live.len();
+        for user_data in live {
+            self.cancel(user_data);
+        }
+        self.shut_down = true;
+        let deadline = Instant::now() + self.shutdown_timeout;
+        while self.table.any_unfinished() && Instant::now() < deadline {
+            let _ = self.wait(20);
+        }
+        report.leaked = self.table.leak_ignored();
+        report.still_in_flight = self.table.unfinished().len();
+        report
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+        let _ = self.table.leak_ignored();
+    }
+}
+
+/// The pending error of a socket (`SO_ERROR`), as a result: 0 or `-errno`.
+fn socket_error(fd: RawFd) -> i32 {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `err`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    } else if err == libc::EINPROGRESS || err == libc::EALREADY {
+        -libc::EAGAIN
+    } else {
+        -err
+    }
+}

@@ -1,0 +1,416 @@
+//! How each operation becomes a system call for the readiness driver.
+//!
+//! A [`Call`] is the readiness driver's SQE: a system call number, its arguments (raw pointers
+//! into memory the operation owns), and how to run it — at once, when the fd is ready, on the
+//! blocking pool, or as a timer.
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::op::*;
+
+/// When and where a [`Call`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Completes at once with result 0.
+    Nop,
+    /// Runs at once on the driver's thread (cheap, never blocks).
+    Inline,
+    /// Runs at once; closes `fd`, so the driver forgets its registration first.
+    Close(RawFd),
+    /// Runs on the blocking pool.
+    Blocking,
+    /// Completes with `-ETIME` after the duration.
+    Timer(Duration),
+    /// Runs when `fd` is readable (retried on `EAGAIN`).
+    Readable(RawFd),
+    /// Runs when `fd` is writable (retried on `EAGAIN`).
+    Writable(RawFd),
+    /// Like `Readable`, on a socket that must be non-blocking (accept).
+    Accept(RawFd),
+    /// A non-blocking connect: `EINPROGRESS`, then writable, then `SO_ERROR` is the result.
+    Connect(RawFd),
+    /// A generic read or write: on the pool for regular files and block devices; otherwise
+    /// readiness-driven with `stream_nr` (no offset) on a non-blocking fd.
+    File {
+        /// The fd.
+        fd: RawFd,
+        /// Whether it writes.
+        write: bool,
+        /// The system call for streams (`read`/`write`/`readv`/`writev`), same first three
+        /// arguments.
+        stream_nr: libc::c_long,
+    },
+}
+
+/// One system call, described for later execution (possibly on another thread).
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub(crate) nr: libc::c_long,
+    pub(crate) args: [libc::c_long; 6],
+    pub(crate) mode: Mode,
+}
+
+impl Call {
+    fn new(nr: libc::c_long, args: &[libc::c_long], mode: Mode) -> Call {
+        let mut a = [0; 6];
+        a[..args.len()].copy_from_slice(args);
+        Call { nr, args: a, mode }
+    }
+
+    /// Runs the system call; returns its result or `-errno`, as a CQE's `res`.
+    pub(crate) fn run(&self) -> i32 {
+        self.run_nr(self.nr)
+    }
+
+    /// Runs system call `nr` with this call's arguments.
+    pub(crate) fn run_nr(&self, nr: libc::c_long) -> i32 {
+        let a = self.args;
+        // SAFETY: the arguments point into memory the operation owns until its completion is
+        // delivered (EpollOp's contract), exactly as an SQE's would.
+        let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+        if r < 0 {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            r as i32
+        }
+    }
+}
+
+/// An operation the readiness driver can run.
+///
+/// # Safety
+/// Every pointer in the returned call's arguments must point into memory owned by `self` (heap
+/// or static memory, never inline in `self`), valid until `self` is dropped.
+pub unsafe trait EpollOp: OpCode {
+    /// The system call that performs the operation.
+    fn create_call(&mut self) -> Call;
+}
+
+fn off(offset: u64) -> libc::c_long {
+    offset as libc::c_long
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Nop {
+    fn create_call(&mut self) -> Call {
+        Call::new(0, &[], Mode::Nop)
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Timeout {
+    fn create_call(&mut self) -> Call {
+        let d = Duration::new(self.ts_secs(), self.ts_nanos());
+        Call::new(0, &[], Mode::Timer(d))
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBufMut contract.
+unsafe impl<B: IoBufMut> EpollOp for Read<B> {
+    fn create_call(&mut self) -> Call {
+        let ptr = self.buf.stable_mut_ptr() as libc::c_long;
+        let len = self.buf.bytes_total() as libc::c_long;
+        let fd = self.fd;
+        let mode = Mode::File {
+            fd,
+            write: false,
+            stream_nr: libc::SYS_read,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_read, &[fd as _, ptr, len], mode)
+        } else {
+            Call::new(libc::SYS_pread64, &[fd as _, ptr, len, off(self.offset)], mode)
+        }
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBuf contract.
+unsafe impl<B: IoBuf> EpollOp for Write<B> {
+    fn create_call(&mut self) -> Call {
+        let ptr = self.buf.stable_ptr() as libc::c_long;
+        let len = self.buf.bytes_init() as libc::c_long;
+        let fd = self.fd;
+        let mode = Mode::File {
+            fd,
+            write: true,
+            stream_nr: libc::SYS_write,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_write, &[fd as _, ptr, len], mode)
+        } else {
+            Call::new(libc::SYS_pwrite64, &[fd as _, ptr, len, off(self.offset)], mode)
+        }
+    }
+}
+
+// SAFETY: the iovec array is a Vec never grown; the buffers are stable.
+unsafe impl<B: IoBufMut> EpollOp for Readv<B> {
+    fn create_call(&mut self) -> Call {
+        let (fd, iov, n) = (
+            self.fd,
+            self.iovecs.as_ptr() as libc::c_long,
+            self.iovecs.len() as libc::c_long,
+        );
+        let mode = Mode::File {
+            fd,
+            write: false,
+            stream_nr: libc::SYS_readv,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_readv, &[fd as _, iov, n], mode)
+        } else {
+            Call::new(libc::SYS_preadv, &[fd as _, iov, n, off(self.offset), 0], mode)
+        }
+    }
+}
+
+// SAFETY: as for Readv.
+unsafe impl<B: IoBuf> EpollOp for Writev<B> {
+    fn create_call(&mut self) -> Call {
+        let (fd, iov, n) = (
+            self.fd,
+            self.iovecs.as_ptr() as libc::c_long,
+            self.iovecs.len() as libc::c_long,
+        );
+        let mode = Mode::File {
+            fd,
+            write: true,
+            stream_nr: libc::SYS_writev,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_writev, &[fd as _, iov, n], mode)
+        } else {
+            Call::new(libc::SYS_pwritev, &[fd as _, iov, n, off(self.offset), 0], mode)
+        }
+    }
+}
+
+// SAFETY: the path is on the heap.
+unsafe impl EpollOp for OpenAt {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_openat,
+            &[
+                self.dirfd as _,
+                self.path.as_ptr() as _,
+                self.flags as _,
+                self.mode as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Close {
+    fn create_call(&mut self) -> Call {
+        Call::new(libc::SYS_close, &[self.fd as _], Mode::Close(self.fd))
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Fsync {
+    fn create_call(&mut self) -> Call {
+        let nr = if self.datasync {
+            libc::SYS_fdatasync
+        } else {
+            libc::SYS_fsync
+        };
+        Call::new(nr, &[self.fd as _], Mode::Blocking)
+    }
+}
+
+// SAFETY: the path and the statx buffer are on the heap.
+unsafe impl EpollOp for Statx {
+    fn create_call(&mut self) -> Call {
+        let buf: *mut libc::statx = &mut *self.statx;
+        Call::new(
+            libc::SYS_statx,
+            &[
+                self.dirfd as _,
+                self.path.as_ptr() as _,
+                self.flags as _,
+                self.mask as _,
+                buf as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Fallocate {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_fallocate,
+            &[self.fd as _, self.mode as _, off(self.offset), off(self.len)],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: the path is on the heap.
+unsafe impl EpollOp for UnlinkAt {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_unlinkat,
+            &[self.dirfd as _, self.path.as_ptr() as _, self.flags as _],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: both paths are on the heap.
+unsafe impl EpollOp for RenameAt {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_renameat2,
+            &[
+                self.old_dirfd as _,
+                self.old.as_ptr() as _,
+                self.new_dirfd as _,
+                self.new.as_ptr() as _,
+                self.flags as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: the path is on the heap.
+unsafe impl EpollOp for MkdirAt {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_mkdirat,
+            &[self.dirfd as _, self.path.as_ptr() as _, self.mode as _],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Socket {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_socket,
+            &[
+                self.domain as _,
+                (self.ty | libc::SOCK_NONBLOCK) as _,
+                self.protocol as _,
+            ],
+            Mode::Inline,
+        )
+    }
+}
+
+// SAFETY: the address is boxed.
+unsafe impl EpollOp for Connect {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_connect,
+            &[
+                self.fd as _,
+                self.addr.as_ptr() as _,
+                self.addr.len() as _,
+            ],
+            Mode::Connect(self.fd),
+        )
+    }
+}
+
+// SAFETY: the address and its length are boxed.
+unsafe impl EpollOp for Accept {
+    fn create_call(&mut self) -> Call {
+        let addr = &mut *self.addr;
+        let len: *mut libc::socklen_t = &mut addr.len;
+        Call::new(
+            libc::SYS_accept4,
+            &[
+                self.fd as _,
+                addr.as_mut_ptr() as _,
+                len as _,
+                (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as _,
+            ],
+            Mode::Accept(self.fd),
+        )
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBufMut contract.
+unsafe impl<B: IoBufMut> EpollOp for Recv<B> {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_recvfrom,
+            &[
+                self.fd as _,
+                self.buf.stable_mut_ptr() as _,
+                self.buf.bytes_total() as _,
+                (self.flags | libc::MSG_DONTWAIT) as _,
+                0,
+                0,
+            ],
+            Mode::Readable(self.fd),
+        )
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBuf contract.
+unsafe impl<B: IoBuf> EpollOp for Send<B> {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_sendto,
+            &[
+                self.fd as _,
+                self.buf.stable_ptr() as _,
+                self.buf.bytes_init() as _,
+                (self.flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
+                0,
+                0,
+            ],
+            Mode::Writable(self.fd),
+        )
+    }
+}
+
+// SAFETY: the header is boxed and the buffer is stable.
+unsafe impl<B: IoBuf> EpollOp for SendMsg<B> {
+    fn create_call(&mut self) -> Call {
+        let msg: *const libc::msghdr = &self.hdr.msg;
+        Call::new(
+            libc::SYS_sendmsg,
+            &[
+                self.fd as _,
+                msg as _,
+                (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
+            ],
+            Mode::Writable(self.fd),
+        )
+    }
+}
+
+// SAFETY: as for SendMsg.
+unsafe impl<B: IoBufMut> EpollOp for RecvMsg<B> {
+    fn create_call(&mut self) -> Call {
+        let msg: *mut libc::msghdr = &mut self.hdr.msg;
+        Call::new(
+            libc::SYS_recvmsg,
+            &[self.fd as _, msg as _, libc::MSG_DONTWAIT as _],
+            Mode::Readable(self.fd),
+        )
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Shutdown {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_shutdown,
+            &[self.fd as _, self.how as _],
+            Mode::Inline,
+        )
+    }
+}

@@ -1,0 +1,237 @@
+//! What every driver shares: the slot table, the room FIFO (backpressure), and the lists of
+//! wakers and orphans a drain produces.
+
+use std::collections::VecDeque;
+use std::task::{Poll, Waker};
+
+use crate::counters::Counters;
+use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop};
+use crate::op::Orphan;
+use crate::slots::Slots;
+
+/// What became of an operation whose future was dropped.
+#[must_use]
+pub(crate) enum Dropped {
+    /// Still in flight: the slot owns the data; the driver must cancel the operation.
+    Cancel,
+    /// It had completed: finish the data with this result (after releasing the driver).
+    Finished(Box<dyn Orphan>, Completion),
+    /// The slot is gone (poisoned driver): the data was leaked on purpose.
+    Gone,
+}
+
+/// Slots, room FIFO, and the results of the last drain.
+pub(crate) struct OpTable {
+    pub(crate) slots: Slots,
+    /// Slots promised to room waiters that have not used them yet.
+    granted: usize,
+    /// Room waiters in FIFO order: (ticket, waker). Tickets only grow, so the deque is sorted.
+    room: VecDeque<(u64, Waker)>,
+    next_ticket: u64,
+    /// Every ticket below this was granted (or withdrawn).
+    granted_through: u64,
+    pub(crate) counters: Counters,
+    pub(crate) wakeups: Vec<Waker>,
+    pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
+}
+
+impl OpTable {
+    pub(crate) fn new(capacity: usize) -> OpTable {
+        OpTable {
+            slots: Slots::new(capacity),
+            granted: 0,
+            room: VecDeque::new(),
+            next_ticket: 0,
+            granted_through: 0,
+            counters: Counters::default(),
+            wakeups: Vec::with_capacity(256),
+            orphans: Vec::new(),
+        }
+    }
+
+    /// Whether wakers or orphans wait to be run.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.wakeups.is_empty() || !self.orphans.is_empty()
+    }
+
+    /// Whether an operation may take a slot now. `granted` says the caller holds a grant from
+    /// the room FIFO; others queue behind the waiters (FIFO fairness).
+    pub(crate) fn may_push(&self, granted: bool) -> bool {
+        let free = self.slots.capacity() - self.slots.in_use();
+        if granted {
+            free > 0
+        } else {
+            self.room.is_empty() && free > self.granted
+        }
+    }
+
+    /// Queues a waiter for room; returns its ticket.
+    pub(crate) fn wait_room(&mut self, waker: &Waker) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.room.push_back((ticket, waker.clone()));
+        self.counters.room_waits += 1;
+        ticket
+    }
+
+    /// Whether `ticket` was granted room.
+    pub(crate) fn is_granted(&self, ticket: u64) -> bool {
+        ticket < self.granted_through
+    }
+
+    /// Refreshes the waker of a still-queued ticket.
+    pub(crate) fn update_room_waker(&mut self, ticket: u64, waker: &Waker) {
+        if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
+            let w = &mut self.room[i].1;
+            if !w.will_wake(waker) {
+                w.clone_from(waker);
+            }
+        }
+    }
+
+    /// A granted waiter used (or gave up) its grant.
+    pub(crate) fn use_grant(&mut self) {
+        self.granted = self.granted.saturating_sub(1);
+    }
+
+    /// A waiter went away: withdraw its ticket, or pass its grant on.
+    pub(crate) fn leave_room(&mut self, ticket: u64) {
+        if self.is_granted(ticket) {
+            self.use_grant();
+            self.grant();
+        } else if let Ok(i) = self.room.binary_search_by_key(&ticket, |(t, _)| *t) {
+            let _ = self.room.remove(i);
+        }
+    }
+
+    /// Wakes as many waiters as there are free slots not yet promised.
+    pub(crate) fn grant(&mut self) {
+        if self.room.is_empty() {
+            return;
+        }
+        let free = self.slots.capacity() - self.slots.in_use();
+        while self.granted < free {
+            let Some((ticket, waker)) = self.room.pop_front() else {
+                break;
+            };
+            self.granted_through = ticket + 1;
+            self.granted += 1;
+            self.wakeups.push(waker);
+        }
+    }
+
+    /// Wakes every room waiter (the driver is poisoned or shut down: their pushes will fail).
+    pub(crate) fn release_all_waiters(&mut self) {
+        for (_, w) in self.room.drain(..) {
+            self.wakeups.push(w);
+        }
+        self.granted_through = self.next_ticket;
+    }
+
+    /// Polls the slot `user_data`; on `Ready` the slot is freed.
+    pub(crate) fn poll_slot(&mut self, user_data: u64, waker: &Waker) -> Poll<Completion> {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            // Only reachable after a poisoned driver removed the slot.
+            return Poll::Ready(Completion {
+                res: -libc::EBADR,
+                flags: 0,
+            });
+        };
+        match state.poll(waker) {
+            Poll::Ready(c) => {
+                let _ = self.slots.remove(user_data);
+                self.grant();
+                Poll::Ready(c)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The future of slot `user_data` was dropped with its data.
+    pub(crate) fn drop_slot(&mut self, user_data: u64, data: Box<dyn Orphan>) -> Dropped {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            // The kernel (or a pool thread) may still own the memory.
+            std::mem::forget(data);
+            return Dropped::Gone;
+        };
+        match state.on_drop(data) {
+            OnDrop::Finished(data, c) => {
+                let _ = self.slots.remove(user_data);
+                self.grant();
+                Dropped::Finished(data, c)
+            }
+            OnDrop::Cancel => Dropped::Cancel,
+        }
+    }
+
+    /// Hands a just-pushed operation's data to its slot: nobody will wait for the result.
+    pub(crate) fn detach(&mut self, user_data: u64, data: Box<dyn Orphan>) {
+        match self.slots.get_mut(user_data) {
+            Some(state) => *state = Lifecycle::Ignored(data),
+            None => std::mem::forget(data),
+        }
+    }
+
+    /// The final completion of slot `user_data` arrived.
+    pub(crate) fn complete(&mut self, user_data: u64, c: Completion) {
+        match self.slots.get_mut(user_data) {
+            None => self.counters.stale_cqes += 1,
+            Some(state) => match state.on_cqe(c) {
+                // One task waiting on many operations is woken once per drain.
+                OnCqe::Wake(w) => {
+                    if !self.wakeups.last().is_some_and(|last| last.will_wake(&w)) {
+                        self.wakeups.push(w);
+                    }
+                }
+                OnCqe::Stored => {}
+                OnCqe::Orphaned(data, c) => {
+                    let _ = self.slots.remove(user_data);
+                    self.orphans.push((data, c));
+                }
+            },
+        }
+    }
+
+    /// `user_data` of every slot whose final completion has not arrived.
+    pub(crate) fn unfinished(&self) -> Vec<u64> {
+        self.slots
+            .live()
+            .filter(|(_, s)| !s.is_completed())
+            .map(|(u, _)| u)
+            .collect()
+    }
+
+    /// Whether any slot still waits for its final completion.
+    pub(crate) fn any_unfinished(&self) -> bool {
+        self.slots.live().any(|(_, s)| !s.is_completed())
+    }
+
+    /// Leaks the data of every slot the futures left (`Ignored`): the kernel or a pool thread
+    /// may still write it. Returns how many.
+    pub(crate) fn leak_ignored(&mut self) -> usize {
+        let ignored: Vec<u64> = self
+            .slots
+            .live()
+            .filter(|(_, s)| s.is_ignored())
+            .map(|(u, _)| u)
+            .collect();
+        let n = ignored.len();
+        for user_data in ignored {
+            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
+                std::mem::forget(data);
+            }
+        }
+        n
+    }
+
+    /// Completes every unfinished slot with `res` (poisoned driver): waiting futures get an
+    /// error; data of dropped futures is leaked.
+    pub(crate) fn fail_all(&mut self, res: i32) -> usize {
+        let leaked = self.leak_ignored();
+        for user_data in self.unfinished() {
+            self.complete(user_data, Completion { res, flags: 0 });
+        }
+        self.release_all_waiters();
+        leaked
+    }
+}
