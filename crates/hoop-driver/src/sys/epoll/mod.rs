@@ -11,7 +11,7 @@ mod op;
 mod pool;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -59,19 +59,86 @@ enum Waiting {
     Pool,
 }
 
+/// What the driver knows of each fd, indexed by fd number (fds are small integers).
+#[derive(Default)]
+struct FdTable {
+    v: Vec<Option<FdState>>,
+}
+
+impl FdTable {
+    fn get(&self, fd: RawFd) -> Option<&FdState> {
+        self.v.get(usize::try_from(fd).ok()?)?.as_ref()
+    }
+
+    fn get_mut(&mut self, fd: RawFd) -> Option<&mut FdState> {
+        self.v.get_mut(usize::try_from(fd).ok()?)?.as_mut()
+    }
+
+    /// The state of `fd`, created if new. (Negative fds never reach here: the kernel rejects
+    /// them before an operation can wait on one; they map to one shared dummy entry.)
+    fn entry(&mut self, fd: RawFd) -> &mut FdState {
+        let i = usize::try_from(fd).unwrap_or(0);
+        if self.v.len() <= i {
+            self.v.resize_with(i + 1, || None);
+        }
+        self.v[i].get_or_insert_with(FdState::default)
+    }
+
+    fn remove(&mut self, fd: RawFd) -> Option<FdState> {
+        self.v.get_mut(usize::try_from(fd).ok()?)?.take()
+    }
+}
+
+/// Where each unfinished operation waits, indexed by its slot.
+#[derive(Default)]
+struct WaitTable {
+    v: Vec<Option<(u64, Waiting)>>,
+}
+
+impl WaitTable {
+    fn index(user_data: u64) -> usize {
+        (user_data & 0xffff_ffff) as usize
+    }
+
+    fn insert(&mut self, user_data: u64, w: Waiting) {
+        let i = Self::index(user_data);
+        if self.v.len() <= i {
+            self.v.resize_with(i + 1, || None);
+        }
+        self.v[i] = Some((user_data, w));
+    }
+
+    fn get(&self, user_data: &u64) -> Option<&Waiting> {
+        match self.v.get(Self::index(*user_data))? {
+            Some((u, w)) if u == user_data => Some(w),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, user_data: &u64) -> Option<Waiting> {
+        let e = self.v.get_mut(Self::index(*user_data))?;
+        match e {
+            Some((u, _)) if u == user_data => e.take().map(|(_, w)| w),
+            _ => None,
+        }
+    }
+}
+
 /// The readiness driver of one thread.
 pub(crate) struct Epoll {
     epfd: OwnedFd,
     pub(crate) table: OpTable,
     wake_fd: Arc<OwnedFd>,
-    fds: HashMap<RawFd, FdState>,
-    waiting: HashMap<u64, Waiting>,
+    fds: FdTable,
+    waiting: WaitTable,
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     pool: Pool,
     done: Vec<(u64, i32)>,
     events: Vec<libc::epoll_event>,
     shut_down: bool,
     shutdown_timeout: Duration,
+    /// Turns since the last `epoll_wait`.
+    busy_turns: u32,
 }
 
 fn setup_err(e: io::Error) -> SetupError {
@@ -112,13 +179,14 @@ impl Epoll {
             table: OpTable::new(capacity),
             pool: Pool::new(cfg.pool_threads, wake_fd.clone()),
             wake_fd,
-            fds: HashMap::new(),
-            waiting: HashMap::new(),
+            fds: FdTable::default(),
+            waiting: WaitTable::default(),
             timers: BinaryHeap::new(),
             done: Vec::new(),
             events: Vec::with_capacity(256),
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
+            busy_turns: 0,
         })
     }
 
@@ -229,7 +297,7 @@ impl Epoll {
             // epoll refuses this fd (a regular file): run it on the pool instead.
             return self.push_pool(call, state);
         }
-        let queue_empty = self.fds.get(&fd).is_none_or(|s| {
+        let queue_empty = self.fds.get(fd).is_none_or(|s| {
             if write {
                 s.writers.is_empty()
             } else {
@@ -254,7 +322,7 @@ impl Epoll {
                 connect_check,
             },
         );
-        let st = self.fds.entry(fd).or_default();
+        let st = self.fds.entry(fd);
         if write {
             st.writable = false;
             st.writers.push_back(user_data);
@@ -266,7 +334,7 @@ impl Epoll {
     }
 
     fn is_regular(&mut self, fd: RawFd) -> bool {
-        let st = self.fds.entry(fd).or_default();
+        let st = self.fds.entry(fd);
         if let Some(r) = st.regular {
             return r;
         }
@@ -284,7 +352,7 @@ impl Epoll {
     }
 
     fn set_nonblocking(&mut self, fd: RawFd) {
-        let st = self.fds.entry(fd).or_default();
+        let st = self.fds.entry(fd);
         if st.nonblocking {
             return;
         }
@@ -300,7 +368,7 @@ impl Epoll {
 
     /// Registers `fd` (edge-triggered, both directions) once. False if epoll refuses it.
     fn register(&mut self, fd: RawFd) -> bool {
-        let st = self.fds.entry(fd).or_default();
+        let st = self.fds.entry(fd);
         if st.registered {
             return true;
         }
@@ -325,7 +393,7 @@ impl Epoll {
     /// The fd is being closed: forget what we knew of it (its number will be reused). Anything
     /// still queued on it fails with `EBADF` instead of waiting forever.
     pub(crate) fn forget_fd(&mut self, fd: RawFd) {
-        if let Some(st) = self.fds.remove(&fd) {
+        if let Some(st) = self.fds.remove(fd) {
             if st.registered {
                 // SAFETY: removes a registration; a null event is allowed for DEL.
                 unsafe {
@@ -376,7 +444,7 @@ impl Epoll {
         match self.waiting.get(&user_data).copied() {
             Some(Waiting::Fd { fd, write, .. }) => {
                 self.waiting.remove(&user_data);
-                if let Some(st) = self.fds.get_mut(&fd) {
+                if let Some(st) = self.fds.get_mut(fd) {
                     let q = if write {
                         &mut st.writers
                     } else {
@@ -405,11 +473,15 @@ impl Epoll {
     /// One turn: wait for readiness (if `block` and nothing is ready: until the next timer, or
     /// for ever), run what became ready, collect pool results and expired timers.
     pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
-        let timeout_ms = if !block || self.table.has_ready() {
-            0
-        } else {
-            self.next_timeout_ms()
-        };
+        let block = block && !self.table.has_ready();
+        self.busy_turns += 1;
+        // While tasks are still ready, poll epoll only every 16th turn (as the io_uring driver
+        // enters the ring): readiness is collected in one `epoll_wait` when the runtime idles.
+        if !block && self.busy_turns < 16 {
+            return Ok(());
+        }
+        self.busy_turns = 0;
+        let timeout_ms = if block { self.next_timeout_ms() } else { 0 };
         self.wait(timeout_ms)
     }
 
@@ -457,7 +529,7 @@ impl Epoll {
             let fd = token as RawFd;
             let bits = ev.events as i32;
             let err = bits & (libc::EPOLLERR | libc::EPOLLHUP) != 0;
-            if let Some(st) = self.fds.get_mut(&fd) {
+            if let Some(st) = self.fds.get_mut(fd) {
                 if err || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) != 0 {
                     st.readable = true;
                 }
@@ -478,7 +550,7 @@ impl Epoll {
     fn run_ready(&mut self, fd: RawFd) {
         for write in [false, true] {
             loop {
-                let Some(st) = self.fds.get_mut(&fd) else {
+                let Some(st) = self.fds.get_mut(fd) else {
                     return;
                 };
                 let (ready, q) = if write {
