@@ -32,7 +32,6 @@ use crate::table::{Dropped, OpTable};
 const WAKE_TOKEN: u64 = u64::MAX;
 
 /// What the driver knows of one fd.
-#[derive(Default)]
 struct FdState {
     registered: bool,
     nonblocking: bool,
@@ -40,8 +39,52 @@ struct FdState {
     regular: Option<bool>,
     readable: bool,
     writable: bool,
+    /// The peer closed its side (or the socket failed): a condition that stays and is not
+    /// signalled again, so a short read must not make the driver wait for another edge.
+    read_closed: bool,
+    /// The socket hung up or failed: likewise for writes.
+    write_closed: bool,
     readers: VecDeque<u64>,
     writers: VecDeque<u64>,
+}
+
+impl Default for FdState {
+    fn default() -> FdState {
+        FdState {
+            registered: false,
+            nonblocking: false,
+            regular: None,
+            // Unknown readiness: try the call first.
+            readable: true,
+            writable: true,
+            read_closed: false,
+            write_closed: false,
+            readers: VecDeque::new(),
+            writers: VecDeque::new(),
+        }
+    }
+}
+
+impl FdState {
+    /// Records what a call's result says of the fd's readiness: `EAGAIN`, or a short stream
+    /// read/write of at least one byte, means "wait for the next edge".
+    fn note(&mut self, write: bool, res: i32, io_len: i64) {
+        // A 0-byte read is end of stream, which stays readable (no new edge would come).
+        let short = io_len > 0 && res > 0 && i64::from(res) < io_len;
+        let closed = if write {
+            self.write_closed
+        } else {
+            self.read_closed
+        };
+        let drained = res == -libc::EAGAIN || (short && !closed);
+        if drained {
+            if write {
+                self.writable = false;
+            } else {
+                self.readable = false;
+            }
+        }
+    }
 }
 
 /// Where a started, unfinished operation waits.
@@ -66,10 +109,6 @@ struct FdTable {
 }
 
 impl FdTable {
-    fn get(&self, fd: RawFd) -> Option<&FdState> {
-        self.v.get(usize::try_from(fd).ok()?)?.as_ref()
-    }
-
     fn get_mut(&mut self, fd: RawFd) -> Option<&mut FdState> {
         self.v.get_mut(usize::try_from(fd).ok()?)?.as_mut()
     }
@@ -139,6 +178,8 @@ pub(crate) struct Epoll {
     shutdown_timeout: Duration,
     /// Turns since the last `epoll_wait`.
     busy_turns: u32,
+    /// Fds with queued operations that were already ready when queued (no edge will come).
+    ready_fds: Vec<RawFd>,
 }
 
 fn setup_err(e: io::Error) -> SetupError {
@@ -187,6 +228,7 @@ impl Epoll {
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
             busy_turns: 0,
+            ready_fds: Vec::new(),
         })
     }
 
@@ -297,15 +339,15 @@ impl Epoll {
             // epoll refuses this fd (a regular file): run it on the pool instead.
             return self.push_pool(call, state);
         }
-        let queue_empty = self.fds.get(fd).is_none_or(|s| {
-            if write {
-                s.writers.is_empty()
-            } else {
-                s.readers.is_empty()
-            }
-        });
-        if queue_empty && !connect_check {
+        let st = self.fds.entry(fd);
+        let may_try = if write {
+            st.writers.is_empty() && st.writable
+        } else {
+            st.readers.is_empty() && st.readable
+        };
+        if may_try && !connect_check {
             let res = call.run_nr(nr);
+            st.note(write, res, call.io_len);
             if res != -libc::EAGAIN {
                 self.table.counters.cqes_reaped += 1;
                 return self.insert(Lifecycle::Completed(Completion { res, flags: 0 }));
@@ -324,11 +366,14 @@ impl Epoll {
         );
         let st = self.fds.entry(fd);
         if write {
-            st.writable = false;
             st.writers.push_back(user_data);
         } else {
-            st.readable = false;
             st.readers.push_back(user_data);
+        }
+        // Already ready (the edge came before this op queued): run it on the next turn.
+        let ready = if write { st.writable } else { st.readable };
+        if ready && !connect_check {
+            self.ready_fds.push(fd);
         }
         Ok(user_data)
     }
@@ -473,7 +518,7 @@ impl Epoll {
     /// One turn: wait for readiness (if `block` and nothing is ready: until the next timer, or
     /// for ever), run what became ready, collect pool results and expired timers.
     pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
-        let block = block && !self.table.has_ready();
+        let block = block && !self.table.has_ready() && self.ready_fds.is_empty();
         self.busy_turns += 1;
         // While tasks are still ready, poll epoll only every 16th turn (as the io_uring driver
         // enters the ring): readiness is collected in one `epoll_wait` when the runtime idles.
@@ -533,13 +578,25 @@ impl Epoll {
                 if err || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) != 0 {
                     st.readable = true;
                 }
+                if err || bits & libc::EPOLLRDHUP != 0 {
+                    st.read_closed = true;
+                }
                 if err || bits & libc::EPOLLOUT != 0 {
                     st.writable = true;
+                }
+                if err {
+                    st.write_closed = true;
                 }
             }
             self.run_ready(fd);
         }
         self.events = events;
+        let ready = std::mem::take(&mut self.ready_fds);
+        for &fd in &ready {
+            self.run_ready(fd);
+        }
+        self.ready_fds = ready;
+        self.ready_fds.clear();
         self.collect_pool();
         self.expire_timers();
         self.table.grant();
@@ -579,15 +636,15 @@ impl Epoll {
                 } else {
                     call.run_nr(nr)
                 };
+                st.note(write, res, call.io_len);
                 if res == -libc::EAGAIN {
-                    if write {
-                        st.writable = false;
-                    } else {
-                        st.readable = false;
-                    }
                     break;
                 }
-                q.pop_front();
+                if write {
+                    st.writers.pop_front();
+                } else {
+                    st.readers.pop_front();
+                }
                 self.waiting.remove(&user_data);
                 self.finish(user_data, res);
             }

@@ -50,13 +50,28 @@ pub struct Call {
     pub(crate) nr: libc::c_long,
     pub(crate) args: [libc::c_long; 6],
     pub(crate) mode: Mode,
+    /// For stream reads and writes: the length asked. A shorter result means the socket was
+    /// drained (or its buffer filled), so the driver waits for the next edge instead of trying
+    /// the next call at once only to get `EAGAIN` (tokio's short-read rule).
+    pub(crate) io_len: i64,
 }
 
 impl Call {
     fn new(nr: libc::c_long, args: &[libc::c_long], mode: Mode) -> Call {
         let mut a = [0; 6];
         a[..args.len()].copy_from_slice(args);
-        Call { nr, args: a, mode }
+        Call {
+            nr,
+            args: a,
+            mode,
+            io_len: 0,
+        }
+    }
+
+    /// Marks a stream read or write of `len` bytes (see `io_len`).
+    fn with_io_len(mut self, len: usize) -> Call {
+        self.io_len = len as i64;
+        self
     }
 
     /// Runs the system call; returns its result or `-errno`, as a CQE's `res`.
@@ -125,6 +140,7 @@ unsafe impl<B: IoBufMut> EpollOp for Read<B> {
         } else {
             Call::new(libc::SYS_pread64, &[fd as _, ptr, len, off(self.offset)], mode)
         }
+        .with_io_len(len as usize)
     }
 }
 
@@ -144,6 +160,7 @@ unsafe impl<B: IoBuf> EpollOp for Write<B> {
         } else {
             Call::new(libc::SYS_pwrite64, &[fd as _, ptr, len, off(self.offset)], mode)
         }
+        .with_io_len(len as usize)
     }
 }
 
@@ -355,6 +372,7 @@ unsafe impl<B: IoBufMut> EpollOp for Recv<B> {
             ],
             Mode::Readable(self.fd),
         )
+        .with_io_len(self.buf.bytes_total())
     }
 }
 
@@ -373,6 +391,7 @@ unsafe impl<B: IoBuf> EpollOp for Send<B> {
             ],
             Mode::Writable(self.fd),
         )
+        .with_io_len(self.buf.bytes_init())
     }
 }
 
