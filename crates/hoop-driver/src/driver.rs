@@ -198,6 +198,15 @@ impl Driver {
         }
     }
 
+    /// Whether the io_uring driver's kernel supports `opcode` (`IORING_OP_*`, from the probe
+    /// taken at setup); always false for epoll.
+    pub fn supports_opcode(&self, opcode: u8) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.supports(opcode),
+            Engine::Epoll(_) => false,
+        }
+    }
+
     /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).
     pub fn ring_sizes(&self) -> (u32, u32) {
         match &*self.shared.engine.borrow() {

@@ -42,6 +42,8 @@ pub enum PushError {
 /// The io_uring driver of one thread.
 pub(crate) struct Uring {
     ring: IoUring,
+    /// `IORING_REGISTER_PROBE`: which opcodes this kernel supports.
+    probe: io_uring::Probe,
     pub(crate) table: OpTable,
     /// Targets (user_data) of cancels not yet pushed.
     cancels: VecDeque<u64>,
@@ -68,6 +70,7 @@ impl Uring {
             .unwrap_or_else(|| (entries.saturating_mul(4)).max(16384))
             .max(entries.saturating_mul(2));
         let (ring, setup_flags) = build_ring(entries, cq, cfg.taskrun_flags)?;
+        let probe = probe_opcodes(&ring)?;
         let cq_real = ring.params().cq_entries() as usize;
         let cancel_budget = (cq_real / 16).max(1);
         let capacity = match cfg.max_in_flight {
@@ -79,6 +82,7 @@ impl Uring {
         let efd = crate::error::cvt_libc(efd).map_err(|e| SetupError::classify(e, entries))?;
         Ok(Uring {
             ring,
+            probe,
             table: OpTable::new(capacity),
             cancels: VecDeque::new(),
             cancels_in_flight: 0,
@@ -97,6 +101,11 @@ impl Uring {
 
     pub(crate) fn setup_flags(&self) -> &'static str {
         self.setup_flags
+    }
+
+    /// Whether the kernel supports `opcode` (from the probe taken at setup).
+    pub(crate) fn supports(&self, opcode: u8) -> bool {
+        self.probe.is_supported(opcode)
     }
 
     pub(crate) fn params(&self) -> &io_uring::Parameters {
@@ -463,6 +472,54 @@ pub struct ShutdownReport {
     /// Operations whose futures are still alive and whose final CQE did not come (their memory
     /// will be leaked when the futures are dropped).
     pub still_in_flight: usize,
+}
+
+/// The opcodes every hoop operation needs, by name.
+const NEEDED: &[(u8, &str)] = &[
+    (opcode::Nop::CODE, "NOP"),
+    (opcode::Read::CODE, "READ"),
+    (opcode::Write::CODE, "WRITE"),
+    (opcode::Readv::CODE, "READV"),
+    (opcode::Writev::CODE, "WRITEV"),
+    (opcode::OpenAt::CODE, "OPENAT"),
+    (opcode::Close::CODE, "CLOSE"),
+    (opcode::Fsync::CODE, "FSYNC"),
+    (opcode::Statx::CODE, "STATX"),
+    (opcode::Fallocate::CODE, "FALLOCATE"),
+    (opcode::UnlinkAt::CODE, "UNLINKAT"),
+    (opcode::RenameAt::CODE, "RENAMEAT"),
+    (opcode::MkDirAt::CODE, "MKDIRAT"),
+    (opcode::Socket::CODE, "SOCKET"),
+    (opcode::Connect::CODE, "CONNECT"),
+    (opcode::Accept::CODE, "ACCEPT"),
+    (opcode::Recv::CODE, "RECV"),
+    (opcode::Send::CODE, "SEND"),
+    (opcode::SendMsg::CODE, "SENDMSG"),
+    (opcode::RecvMsg::CODE, "RECVMSG"),
+    (opcode::Shutdown::CODE, "SHUTDOWN"),
+    (opcode::Timeout::CODE, "TIMEOUT"),
+    (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+    (opcode::PollAdd::CODE, "POLL_ADD"),
+    (opcode::PollRemove::CODE, "POLL_REMOVE"),
+];
+
+/// Probes the kernel's opcodes; a ring that lacks one hoop needs (an old kernel, gVisor's
+/// partial io_uring) is refused with the missing names, so `Auto` falls back to epoll.
+fn probe_opcodes(ring: &IoUring) -> Result<io_uring::Probe, SetupError> {
+    let mut probe = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| SetupError::classify(e, 0))?;
+    let missing: Vec<&str> = NEEDED
+        .iter()
+        .filter(|(code, _)| !probe.is_supported(*code))
+        .map(|(_, name)| *name)
+        .collect();
+    if missing.is_empty() {
+        Ok(probe)
+    } else {
+        Err(SetupError::missing_opcodes(&missing))
+    }
 }
 
 /// Sets up a ring, retrying with fewer flags on EINVAL: `SINGLE_ISSUER | DEFER_TASKRUN`, then
