@@ -11,8 +11,8 @@ use std::task::{Context, Poll, Waker};
 
 use crate::config::{Config, DriverKind};
 use crate::counters::Counters;
-use crate::lifecycle::Completion;
-use crate::op::{Close, OpCode, Orphan};
+use crate::lifecycle::{Completion, Lifecycle};
+use crate::op::{Close, OpCode, Orphan, StreamOrphan};
 use crate::setup::SetupError;
 use crate::sys::epoll::{Epoll, EpollOp};
 use crate::sys::uring::{PushError, ShutdownReport, Uring, UringOp};
@@ -27,29 +27,36 @@ pub(crate) enum Engine {
 }
 
 impl Engine {
-    fn table(&self) -> &OpTable {
+    pub(crate) fn table(&self) -> &OpTable {
         match self {
             Engine::Uring(u) => &u.table,
             Engine::Epoll(e) => &e.table,
         }
     }
 
-    fn table_mut(&mut self) -> &mut OpTable {
+    pub(crate) fn table_mut(&mut self) -> &mut OpTable {
         match self {
             Engine::Uring(u) => &mut u.table,
             Engine::Epoll(e) => &mut e.table,
         }
     }
 
-    fn push<T: UringOp + EpollOp>(
+    pub(crate) fn push<T: UringOp + EpollOp>(
         &mut self,
         data: &mut T,
         granted: bool,
-        waker: Option<&Waker>,
+        state: Lifecycle,
     ) -> Result<u64, PushError> {
         match self {
-            Engine::Uring(u) => u.push(data.create_entry(), granted, waker),
-            Engine::Epoll(e) => e.push(data.create_call(), granted, waker),
+            Engine::Uring(u) => u.push(data.create_entry(), granted, state),
+            Engine::Epoll(e) => e.push(data.create_call(), granted, state),
+        }
+    }
+
+    pub(crate) fn drop_stream(&mut self, user_data: u64, data: Box<dyn StreamOrphan>) {
+        match self {
+            Engine::Uring(u) => u.drop_stream(user_data, data),
+            Engine::Epoll(e) => e.drop_stream(user_data, data),
         }
     }
 
@@ -128,6 +135,10 @@ impl Driver {
                 scratch_orphans: Cell::new(Vec::new()),
             }),
         })
+    }
+
+    pub(crate) fn engine(&self) -> &RefCell<Engine> {
+        &self.shared.engine
     }
 
     /// Which driver this is (`Uring` or `Epoll`; never `Auto`).
@@ -266,7 +277,7 @@ impl Driver {
         let mut op = Close::new(fd);
         let closed = match self.shared.engine.try_borrow_mut() {
             Ok(mut d) => match &mut *d {
-                Engine::Uring(u) => match u.push(op.create_entry(), false, None) {
+                Engine::Uring(u) => match u.push(op.create_entry(), false, Lifecycle::Submitted) {
                     Ok(user_data) => {
                         // Nobody waits for this result: the slot owns the op from the start,
                         // and it is submitted on this tick, even if tasks are still ready.
@@ -385,7 +396,7 @@ impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
                         }
                         None => false,
                     };
-                    match d.push(data, granted, Some(cx.waker())) {
+                    match d.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
                         Ok(user_data) => Ok(user_data),
                         Err(PushError::NoRoom) => {
                             *ticket = Some((d.table_mut().wait_room(cx.waker()), driver.clone()));

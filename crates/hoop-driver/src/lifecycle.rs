@@ -20,7 +20,9 @@
 use std::fmt;
 use std::task::{Poll, Waker};
 
-use crate::op::Orphan;
+use std::collections::VecDeque;
+
+use crate::op::{Orphan, StreamOrphan};
 
 /// The raw outcome of one CQE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +43,60 @@ pub(crate) enum Lifecycle {
     Ignored(Box<dyn Orphan>),
     /// The final CQE arrived; the future has not yet taken it.
     Completed(Completion),
+    /// A multi-CQE operation (multishot, zero-copy send): its CQEs, the final one included,
+    /// queue here in order until the stream takes them.
+    Streaming(Box<Stream>),
+    /// A multi-CQE operation whose stream was dropped before the final CQE: each CQE that
+    /// arrives goes to the data's orphan handler (an accepted fd is closed, a buffer returned
+    /// to its ring), and the final one frees the slot.
+    IgnoredStream(Box<dyn StreamOrphan>),
+}
+
+/// The queue of a multi-CQE operation.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    items: VecDeque<Completion>,
+    waker: Option<Waker>,
+    /// The final CQE (one without `IORING_CQE_F_MORE`) is in `items` or was taken.
+    ended: bool,
+}
+
+impl Stream {
+    pub(crate) fn new(waker: Option<&Waker>) -> Box<Stream> {
+        Box::new(Stream {
+            items: VecDeque::new(),
+            waker: waker.cloned(),
+            ended: false,
+        })
+    }
+
+    /// A stream that ended at once with `c` (a readiness driver completing inline).
+    pub(crate) fn ended_with(mut self: Box<Self>, c: Completion) -> Box<Stream> {
+        self.items.push_back(c);
+        self.ended = true;
+        self.waker = None;
+        self
+    }
+}
+
+/// What the driver must do after a CQE of a multi-CQE operation.
+#[must_use]
+pub(crate) enum OnItem {
+    /// Wake this waker after the drain.
+    Wake(Waker),
+    /// Nothing to do now.
+    Nothing,
+    /// The final CQE of a dropped stream: free the slot (its data was already given the CQE).
+    Free,
+}
+
+/// What the driver must do when a stream is dropped.
+#[must_use]
+pub(crate) enum OnDropStream {
+    /// Still armed: the slot now owns the data; cancel the operation.
+    Cancel,
+    /// It had ended: free the slot (every queued CQE went to the data's orphan handler).
+    Free,
 }
 
 /// What the driver must do after a CQE for this slot.
@@ -52,6 +108,8 @@ pub(crate) enum OnCqe {
     Stored,
     /// The future is gone: free the slot and finish this data with the completion.
     Orphaned(Box<dyn Orphan>, Completion),
+    /// The final CQE of a dropped stream was handled: free the slot.
+    Freed,
 }
 
 /// What the driver must do when an operation's future is dropped.
@@ -66,6 +124,13 @@ pub(crate) enum OnDrop {
 impl Lifecycle {
     /// A final CQE arrived.
     pub(crate) fn on_cqe(&mut self, c: Completion) -> OnCqe {
+        if matches!(self, Lifecycle::Streaming(_) | Lifecycle::IgnoredStream(_)) {
+            return match self.on_item(c, true) {
+                OnItem::Wake(w) => OnCqe::Wake(w),
+                OnItem::Nothing => OnCqe::Stored,
+                OnItem::Free => OnCqe::Freed,
+            };
+        }
         match std::mem::replace(self, Lifecycle::Completed(c)) {
             Lifecycle::Submitted => OnCqe::Stored,
             Lifecycle::Waiting(waker) => OnCqe::Wake(waker),
@@ -76,6 +141,69 @@ impl Lifecycle {
                 *self = Lifecycle::Completed(first);
                 OnCqe::Stored
             }
+            // Handled above.
+            Lifecycle::Streaming(_) | Lifecycle::IgnoredStream(_) => OnCqe::Stored,
+        }
+    }
+
+    /// A CQE of a multi-CQE operation; `last` when it is the final one.
+    pub(crate) fn on_item(&mut self, c: Completion, last: bool) -> OnItem {
+        match self {
+            Lifecycle::Streaming(s) => {
+                s.items.push_back(c);
+                s.ended |= last;
+                match s.waker.take() {
+                    Some(w) => OnItem::Wake(w),
+                    None => OnItem::Nothing,
+                }
+            }
+            Lifecycle::IgnoredStream(data) => {
+                data.orphan_item(c);
+                if last {
+                    OnItem::Free
+                } else {
+                    OnItem::Nothing
+                }
+            }
+            // Not a multi-CQE slot: an F_MORE CQE for it carries nothing to keep.
+            _ => OnItem::Nothing,
+        }
+    }
+
+    /// The stream is polled: the next CQE and whether it was the final one (then the slot must
+    /// be freed).
+    pub(crate) fn poll_item(&mut self, waker: &Waker) -> Poll<(Completion, bool)> {
+        let Lifecycle::Streaming(s) = self else {
+            return Poll::Pending;
+        };
+        match s.items.pop_front() {
+            Some(c) => Poll::Ready((c, s.ended && s.items.is_empty())),
+            None => {
+                match &mut s.waker {
+                    Some(w) if w.will_wake(waker) => {}
+                    w => *w = Some(waker.clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The stream is dropped with its data.
+    pub(crate) fn on_drop_stream(&mut self, mut data: Box<dyn StreamOrphan>) -> OnDropStream {
+        let ended = match self {
+            Lifecycle::Streaming(s) => {
+                for c in s.items.drain(..) {
+                    data.orphan_item(c);
+                }
+                s.ended
+            }
+            _ => false,
+        };
+        if ended {
+            OnDropStream::Free
+        } else {
+            *self = Lifecycle::IgnoredStream(data);
+            OnDropStream::Cancel
         }
     }
 
@@ -93,8 +221,10 @@ impl Lifecycle {
                 *self = Lifecycle::Waiting(waker.clone());
                 Poll::Pending
             }
-            // A dropped future is never polled again.
-            Lifecycle::Ignored(_) => Poll::Pending,
+            // A dropped future is never polled again; streams are polled with `poll_item`.
+            Lifecycle::Ignored(_) | Lifecycle::Streaming(_) | Lifecycle::IgnoredStream(_) => {
+                Poll::Pending
+            }
         }
     }
 
@@ -111,12 +241,16 @@ impl Lifecycle {
 
     /// Whether the future is gone (the slot owns the data).
     pub(crate) fn is_ignored(&self) -> bool {
-        matches!(self, Lifecycle::Ignored(_))
+        matches!(self, Lifecycle::Ignored(_) | Lifecycle::IgnoredStream(_))
     }
 
     /// Whether the final CQE arrived.
     pub(crate) fn is_completed(&self) -> bool {
-        matches!(self, Lifecycle::Completed(_))
+        match self {
+            Lifecycle::Completed(_) => true,
+            Lifecycle::Streaming(s) => s.ended,
+            _ => false,
+        }
     }
 }
 
@@ -127,6 +261,8 @@ impl fmt::Debug for Lifecycle {
             Lifecycle::Waiting(_) => f.write_str("Waiting"),
             Lifecycle::Ignored(_) => f.write_str("Ignored"),
             Lifecycle::Completed(c) => write!(f, "Completed({c:?})"),
+            Lifecycle::Streaming(s) => write!(f, "Streaming({s:?})"),
+            Lifecycle::IgnoredStream(_) => f.write_str("IgnoredStream"),
         }
     }
 }
@@ -227,6 +363,65 @@ mod tests {
             OnDrop::Cancel => panic!("nothing to cancel"),
         }
         assert_eq!(*seen.borrow(), vec![OK]);
+    }
+
+    struct ItemProbe(Rc<RefCell<Vec<Completion>>>);
+    impl StreamOrphan for ItemProbe {
+        fn orphan_item(&mut self, c: Completion) {
+            self.0.borrow_mut().push(c);
+        }
+    }
+
+    fn item(res: i32) -> Completion {
+        Completion { res, flags: 0 }
+    }
+
+    #[test]
+    fn stream_delivers_items_in_order_then_ends() {
+        let (w, count) = waker();
+        let mut l = Lifecycle::Streaming(Stream::new(Some(&w)));
+        assert!(matches!(l.on_item(item(1), false), OnItem::Wake(_)));
+        let _ = l.on_item(item(2), false);
+        assert!(!l.is_completed());
+        assert_eq!(l.poll_item(&w), Poll::Ready((item(1), false)));
+        assert_eq!(l.poll_item(&w), Poll::Ready((item(2), false)));
+        assert_eq!(l.poll_item(&w), Poll::Pending);
+        match l.on_cqe(item(3)) {
+            OnCqe::Wake(w) => w.wake(),
+            _ => panic!("the final CQE wakes the stream"),
+        }
+        assert!(l.is_completed());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(l.poll_item(&w), Poll::Ready((item(3), true)));
+    }
+
+    #[test]
+    fn dropped_stream_hands_every_item_to_the_orphan() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let (w, _) = waker();
+        let mut l = Lifecycle::Streaming(Stream::new(Some(&w)));
+        let _ = l.on_item(item(1), false);
+        // Dropped with one item queued: it goes to the orphan at once; the op is cancelled.
+        assert!(matches!(
+            l.on_drop_stream(Box::new(ItemProbe(seen.clone()))),
+            OnDropStream::Cancel
+        ));
+        assert!(l.is_ignored());
+        assert!(matches!(l.on_item(item(2), false), OnItem::Nothing));
+        assert!(matches!(l.on_cqe(item(-libc::ECANCELED)), OnCqe::Freed));
+        assert_eq!(*seen.borrow(), vec![item(1), item(2), item(-libc::ECANCELED)]);
+    }
+
+    #[test]
+    fn dropped_after_the_end_frees_without_cancel() {
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let mut l = Lifecycle::Streaming(Stream::new(None).ended_with(item(5)));
+        assert!(l.is_completed());
+        assert!(matches!(
+            l.on_drop_stream(Box::new(ItemProbe(seen.clone()))),
+            OnDropStream::Free
+        ));
+        assert_eq!(*seen.borrow(), vec![item(5)]);
     }
 
     #[test]

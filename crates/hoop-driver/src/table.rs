@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 use std::task::{Poll, Waker};
 
 use crate::counters::Counters;
-use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop};
+use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop, OnDropStream, OnItem};
+use crate::op::StreamOrphan;
 use crate::op::Orphan;
 use crate::slots::Slots;
 
@@ -188,7 +189,64 @@ impl OpTable {
                     let _ = self.slots.remove(user_data);
                     self.orphans.push((data, c));
                 }
+                OnCqe::Freed => {
+                    let _ = self.slots.remove(user_data);
+                }
             },
+        }
+    }
+
+    /// A CQE with `IORING_CQE_F_MORE`: an item of a multi-CQE operation.
+    pub(crate) fn item(&mut self, user_data: u64, c: Completion) {
+        match self.slots.get_mut(user_data) {
+            None => self.counters.stale_cqes += 1,
+            Some(state) => match state.on_item(c, false) {
+                OnItem::Wake(w) => self.wakeups.push(w),
+                OnItem::Nothing => {}
+                OnItem::Free => {
+                    let _ = self.slots.remove(user_data);
+                }
+            },
+        }
+    }
+
+    /// Polls the stream of slot `user_data`: its next CQE, and whether it was the final one
+    /// (the slot is then freed).
+    pub(crate) fn poll_item(&mut self, user_data: u64, waker: &Waker) -> Poll<(Completion, bool)> {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            return Poll::Ready((
+                Completion {
+                    res: -libc::EBADR,
+                    flags: 0,
+                },
+                true,
+            ));
+        };
+        match state.poll_item(waker) {
+            Poll::Ready((c, last)) => {
+                if last {
+                    let _ = self.slots.remove(user_data);
+                    self.grant();
+                }
+                Poll::Ready((c, last))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The stream of slot `user_data` was dropped with its data; true if it must be cancelled.
+    pub(crate) fn drop_stream(&mut self, user_data: u64, data: Box<dyn StreamOrphan>) -> bool {
+        let Some(state) = self.slots.get_mut(user_data) else {
+            std::mem::forget(data);
+            return false;
+        };
+        match state.on_drop_stream(data) {
+            OnDropStream::Cancel => true,
+            OnDropStream::Free => {
+                let _ = self.slots.remove(user_data);
+                self.grant();
+                false
+            }
         }
     }
 
@@ -217,11 +275,28 @@ impl OpTable {
             .collect();
         let n = ignored.len();
         for user_data in ignored {
-            if let Some(Lifecycle::Ignored(data)) = self.slots.remove(user_data) {
-                std::mem::forget(data);
+            match self.slots.remove(user_data) {
+                Some(Lifecycle::Ignored(data)) => std::mem::forget(data),
+                Some(Lifecycle::IgnoredStream(data)) => std::mem::forget(data),
+                _ => {}
             }
         }
         n
+    }
+
+    /// Frees one slot whose data the kernel may still own: its data is leaked on purpose.
+    pub(crate) fn leak_slot(&mut self, user_data: u64) -> bool {
+        match self.slots.remove(user_data) {
+            Some(Lifecycle::Ignored(data)) => {
+                std::mem::forget(data);
+                true
+            }
+            Some(Lifecycle::IgnoredStream(data)) => {
+                std::mem::forget(data);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Completes every unfinished slot with `res` (poisoned driver): waiting futures get an

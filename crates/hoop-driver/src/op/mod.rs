@@ -12,11 +12,13 @@
 use crate::lifecycle::Completion;
 
 pub mod fs;
+pub mod multishot;
 pub mod net;
 pub mod nop;
 pub mod time;
 
 pub use fs::*;
+pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;
 pub use time::Timeout;
@@ -40,5 +42,42 @@ pub(crate) trait Orphan {
 impl<T: OpCode> Orphan for T {
     fn finish(self: Box<Self>, c: Completion) {
         drop((*self).complete(c));
+    }
+}
+
+/// An operation that completes with several CQEs: multishot (accept, recv), or a zero-copy send
+/// (its result, then the notification that the buffer is free).
+pub trait MultishotCode: 'static {
+    /// What the stream yields.
+    type Item;
+
+    /// Turns one CQE (an intermediate one or the final one) into an item; `None` when it
+    /// carries nothing for the user (the final `-ECANCELED` of a cancelled stream, say). Also
+    /// called, and its output dropped, for CQEs that arrive after the stream was dropped.
+    fn item(&mut self, c: Completion) -> Option<Self::Item>;
+
+    /// After the final CQE `last`: whether the stream should be armed again because the user
+    /// still wants data (a multishot recv ended by `ENOBUFS`, a multishot accept the kernel
+    /// ended), or end.
+    fn rearm(&self, last: &Completion) -> bool;
+
+    /// Polled before each (re)arm: `Pending` until arming makes sense (a buffer ring with no
+    /// free buffer waits until one is returned). The default is always ready.
+    fn poll_ready_to_arm(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Ready(())
+    }
+}
+
+/// The data of a dropped multi-CQE operation, kept until its final CQE.
+pub(crate) trait StreamOrphan {
+    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so it must
+    /// not call into the driver (closing an fd with `close(2)` and returning a buffer to its
+    /// ring are both driver-free).
+    fn orphan_item(&mut self, c: Completion);
+}
+
+impl<T: MultishotCode> StreamOrphan for T {
+    fn orphan_item(&mut self, c: Completion) {
+        drop(self.item(c));
     }
 }

@@ -4,7 +4,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
-use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
+use hoop_driver::{op, BufResult, IoBuf, IoBufMut, MultiOp, SockAddr};
 
 use super::socket::{domain_of, ip_addr, resolve, Socket};
 
@@ -65,6 +65,17 @@ impl TcpListener {
         Ok((TcpStream { socket }, ip_addr(addr)?))
     }
 
+    /// A stream of accepted connections from one multishot accept (`IORING_ACCEPT_MULTISHOT`):
+    /// one SQE for many connections, re-armed when the kernel ends it. On the epoll driver it
+    /// is a loop of single accepts. Connections accepted after the stream is dropped are
+    /// closed, never leaked.
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming {
+            op: MultiOp::new(op::AcceptMulti::new(self.socket.as_raw_fd())),
+            _listener: std::marker::PhantomData,
+        }
+    }
+
     /// The address the listener is bound to (with the real port when 0 was asked).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         ip_addr(self.socket.local_addr()?)
@@ -73,6 +84,25 @@ impl TcpListener {
     /// Closes the listener through the ring and waits for the result.
     pub async fn close(self) -> io::Result<()> {
         self.socket.close().await
+    }
+}
+
+/// The stream of [`TcpListener::incoming`].
+#[must_use = "a stream does nothing unless polled"]
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    op: MultiOp<op::AcceptMulti>,
+    _listener: std::marker::PhantomData<&'a TcpListener>,
+}
+
+impl Incoming<'_> {
+    /// The next connection (`None` only if the stream ended for good, e.g. the runtime shut
+    /// down).
+    pub async fn next(&mut self) -> Option<io::Result<TcpStream>> {
+        let item = self.op.next().await?;
+        Some(item.map(|fd| TcpStream {
+            socket: Socket::from_fd(fd),
+        }))
     }
 }
 

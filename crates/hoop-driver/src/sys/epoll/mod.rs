@@ -15,7 +15,6 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 pub use self::op::{Call, EpollOp, Mode};
@@ -23,7 +22,7 @@ use self::pool::Pool;
 use crate::config::Config;
 use crate::error::cvt_libc;
 use crate::lifecycle::{Completion, Lifecycle};
-use crate::op::Orphan;
+use crate::op::{Orphan, StreamOrphan};
 use crate::setup::SetupError;
 use crate::sys::uring::{drain_eventfd, PushError, ShutdownReport};
 use crate::table::{Dropped, OpTable};
@@ -247,7 +246,7 @@ impl Epoll {
         &mut self,
         call: Call,
         granted: bool,
-        waker: Option<&Waker>,
+        state: Lifecycle,
     ) -> Result<u64, PushError> {
         if self.shut_down {
             return Err(PushError::ShutDown);
@@ -256,57 +255,48 @@ impl Epoll {
             return Err(PushError::NoRoom);
         }
         self.table.counters.sqes_submitted += 1;
-        let waiting_state = || match waker {
-            Some(w) => Lifecycle::Waiting(w.clone()),
-            None => Lifecycle::Submitted,
-        };
-        let done = |res: i32| Lifecycle::Completed(Completion { res, flags: 0 });
-        let state = match call.mode {
-            Mode::Nop => done(0),
-            Mode::Inline => done(call.run()),
+        let initial = state;
+        let res = match call.mode {
+            Mode::Nop => 0,
+            Mode::Inline => call.run(),
             Mode::Close(fd) => {
                 self.forget_fd(fd);
-                done(call.run())
+                call.run()
             }
             Mode::Timer(d) => {
-                let user_data = self.insert(waiting_state())?;
+                let user_data = self.insert(initial)?;
                 self.timers.push(Reverse((Instant::now() + d, user_data)));
                 self.waiting.insert(user_data, Waiting::Timer);
                 return Ok(user_data);
             }
-            Mode::Blocking => return self.push_pool(call, waiting_state()),
+            Mode::Blocking => return self.push_pool(call, initial),
             Mode::File {
                 fd,
                 write,
                 stream_nr,
             } => {
                 if self.is_regular(fd) {
-                    return self.push_pool(call, waiting_state());
+                    return self.push_pool(call, initial);
                 }
-                return self.push_fd(call, stream_nr, fd, write, false, waiting_state());
+                return self.push_fd(call, stream_nr, fd, write, false, initial);
             }
-            Mode::Readable(fd) => {
-                return self.push_fd(call, call.nr, fd, false, false, waiting_state())
-            }
-            Mode::Writable(fd) => {
-                return self.push_fd(call, call.nr, fd, true, false, waiting_state())
-            }
+            Mode::Readable(fd) => return self.push_fd(call, call.nr, fd, false, false, initial),
+            Mode::Writable(fd) => return self.push_fd(call, call.nr, fd, true, false, initial),
             Mode::Accept(fd) => {
                 self.set_nonblocking(fd);
-                return self.push_fd(call, call.nr, fd, false, false, waiting_state());
+                return self.push_fd(call, call.nr, fd, false, false, initial);
             }
             Mode::Connect(fd) => {
                 self.set_nonblocking(fd);
                 let res = call.run();
-                if res != -libc::EINPROGRESS && res != -libc::EAGAIN {
-                    done(res)
-                } else {
-                    return self.push_fd(call, call.nr, fd, true, true, waiting_state());
+                if res == -libc::EINPROGRESS || res == -libc::EAGAIN {
+                    return self.push_fd(call, call.nr, fd, true, true, initial);
                 }
+                res
             }
         };
         self.table.counters.cqes_reaped += 1;
-        self.insert(state)
+        self.insert(completed(initial, res))
     }
 
     fn insert(&mut self, state: Lifecycle) -> Result<u64, PushError> {
@@ -350,7 +340,7 @@ impl Epoll {
             st.note(write, res, call.io_len);
             if res != -libc::EAGAIN {
                 self.table.counters.cqes_reaped += 1;
-                return self.insert(Lifecycle::Completed(Completion { res, flags: 0 }));
+                return self.insert(completed(state, res));
             }
         }
         let user_data = self.insert(state)?;
@@ -479,6 +469,14 @@ impl Epoll {
                 self.cancel(user_data);
                 None
             }
+        }
+    }
+
+    /// The stream of slot `user_data` was dropped with its data: cancel it if still armed.
+    pub(crate) fn drop_stream(&mut self, user_data: u64, data: Box<dyn StreamOrphan>) {
+        if self.table.drop_stream(user_data, data) {
+            self.table.counters.cancels_submitted += 1;
+            self.cancel(user_data);
         }
     }
 
@@ -703,6 +701,15 @@ impl Drop for Epoll {
     fn drop(&mut self) {
         let _ = self.shutdown();
         let _ = self.table.leak_ignored();
+    }
+}
+
+/// The state of a slot whose operation completed at once with `res`.
+fn completed(initial: Lifecycle, res: i32) -> Lifecycle {
+    let c = Completion { res, flags: 0 };
+    match initial {
+        Lifecycle::Streaming(s) => Lifecycle::Streaming(s.ended_with(c)),
+        _ => Lifecycle::Completed(c),
     }
 }
 

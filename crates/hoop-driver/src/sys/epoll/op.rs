@@ -100,7 +100,7 @@ impl Call {
 /// # Safety
 /// Every pointer in the returned call's arguments must point into memory owned by `self` (heap
 /// or static memory, never inline in `self`), valid until `self` is dropped.
-pub unsafe trait EpollOp: OpCode {
+pub unsafe trait EpollOp: 'static {
     /// The system call that performs the operation.
     fn create_call(&mut self) -> Call;
 }
@@ -430,6 +430,22 @@ unsafe impl EpollOp for Shutdown {
             libc::SYS_shutdown,
             &[self.fd as _, self.how as _],
             Mode::Inline,
+        )
+    }
+}
+
+// SAFETY: no pointers; each arm is one accept4 (the fallback of multishot).
+unsafe impl EpollOp for AcceptMulti {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_accept4,
+            &[
+                self.fd as _,
+                0,
+                0,
+                (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as _,
+            ],
+            Mode::Accept(self.fd),
         )
     }
 }

@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue::Entry, types, IoUring};
@@ -19,7 +18,7 @@ use io_uring::{cqueue, opcode, squeue::Entry, types, IoUring};
 pub use self::op::UringOp;
 use crate::config::Config;
 use crate::lifecycle::{Completion, Lifecycle};
-use crate::op::Orphan;
+use crate::op::{Orphan, StreamOrphan};
 use crate::setup::SetupError;
 use crate::slots::tag;
 use crate::table::{Dropped, OpTable};
@@ -133,7 +132,7 @@ impl Uring {
         &mut self,
         entry: Entry,
         granted: bool,
-        waker: Option<&Waker>,
+        state: Lifecycle,
     ) -> Result<u64, PushError> {
         if self.poisoned {
             return Err(PushError::Poisoned);
@@ -144,10 +143,6 @@ impl Uring {
         if !self.table.may_push(granted) {
             return Err(PushError::NoRoom);
         }
-        let state = match waker {
-            Some(w) => Lifecycle::Waiting(w.clone()),
-            None => Lifecycle::Submitted,
-        };
         let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
@@ -191,14 +186,24 @@ impl Uring {
             Dropped::Cancel => {
                 if self.shut_down {
                     // Shutdown already gave up on this operation: leak its memory on purpose.
-                    if let Some(Lifecycle::Ignored(data)) = self.table.slots.remove(user_data) {
-                        std::mem::forget(data);
-                    }
+                    let _ = self.table.leak_slot(user_data);
                 } else {
                     self.cancels.push_back(user_data);
                     self.urgent = true;
                 }
                 None
+            }
+        }
+    }
+
+    /// The stream of slot `user_data` was dropped with its data: cancel it if still armed.
+    pub(crate) fn drop_stream(&mut self, user_data: u64, data: Box<dyn StreamOrphan>) {
+        if self.table.drop_stream(user_data, data) {
+            if self.shut_down {
+                let _ = self.table.leak_slot(user_data);
+            } else {
+                self.cancels.push_back(user_data);
+                self.urgent = true;
             }
         }
     }
@@ -376,10 +381,11 @@ impl Uring {
                 continue;
             }
             if cqueue::more(c.flags) {
-                // Not the final CQE of this operation (multishot); nothing is released yet.
-                continue;
+                // Not the final CQE of this operation (multishot, zero-copy send).
+                table.item(user_data, c);
+            } else {
+                table.complete(user_data, c);
             }
-            table.complete(user_data, c);
         }
         table.counters.cqes_reaped += n;
         table.counters.max_cqe_batch = table.counters.max_cqe_batch.max(n);

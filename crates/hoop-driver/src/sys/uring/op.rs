@@ -11,7 +11,7 @@ use crate::op::*;
 /// Every pointer in the returned entry must point into memory owned by `self` (heap or static
 /// memory, never inline in `self`), valid until `self` is dropped, so that the value can move
 /// (into the slot, when its future is dropped) while the kernel uses it.
-pub unsafe trait UringOp: OpCode {
+pub unsafe trait UringOp: 'static {
     /// The SQE, without `user_data` (the driver sets it).
     fn create_entry(&mut self) -> Entry;
 }
@@ -214,5 +214,14 @@ unsafe impl<B: IoBufMut> UringOp for RecvMsg<B> {
 unsafe impl UringOp for Shutdown {
     fn create_entry(&mut self) -> Entry {
         opcode::Shutdown::new(Fd(self.fd), self.how).build()
+    }
+}
+
+// SAFETY: no pointers (no address is asked of a multishot accept).
+unsafe impl UringOp for AcceptMulti {
+    fn create_entry(&mut self) -> Entry {
+        opcode::AcceptMulti::new(Fd(self.fd))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
     }
 }

@@ -1,0 +1,168 @@
+//! The stream of a multi-CQE operation (multishot accept and recv; zero-copy send).
+
+use std::task::{Context, Poll};
+
+use crate::driver::Driver;
+use crate::lifecycle::{Completion, Lifecycle, Stream};
+use crate::op::MultishotCode;
+use crate::sys::epoll::EpollOp;
+use crate::sys::uring::{PushError, UringOp};
+
+enum State {
+    /// Not armed (optionally waiting for room with a ticket).
+    Idle { ticket: Option<(u64, Driver)> },
+    /// Armed: CQEs queue in slot `user_data`.
+    Armed { user_data: u64, driver: Driver },
+    /// Ended for good.
+    Done,
+}
+
+/// A multishot operation as a stream: each CQE becomes an item; when the kernel ends the
+/// operation (a CQE without `IORING_CQE_F_MORE`) it is armed again if the operation says the
+/// user still wants data (invariant 14). On the epoll driver each arm is one single-shot call
+/// (the fallback of a multishot op is a loop of single-shot ops). Dropping the stream cancels
+/// the operation; CQEs that arrive afterwards go to the operation's orphan handler (accepted fds
+/// closed, buffers returned to their ring).
+#[must_use = "a stream does nothing unless polled"]
+pub struct MultiOp<T: MultishotCode> {
+    data: Option<T>,
+    state: State,
+}
+
+impl<T: MultishotCode> std::fmt::Debug for MultiOp<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MultiOp")
+    }
+}
+
+// The data's kernel-visible memory is on the heap (UringOp's contract), so moving is harmless.
+impl<T: MultishotCode> Unpin for MultiOp<T> {}
+
+fn failed(res: i32) -> Completion {
+    Completion { res, flags: 0 }
+}
+
+impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
+    /// A stream, armed when first polled inside a runtime.
+    pub fn new(data: T) -> MultiOp<T> {
+        MultiOp {
+            data: Some(data),
+            state: State::Idle { ticket: None },
+        }
+    }
+
+    /// The operation's data (for example, to read its configuration).
+    pub fn get_ref(&self) -> Option<&T> {
+        self.data.as_ref()
+    }
+
+    /// The next item, or `None` once the stream ended.
+    pub async fn next(&mut self) -> Option<T::Item> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the next item.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<T::Item>> {
+        loop {
+            let Some(data) = self.data.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match &mut self.state {
+                State::Done => return Poll::Ready(None),
+                State::Idle { ticket } => {
+                    if data.poll_ready_to_arm(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let driver = match ticket {
+                        Some((_, d)) => Some(d.clone()),
+                        None => Driver::current(),
+                    };
+                    let Some(driver) = driver else {
+                        self.state = State::Done;
+                        return Poll::Ready(data.item(failed(-libc::ENXIO)));
+                    };
+                    let pushed = {
+                        let mut d = driver.engine().borrow_mut();
+                        let granted = match ticket.take() {
+                            Some((t, dr)) if !d.table().is_granted(t) => {
+                                d.table_mut().update_room_waker(t, cx.waker());
+                                *ticket = Some((t, dr));
+                                return Poll::Pending;
+                            }
+                            Some(_) => {
+                                d.table_mut().use_grant();
+                                true
+                            }
+                            None => false,
+                        };
+                        let state = Lifecycle::Streaming(Stream::new(Some(cx.waker())));
+                        match d.push(data, granted, state) {
+                            Ok(user_data) => Ok(user_data),
+                            Err(PushError::NoRoom) => {
+                                *ticket = Some((d.table_mut().wait_room(cx.waker()), driver.clone()));
+                                return Poll::Pending;
+                            }
+                            Err(PushError::Poisoned) => Err(-libc::EBADR),
+                            Err(PushError::ShutDown) => Err(-libc::ECANCELED),
+                        }
+                    };
+                    match pushed {
+                        Ok(user_data) => self.state = State::Armed { user_data, driver },
+                        Err(res) => {
+                            self.state = State::Done;
+                            return Poll::Ready(data.item(failed(res)));
+                        }
+                    }
+                }
+                State::Armed { user_data, driver } => {
+                    let polled = driver
+                        .engine()
+                        .borrow_mut()
+                        .table_mut()
+                        .poll_item(*user_data, cx.waker());
+                    let (c, last) = match polled {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(x) => x,
+                    };
+                    let item = data.item(c);
+                    if last {
+                        self.state = if data.rearm(&c) {
+                            State::Idle { ticket: None }
+                        } else {
+                            State::Done
+                        };
+                    }
+                    if let Some(item) = item {
+                        return Poll::Ready(Some(item));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T: MultishotCode> Drop for MultiOp<T> {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Idle {
+                ticket: Some((ticket, driver)),
+            } => {
+                if let Ok(mut d) = driver.engine().try_borrow_mut() {
+                    d.table_mut().leave_room(ticket);
+                }
+            }
+            State::Armed { user_data, driver } => {
+                let Some(data) = self.data.take() else {
+                    return;
+                };
+                match driver.engine().try_borrow_mut() {
+                    Ok(mut d) => d.drop_stream(user_data, Box::new(data)),
+                    // Dropped from inside the driver (cannot happen by construction): the kernel
+                    // may still own memory, so leak rather than free.
+                    Err(_) => std::mem::forget(data),
+                }
+            }
+            _ => {}
+        }
+    }
+}
