@@ -47,10 +47,7 @@ fn main() -> std::io::Result<()> {
             }
             Ok::<_, std::io::Error>((n, start.elapsed()))
         })?;
-        println!(
-            "hoop ({kind}): {:.0} reads/s",
-            n as f64 / t.as_secs_f64()
-        );
+        println!("hoop ({kind}): {:.0} reads/s", n as f64 / t.as_secs_f64());
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

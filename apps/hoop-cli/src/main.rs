@@ -5,6 +5,7 @@
 
 mod baseline;
 mod bench;
+mod probe;
 mod serve;
 
 use std::process::ExitCode;
@@ -25,6 +26,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the benchmark suite (no subcommand: the quick suite and the report).
     Bench(bench::BenchArgs),
+    /// What this machine offers hoop: kernel, io_uring limits, and which driver `auto` picks.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -218,6 +218,8 @@ fn echo_side_by_side_rejects_a_single_round_and_unknown_servers() {
     assert_clean_failure(&out, "--rounds must be at least 2");
     let out = hoop(&["bench", "echo", "--servers", "nginx", "-t", "1"]);
     assert_clean_failure(&out, "unknown server");
+    let out = hoop(&["bench", "echo", "--servers", "hoop-kqueue", "-t", "1"]);
+    assert_clean_failure(&out, "hoop-epoll");
 }
 
 #[test]
@@ -283,7 +285,7 @@ fn side_by_side_alternates_servers_and_measures_them() {
         "bench",
         "echo",
         "--servers",
-        "hoop,tokio",
+        "hoop,hoop-epoll,tokio",
         "-c",
         "4",
         "-l",
@@ -305,12 +307,30 @@ fn side_by_side_alternates_servers_and_measures_them() {
             )
         })
         .collect();
-    let expected = [("hoop", 0), ("tokio", 0), ("hoop", 1), ("tokio", 1)];
+    let expected = [
+        ("hoop", 0),
+        ("hoop-epoll", 0),
+        ("tokio", 0),
+        ("hoop", 1),
+        ("hoop-epoll", 1),
+        ("tokio", 1),
+    ];
     assert_eq!(
         order,
         expected.map(|(s, r)| (s.to_string(), r)).to_vec(),
-        "A B A B order"
+        "A B C A B C order"
     );
+    // The table (human output, on stderr with --json) labels the two hoop drivers and gives
+    // hoop(io_uring)/hoop(epoll).
+    let err = stderr(&out);
+    for needle in [
+        "| hoop (io_uring) |",
+        "| hoop (epoll) |",
+        "hoop (io_uring)/this req/s",
+        "hoop (epoll)/this req/s",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?}: {err}");
+    }
     for v in &lines {
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["errors"].as_u64(), Some(0), "{v}");

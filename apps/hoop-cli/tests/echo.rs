@@ -334,11 +334,37 @@ fn thousand_concurrent_connections_echo_intact_two_threads() {
     server.assert_running();
 }
 
+/// The test on the epoll driver: the same server code, the same 1,000 connections.
+#[test]
+fn thousand_concurrent_connections_echo_intact_epoll() {
+    let mut server = Server::start(&["--driver", "epoll"]);
+    many_clients(server.addr, 1000);
+    server.assert_running();
+}
+
+/// On epoll with two runtime threads (`SO_REUSEPORT`).
+#[test]
+fn thousand_concurrent_connections_echo_intact_epoll_two_threads() {
+    let mut server = Server::start(&["--driver", "epoll", "--threads", "2"]);
+    many_clients(server.addr, 1000);
+    server.assert_running();
+}
+
 /// Clients that reset (before and in the middle of an echo), half-close, or send nothing do
 /// not disturb the server: it keeps echoing for everyone else.
 #[test]
 fn survives_resetting_half_closing_and_silent_clients() {
-    let mut server = Server::start(&[]);
+    survives_misbehaving_clients(&[]);
+}
+
+/// The same on the epoll driver.
+#[test]
+fn survives_resetting_half_closing_and_silent_clients_epoll() {
+    survives_misbehaving_clients(&["--driver", "epoll"]);
+}
+
+fn survives_misbehaving_clients(extra: &[&str]) {
+    let mut server = Server::start(extra);
     let addr = server.addr;
     check_echo(addr, 1000, 1);
 
@@ -461,6 +487,88 @@ fn sigterm_exits_zero_two_threads() {
     exits_zero_on(libc::SIGTERM, &["--threads", "2"]);
 }
 
+/// SIGTERM with open connections on the epoll driver: exit 0 within 5 s.
+#[test]
+fn sigterm_exits_zero_with_open_connections_epoll() {
+    exits_zero_on(libc::SIGTERM, &["--driver", "epoll"]);
+}
+
+/// SIGINT on the epoll driver with two runtime threads.
+#[test]
+fn sigint_exits_zero_with_open_connections_epoll_two_threads() {
+    exits_zero_on(libc::SIGINT, &["--driver", "epoll", "--threads", "2"]);
+}
+
+/// `--driver` (and `HOOP_DRIVER` without it) decide the driver, which the server names once on
+/// stderr before its `listening on` line; stdout's first line stays exactly that line.
+#[test]
+fn the_driver_is_named_on_stderr() {
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (&["--driver", "epoll"], None, "driver epoll"),
+        (
+            &["--driver", "epoll", "--threads", "2"],
+            None,
+            "driver epoll",
+        ),
+        (&[], Some("epoll"), "driver epoll"),
+        // --driver wins over HOOP_DRIVER.
+        (&["--driver", "epoll"], Some("uring"), "driver epoll"),
+    ];
+    for (args, env, needle) in cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hoop"));
+        cmd.args(["serve", "echo", "--addr", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("HOOP_DRIVER")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(v) = env {
+            cmd.env("HOOP_DRIVER", v);
+        }
+        let child = cmd.spawn().expect("spawn hoop");
+        let mut server = Server {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stdout: None,
+        };
+        let stdout = server.child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let res = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+            let _ = tx.send(res);
+        });
+        let line = rx
+            .recv_timeout(START_TIMEOUT)
+            .expect("no first line within the time limit")
+            .expect("read stdout");
+        assert!(
+            line.starts_with("listening on 127.0.0.1:"),
+            "{args:?}: {line:?}"
+        );
+        let addr: SocketAddr = line["listening on ".len()..]
+            .trim_end()
+            .parse()
+            .expect("IP:PORT");
+        check_echo(addr, 5000, 9);
+        server.signal(libc::SIGTERM);
+        let status = server
+            .wait_exit(Duration::from_secs(5))
+            .expect("exit after SIGTERM");
+        assert_eq!(status.code(), Some(0), "{args:?}: {status:?}");
+        let mut err = String::new();
+        if let Some(e) = server.child.stderr.as_mut() {
+            e.read_to_string(&mut err).expect("stderr");
+        }
+        assert!(err.contains(needle), "{args:?} {env:?}: {err}");
+        assert_eq!(
+            err.matches("hoop serve echo: driver").count(),
+            1,
+            "named once: {err}"
+        );
+    }
+}
+
 /// A baseline prints the line, echoes (several connections, a payload bigger than one read),
 /// and exits 0 on SIGTERM.
 fn baseline_echoes(server_kind: &str) {
@@ -506,6 +614,15 @@ fn invalid_arguments_are_refused() {
         ],
         &["--addr", "127.0.0.1:0", "--server", "nginx"],
         &["--addr", "not-an-address"],
+        &["--addr", "127.0.0.1:0", "--driver", "kqueue"],
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--server",
+            "tokio",
+            "--driver",
+            "epoll",
+        ],
     ] {
         let child = Command::new(env!("CARGO_BIN_EXE_hoop"))
             .args(["serve", "echo"])

@@ -75,6 +75,8 @@ impl Engine {
 struct Shared {
     engine: RefCell<Engine>,
     kind: DriverKind,
+    /// Next buffer group id for a provided buffer ring.
+    next_bgid: Cell<u16>,
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
     scratch_orphans: Cell<Finished>,
@@ -131,6 +133,7 @@ impl Driver {
             shared: Rc::new(Shared {
                 engine: RefCell::new(engine),
                 kind,
+                next_bgid: Cell::new(0),
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
             }),
@@ -216,6 +219,48 @@ impl Driver {
             Engine::Uring(u) => u.supports(opcode),
             Engine::Epoll(_) => false,
         }
+    }
+
+    /// Whether provided buffer rings and multishot recv can be used (io_uring on 6.0+).
+    pub fn supports_buf_ring(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(_) => crate::setup::kernel_at_least(6, 0),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// Registers a provided buffer ring of `entries` at `ring_addr`; returns its group id.
+    pub(crate) fn register_buf_ring(&self, ring_addr: u64, entries: u16) -> io::Result<u16> {
+        let bgid = self.shared.next_bgid.get();
+        let d = self
+            .shared
+            .engine
+            .try_borrow()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &*d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive and in
+        // place until it unregisters the group.
+        unsafe {
+            u.submitter()
+                .register_buf_ring_with_flags(ring_addr, entries, bgid, 0)?
+        };
+        self.shared.next_bgid.set(bgid.wrapping_add(1));
+        Ok(bgid)
+    }
+
+    /// Unregisters buffer group `bgid`.
+    pub(crate) fn unregister_buf_ring(&self, bgid: u16) -> io::Result<()> {
+        let d = self
+            .shared
+            .engine
+            .try_borrow()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &*d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        u.submitter().unregister_buf_ring(bgid)
     }
 
     /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).

@@ -14,6 +14,7 @@
 
 pub mod addr;
 pub mod buf;
+pub mod bufring;
 mod config;
 mod counters;
 mod driver;
@@ -23,14 +24,15 @@ mod multi;
 pub mod op;
 pub mod setup;
 mod slots;
-mod table;
 pub mod sys;
+mod table;
 
 pub use addr::SockAddr;
 pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
+pub use bufring::{BufRing, RingBuf};
+pub use config::{Config, DriverKind};
 pub use counters::Counters;
 pub use driver::{Driver, EnterGuard, Notifier, Op};
-pub use multi::MultiOp;
 pub use lifecycle::Completion;
-pub use config::{Config, DriverKind};
+pub use multi::MultiOp;
 pub use sys::uring::{PushError, ShutdownReport};

@@ -409,7 +409,10 @@ mod tests {
         assert!(l.is_ignored());
         assert!(matches!(l.on_item(item(2), false), OnItem::Nothing));
         assert!(matches!(l.on_cqe(item(-libc::ECANCELED)), OnCqe::Freed));
-        assert_eq!(*seen.borrow(), vec![item(1), item(2), item(-libc::ECANCELED)]);
+        assert_eq!(
+            *seen.borrow(),
+            vec![item(1), item(2), item(-libc::ECANCELED)]
+        );
     }
 
     #[test]

@@ -99,7 +99,8 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                         match d.push(data, granted, state) {
                             Ok(user_data) => Ok(user_data),
                             Err(PushError::NoRoom) => {
-                                *ticket = Some((d.table_mut().wait_room(cx.waker()), driver.clone()));
+                                *ticket =
+                                    Some((d.table_mut().wait_room(cx.waker()), driver.clone()));
                                 return Poll::Pending;
                             }
                             Err(PushError::Poisoned) => Err(-libc::EBADR),

@@ -329,6 +329,32 @@ fn format_bytes(bytes: u64) -> String {
     format!("{bytes} bytes")
 }
 
+/// The running kernel's (major, minor) version, from `uname`.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    // SAFETY: utsname is plain old data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let release: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let release = String::from_utf8_lossy(&release);
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Whether the running kernel is at least `major.minor` (false when unknown).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    kernel_version().is_some_and(|v| v >= (major, minor))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

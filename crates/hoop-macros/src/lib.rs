@@ -1,6 +1,6 @@
 //! Attribute macros for the hoop runtime: `#[hoop::main]` and `#[hoop::test]`.
 //!
-//! Both turn an `async fn` into an ordinary `fn` that starts a
+//! `#[hoop::main]` turns an `async fn` into an ordinary `fn` that starts a
 //! `hoop::Runtime` and blocks on the original body:
 //!
 //! ```ignore
@@ -22,9 +22,36 @@
 //! }
 //! ```
 //!
-//! Both accept one optional argument, `entries = N` (an integer literal), which
-//! builds the runtime with `::hoop::Runtime::builder().entries(N).build()`
-//! instead of `Runtime::new()`.
+//! `#[hoop::test]` runs the body once on each driver, io_uring then epoll,
+//! each on a fresh runtime:
+//!
+//! ```ignore
+//! #[hoop::test]
+//! async fn reads() -> std::io::Result<()> {
+//!     // ...
+//!     Ok(())
+//! }
+//!
+//! // expands to
+//!
+//! #[::core::prelude::v1::test]
+//! fn reads() -> std::io::Result<()> {
+//!     async fn __hoop_test_body() -> std::io::Result<()> {
+//!         // ...
+//!         Ok(())
+//!     }
+//!     ::hoop::__private::run_test(
+//!         &[::hoop::DriverKind::Uring, ::hoop::DriverKind::Epoll],
+//!         ::core::option::Option::None, // entries
+//!         false,                        // #[should_panic]: every driver must panic
+//!         __hoop_test_body,
+//!     )
+//! }
+//! ```
+//!
+//! Both accept `entries = N` (an integer literal), which builds the runtime
+//! with `.entries(N)`; `#[hoop::test]` also accepts `driver = "uring"` or
+//! `driver = "epoll"`, which runs the body on that driver only.
 //!
 //! This crate deliberately has no dependencies: the input is only taken apart
 //! at the top level (attributes, qualifiers, body), which a few lines of
@@ -58,16 +85,30 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Flavor::Main, args, item)
 }
 
-/// Marks an `async fn` test that runs on its own hoop runtime.
+/// Marks an `async fn` test that runs once on each hoop driver.
 ///
-/// Like [`macro@main`], and also adds `#[test]`, so other test attributes
-/// (`#[should_panic]`, `#[ignore]`, ...) can follow it as usual.
+/// Adds `#[test]`, so other test attributes (`#[should_panic]`, `#[ignore]`,
+/// ...) can follow it as usual. The body runs on a fresh runtime built with
+/// `::hoop::Runtime::builder().driver(kind)`, first with io_uring, then with
+/// epoll; the test stops at the first failure, and a panic's message starts
+/// with the driver (`driver=Epoll: ...`). The body may return `()` or a
+/// `Result` (the first `Err` is returned, after a line on stderr naming the
+/// driver). With `#[should_panic]`, every driver must panic. Where io_uring
+/// is unavailable, its run is skipped with a line on stderr.
+///
+/// Arguments, all optional: `entries = N` (SQ entries of the ring) and
+/// `driver = "uring"` or `driver = "epoll"` (run on that driver only).
 ///
 /// ```ignore
 /// #[hoop::test]
 /// async fn reads_a_file() -> std::io::Result<()> {
 ///     // ...
 ///     Ok(())
+/// }
+///
+/// #[hoop::test(driver = "uring", entries = 8)]
+/// async fn tiny_ring() {
+///     // ...
 /// }
 /// ```
 #[proc_macro_attribute]
@@ -111,14 +152,14 @@ fn expand(flavor: Flavor, args: TokenStream, item: TokenStream) -> TokenStream {
 
     let mut out = TokenStream::new();
     let arg_trees = flatten_invisible(args);
-    let entries = match parse_args(&shapes(&arg_trees), flavor) {
-        Ok(args) => args.entries,
+    let args = match parse_args(&shapes(&arg_trees), flavor) {
+        Ok(args) => args,
         // A bad argument: report it, but still expand with the defaults so
         // the function itself does not cause follow-up errors
         // (e.g. "`main` function is not allowed to be `async`").
         Err(err) => {
             out.extend(compile_error(&err, &arg_trees));
-            None
+            Args::default()
         }
     };
 
@@ -137,15 +178,21 @@ fn expand(flavor: Flavor, args: TokenStream, item: TokenStream) -> TokenStream {
     let TokenTree::Group(body) = &item_trees[parts.body_at] else {
         unreachable!("parse_fn checked that the body is a brace group")
     };
-    out.extend([TokenTree::Group(Group::new(
-        Delimiter::Brace,
-        new_body(entries, body.clone()),
-    ))]);
+    let new_body = match flavor {
+        Flavor::Main => main_body(args.entries, body.clone()),
+        Flavor::Test => {
+            let expect_panic = has_should_panic(&item_trees[..parts.async_at]);
+            // `(params) -> Ret where ...`: what follows the name.
+            let signature = &item_trees[parts.fn_at + 2..parts.body_at];
+            test_body(&args, expect_panic, signature, body.clone())
+        }
+    };
+    out.extend([TokenTree::Group(Group::new(Delimiter::Brace, new_body))]);
     out
 }
 
 /// `RUNTIME.unwrap_or_else(|e| panic!(...)).block_on(async move { body })`.
-fn new_body(entries: Option<u32>, body: Group) -> TokenStream {
+fn main_body(entries: Option<u32>, body: Group) -> TokenStream {
     let mut out = parse(&runtime_expr(entries));
     // `.block_on( async move { body } )`: the user's brace group is reused
     // as is, so its tokens keep their spans.
@@ -159,6 +206,34 @@ fn new_body(entries: Option<u32>, body: Group) -> TokenStream {
     out.extend(parse(".block_on"));
     out.extend([TokenTree::Group(Group::new(Delimiter::Parenthesis, future))]);
     out
+}
+
+/// `async fn __hoop_test_body(params) -> Ret { body }` followed by
+/// `::hoop::__private::run_test(DRIVERS, ENTRIES, EXPECT_PANIC, __hoop_test_body)`.
+///
+/// The body becomes an `async fn` with the test's own return type, so `?`
+/// and `return` mean what they meant, and it can be run once per driver.
+fn test_body(args: &Args, expect_panic: bool, signature: &[TokenTree], body: Group) -> TokenStream {
+    let mut out = parse(&format!("async fn {TEST_BODY}"));
+    out.extend(signature.iter().cloned());
+    out.extend([TokenTree::Group(body)]);
+    out.extend(parse(&run_test_expr(args, expect_panic)));
+    out
+}
+
+/// The name of the inner `async fn` that holds a test's body.
+const TEST_BODY: &str = "__hoop_test_body";
+
+/// Whether one of `attrs` (the item's outer attributes) is `#[should_panic...]`.
+fn has_should_panic(attrs: &[TokenTree]) -> bool {
+    attrs.iter().any(|tree| match tree {
+        TokenTree::Group(g) if g.delimiter() == Delimiter::Bracket => {
+            g.stream().into_iter().next().is_some_and(
+                |t| matches!(&t, TokenTree::Ident(i) if i.to_string() == "should_panic"),
+            )
+        }
+        _ => false,
+    })
 }
 
 /// Parses generated source that is known to be valid.
@@ -298,11 +373,39 @@ impl ParseError {
 struct Args {
     /// `entries = N`: the ring size to build the runtime with.
     entries: Option<u32>,
+    /// `driver = "uring" | "epoll"` (`#[hoop::test]` only): run on that
+    /// driver only instead of on both.
+    driver: Option<TestDriver>,
 }
 
-/// Parses `entries = N` (optionally with a trailing comma), or nothing.
+/// The driver named by `driver = "..."`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TestDriver {
+    Uring,
+    Epoll,
+}
+
+impl TestDriver {
+    /// The `::hoop::DriverKind` variant.
+    fn variant(self) -> &'static str {
+        match self {
+            TestDriver::Uring => "Uring",
+            TestDriver::Epoll => "Epoll",
+        }
+    }
+}
+
+/// Parses `entries = N` and (for `#[hoop::test]`) `driver = "uring" |
+/// "epoll"`, in any order, comma-separated (a trailing comma is fine), or
+/// nothing.
 fn parse_args(toks: &[Tok], flavor: Flavor) -> Result<Args, ParseError> {
     let attr = flavor.attr();
+    let supported = match flavor {
+        Flavor::Main => "the only supported argument is `entries = N`",
+        Flavor::Test => {
+            "the supported arguments are `entries = N` and `driver = \"uring\" | \"epoll\"`"
+        }
+    };
     let mut args = Args::default();
     let mut i = 0;
     while i < toks.len() {
@@ -319,44 +422,68 @@ fn parse_args(toks: &[Tok], flavor: Flavor) -> Result<Args, ParseError> {
                 ))
             }
         };
-        if name != "entries" {
+        let known = match (name, flavor) {
+            ("entries", _) => args.entries.is_some(),
+            ("driver", Flavor::Test) => args.driver.is_some(),
+            _ => {
+                return Err(ParseError::new(
+                    Some(i),
+                    format!("{attr}: unknown argument `{name}`; {supported}"),
+                ))
+            }
+        };
+        if known {
             return Err(ParseError::new(
                 Some(i),
-                format!(
-                    "{attr}: unknown argument `{name}`; the only supported argument is `entries = N`"
-                ),
+                format!("{attr}: `{name}` is given more than once"),
             ));
         }
-        if args.entries.is_some() {
-            return Err(ParseError::new(
-                Some(i),
-                format!("{attr}: `entries` is given more than once"),
-            ));
-        }
+        let example = if name == "entries" {
+            "`entries = N` with an integer literal N"
+        } else {
+            "`driver = \"uring\"` or `driver = \"epoll\"`"
+        };
         if !toks.get(i + 1).is_some_and(|t| t.is_punct('=')) {
             return Err(ParseError::new(
                 Some(i),
-                format!("{attr}: expected `entries = N` with an integer literal N"),
+                format!("{attr}: expected {example}"),
             ));
         }
         let value_at = i + 2;
-        let entries = match toks.get(value_at) {
-            Some(Tok::Literal(lit)) => parse_int_literal(lit).filter(|&n| n > 0),
-            _ => None,
+        let value = toks.get(value_at);
+        let found = || value.map_or_else(|| "nothing".to_owned(), Tok::describe);
+        let bad_value_at = Some(value_at.min(toks.len() - 1));
+        let shown = if name == "entries" {
+            let entries = match value {
+                Some(Tok::Literal(lit)) => parse_int_literal(lit).filter(|&n| n > 0),
+                _ => None,
+            };
+            let Some(entries) = entries else {
+                return Err(ParseError::new(
+                    bad_value_at,
+                    format!(
+                        "{attr}: `entries` must be an integer literal from 1 to {}, found {}",
+                        u32::MAX,
+                        found()
+                    ),
+                ));
+            };
+            args.entries = Some(entries);
+            entries.to_string()
+        } else {
+            let driver = match value {
+                Some(Tok::Literal(lit)) if lit == "\"uring\"" => TestDriver::Uring,
+                Some(Tok::Literal(lit)) if lit == "\"epoll\"" => TestDriver::Epoll,
+                _ => {
+                    return Err(ParseError::new(
+                        bad_value_at,
+                        format!("{attr}: expected {example}, found {}", found()),
+                    ))
+                }
+            };
+            args.driver = Some(driver);
+            format!("\"{}\"", driver.variant().to_lowercase())
         };
-        let Some(entries) = entries else {
-            let found = toks
-                .get(value_at)
-                .map_or_else(|| "nothing".to_owned(), Tok::describe);
-            return Err(ParseError::new(
-                Some(value_at.min(toks.len() - 1)),
-                format!(
-                    "{attr}: `entries` must be an integer literal from 1 to {}, found {found}",
-                    u32::MAX
-                ),
-            ));
-        };
-        args.entries = Some(entries);
         // After the value: the end, or a comma (trailing commas are fine).
         i = value_at + 1;
         match toks.get(i) {
@@ -366,7 +493,7 @@ fn parse_args(toks: &[Tok], flavor: Flavor) -> Result<Args, ParseError> {
                 return Err(ParseError::new(
                     Some(i),
                     format!(
-                        "{attr}: expected `,` after `entries = {entries}`, found {}",
+                        "{attr}: expected `,` after `{name} = {shown}`, found {}",
                         other.describe()
                     ),
                 ))
@@ -414,6 +541,8 @@ fn parse_int_literal(lit: &str) -> Option<u32> {
 struct FnParts {
     /// The `async` keyword, to be dropped.
     async_at: usize,
+    /// The `fn` keyword; the name follows it.
+    fn_at: usize,
     /// The body `{ ... }`, always the last token.
     body_at: usize,
 }
@@ -479,7 +608,11 @@ fn parse_fn(toks: &[Tok], flavor: Flavor) -> Result<FnParts, ParseError> {
     if body_at <= fn_at + 1 || toks[body_at] != Tok::Group(Delim::Brace) {
         return Err(not_a_fn(Some(body_at)));
     }
-    Ok(FnParts { async_at, body_at })
+    Ok(FnParts {
+        async_at,
+        fn_at,
+        body_at,
+    })
 }
 
 /// The expression that creates the runtime, ending in `.unwrap_or_else(...)`
@@ -498,10 +631,24 @@ fn runtime_expr(entries: Option<u32>) -> String {
     )
 }
 
+/// The call that runs a test's body (the inner `async fn`) on its drivers.
+fn run_test_expr(args: &Args, expect_panic: bool) -> String {
+    let drivers = match args.driver {
+        Some(d) => format!("::hoop::DriverKind::{}", d.variant()),
+        None => "::hoop::DriverKind::Uring, ::hoop::DriverKind::Epoll".to_owned(),
+    };
+    let entries = match args.entries {
+        Some(n) => format!("::core::option::Option::Some({n}u32)"),
+        None => "::core::option::Option::None".to_owned(),
+    };
+    format!("::hoop::__private::run_test(&[{drivers}], {entries}, {expect_panic}, {TEST_BODY})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::{
-        parse_args, parse_fn, parse_int_literal, runtime_expr, Args, Delim, Flavor, FnParts, Tok,
+        parse_args, parse_fn, parse_int_literal, run_test_expr, runtime_expr, Args, Delim, Flavor,
+        FnParts, TestDriver, Tok,
     };
 
     fn id(s: &str) -> Tok {
@@ -551,16 +698,101 @@ mod tests {
 
     #[test]
     fn args_empty_and_entries() {
-        assert_eq!(parse_args(&[], Flavor::Main), Ok(Args { entries: None }));
+        assert_eq!(parse_args(&[], Flavor::Main), Ok(Args::default()));
         let toks = [id("entries"), p('='), lit("512")];
         assert_eq!(
             parse_args(&toks, Flavor::Main),
-            Ok(Args { entries: Some(512) })
+            Ok(Args {
+                entries: Some(512),
+                driver: None
+            })
         );
         let trailing = [id("entries"), p('='), lit("0x200"), p(',')];
         assert_eq!(
             parse_args(&trailing, Flavor::Test),
-            Ok(Args { entries: Some(512) })
+            Ok(Args {
+                entries: Some(512),
+                driver: None
+            })
+        );
+    }
+
+    #[test]
+    fn args_driver() {
+        let toks = [id("driver"), p('='), lit("\"epoll\"")];
+        assert_eq!(
+            parse_args(&toks, Flavor::Test),
+            Ok(Args {
+                entries: None,
+                driver: Some(TestDriver::Epoll)
+            })
+        );
+        // Both, either order, trailing comma.
+        let toks = [
+            id("driver"),
+            p('='),
+            lit("\"uring\""),
+            p(','),
+            id("entries"),
+            p('='),
+            lit("8"),
+            p(','),
+        ];
+        assert_eq!(
+            parse_args(&toks, Flavor::Test),
+            Ok(Args {
+                entries: Some(8),
+                driver: Some(TestDriver::Uring)
+            })
+        );
+    }
+
+    #[test]
+    fn args_driver_errors() {
+        // `#[hoop::main]` takes no driver: it follows HOOP_DRIVER (auto by default).
+        let err = parse_args(&[id("driver"), p('='), lit("\"epoll\"")], Flavor::Main).unwrap_err();
+        assert_eq!(err.at, Some(0));
+        assert!(err.message.contains("unknown argument `driver`"), "{err:?}");
+        assert!(
+            err.message
+                .contains("only supported argument is `entries = N`"),
+            "{err:?}"
+        );
+
+        for bad in [lit("\"auto\""), lit("\"io_uring\""), id("epoll"), lit("1")] {
+            let err = parse_args(&[id("driver"), p('='), bad.clone()], Flavor::Test).unwrap_err();
+            assert_eq!(err.at, Some(2), "{bad:?}");
+            assert!(err.message.contains("`driver = \"epoll\"`"), "{err:?}");
+        }
+        let err = parse_args(&[id("driver")], Flavor::Test).unwrap_err();
+        assert_eq!(err.at, Some(0));
+        assert!(
+            err.message.contains("expected `driver = \"uring\"`"),
+            "{err:?}"
+        );
+
+        let twice = [
+            id("driver"),
+            p('='),
+            lit("\"uring\""),
+            p(','),
+            id("driver"),
+            p('='),
+            lit("\"epoll\""),
+        ];
+        let err = parse_args(&twice, Flavor::Test).unwrap_err();
+        assert_eq!(err.at, Some(4));
+        assert!(
+            err.message.contains("`driver` is given more than once"),
+            "{err:?}"
+        );
+
+        let no_comma = [id("driver"), p('='), lit("\"uring\""), id("entries")];
+        let err = parse_args(&no_comma, Flavor::Test).unwrap_err();
+        assert_eq!(err.at, Some(3));
+        assert!(
+            err.message.contains("after `driver = \"uring\"`"),
+            "{err:?}"
         );
     }
 
@@ -620,6 +852,7 @@ mod tests {
             parse_fn(&plain_main(), Flavor::Main),
             Ok(FnParts {
                 async_at: 0,
+                fn_at: 1,
                 body_at: 4
             })
         );
@@ -654,6 +887,7 @@ mod tests {
             parse_fn(&toks, Flavor::Test),
             Ok(FnParts {
                 async_at: 6,
+                fn_at: 7,
                 body_at: 19
             })
         );
@@ -677,6 +911,7 @@ mod tests {
             parse_fn(&toks, Flavor::Main),
             Ok(FnParts {
                 async_at: 1,
+                fn_at: 5,
                 body_at: 8
             })
         );
@@ -724,6 +959,22 @@ mod tests {
         assert_eq!(
             runtime_expr(Some(64)),
             "::hoop::Runtime::builder().entries(64).build().unwrap_or_else(|e| ::core::panic!(\"hoop: cannot start the runtime: {}\", e))"
+        );
+    }
+
+    #[test]
+    fn run_test_expressions() {
+        assert_eq!(
+            run_test_expr(&Args::default(), false),
+            "::hoop::__private::run_test(&[::hoop::DriverKind::Uring, ::hoop::DriverKind::Epoll], ::core::option::Option::None, false, __hoop_test_body)"
+        );
+        let args = Args {
+            entries: Some(8),
+            driver: Some(TestDriver::Epoll),
+        };
+        assert_eq!(
+            run_test_expr(&args, true),
+            "::hoop::__private::run_test(&[::hoop::DriverKind::Epoll], ::core::option::Option::Some(8u32), true, __hoop_test_body)"
         );
     }
 }

@@ -30,9 +30,161 @@ pub mod net;
 pub mod runtime;
 pub mod time;
 
-pub use hoop_driver::{buf, setup, BufResult, Counters, DriverKind, IoBuf, IoBufMut, ShutdownReport, Slice};
+pub use hoop_driver::{
+    buf, setup, BufResult, Counters, DriverKind, IoBuf, IoBufMut, ShutdownReport, Slice,
+};
 pub use hoop_macros::{main, test};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 
 /// The driver layer, for programs that define their own operations.
 pub use hoop_driver as driver;
+
+/// Support for `#[hoop::test]` (and the crate's own test harness); not a public API.
+#[doc(hidden)]
+pub mod __private {
+    use std::any::Any;
+    use std::future::Future;
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+    use std::sync::OnceLock;
+
+    use crate::{DriverKind, Runtime};
+
+    /// What a test body returns: `()` or a `Result` (whose `Ok` is itself a test outcome).
+    pub trait TestOutcome: Sized {
+        /// The outcome of a run that was skipped (every driver it asked for is unavailable).
+        fn skipped() -> Self;
+        /// Whether this outcome fails the test.
+        fn failed(&self) -> bool;
+    }
+
+    impl TestOutcome for () {
+        fn skipped() {}
+        fn failed(&self) -> bool {
+            false
+        }
+    }
+
+    impl<T: TestOutcome, E> TestOutcome for Result<T, E> {
+        fn skipped() -> Self {
+            Ok(T::skipped())
+        }
+        fn failed(&self) -> bool {
+            self.as_ref().map_or(true, T::failed)
+        }
+    }
+
+    /// Why io_uring cannot run in this process (ENOSYS, EPERM: seccomp or
+    /// `kernel.io_uring_disabled`), or `None` if it can. Probed once.
+    pub fn uring_unavailable() -> Option<&'static str> {
+        static REASON: OnceLock<Option<String>> = OnceLock::new();
+        REASON
+            .get_or_init(|| {
+                match Runtime::builder().driver(DriverKind::Uring).build() {
+                    Ok(_) => None,
+                    Err(e) => match e.kind() {
+                        std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied => {
+                            Some(e.to_string())
+                        }
+                        // Anything else is a bug to report, not a reason to skip.
+                        _ => None,
+                    },
+                }
+            })
+            .as_deref()
+    }
+
+    /// Prints `skip on KIND: REASON` on stderr, bypassing the test harness's output capture
+    /// (which hides what passing tests print), so a skipped run is never silent.
+    pub fn skip(kind: DriverKind, reason: &str) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "skip on {kind}: {reason}");
+    }
+
+    fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+        payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+    }
+
+    /// Panics again with `driver=KIND: ` before the message (the original payload when it is
+    /// not a string).
+    fn repanic(kind: DriverKind, payload: Box<dyn Any + Send>) -> ! {
+        match panic_message(&*payload) {
+            Some(msg) => panic!("driver={kind:?}: {msg}"),
+            None => {
+                eprintln!("the test panicked on driver={kind:?}");
+                resume_unwind(payload)
+            }
+        }
+    }
+
+    /// Runs `f` once per driver in `drivers`, in order, and stops at the first failure: a
+    /// panic is raised again with `driver=KIND: ` before its message, a failed outcome (an
+    /// `Err`) is returned after a line on stderr naming the driver. io_uring is skipped, with
+    /// a line on stderr, where it is unavailable.
+    ///
+    /// With `expect_panic` (a `#[should_panic]` test), every driver must panic: a driver that
+    /// does not is named on stderr and its outcome returned (so the test fails); otherwise the
+    /// first panic is raised again.
+    pub fn each_driver<R: TestOutcome>(
+        drivers: &[DriverKind],
+        expect_panic: bool,
+        mut f: impl FnMut(DriverKind) -> R,
+    ) -> R {
+        let mut outcome = None;
+        let mut first_panic = None;
+        for &kind in drivers {
+            if kind == DriverKind::Uring {
+                if let Some(reason) = uring_unavailable() {
+                    skip(kind, &format!("io_uring unavailable here: {reason}"));
+                    continue;
+                }
+            }
+            match catch_unwind(AssertUnwindSafe(|| f(kind))) {
+                Ok(r) if expect_panic => {
+                    eprintln!("driver={kind:?} did not panic");
+                    return r;
+                }
+                Ok(r) if r.failed() => {
+                    eprintln!("the test failed on driver={kind:?}");
+                    return r;
+                }
+                Ok(r) => outcome = Some(r),
+                Err(payload) if expect_panic => {
+                    first_panic.get_or_insert((kind, payload));
+                }
+                Err(payload) => repanic(kind, payload),
+            }
+        }
+        if let Some((kind, payload)) = first_panic {
+            repanic(kind, payload);
+        }
+        outcome.unwrap_or_else(R::skipped)
+    }
+
+    /// The body of a `#[hoop::test]`: runs `body()` on a fresh runtime of each driver in turn
+    /// (with `entries` SQ entries if given); see [`each_driver`].
+    pub fn run_test<F, Fut>(
+        drivers: &[DriverKind],
+        entries: Option<u32>,
+        expect_panic: bool,
+        mut body: F,
+    ) -> Fut::Output
+    where
+        F: FnMut() -> Fut,
+        Fut: Future,
+        Fut::Output: TestOutcome,
+    {
+        each_driver(drivers, expect_panic, |kind| {
+            let mut builder = Runtime::builder().driver(kind);
+            if let Some(entries) = entries {
+                builder = builder.entries(entries);
+            }
+            let rt = builder
+                .build()
+                .unwrap_or_else(|e| panic!("hoop: cannot start the runtime: {e}"));
+            rt.block_on(body())
+        })
+    }
+}

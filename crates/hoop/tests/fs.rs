@@ -2,7 +2,11 @@
 //!
 //! Several tests count the process's open fds (entries of /proc/self/fd), which every thread
 //! shares: every test takes one lock first (before it creates a file or a runtime) and holds it
-//! to its end (after its temp dir is removed), so they run one at a time.
+//! to its end (after its temp dir is removed), so they run one at a time. Every test that uses a
+//! runtime runs on each driver (io_uring, then epoll: files on its blocking pool), each run in a
+//! temporary directory of its own.
+
+mod common;
 
 use std::future::Future;
 use std::io;
@@ -15,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use common::{each_driver, DriverKind};
 use hoop::fs::{self, File, OpenOptions};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -48,9 +53,9 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs `f` on a fresh runtime, with a time limit. The caller holds the lock.
-fn run<F: Future>(f: F) -> F::Output {
-    let rt = hoop::Runtime::new().unwrap();
+/// Runs `f` on a fresh runtime of `kind`, with a time limit. The caller holds the lock.
+fn run<F: Future>(kind: DriverKind, f: F) -> F::Output {
+    let rt = common::runtime(kind);
     rt.block_on(async {
         hoop::time::timeout(Duration::from_secs(30), f)
             .await
@@ -61,6 +66,21 @@ fn run<F: Future>(f: F) -> F::Output {
 fn fd_count() -> usize {
     // The directory handle read_dir opens is one of the entries, every time.
     std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The fd count just after a runtime of `kind` was dropped, once the runtime's own fds are
+/// closed. io_uring closes them in the drop. epoll's blocking-pool threads are not joined (one
+/// may be stuck in a system call) and share the driver's wake-up eventfd, which the last of them
+/// closes as it exits, a moment after the drop: wait for `expected`, up to 2 s (a leaked file
+/// stays leaked however long we wait).
+fn fd_count_after_runtime_drop(kind: DriverKind, expected: usize) -> usize {
+    if kind == DriverKind::Epoll {
+        let start = std::time::Instant::now();
+        while fd_count() != expected && start.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    fd_count()
 }
 
 /// Deterministic pseudo-random bytes (xorshift64*).
@@ -87,469 +107,498 @@ fn nul_path(dir: &TempDir) -> PathBuf {
 #[test]
 fn open_missing_file_is_not_found() {
     let _g = lock();
-    let dir = TempDir::new("missing");
-    run(async {
-        let e = File::open(dir.join("nope")).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
-        let e = fs::metadata(dir.join("nope")).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
-        let e = fs::remove_file(dir.join("nope")).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
-        let e = fs::read(dir.join("nope")).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("missing-{kind}"));
+        run(kind, async {
+            let e = File::open(dir.join("nope")).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+            let e = fs::metadata(dir.join("nope")).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+            let e = fs::remove_file(dir.join("nope")).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+            let e = fs::read(dir.join("nope")).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        });
     });
 }
 
 #[test]
 fn create_new_on_existing_file_is_already_exists() {
     let _g = lock();
-    let dir = TempDir::new("create-new");
-    let path = dir.join("f");
-    run(async {
-        let f = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .await
-            .unwrap();
-        f.close().await.unwrap();
-        let e = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("create-new-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            let f = File::options()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .await
+                .unwrap();
+            f.close().await.unwrap();
+            let e = File::options()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        });
     });
 }
 
 #[test]
 fn write_and_read_at_positions() {
     let _g = lock();
-    let dir = TempDir::new("rw");
-    let path = dir.join("f");
-    run(async {
-        let f = File::create(&path).await.unwrap();
-        let (res, buf) = f.write_at(b"hello world".to_vec(), 0).await;
-        assert_eq!(res.unwrap(), 11);
-        assert_eq!(buf, b"hello world");
-        let (res, _) = f.write_all_at(b"HOOP" as &'static [u8], 6).await;
-        res.unwrap();
-        f.sync_all().await.unwrap();
-        f.sync_data().await.unwrap();
-        f.close().await.unwrap();
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("rw-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            let f = File::create(&path).await.unwrap();
+            let (res, buf) = f.write_at(b"hello world".to_vec(), 0).await;
+            assert_eq!(res.unwrap(), 11);
+            assert_eq!(buf, b"hello world");
+            let (res, _) = f.write_all_at(b"HOOP" as &'static [u8], 6).await;
+            res.unwrap();
+            f.sync_all().await.unwrap();
+            f.sync_data().await.unwrap();
+            f.close().await.unwrap();
 
-        assert_eq!(std::fs::read(&path).unwrap(), b"hello HOOPd");
+            assert_eq!(std::fs::read(&path).unwrap(), b"hello HOOPd");
 
-        let f = File::open(&path).await.unwrap();
-        let (res, buf) = f.read_at(Vec::with_capacity(64), 0).await;
-        assert_eq!(res.unwrap(), 11);
-        assert_eq!(buf, b"hello HOOPd");
-        let (res, buf) = f.read_at(Vec::with_capacity(4), 6).await;
-        assert_eq!(res.unwrap(), 4);
-        assert_eq!(buf, b"HOOP");
-        let (res, buf) = f.read_at(Vec::with_capacity(4), 11).await;
-        assert_eq!(res.unwrap(), 0, "read at EOF");
-        assert!(buf.is_empty());
-        let (res, buf) = f.read_exact_at(vec![0u8; 5].into_boxed_slice(), 3).await;
-        res.unwrap();
-        assert_eq!(&buf[..], b"lo HO");
-        // Writing to a read-only file fails with the kernel's error, not a panic.
-        let (res, _) = f.write_at(b"x".to_vec(), 0).await;
-        assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EBADF));
-        f.close().await.unwrap();
+            let f = File::open(&path).await.unwrap();
+            let (res, buf) = f.read_at(Vec::with_capacity(64), 0).await;
+            assert_eq!(res.unwrap(), 11);
+            assert_eq!(buf, b"hello HOOPd");
+            let (res, buf) = f.read_at(Vec::with_capacity(4), 6).await;
+            assert_eq!(res.unwrap(), 4);
+            assert_eq!(buf, b"HOOP");
+            let (res, buf) = f.read_at(Vec::with_capacity(4), 11).await;
+            assert_eq!(res.unwrap(), 0, "read at EOF");
+            assert!(buf.is_empty());
+            let (res, buf) = f.read_exact_at(vec![0u8; 5].into_boxed_slice(), 3).await;
+            res.unwrap();
+            assert_eq!(&buf[..], b"lo HO");
+            // Writing to a read-only file fails with the kernel's error, not a panic.
+            let (res, _) = f.write_at(b"x".to_vec(), 0).await;
+            assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EBADF));
+            f.close().await.unwrap();
+        });
     });
 }
 
 #[test]
 fn read_exact_at_past_eof_is_unexpected_eof() {
     let _g = lock();
-    let dir = TempDir::new("eof");
-    let path = dir.join("f");
-    std::fs::write(&path, b"0123456789").unwrap();
-    run(async {
-        let f = File::open(&path).await.unwrap();
-        let (res, buf) = f.read_exact_at(Vec::with_capacity(8), 4).await;
-        assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-        assert_eq!(buf, b"456789", "the bytes before EOF are kept");
-        let (res, _) = f.read_exact_at(Vec::with_capacity(1), 10).await;
-        assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-        let (res, buf) = f.read_exact_at(Vec::with_capacity(10), 0).await;
-        res.unwrap();
-        assert_eq!(buf, b"0123456789");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("eof-{kind}"));
+        let path = dir.join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        run(kind, async {
+            let f = File::open(&path).await.unwrap();
+            let (res, buf) = f.read_exact_at(Vec::with_capacity(8), 4).await;
+            assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+            assert_eq!(buf, b"456789", "the bytes before EOF are kept");
+            let (res, _) = f.read_exact_at(Vec::with_capacity(1), 10).await;
+            assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+            let (res, buf) = f.read_exact_at(Vec::with_capacity(10), 0).await;
+            res.unwrap();
+            assert_eq!(buf, b"0123456789");
+        });
     });
 }
 
 #[test]
 fn interior_nul_is_invalid_input() {
     let _g = lock();
-    let dir = TempDir::new("nul");
-    let bad = nul_path(&dir);
-    let good = dir.join("good");
-    std::fs::write(&good, b"x").unwrap();
-    run(async {
-        let check = |r: io::Result<()>, what: &str| {
-            let e = r.unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{what}: {e}");
-        };
-        check(File::open(&bad).await.map(drop), "open");
-        check(File::create(&bad).await.map(drop), "create");
-        check(
-            OpenOptions::new().read(true).open(&bad).await.map(drop),
-            "OpenOptions::open",
-        );
-        check(fs::metadata(&bad).await.map(drop), "metadata");
-        check(
-            fs::symlink_metadata(&bad).await.map(drop),
-            "symlink_metadata",
-        );
-        check(fs::remove_file(&bad).await, "remove_file");
-        check(fs::remove_dir(&bad).await, "remove_dir");
-        check(fs::rename(&bad, dir.join("x")).await, "rename from");
-        check(fs::rename(&good, &bad).await, "rename to");
-        check(fs::create_dir(&bad).await, "create_dir");
-        check(fs::create_dir_all(&bad).await, "create_dir_all");
-        check(fs::read(&bad).await.map(drop), "read");
-        check(fs::write(&bad, b"x" as &'static [u8]).await, "write");
-        check(fs::copy(&good, &bad).await.map(drop), "copy to");
-        check(fs::copy(&bad, &good).await.map(drop), "copy from");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("nul-{kind}"));
+        let bad = nul_path(&dir);
+        let good = dir.join("good");
+        std::fs::write(&good, b"x").unwrap();
+        run(kind, async {
+            let check = |r: io::Result<()>, what: &str| {
+                let e = r.unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{what}: {e}");
+            };
+            check(File::open(&bad).await.map(drop), "open");
+            check(File::create(&bad).await.map(drop), "create");
+            check(
+                OpenOptions::new().read(true).open(&bad).await.map(drop),
+                "OpenOptions::open",
+            );
+            check(fs::metadata(&bad).await.map(drop), "metadata");
+            check(
+                fs::symlink_metadata(&bad).await.map(drop),
+                "symlink_metadata",
+            );
+            check(fs::remove_file(&bad).await, "remove_file");
+            check(fs::remove_dir(&bad).await, "remove_dir");
+            check(fs::rename(&bad, dir.join("x")).await, "rename from");
+            check(fs::rename(&good, &bad).await, "rename to");
+            check(fs::create_dir(&bad).await, "create_dir");
+            check(fs::create_dir_all(&bad).await, "create_dir_all");
+            check(fs::read(&bad).await.map(drop), "read");
+            check(fs::write(&bad, b"x" as &'static [u8]).await, "write");
+            check(fs::copy(&good, &bad).await.map(drop), "copy to");
+            check(fs::copy(&bad, &good).await.map(drop), "copy from");
+        });
+        assert_eq!(std::fs::read(&good).unwrap(), b"x");
     });
-    assert_eq!(std::fs::read(&good).unwrap(), b"x");
 }
 
 #[test]
 fn open_options_behave_like_std() {
     let _g = lock();
-    let dir = TempDir::new("options");
-    let path = dir.join("f");
-    run(async {
-        // Contradictions fail before touching the file system.
-        for (opts, what) in [
-            (OpenOptions::new(), "nothing"),
-            (
-                OpenOptions::new().read(true).create(true).clone(),
-                "read+create",
-            ),
-            (
-                OpenOptions::new().read(true).truncate(true).clone(),
-                "read+truncate",
-            ),
-            (
-                OpenOptions::new().append(true).truncate(true).clone(),
-                "append+truncate",
-            ),
-        ] {
-            let e = opts.open(&path).await.unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{what}: {e}");
-        }
-        assert!(!path.exists());
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("options-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            // Contradictions fail before touching the file system.
+            for (opts, what) in [
+                (OpenOptions::new(), "nothing"),
+                (
+                    OpenOptions::new().read(true).create(true).clone(),
+                    "read+create",
+                ),
+                (
+                    OpenOptions::new().read(true).truncate(true).clone(),
+                    "read+truncate",
+                ),
+                (
+                    OpenOptions::new().append(true).truncate(true).clone(),
+                    "append+truncate",
+                ),
+            ] {
+                let e = opts.open(&path).await.unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{what}: {e}");
+            }
+            assert!(!path.exists());
 
-        // create + mode
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .await
-            .unwrap();
-        let (res, _) = f.write_all_at(b"abc" as &'static [u8], 0).await;
-        res.unwrap();
-        assert_eq!(f.metadata().await.unwrap().mode() & 0o777, 0o600);
-        drop(f);
+            // create + mode
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)
+                .await
+                .unwrap();
+            let (res, _) = f.write_all_at(b"abc" as &'static [u8], 0).await;
+            res.unwrap();
+            assert_eq!(f.metadata().await.unwrap().mode() & 0o777, 0o600);
+            drop(f);
 
-        // append: every write goes to the end, whatever position it names
-        let f = OpenOptions::new().append(true).open(&path).await.unwrap();
-        let (res, _) = f.write_all_at(b"def" as &'static [u8], 0).await;
-        res.unwrap();
-        f.close().await.unwrap();
-        assert_eq!(fs::read(&path).await.unwrap(), b"abcdef");
+            // append: every write goes to the end, whatever position it names
+            let f = OpenOptions::new().append(true).open(&path).await.unwrap();
+            let (res, _) = f.write_all_at(b"def" as &'static [u8], 0).await;
+            res.unwrap();
+            f.close().await.unwrap();
+            assert_eq!(fs::read(&path).await.unwrap(), b"abcdef");
 
-        // read + write without truncate keeps the contents
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .await
-            .unwrap();
-        let (res, _) = f.write_all_at(b"X" as &'static [u8], 1).await;
-        res.unwrap();
-        let (res, buf) = f.read_at(Vec::with_capacity(16), 0).await;
-        res.unwrap();
-        assert_eq!(buf, b"aXcdef");
-        f.close().await.unwrap();
+            // read + write without truncate keeps the contents
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .await
+                .unwrap();
+            let (res, _) = f.write_all_at(b"X" as &'static [u8], 1).await;
+            res.unwrap();
+            let (res, buf) = f.read_at(Vec::with_capacity(16), 0).await;
+            res.unwrap();
+            assert_eq!(buf, b"aXcdef");
+            f.close().await.unwrap();
 
-        // truncate empties it
-        let f = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .await
-            .unwrap();
-        assert_eq!(f.metadata().await.unwrap().len(), 0);
-        f.close().await.unwrap();
+            // truncate empties it
+            let f = OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .await
+                .unwrap();
+            assert_eq!(f.metadata().await.unwrap().len(), 0);
+            f.close().await.unwrap();
 
-        // custom flags are passed: O_DIRECTORY on a file is ENOTDIR
-        let e = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(&path)
-            .await
-            .unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR), "{e}");
+            // custom flags are passed: O_DIRECTORY on a file is ENOTDIR
+            let e = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&path)
+                .await
+                .unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR), "{e}");
+        });
     });
 }
 
 #[test]
 fn readv_writev_round_trip() {
     let _g = lock();
-    let dir = TempDir::new("vectored");
-    let path = dir.join("f");
-    run(async {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .open(&path)
-            .await
-            .unwrap();
-        let bufs = vec![b"one-".to_vec(), b"two-".to_vec(), b"three".to_vec()];
-        let (res, bufs) = f.writev_at(bufs, 2).await;
-        assert_eq!(res.unwrap(), 13);
-        assert_eq!(bufs.len(), 3);
-        let (res, _) = f.write_all_at(b">>" as &'static [u8], 0).await;
-        res.unwrap();
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("vectored-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open(&path)
+                .await
+                .unwrap();
+            let bufs = vec![b"one-".to_vec(), b"two-".to_vec(), b"three".to_vec()];
+            let (res, bufs) = f.writev_at(bufs, 2).await;
+            assert_eq!(res.unwrap(), 13);
+            assert_eq!(bufs.len(), 3);
+            let (res, _) = f.write_all_at(b">>" as &'static [u8], 0).await;
+            res.unwrap();
 
-        let bufs = vec![
-            Vec::with_capacity(2),
-            Vec::with_capacity(6),
-            Vec::with_capacity(100),
-        ];
-        let (res, bufs) = f.readv_at(bufs, 0).await;
-        assert_eq!(res.unwrap(), 15);
-        assert_eq!(bufs[0], b">>");
-        assert_eq!(bufs[1], b"one-tw");
-        assert_eq!(bufs[2], b"o-three");
-        f.close().await.unwrap();
+            let bufs = vec![
+                Vec::with_capacity(2),
+                Vec::with_capacity(6),
+                Vec::with_capacity(100),
+            ];
+            let (res, bufs) = f.readv_at(bufs, 0).await;
+            assert_eq!(res.unwrap(), 15);
+            assert_eq!(bufs[0], b">>");
+            assert_eq!(bufs[1], b"one-tw");
+            assert_eq!(bufs[2], b"o-three");
+            f.close().await.unwrap();
+        });
     });
 }
 
 #[test]
 fn fallocate_grows_and_set_len_resizes() {
     let _g = lock();
-    let dir = TempDir::new("fallocate");
-    let path = dir.join("f");
-    run(async {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .open(&path)
-            .await
-            .unwrap();
-        assert_eq!(f.metadata().await.unwrap().len(), 0);
-        f.fallocate(0, 1 << 20, 0).await.unwrap();
-        let m = f.metadata().await.unwrap();
-        assert_eq!(m.len(), 1 << 20);
-        assert!(m.blocks() * 512 >= 1 << 20, "space allocated: {m:?}");
-        // KEEP_SIZE allocates without growing.
-        f.fallocate(1 << 20, 4096, libc::FALLOC_FL_KEEP_SIZE)
-            .await
-            .unwrap();
-        assert_eq!(f.metadata().await.unwrap().len(), 1 << 20);
-        // An invalid mode is the kernel's error.
-        let e = f.fallocate(0, 0, 0).await.unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("fallocate-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .open(&path)
+                .await
+                .unwrap();
+            assert_eq!(f.metadata().await.unwrap().len(), 0);
+            f.fallocate(0, 1 << 20, 0).await.unwrap();
+            let m = f.metadata().await.unwrap();
+            assert_eq!(m.len(), 1 << 20);
+            assert!(m.blocks() * 512 >= 1 << 20, "space allocated: {m:?}");
+            // KEEP_SIZE allocates without growing.
+            f.fallocate(1 << 20, 4096, libc::FALLOC_FL_KEEP_SIZE)
+                .await
+                .unwrap();
+            assert_eq!(f.metadata().await.unwrap().len(), 1 << 20);
+            // An invalid mode is the kernel's error.
+            let e = f.fallocate(0, 0, 0).await.unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
 
-        f.set_len(10).unwrap();
-        assert_eq!(f.metadata().await.unwrap().len(), 10);
-        f.set_len(4096).unwrap();
-        assert_eq!(f.metadata().await.unwrap().len(), 4096);
-        let (res, buf) = f.read_exact_at(Vec::with_capacity(4096), 0).await;
-        res.unwrap();
-        assert!(buf.iter().all(|&b| b == 0));
-        f.close().await.unwrap();
+            f.set_len(10).unwrap();
+            assert_eq!(f.metadata().await.unwrap().len(), 10);
+            f.set_len(4096).unwrap();
+            assert_eq!(f.metadata().await.unwrap().len(), 4096);
+            let (res, buf) = f.read_exact_at(Vec::with_capacity(4096), 0).await;
+            res.unwrap();
+            assert!(buf.iter().all(|&b| b == 0));
+            f.close().await.unwrap();
+        });
     });
 }
 
 #[test]
 fn metadata_fields_match_std() {
     let _g = lock();
-    let dir = TempDir::new("metadata");
-    let path = dir.join("f");
-    let link = dir.join("link");
-    std::fs::write(&path, vec![7u8; 12345]).unwrap();
-    std::os::unix::fs::symlink(&path, &link).unwrap();
-    let std_meta = std::fs::metadata(&path).unwrap();
-    run(async {
-        let m = fs::metadata(&path).await.unwrap();
-        assert_eq!(m.len(), 12345);
-        assert!(m.is_file() && !m.is_dir() && !m.is_symlink());
-        assert_eq!(m.ino(), std_meta.ino());
-        assert_eq!(m.dev(), std_meta.dev());
-        assert_eq!(m.mode(), std_meta.mode());
-        assert_eq!(m.nlink(), std_meta.nlink());
-        assert_eq!(m.uid(), std_meta.uid());
-        assert_eq!(m.gid(), std_meta.gid());
-        assert_eq!(m.blksize(), std_meta.blksize());
-        assert_eq!(m.blocks(), std_meta.blocks());
-        assert_eq!(m.permissions(), std_meta.permissions());
-        assert_eq!(m.modified().unwrap(), std_meta.modified().unwrap());
-        assert_eq!(m.accessed().unwrap(), std_meta.accessed().unwrap());
-        match m.created() {
-            Ok(t) => assert_eq!(t, std_meta.created().unwrap()),
-            Err(e) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
-        }
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("metadata-{kind}"));
+        let path = dir.join("f");
+        let link = dir.join("link");
+        std::fs::write(&path, vec![7u8; 12345]).unwrap();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let std_meta = std::fs::metadata(&path).unwrap();
+        run(kind, async {
+            let m = fs::metadata(&path).await.unwrap();
+            assert_eq!(m.len(), 12345);
+            assert!(m.is_file() && !m.is_dir() && !m.is_symlink());
+            assert_eq!(m.ino(), std_meta.ino());
+            assert_eq!(m.dev(), std_meta.dev());
+            assert_eq!(m.mode(), std_meta.mode());
+            assert_eq!(m.nlink(), std_meta.nlink());
+            assert_eq!(m.uid(), std_meta.uid());
+            assert_eq!(m.gid(), std_meta.gid());
+            assert_eq!(m.blksize(), std_meta.blksize());
+            assert_eq!(m.blocks(), std_meta.blocks());
+            assert_eq!(m.permissions(), std_meta.permissions());
+            assert_eq!(m.modified().unwrap(), std_meta.modified().unwrap());
+            assert_eq!(m.accessed().unwrap(), std_meta.accessed().unwrap());
+            match m.created() {
+                Ok(t) => assert_eq!(t, std_meta.created().unwrap()),
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::Unsupported),
+            }
 
-        // Through the fd (statx with AT_EMPTY_PATH): the same file.
-        let f = File::open(&path).await.unwrap();
-        let fm = f.metadata().await.unwrap();
-        assert_eq!((fm.ino(), fm.dev(), fm.len()), (m.ino(), m.dev(), m.len()));
+            // Through the fd (statx with AT_EMPTY_PATH): the same file.
+            let f = File::open(&path).await.unwrap();
+            let fm = f.metadata().await.unwrap();
+            assert_eq!((fm.ino(), fm.dev(), fm.len()), (m.ino(), m.dev(), m.len()));
 
-        // A link is followed by metadata, not by symlink_metadata.
-        let lm = fs::metadata(&link).await.unwrap();
-        assert!(lm.is_file());
-        assert_eq!(lm.ino(), m.ino());
-        let sm = fs::symlink_metadata(&link).await.unwrap();
-        assert!(sm.is_symlink() && !sm.is_file());
-        assert_ne!(sm.ino(), m.ino());
+            // A link is followed by metadata, not by symlink_metadata.
+            let lm = fs::metadata(&link).await.unwrap();
+            assert!(lm.is_file());
+            assert_eq!(lm.ino(), m.ino());
+            let sm = fs::symlink_metadata(&link).await.unwrap();
+            assert!(sm.is_symlink() && !sm.is_file());
+            assert_ne!(sm.ino(), m.ino());
 
-        let dm = fs::metadata(&dir.0).await.unwrap();
-        assert!(dm.is_dir() && !dm.is_file());
-        assert!(format!("{dm:?}").contains("Metadata"));
+            let dm = fs::metadata(&dir.0).await.unwrap();
+            assert!(dm.is_dir() && !dm.is_file());
+            assert!(format!("{dm:?}").contains("Metadata"));
+        });
     });
 }
 
 #[test]
 fn directories_rename_and_remove() {
     let _g = lock();
-    let dir = TempDir::new("dirs");
-    run(async {
-        let a = dir.join("a");
-        fs::create_dir(&a).await.unwrap();
-        assert!(fs::metadata(&a).await.unwrap().is_dir());
-        let e = fs::create_dir(&a).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
-        let e = fs::create_dir(dir.join("no/such/parent"))
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("dirs-{kind}"));
+        run(kind, async {
+            let a = dir.join("a");
+            fs::create_dir(&a).await.unwrap();
+            assert!(fs::metadata(&a).await.unwrap().is_dir());
+            let e = fs::create_dir(&a).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+            let e = fs::create_dir(dir.join("no/such/parent"))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
 
-        let deep = dir.join("x/y/z/w");
-        fs::create_dir_all(&deep).await.unwrap();
-        assert!(std::fs::metadata(&deep).unwrap().is_dir());
-        fs::create_dir_all(&deep).await.unwrap(); // exists already: fine
-        fs::create_dir_all(dir.join("x/y/q")).await.unwrap();
-        assert!(dir.join("x/y/q").is_dir());
-        // A file in the way is an error.
-        fs::write(dir.join("x/file"), b"f" as &'static [u8])
-            .await
-            .unwrap();
-        assert!(fs::create_dir_all(dir.join("x/file/sub")).await.is_err());
-        assert!(fs::create_dir_all(dir.join("x/file")).await.is_err());
+            let deep = dir.join("x/y/z/w");
+            fs::create_dir_all(&deep).await.unwrap();
+            assert!(std::fs::metadata(&deep).unwrap().is_dir());
+            fs::create_dir_all(&deep).await.unwrap(); // exists already: fine
+            fs::create_dir_all(dir.join("x/y/q")).await.unwrap();
+            assert!(dir.join("x/y/q").is_dir());
+            // A file in the way is an error.
+            fs::write(dir.join("x/file"), b"f" as &'static [u8])
+                .await
+                .unwrap();
+            assert!(fs::create_dir_all(dir.join("x/file/sub")).await.is_err());
+            assert!(fs::create_dir_all(dir.join("x/file")).await.is_err());
 
-        // rename a file, then a directory
-        let f1 = dir.join("f1");
-        let f2 = a.join("f2");
-        fs::write(&f1, b"data" as &'static [u8]).await.unwrap();
-        fs::rename(&f1, &f2).await.unwrap();
-        assert_eq!(
-            fs::metadata(&f1).await.unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
-        assert_eq!(fs::read(&f2).await.unwrap(), b"data");
-        let b = dir.join("b");
-        fs::rename(&a, &b).await.unwrap();
-        assert!(!a.exists());
-        assert_eq!(std::fs::read(b.join("f2")).unwrap(), b"data");
-        let e = fs::rename(dir.join("missing"), dir.join("m2"))
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+            // rename a file, then a directory
+            let f1 = dir.join("f1");
+            let f2 = a.join("f2");
+            fs::write(&f1, b"data" as &'static [u8]).await.unwrap();
+            fs::rename(&f1, &f2).await.unwrap();
+            assert_eq!(
+                fs::metadata(&f1).await.unwrap_err().kind(),
+                io::ErrorKind::NotFound
+            );
+            assert_eq!(fs::read(&f2).await.unwrap(), b"data");
+            let b = dir.join("b");
+            fs::rename(&a, &b).await.unwrap();
+            assert!(!a.exists());
+            assert_eq!(std::fs::read(b.join("f2")).unwrap(), b"data");
+            let e = fs::rename(dir.join("missing"), dir.join("m2"))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
 
-        // remove: a non-empty directory fails, remove_file on a directory fails
-        let e = fs::remove_dir(&b).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::DirectoryNotEmpty, "{e}");
-        assert!(fs::remove_file(&b).await.is_err());
-        assert!(fs::remove_dir(b.join("f2")).await.is_err());
-        fs::remove_file(b.join("f2")).await.unwrap();
-        fs::remove_dir(&b).await.unwrap();
-        assert!(!b.exists());
-        fs::remove_dir(&deep).await.unwrap();
-        assert!(!deep.exists());
+            // remove: a non-empty directory fails, remove_file on a directory fails
+            let e = fs::remove_dir(&b).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::DirectoryNotEmpty, "{e}");
+            assert!(fs::remove_file(&b).await.is_err());
+            assert!(fs::remove_dir(b.join("f2")).await.is_err());
+            fs::remove_file(b.join("f2")).await.unwrap();
+            fs::remove_dir(&b).await.unwrap();
+            assert!(!b.exists());
+            fs::remove_dir(&deep).await.unwrap();
+            assert!(!deep.exists());
+        });
     });
 }
 
 #[test]
 fn read_and_write_helpers() {
     let _g = lock();
-    let dir = TempDir::new("helpers");
-    let path = dir.join("f");
-    run(async {
-        fs::write(&path, String::from("first version, longer"))
-            .await
-            .unwrap();
-        fs::write(&path, b"second" as &'static [u8]).await.unwrap();
-        assert_eq!(fs::read(&path).await.unwrap(), b"second", "write truncates");
-        fs::write(&path, Vec::new()).await.unwrap();
-        assert_eq!(fs::read(&path).await.unwrap(), b"");
-        let big = random_bytes(300_000, 7);
-        fs::write(&path, big.clone()).await.unwrap();
-        assert_eq!(fs::read(&path).await.unwrap(), big);
-        // A file whose size says 0 is still read to its end.
-        let stat = fs::read("/proc/self/stat").await.unwrap();
-        assert!(!stat.is_empty());
-        assert!(stat.starts_with(std::process::id().to_string().as_bytes()));
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("helpers-{kind}"));
+        let path = dir.join("f");
+        run(kind, async {
+            fs::write(&path, String::from("first version, longer"))
+                .await
+                .unwrap();
+            fs::write(&path, b"second" as &'static [u8]).await.unwrap();
+            assert_eq!(fs::read(&path).await.unwrap(), b"second", "write truncates");
+            fs::write(&path, Vec::new()).await.unwrap();
+            assert_eq!(fs::read(&path).await.unwrap(), b"");
+            let big = random_bytes(300_000, 7);
+            fs::write(&path, big.clone()).await.unwrap();
+            assert_eq!(fs::read(&path).await.unwrap(), big);
+            // A file whose size says 0 is still read to its end.
+            let stat = fs::read("/proc/self/stat").await.unwrap();
+            assert!(!stat.is_empty());
+            assert!(stat.starts_with(std::process::id().to_string().as_bytes()));
+        });
     });
 }
 
 #[test]
 fn copy_of_a_1mib_random_file_matches() {
     let _g = lock();
-    let dir = TempDir::new("copy");
-    let src = dir.join("src");
-    let dst = dir.join("dst");
-    let data = random_bytes((1 << 20) + 123, 0x5eed);
-    std::fs::write(&src, &data).unwrap();
-    std::fs::set_permissions(&src, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
-    // An existing, longer destination is truncated.
-    std::fs::write(&dst, vec![1u8; 2 << 20]).unwrap();
-    let n = run(async { fs::copy(&src, &dst).await.unwrap() });
-    assert_eq!(n, data.len() as u64);
-    let copied = std::fs::read(&dst).unwrap();
-    assert!(copied == data, "copy differs");
-    let mode = std::fs::metadata(&dst).unwrap().mode();
-    assert_eq!(mode & 0o777, 0o640);
-    // Copying a directory is refused.
-    let e = run(async { fs::copy(&dir.0, dir.join("d")).await.unwrap_err() });
-    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-    let e = run(async {
-        fs::copy(dir.join("missing"), dir.join("d"))
-            .await
-            .unwrap_err()
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("copy-{kind}"));
+        let src = dir.join("src");
+        let dst = dir.join("dst");
+        let data = random_bytes((1 << 20) + 123, 0x5eed);
+        std::fs::write(&src, &data).unwrap();
+        std::fs::set_permissions(&src, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+            .unwrap();
+        // An existing, longer destination is truncated.
+        std::fs::write(&dst, vec![1u8; 2 << 20]).unwrap();
+        let n = run(kind, async { fs::copy(&src, &dst).await.unwrap() });
+        assert_eq!(n, data.len() as u64);
+        let copied = std::fs::read(&dst).unwrap();
+        assert!(copied == data, "copy differs");
+        let mode = std::fs::metadata(&dst).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        // Copying a directory is refused.
+        let e = run(kind, async {
+            fs::copy(&dir.0, dir.join("d")).await.unwrap_err()
+        });
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let e = run(kind, async {
+            fs::copy(dir.join("missing"), dir.join("d"))
+                .await
+                .unwrap_err()
+        });
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
     });
-    assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
 }
 
 #[test]
 fn std_conversions_and_raw_fds() {
     let _g = lock();
-    let dir = TempDir::new("std");
-    let path = dir.join("f");
-    std::fs::write(&path, b"std").unwrap();
-    let std_file = std::fs::File::open(&path).unwrap();
-    run(async {
-        let f = File::from_std(std_file);
-        let (res, buf) = f.read_at(Vec::with_capacity(8), 0).await;
-        res.unwrap();
-        assert_eq!(buf, b"std");
-        let raw = f.into_raw_fd();
-        // SAFETY: `raw` was just given up by `f`, and nothing else owns it.
-        let f = unsafe { File::from_raw_fd(raw) };
-        assert_eq!(f.as_raw_fd(), raw);
-        let mut s = f.into_std();
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut s, &mut out).unwrap();
-        assert_eq!(out, "std");
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("std-{kind}"));
+        let path = dir.join("f");
+        std::fs::write(&path, b"std").unwrap();
+        let std_file = std::fs::File::open(&path).unwrap();
+        run(kind, async {
+            let f = File::from_std(std_file);
+            let (res, buf) = f.read_at(Vec::with_capacity(8), 0).await;
+            res.unwrap();
+            assert_eq!(buf, b"std");
+            let raw = f.into_raw_fd();
+            // SAFETY: `raw` was just given up by `f`, and nothing else owns it.
+            let f = unsafe { File::from_raw_fd(raw) };
+            assert_eq!(f.as_raw_fd(), raw);
+            let mut s = f.into_std();
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+            assert_eq!(out, "std");
+        });
     });
 }
 
@@ -572,7 +621,8 @@ fn poll_once(fut: &mut OpenFuture<'_>) -> Arc<Flag> {
     let mut cx = Context::from_waker(&waker);
     assert!(
         matches!(fut.as_mut().poll(&mut cx), Poll::Pending),
-        "an open completes no earlier than the next turn of the ring"
+        "an open completes no earlier than the next turn of the driver (io_uring: the ring; \
+         epoll: the blocking pool's result is collected by a turn)"
     );
     flag
 }
@@ -592,140 +642,148 @@ async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[test]
 fn dropped_open_futures_leak_no_fd() {
     let _g = lock();
-    let dir = TempDir::new("cancel-open");
-    let path = dir.join("f");
-    std::fs::write(&path, b"x").unwrap();
-    let before_rt = fd_count();
-    let rt = hoop::Runtime::new().unwrap();
-    rt.block_on(async {
-        let before = fd_count();
-        let (mut unreaped, mut reaped) = (0, 0);
-        for i in 0..200 {
-            // Before its CQE was reaped: pushed by one poll, then dropped, at once or after a
-            // yield (the flag says whether the CQE was reaped meanwhile; it must not be most
-            // of the time).
-            let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
-            let flag = poll_once(&mut fut);
-            if i % 2 == 1 {
-                hoop::yield_now().await;
-            }
-            if !flag.0.load(Ordering::SeqCst) {
-                unreaped += 1;
-            }
-            drop(fut);
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("cancel-open-{kind}"));
+        let path = dir.join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let before_rt = fd_count();
+        let rt = common::runtime(kind);
+        rt.block_on(async {
+            let before = fd_count();
+            let (mut unreaped, mut reaped) = (0, 0);
+            for i in 0..200 {
+                // Before its CQE was reaped: pushed by one poll, then dropped, at once or after a
+                // yield (the flag says whether the CQE was reaped meanwhile; it must not be most
+                // of the time).
+                let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
+                let flag = poll_once(&mut fut);
+                if i % 2 == 1 {
+                    hoop::yield_now().await;
+                }
+                if !flag.0.load(Ordering::SeqCst) {
+                    unreaped += 1;
+                }
+                drop(fut);
 
-            // After its CQE was reaped: the file is open, owned by the op's slot, when the
-            // future is dropped.
-            let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
-            let flag = poll_once(&mut fut);
-            assert!(
-                wait_until(Duration::from_secs(5), || flag.0.load(Ordering::SeqCst)).await,
-                "the open never completed"
-            );
-            reaped += 1;
-            drop(fut);
-        }
-        assert!(unreaped >= 100, "{unreaped} opens dropped before their CQE");
-        assert_eq!(reaped, 200);
-        // Let the ring reap the cancelled opens; a leak stays a leak however long we wait.
-        wait_until(Duration::from_secs(2), || fd_count() == before).await;
-        hoop::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(fd_count(), before, "fds leaked by dropped open futures");
+                // After its CQE was reaped: the file is open, owned by the op's slot, when the
+                // future is dropped.
+                let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
+                let flag = poll_once(&mut fut);
+                assert!(
+                    wait_until(Duration::from_secs(5), || flag.0.load(Ordering::SeqCst)).await,
+                    "the open never completed"
+                );
+                reaped += 1;
+                drop(fut);
+            }
+            assert!(unreaped >= 100, "{unreaped} opens dropped before their CQE");
+            assert_eq!(reaped, 200);
+            // Let the ring reap the cancelled opens; a leak stays a leak however long we wait.
+            wait_until(Duration::from_secs(2), || fd_count() == before).await;
+            hoop::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(fd_count(), before, "fds leaked by dropped open futures");
+        });
+        drop(rt);
+        assert_eq!(
+            fd_count_after_runtime_drop(kind, before_rt),
+            before_rt,
+            "fds left after the runtime was dropped"
+        );
     });
-    drop(rt);
-    assert_eq!(
-        fd_count(),
-        before_rt,
-        "fds left after the runtime was dropped"
-    );
 }
 
 #[test]
 fn open_future_dropped_after_completion_closes_its_fd_at_once() {
     let _g = lock();
-    let dir = TempDir::new("cancel-open-reaped");
-    let path = dir.join("f");
-    std::fs::write(&path, b"x").unwrap();
-    run(async {
-        let before = fd_count();
-        for _ in 0..20 {
-            let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
-            let flag = poll_once(&mut fut);
-            assert!(wait_until(Duration::from_secs(5), || flag.0.load(Ordering::SeqCst)).await);
-            // Completed and reaped, not yet claimed: the fd is open, owned by the op.
-            assert_eq!(fd_count(), before + 1);
-            drop(fut);
-            assert_eq!(
-                fd_count(),
-                before,
-                "the fd must be closed when the future drops"
-            );
-        }
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("cancel-open-reaped-{kind}"));
+        let path = dir.join("f");
+        std::fs::write(&path, b"x").unwrap();
+        run(kind, async {
+            let before = fd_count();
+            for _ in 0..20 {
+                let mut fut: OpenFuture<'_> = Box::pin(File::open(&path));
+                let flag = poll_once(&mut fut);
+                assert!(wait_until(Duration::from_secs(5), || flag.0.load(Ordering::SeqCst)).await);
+                // Completed and reaped, not yet claimed: the fd is open, owned by the op.
+                assert_eq!(fd_count(), before + 1);
+                drop(fut);
+                assert_eq!(
+                    fd_count(),
+                    before,
+                    "the fd must be closed when the future drops"
+                );
+            }
+        });
     });
 }
 
 #[test]
 fn dropped_file_is_closed_on_the_same_tick() {
     let _g = lock();
-    let dir = TempDir::new("drop-close");
-    let path = dir.join("f");
-    std::fs::write(&path, b"x").unwrap();
-    let rt = hoop::Runtime::new().unwrap();
-    rt.block_on(async {
-        let before = fd_count();
-        // IORING_OP_CLOSE completes inline when submitted, except for files whose file system
-        // has a `flush` (overlayfs, NFS, FUSE): the kernel then punts it to a worker. So the
-        // strict "closed after one tick" check uses /dev/null, whatever the temp dir is on.
-        // (A tick: the driver submits queued SQEs when the runtime runs out of ready tasks, so
-        // the test parks on a short sleep rather than a `yield_now`, after which the task is
-        // ready again at once.)
-        for _ in 0..50 {
-            let f = File::open("/dev/null").await.unwrap();
-            assert_eq!(fd_count(), before + 1);
-            drop(f);
-            hoop::time::sleep(Duration::from_millis(1)).await;
-            assert_eq!(
-                fd_count(),
-                before,
-                "close from Drop not done after one tick"
-            );
-        }
-        // A file in the temp dir: its close is submitted on the next tick, and done soon.
-        for _ in 0..20 {
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("drop-close-{kind}"));
+        let path = dir.join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let before_rt = fd_count();
+        let rt = common::runtime(kind);
+        rt.block_on(async {
+            let before = fd_count();
+            // IORING_OP_CLOSE completes inline when submitted, except for files whose file system
+            // has a `flush` (overlayfs, NFS, FUSE): the kernel then punts it to a worker. So the
+            // strict "closed after one tick" check uses /dev/null, whatever the temp dir is on.
+            // (A tick: the driver submits queued SQEs when the runtime runs out of ready tasks, so
+            // the test parks on a short sleep rather than a `yield_now`, after which the task is
+            // ready again at once.) On epoll, close runs at once on the runtime's thread.
+            for _ in 0..50 {
+                let f = File::open("/dev/null").await.unwrap();
+                assert_eq!(fd_count(), before + 1);
+                drop(f);
+                hoop::time::sleep(Duration::from_millis(1)).await;
+                assert_eq!(
+                    fd_count(),
+                    before,
+                    "close from Drop not done after one tick"
+                );
+            }
+            // A file in the temp dir: its close is submitted on the next tick, and done soon.
+            for _ in 0..20 {
+                let f = File::open(&path).await.unwrap();
+                assert_eq!(fd_count(), before + 1);
+                let submitted = hoop::runtime::current_counters().unwrap().sqes_submitted;
+                drop(f);
+                hoop::time::sleep(Duration::from_millis(1)).await;
+                let now = hoop::runtime::current_counters().unwrap().sqes_submitted;
+                assert!(
+                    now > submitted,
+                    "close from Drop not submitted on this tick"
+                );
+                assert!(
+                    wait_until(Duration::from_secs(5), || fd_count() == before).await,
+                    "close from Drop never done"
+                );
+            }
+            // close() reports and is done when it returns.
             let f = File::open(&path).await.unwrap();
             assert_eq!(fd_count(), before + 1);
-            let submitted = hoop::runtime::current_counters().unwrap().sqes_submitted;
-            drop(f);
-            hoop::time::sleep(Duration::from_millis(1)).await;
-            let now = hoop::runtime::current_counters().unwrap().sqes_submitted;
-            assert!(
-                now > submitted,
-                "close from Drop not submitted on this tick"
-            );
-            assert!(
-                wait_until(Duration::from_secs(5), || fd_count() == before).await,
-                "close from Drop never done"
-            );
-        }
-        // close() reports and is done when it returns.
-        let f = File::open(&path).await.unwrap();
-        assert_eq!(fd_count(), before + 1);
-        f.close().await.unwrap();
-        assert_eq!(fd_count(), before);
-    });
+            f.close().await.unwrap();
+            assert_eq!(fd_count(), before);
+        });
 
-    // Outside a runtime, Drop closes at once.
-    let before = fd_count();
-    let f = rt.block_on(File::open(&path)).unwrap();
-    assert_eq!(fd_count(), before + 1);
-    drop(f);
-    assert_eq!(fd_count(), before);
-    // And a file that outlives its runtime too.
-    let f = rt.block_on(File::open(&path)).unwrap();
-    drop(rt);
-    let n = fd_count();
-    drop(f);
-    assert_eq!(fd_count(), n - 1);
+        // Outside a runtime, Drop closes at once.
+        let before = fd_count();
+        let f = rt.block_on(File::open(&path)).unwrap();
+        assert_eq!(fd_count(), before + 1);
+        drop(f);
+        assert_eq!(fd_count(), before);
+        // And a file that outlives its runtime too.
+        let f = rt.block_on(File::open(&path)).unwrap();
+        drop(rt);
+        let n = fd_count_after_runtime_drop(kind, before_rt + 1);
+        assert_eq!(n, before_rt + 1, "only the file is left open");
+        drop(f);
+        assert_eq!(fd_count(), n - 1);
+    });
 }
 
 #[test]

@@ -57,7 +57,11 @@ fn incoming_accepts_many_connections() {
                 res.unwrap();
             }
             let got = clients.join().unwrap();
-            assert_eq!(got, (0..50u8).map(|i| i + 1).collect::<Vec<_>>(), "driver={kind}");
+            assert_eq!(
+                got,
+                (0..50u8).map(|i| i + 1).collect::<Vec<_>>(),
+                "driver={kind}"
+            );
         });
     });
 }
@@ -92,6 +96,10 @@ fn dropped_incoming_leaks_no_fd() {
             l.close().await.unwrap();
         });
         drop(runtime);
-        assert_eq!(fd_count(), baseline, "driver={kind}: fds leaked by a dropped incoming()");
+        assert_eq!(
+            fd_count(),
+            baseline,
+            "driver={kind}: fds leaked by a dropped incoming()"
+        );
     });
 }

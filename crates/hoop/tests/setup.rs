@@ -1,8 +1,14 @@
-//! A refused io_uring setup is explained: the test re-runs itself in a child process whose
-//! seccomp filter makes `io_uring_setup` fail with EPERM (as Docker's default profile does), and
-//! checks the error names EPERM, the cause and the remedy.
+//! A refused io_uring setup is explained, and the default (auto) falls back to epoll: the test
+//! re-runs itself in a child process whose seccomp filter makes `io_uring_setup` fail with EPERM
+//! (as Docker's default profile does), and checks that a forced io_uring fails with an error
+//! naming EPERM, the cause and the remedy, while `Runtime::new()` runs on epoll, says why in one
+//! line on stderr, and serves a TCP echo correctly.
 
 use std::process::Command;
+use std::time::Duration;
+
+use hoop::net::{TcpListener, TcpStream};
+use hoop::DriverKind;
 
 const CHILD_ENV: &str = "HOOP_TEST_SECCOMP_CHILD";
 
@@ -61,30 +67,105 @@ fn block_io_uring_setup() {
     assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
 }
 
+/// A TCP echo round trip over 127.0.0.1 on the current runtime: returns what came back.
+async fn echo_round_trip(payload: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    let l = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = l.local_addr()?;
+    let server = hoop::spawn(async move {
+        let (s, _) = l.accept().await?;
+        let mut buf = Vec::with_capacity(4096);
+        loop {
+            buf.clear();
+            let (res, b) = s.read(buf).await;
+            let n = res?;
+            if n == 0 {
+                return s.close().await;
+            }
+            let (res, b) = s.write_all(b).await;
+            res?;
+            buf = b;
+        }
+    });
+    let c = TcpStream::connect(addr).await?;
+    let (res, _) = c.write_all(payload.clone()).await;
+    res?;
+    let (res, echoed) = c.read_exact(Vec::with_capacity(payload.len())).await;
+    res?;
+    c.close().await?;
+    server
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+    Ok(echoed)
+}
+
+/// The child's side: io_uring is blocked by seccomp; prints what it found on stdout.
+fn seccomp_child() {
+    block_io_uring_setup();
+    // (a) A forced io_uring fails, with the explanation.
+    match hoop::Runtime::builder().driver(DriverKind::Uring).build() {
+        Ok(_) => println!("CHILD-URING: setup succeeded"),
+        Err(e) => println!("CHILD-URING: {e}"),
+    }
+    // (b) The default falls back to epoll and works.
+    let rt = match hoop::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            println!("CHILD-AUTO: failed: {e}");
+            return;
+        }
+    };
+    println!("CHILD-AUTO: driver={:?}", rt.driver_kind());
+    let payload: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    let res = rt.block_on(hoop::time::timeout(
+        Duration::from_secs(10),
+        echo_round_trip(payload.clone()),
+    ));
+    match res {
+        Ok(Ok(echoed)) if echoed == payload => println!("CHILD-ECHO: ok"),
+        Ok(Ok(echoed)) => println!("CHILD-ECHO: {} bytes came back, differing", echoed.len()),
+        Ok(Err(e)) => println!("CHILD-ECHO: error: {e}"),
+        Err(_) => println!("CHILD-ECHO: timed out"),
+    }
+}
+
 #[test]
 fn seccomp_eperm_is_explained() {
     if std::env::var_os(CHILD_ENV).is_some() {
-        block_io_uring_setup();
-        match hoop::Runtime::new() {
-            Ok(_) => println!("CHILD-RESULT: setup succeeded"),
-            Err(e) => println!("CHILD-RESULT: {e}"),
-        }
+        seccomp_child();
         return;
     }
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(exe)
         .args(["--exact", "seccomp_eperm_is_explained", "--nocapture"])
         .env(CHILD_ENV, "1")
+        // The default must decide (auto), whatever the environment of this test says.
+        .env_remove("HOOP_DRIVER")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("CHILD-RESULT: "))
-        .unwrap_or_else(|| panic!("child printed no result: {stdout}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result = |tag: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .unwrap_or_else(|| panic!("child printed no {tag}\nstdout: {stdout}\nstderr: {stderr}"))
+            .to_owned()
+    };
+    // (a) A forced io_uring: the error names EPERM, the cause and the remedy.
+    let line = result("CHILD-URING: ");
     assert!(line.contains("EPERM"), "{line}");
     assert!(line.contains("seccomp"), "{line}");
     assert!(line.contains("HOOP_DRIVER=epoll"), "{line}");
+    // (b) The default: epoll, with one line on stderr saying why, and an echo that works.
+    assert_eq!(result("CHILD-AUTO: "), "driver=Epoll", "stderr: {stderr}");
+    let reasons: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("io_uring unavailable"))
+        .collect();
+    assert_eq!(reasons.len(), 1, "one line with the reason: {stderr}");
+    assert!(reasons[0].contains("EPERM"), "{}", reasons[0]);
+    assert_eq!(result("CHILD-ECHO: "), "ok", "stderr: {stderr}");
+    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::side_by_side::configurations;
+use super::side_by_side::{configurations, label};
 use super::stats::{median, EchoResult, NopResult};
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -120,7 +120,7 @@ fn per_config<'a>(
                     .iter()
                     .map(|&(c, l)| median_of(echo, s, c, l, &f))
                     .collect();
-                (s.clone(), values)
+                (label(s).to_string(), values)
             })
             .collect(),
     }
@@ -167,7 +167,7 @@ fn latency(path: &Path, echo: &[EchoResult], servers: &[String]) -> Res<()> {
                         .iter()
                         .map(|(_, f)| median_of(echo, s, c, l, f))
                         .collect();
-                    (s.clone(), v)
+                    (label(s).to_string(), v)
                 })
                 .collect(),
         };

@@ -3,8 +3,8 @@
 //! * `hoop bench echo --addr IP:PORT -c CONNS -l LEN -t SECS`: the echo load generator against a
 //!   running server ([`echo_client`]). Every reply is checked byte for byte; a mismatch, an end
 //!   of stream or an error counts as an error, never as a request.
-//! * `hoop bench echo` (no `--addr`): hoop, tokio and monoio echo servers started side by side as
-//!   child processes, the server pinned to one core and the client to the other, in alternating
+//! * `hoop bench echo` (no `--addr`): hoop on io_uring, hoop on epoll (the same server code on
+//!   the other driver), tokio and monoio echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
 //!   order, each configuration at least twice ([`side_by_side`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES`: batches of no-ops through hoop and
 //!   through a raw `io-uring` loop, the machine's ceiling ([`nop`]).
@@ -26,7 +26,7 @@ mod server;
 mod side_by_side;
 mod stats;
 mod suite;
-mod sysinfo;
+pub(crate) mod sysinfo;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -59,7 +59,7 @@ pub struct BenchArgs {
     /// Suite only: repetitions of each echo configuration (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Suite only: the servers to compare, comma-separated (hoop, tokio, monoio).
+    /// Suite only: the servers to compare, comma-separated (hoop, hoop-epoll, tokio, monoio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Suite only: seconds per no-op engine.
@@ -70,7 +70,8 @@ pub struct BenchArgs {
 /// The benchmarks of `hoop bench`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
-    /// Echo: load a server (--addr), or run hoop, tokio and monoio servers side by side.
+    /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio and monoio servers
+    /// side by side.
     #[command(after_help = EXIT_CODES)]
     Echo(EchoArgs),
     /// No-op batches through hoop and through a raw io-uring loop (the ceiling).
@@ -81,7 +82,8 @@ pub enum BenchCommand {
 /// Arguments of `hoop bench echo`.
 #[derive(Debug, clap::Args)]
 pub struct EchoArgs {
-    /// Server to load (IP:PORT). Without it: start hoop, tokio and monoio servers side by side.
+    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio and monoio
+    /// servers side by side.
     #[arg(long, value_name = "IP:PORT")]
     pub addr: Option<String>,
     /// Connections, each with one request in flight [default: 50; side by side: 50,500,1000].
@@ -99,7 +101,8 @@ pub struct EchoArgs {
     /// Side by side: repetitions of each configuration, in alternating server order (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Side by side: the servers to compare, comma-separated (hoop, tokio, monoio).
+    /// Side by side: the servers to compare, comma-separated (hoop = io_uring, hoop-epoll,
+    /// tokio, monoio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// With --addr: the server's PID, to measure its CPU time and syscalls per request.

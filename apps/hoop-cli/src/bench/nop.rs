@@ -191,7 +191,12 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
 
 /// hoop: BATCH `Op<Nop>` futures, polled together until all completed.
 fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> {
-    let rt = hoop::Runtime::builder().entries(cfg.entries).build()?;
+    // Forced io_uring: this bench compares hoop's ring with the raw one, whatever HOOP_DRIVER
+    // says.
+    let rt = hoop::Runtime::builder()
+        .entries(cfg.entries)
+        .driver(hoop::DriverKind::Uring)
+        .build()?;
     let flags = rt.setup_flags().to_string();
     let c0 = rt.counters();
     let batch = cfg.batch;

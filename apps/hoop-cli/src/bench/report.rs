@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::side_by_side::{configurations, pair_ratio};
+use super::side_by_side::{configurations, label, pair_ratio};
 use super::stats::{EchoResult, NopResult};
 use super::sysinfo::SysInfo;
 
@@ -110,13 +110,19 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
          (one thread). Every reply is compared byte for byte with its request; mismatches, early \
          ends of stream and errors count as errors, never as requests. {} s per run, {} rounds per \
          configuration in alternating order ({}); values are medians over rounds, and the \
-         hoop/baseline ratios are taken pair by pair within a round, then their median. Server \
+         ratios are taken pair by pair within a round, then their median. `hoop (io_uring)` is \
+         `hoop serve echo --driver uring` and `hoop (epoll)` is `hoop serve echo --driver epoll`: \
+         the same server code on the two drivers (JSON `server`: `hoop` and `hoop-epoll`). Server \
          CPU is utime+stime from /proc/PID/stat over the window; syscalls per request come from \
          perf's raw_syscalls:sys_enter tracepoint on the server PID, enabled in every run for \
          every server alike.\n",
         d.echo_secs,
         d.rounds,
-        d.servers.join(" "),
+        d.servers
+            .iter()
+            .map(|s| label(s))
+            .collect::<Vec<_>>()
+            .join(", "),
     );
     if d.echo.is_empty() {
         let _ = writeln!(m, "No echo measurement.\n");
@@ -184,20 +190,54 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         if c != 50 && c != 500 {
             continue;
         }
-        for base in d.servers.iter().filter(|s| *s != "hoop") {
-            if let Some(r) = pair_ratio(d.echo, base, c, l, |r| Some(r.rps)) {
+        let rps = |r: &EchoResult| Some(r.rps);
+        let cpu = |r: &EchoResult| r.server_cpu_us_per_req;
+        for base in d
+            .servers
+            .iter()
+            .filter(|s| *s != "hoop" && *s != "hoop-epoll")
+        {
+            if let Some(r) = pair_ratio(d.echo, "hoop", base, c, l, rps) {
                 let _ = writeln!(
                     m,
-                    "- echo c={c} l={l}: hoop/{base} requests/s {r:.2}x (target >= 1.0x): {}",
+                    "- echo c={c} l={l}: hoop (io_uring)/{base} requests/s {r:.2}x (target >= \
+                     1.0x): {}",
                     verdict(r >= 1.0)
                 );
             }
         }
-        if let Some(r) = pair_ratio(d.echo, "tokio", c, l, |r| r.server_cpu_us_per_req) {
+        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", c, l, cpu) {
             let _ = writeln!(
                 m,
-                "- echo c={c} l={l}: hoop/tokio server CPU per request {r:.2}x (target <= 0.9x): {}",
+                "- echo c={c} l={l}: hoop (io_uring)/tokio server CPU per request {r:.2}x \
+                 (target <= 0.9x): {}",
                 verdict(r <= 0.9)
+            );
+        }
+        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", c, l, rps) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop (epoll)/tokio requests/s {r:.2}x (target: within 5%, \
+                 >= 0.95x): {}",
+                verdict(r >= 0.95)
+            );
+        }
+        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", c, l, cpu) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop (epoll)/tokio server CPU per request {r:.2}x (no target)"
+            );
+        }
+        let uring_rps = pair_ratio(d.echo, "hoop", "hoop-epoll", c, l, rps);
+        let uring_cpu = pair_ratio(d.echo, "hoop", "hoop-epoll", c, l, cpu);
+        if let Some(r) = uring_rps {
+            let cpu = uring_cpu.map_or(String::new(), |x| {
+                format!(", server CPU per request {x:.2}x")
+            });
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop (io_uring)/hoop (epoll), the same code on the two \
+                 drivers: requests/s {r:.2}x{cpu} (no target)"
             );
         }
     }

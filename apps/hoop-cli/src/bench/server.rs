@@ -17,8 +17,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(3);
 /// How much of a server's stderr is kept for error messages.
 const STDERR_KEEP: usize = 4096;
 
-/// A running echo server (`hoop serve echo --server NAME --addr 127.0.0.1:0`). Dropping it stops
-/// the process (SIGTERM, then SIGKILL) and waits for it.
+/// A running echo server (`hoop serve echo --addr 127.0.0.1:0` with [`serve_args`]). Dropping it
+/// stops the process (SIGTERM, then SIGKILL) and waits for it.
 pub(crate) struct ServerChild {
     child: Child,
     name: String,
@@ -33,7 +33,8 @@ impl ServerChild {
     pub(crate) fn spawn(name: &str, cpu: Option<usize>) -> io::Result<ServerChild> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
-        cmd.args(["serve", "echo", "--addr", "127.0.0.1:0", "--server", name])
+        cmd.args(["serve", "echo", "--addr", "127.0.0.1:0"])
+            .args(serve_args(name))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -171,6 +172,17 @@ fn drain_stderr(mut err: impl Read, keep: &Mutex<String>) {
                 s.push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         }
+    }
+}
+
+/// The `hoop serve echo` arguments that start server `name`. Both hoop servers force their
+/// driver, so that `hoop` never silently runs on epoll (where io_uring is unavailable it fails
+/// with the reason instead) and `HOOP_DRIVER` cannot change what a label means.
+pub(crate) fn serve_args(name: &str) -> Vec<&str> {
+    match name {
+        "hoop" => vec!["--server", "hoop", "--driver", "uring"],
+        "hoop-epoll" => vec!["--server", "hoop", "--driver", "epoll"],
+        other => vec!["--server", other],
     }
 }
 
@@ -341,6 +353,13 @@ mod tests {
         assert_eq!(parse_perf_count(out), Some(55971));
         let none = "<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n";
         assert_eq!(parse_perf_count(none), None);
+    }
+
+    #[test]
+    fn hoop_servers_force_their_driver() {
+        assert_eq!(serve_args("hoop")[2..], ["--driver", "uring"]);
+        assert_eq!(serve_args("hoop-epoll")[2..], ["--driver", "epoll"]);
+        assert_eq!(serve_args("tokio"), ["--server", "tokio"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! `hoop bench echo`: one server given with `--addr`, or hoop, tokio and monoio servers started
-//! side by side (server pinned to one core, client to the other), measured in alternating order
-//! (A B C A B C ...) so that drift hits every server alike; ratios are taken pair by pair within
-//! each round and their median quoted.
+//! `hoop bench echo`: one server given with `--addr`, or hoop (on io_uring and on epoll: the
+//! same server code on the two drivers), tokio and monoio servers started side by side (server
+//! pinned to one core, client to the other), measured in alternating order (A B C D A B C D ...)
+//! so that drift hits every server alike; ratios are taken pair by pair within each round and
+//! their median quoted.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -13,8 +14,20 @@ use super::server::{ServerChild, ServerMetrics, ServerProbe};
 use super::stats::{self, median, EchoResult};
 use super::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs};
 
-/// The servers, in the order they run within a round.
-pub(crate) const SERVERS: [&str; 3] = ["hoop", "tokio", "monoio"];
+/// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver
+/// uring`, `hoop-epoll` is `hoop serve echo --driver epoll`.
+pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "tokio", "monoio"];
+/// The servers the ratio columns are taken against (numerators), when they ran.
+const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];
+
+/// How a server is named in tables and charts (its JSON `server` field stays the short name).
+pub(crate) fn label(server: &str) -> &str {
+    match server {
+        "hoop" => "hoop (io_uring)",
+        "hoop-epoll" => "hoop (epoll)",
+        other => other,
+    }
+}
 /// The full matrix, as in the article hoop grew from.
 const FULL_CONNS: [usize; 3] = [50, 500, 1000];
 /// The quick matrix's connections.
@@ -56,7 +69,7 @@ pub(crate) struct MatrixOutcome {
     pub failures: Vec<String>,
 }
 
-/// Checks `--servers` and returns it (default: all three).
+/// Checks `--servers` and returns it (default: all four).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
     let list = list.unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
     let mut out: Vec<String> = Vec::new();
@@ -344,9 +357,10 @@ fn med(
     median(&v)
 }
 
-/// Median over rounds of hoop's `f` / `base`'s `f`, paired within each round.
+/// Median over rounds of `num`'s `f` / `base`'s `f`, paired within each round.
 pub(crate) fn pair_ratio(
     results: &[EchoResult],
+    num: &str,
     base: &str,
     conns: usize,
     len: usize,
@@ -359,7 +373,7 @@ pub(crate) fn pair_ratio(
     };
     let ratios: Vec<f64> = results
         .iter()
-        .filter(|r| r.server == "hoop" && r.conns == conns && r.len_bytes == len)
+        .filter(|r| r.server == num && r.conns == conns && r.len_bytes == len)
         .filter_map(|h| {
             let b = find(base, h.round)?;
             let (x, y) = (f(h)?, f(b)?);
@@ -380,15 +394,27 @@ pub(crate) fn configurations(results: &[EchoResult]) -> Vec<(usize, usize)> {
     v
 }
 
-/// The side-by-side table (markdown): medians over rounds, and hoop/baseline ratios.
+/// The side-by-side table (markdown): medians over rounds, and for each hoop server that ran
+/// (io_uring, epoll) its ratios to every server, paired within a round: so the `hoop (epoll)`
+/// row's `hoop (io_uring)/this` column is hoop(io_uring)/hoop(epoll).
 pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> String {
     let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let refs: Vec<&str> = REFERENCES
+        .into_iter()
+        .filter(|r| servers.iter().any(|s| s == r))
+        .collect();
     let mut s = String::from(
         "| conns | len | server | req/s (median) | p99 µs | server CPU µs/req | server CPU % | \
-         syscalls/req | client CPU % | errors | client-bound runs | hoop/this req/s | hoop/this CPU/req |\n\
-         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         syscalls/req | client CPU % | errors | client-bound runs |",
     );
+    for r in &refs {
+        let l = label(r);
+        s.push_str(&format!(" {l}/this req/s | {l}/this CPU/req |"));
+    }
+    s.push_str("\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    s.push_str(&"---:|---:|".repeat(refs.len()));
+    s.push('\n');
     for (conns, len) in configurations(results) {
         for server in servers {
             let runs: Vec<&EchoResult> = results
@@ -399,18 +425,9 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
                 continue;
             }
             let m = |f: fn(&EchoResult) -> Option<f64>| med(results, server, conns, len, f);
-            let (ratio_rps, ratio_cpu) = if server == "hoop" {
-                ("1.00".to_string(), "1.00".to_string())
-            } else {
-                (
-                    f2(pair_ratio(results, server, conns, len, |r| Some(r.rps))),
-                    f2(pair_ratio(results, server, conns, len, |r| {
-                        r.server_cpu_us_per_req
-                    })),
-                )
-            };
             s.push_str(&format!(
-                "| {conns} | {len} | {server} | {:.0} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |\n",
+                "| {conns} | {len} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {}/{} |",
+                label(server),
                 m(|r| Some(r.rps)).unwrap_or(0.0),
                 f1(m(|r| r.p99_us)),
                 f2(m(|r| r.server_cpu_us_per_req)),
@@ -420,10 +437,103 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
                 runs.iter().map(|r| r.errors).sum::<u64>(),
                 runs.iter().filter(|r| r.client_bound).count(),
                 runs.len(),
-                ratio_rps,
-                ratio_cpu,
             ));
+            for r in &refs {
+                let (rps, cpu) = if server == r {
+                    ("1.00".to_string(), "1.00".to_string())
+                } else {
+                    (
+                        f2(pair_ratio(results, r, server, conns, len, |x| Some(x.rps))),
+                        f2(pair_ratio(results, r, server, conns, len, |x| {
+                            x.server_cpu_us_per_req
+                        })),
+                    )
+                };
+                s.push_str(&format!(" {rps} | {cpu} |"));
+            }
+            s.push('\n');
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(server: &str, round: u32, rps: f64, cpu: f64) -> EchoResult {
+        EchoResult {
+            bench: "echo",
+            server: server.to_string(),
+            addr: "127.0.0.1:1".to_string(),
+            round,
+            conns: 50,
+            len_bytes: 128,
+            secs: 1.0,
+            requests: rps as u64,
+            errors: 0,
+            first_error: None,
+            rps,
+            p50_us: Some(10.0),
+            p99_us: Some(20.0),
+            p999_us: Some(30.0),
+            max_us: Some(40.0),
+            mean_us: Some(12.0),
+            connected: 50,
+            client_cpu_pct: 50.0,
+            client_enters_per_req: None,
+            server_cpu_pct: Some(50.0),
+            server_cpu_us_per_req: Some(cpu),
+            syscalls_per_req: None,
+            client_bound: false,
+            pinned: true,
+        }
+    }
+
+    #[test]
+    fn servers_parse_and_keep_their_order() {
+        assert_eq!(parse_servers(None).unwrap(), SERVERS.to_vec());
+        let l = parse_servers(Some(vec!["tokio".into(), " HOOP-EPOLL".into()])).unwrap();
+        assert_eq!(l, ["tokio", "hoop-epoll"]);
+        assert!(parse_servers(Some(vec!["nginx".into()])).is_err());
+    }
+
+    #[test]
+    fn the_table_has_both_hoop_ratios() {
+        let servers: Vec<String> = ["hoop", "hoop-epoll", "tokio"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let results = vec![
+            result("hoop", 0, 300.0, 2.0),
+            result("hoop-epoll", 0, 200.0, 4.0),
+            result("tokio", 0, 100.0, 8.0),
+            result("hoop", 1, 300.0, 2.0),
+            result("hoop-epoll", 1, 200.0, 4.0),
+            result("tokio", 1, 100.0, 8.0),
+        ];
+        let t = summary_table(&results, &servers);
+        assert!(t.contains("hoop (io_uring)/this req/s"), "{t}");
+        assert!(t.contains("hoop (epoll)/this req/s"), "{t}");
+        let row = |name: &str| {
+            t.lines()
+                .find(|l| l.contains(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("no {name} row: {t}"))
+                .to_string()
+        };
+        // hoop(io_uring)/hoop(epoll): 1.50 req/s, 0.50 CPU; then hoop(epoll)/hoop(epoll).
+        assert!(
+            row("hoop (epoll)").ends_with("| 1.50 | 0.50 | 1.00 | 1.00 |"),
+            "{t}"
+        );
+        // Against tokio: io_uring 3x, epoll 2x.
+        assert!(
+            row("tokio").ends_with("| 3.00 | 0.25 | 2.00 | 0.50 |"),
+            "{t}"
+        );
+        let header_cols = t.lines().next().unwrap().matches('|').count();
+        for line in t.lines().skip(1) {
+            assert_eq!(line.matches('|').count(), header_cols, "{line}");
+        }
+    }
 }

@@ -60,7 +60,8 @@ pub(crate) fn median(values: &[f64]) -> Option<f64> {
 pub(crate) struct EchoResult {
     /// Always "echo".
     pub bench: &'static str,
-    /// "hoop", "tokio", "monoio", or "external" (a server given with --addr).
+    /// "hoop" (io_uring), "hoop-epoll", "tokio", "monoio", or "external" (a server given with
+    /// --addr).
     pub server: String,
     /// The address the client loaded.
     pub addr: String,

@@ -32,7 +32,11 @@ pub(crate) struct SysInfo {
 impl SysInfo {
     /// Gathers everything (sets up and closes one hoop ring).
     pub(crate) fn collect() -> SysInfo {
-        let (flags, sizes) = match hoop::Runtime::new() {
+        // Forced io_uring: with `auto` (or HOOP_DRIVER=epoll) this line could describe epoll.
+        let forced = hoop::Runtime::builder()
+            .driver(hoop::DriverKind::Uring)
+            .build();
+        let (flags, sizes) = match forced {
             Ok(rt) => (rt.setup_flags().to_string(), Some(rt.ring_sizes())),
             Err(e) => (format!("unavailable: {e}"), None),
         };
@@ -64,7 +68,8 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-fn kernel() -> String {
+/// `uname -srvm`: system name, release, version, machine.
+pub(crate) fn kernel() -> String {
     // SAFETY: utsname is plain old data; all-zero is valid.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: uname fills the struct it is given.

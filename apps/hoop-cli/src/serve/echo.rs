@@ -1,10 +1,17 @@
 //! `hoop serve echo`: a TCP echo server on hoop, or on a baseline runtime (tokio, monoio).
 //!
-//! On hoop: one runtime per thread, thread `i` pinned to CPU `i % cpus` (counting only the CPUs
-//! the process may use), each with its own listener on the same port (`SO_REUSEPORT` when there
-//! is more than one thread, so the kernel balances connections). Every connection is its own task: `TCP_NODELAY`, then read up to
-//! 64 KiB into one reused buffer and write all of it back, until end of stream or an error,
-//! which closes only that connection.
+//! On hoop: every runtime runs the same driver, chosen by `--driver` (`uring`, `epoll`, or
+//! `auto`, which tries io_uring and falls back to epoll); without the flag, `HOOP_DRIVER` decides
+//! (default `auto`). The driver is settled once on the main thread, before the listeners are
+//! bound, and named in one line on stderr (`hoop serve echo: driver epoll (...)`); a forced
+//! `uring` that cannot start fails there with the kernel's reason and what to do, before
+//! anything is printed on stdout. `listening on IP:PORT` is printed once every runtime is up.
+//!
+//! One runtime per thread, thread `i` pinned to CPU `i % cpus` (counting only the CPUs the
+//! process may use), each with its own listener on the same port (`SO_REUSEPORT` when there is
+//! more than one thread, so the kernel balances connections). Every connection is its own task:
+//! `TCP_NODELAY`, then read up to 64 KiB into one reused buffer and write all of it back, until
+//! end of stream or an error, which closes only that connection.
 //!
 //! Shutdown: SIGINT and SIGTERM are blocked before any thread starts and taken by the main
 //! thread with `sigtimedwait`; it raises a [`Stop`] flag that every runtime thread awaits next
@@ -16,12 +23,13 @@ use std::future::Future;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hoop::net::{TcpListener, TcpStream};
+use hoop::DriverKind;
 
 use super::signal::{Signals, Stop};
 use crate::baseline;
@@ -42,7 +50,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// Which runtime serves the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ServerKind {
-    /// hoop: one io_uring runtime per thread.
+    /// hoop: one runtime per thread, on the driver `--driver` picks.
     Hoop,
     /// Baseline: tokio's current-thread runtime (epoll).
     Tokio,
@@ -60,6 +68,27 @@ impl ServerKind {
     }
 }
 
+/// The driver hoop's runtimes run on (`--driver`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DriverArg {
+    /// io_uring if it can be set up, else epoll (saying why on stderr).
+    Auto,
+    /// io_uring, or fail with the reason it cannot run.
+    Uring,
+    /// The epoll readiness driver.
+    Epoll,
+}
+
+impl From<DriverArg> for DriverKind {
+    fn from(d: DriverArg) -> DriverKind {
+        match d {
+            DriverArg::Auto => DriverKind::Auto,
+            DriverArg::Uring => DriverKind::Uring,
+            DriverArg::Epoll => DriverKind::Epoll,
+        }
+    }
+}
+
 /// Arguments of `hoop serve echo`.
 #[derive(Debug, clap::Args)]
 pub struct EchoArgs {
@@ -73,6 +102,10 @@ pub struct EchoArgs {
     /// Which runtime serves the connections.
     #[arg(long, value_enum, default_value_t = ServerKind::Hoop)]
     pub server: ServerKind,
+    /// hoop's driver: uring, epoll, or auto (io_uring, else epoll). Default: $HOOP_DRIVER when
+    /// set, else auto.
+    #[arg(long, value_enum, value_name = "DRIVER")]
+    pub driver: Option<DriverArg>,
 }
 
 /// Runs the echo server until SIGINT or SIGTERM.
@@ -100,11 +133,23 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
             ),
         ));
     }
+    if args.server != ServerKind::Hoop && args.driver.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--driver applies to the hoop server only, not to the {} baseline",
+                args.server.name()
+            ),
+        ));
+    }
     // Before any thread exists, so that every thread inherits the mask.
     let signals = Signals::block()?;
     raise_nofile_limit();
     match args.server {
-        ServerKind::Hoop => run_hoop(&args.addr, args.threads, &signals),
+        ServerKind::Hoop => {
+            let kind = settle_driver(args.driver)?;
+            run_hoop(&args.addr, args.threads, kind, &signals)
+        }
         ServerKind::Tokio => run_baseline(&args.addr, "tokio", baseline::run_tokio_echo, &signals),
         ServerKind::Monoio => {
             run_baseline(&args.addr, "monoio", baseline::run_monoio_echo, &signals)
@@ -112,8 +157,50 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
     }
 }
 
+/// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
+/// Sets up one runtime here, on the main thread, so that `auto` tries io_uring (and says why it
+/// falls back) once rather than once per thread, and a forced `uring` that cannot run fails
+/// before anything is bound or printed. Names the driver in one line on stderr and returns it
+/// (`Uring` or `Epoll`, never `Auto`).
+fn settle_driver(arg: Option<DriverArg>) -> io::Result<DriverKind> {
+    let (requested, source) = match arg {
+        Some(d) => {
+            let k = DriverKind::from(d);
+            (k, format!("--driver {k}"))
+        }
+        None => match DriverKind::from_env()
+            .map_err(|e| with_context(e, "invalid HOOP_DRIVER".to_string()))?
+        {
+            Some(k) => (k, format!("HOOP_DRIVER={k}")),
+            None => (DriverKind::Auto, "the default, auto".to_string()),
+        },
+    };
+    let rt = hoop::Runtime::builder()
+        .driver(requested)
+        .build()
+        .map_err(|e| {
+            let hint = match requested {
+                DriverKind::Uring => "; `--driver epoll` (or `auto`) runs without io_uring",
+                _ => "",
+            };
+            let e = with_context(e, format!("cannot start the {requested} driver ({source})"));
+            io::Error::new(e.kind(), format!("{e}{hint}"))
+        })?;
+    let kind = rt.driver_kind();
+    let detail = match kind {
+        DriverKind::Uring => {
+            let (sq, cq) = rt.ring_sizes();
+            format!("setup flags {}, SQ {sq}, CQ {cq}; ", rt.setup_flags())
+        }
+        _ => String::new(),
+    };
+    drop(rt);
+    eprintln!("hoop serve echo: driver {kind} ({detail}from {source})");
+    Ok(kind)
+}
+
 /// The hoop server: `threads` runtime threads until a signal (or until one of them fails).
-fn run_hoop(addr: &str, threads: usize, signals: &Signals) -> io::Result<()> {
+fn run_hoop(addr: &str, threads: usize, kind: DriverKind, signals: &Signals) -> io::Result<()> {
     let first = TcpListener::bind_with(addr, threads > 1)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
     let local = first.local_addr()?;
@@ -127,12 +214,14 @@ fn run_hoop(addr: &str, threads: usize, signals: &Signals) -> io::Result<()> {
     let stop = Arc::new(Stop::new());
     let cpus = allowed_cpus();
     let mut workers: Vec<JoinHandle<io::Result<()>>> = Vec::with_capacity(threads);
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
     for (i, listener) in listeners.into_iter().enumerate() {
         let stop_w = stop.clone();
+        let ready = ready_tx.clone();
         let cpu = cpus[i % cpus.len()];
         let spawned = std::thread::Builder::new()
             .name(format!("hoop-echo-{i}"))
-            .spawn(move || worker(i, cpu, listener, &stop_w));
+            .spawn(move || worker(i, cpu, kind, listener, ready, &stop_w));
         match spawned {
             Ok(h) => workers.push(h),
             Err(e) => {
@@ -141,6 +230,17 @@ fn run_hoop(addr: &str, threads: usize, signals: &Signals) -> io::Result<()> {
                 return Err(with_context(e, format!("cannot start thread {i}")));
             }
         }
+    }
+    drop(ready_tx);
+
+    // Announce only once every runtime is up: a thread whose runtime cannot start ends (and
+    // drops its sender) without a ready message, so the count falls short.
+    let ready = ready_rx.iter().take(threads).count();
+    if ready < threads {
+        stop.stop();
+        return join_workers(workers).and(Err(io::Error::other(
+            "a server thread stopped before its runtime started",
+        )));
     }
 
     let announced = announce(local);
@@ -161,13 +261,26 @@ fn run_hoop(addr: &str, threads: usize, signals: &Signals) -> io::Result<()> {
     }
 }
 
-/// One runtime thread: serves `listener` until `stop` is raised.
-fn worker(i: usize, cpu: usize, listener: TcpListener, stop: &Stop) -> io::Result<()> {
+/// One runtime thread on driver `kind`: says it is ready once its runtime is up, then serves
+/// `listener` until `stop` is raised.
+fn worker(
+    i: usize,
+    cpu: usize,
+    kind: DriverKind,
+    listener: TcpListener,
+    ready: mpsc::Sender<()>,
+    stop: &Stop,
+) -> io::Result<()> {
     if let Err(e) = hoop::runtime::pin_to_cpu(cpu) {
         eprintln!("hoop echo: thread {i}: cannot pin to CPU {cpu}: {e}; running unpinned");
     }
-    let rt = hoop::Runtime::new()
-        .map_err(|e| with_context(e, format!("thread {i}: cannot start the runtime")))?;
+    let rt = hoop::Runtime::builder()
+        .driver(kind)
+        .build()
+        .map_err(|e| with_context(e, format!("thread {i}: cannot start the {kind} runtime")))?;
+    // The main thread may have given up already; serving on is still right until `stop`.
+    let _ = ready.send(());
+    drop(ready);
     rt.block_on(async {
         let mut accept = pin!(accept_loop(listener, i));
         let mut stopped = pin!(stop.wait());

@@ -23,6 +23,11 @@ pub use net::*;
 pub use nop::Nop;
 pub use time::Timeout;
 
+/// The buffer id a CQE carries (`IORING_CQE_F_BUFFER`), if any.
+pub(crate) fn buffer_id(flags: u32) -> Option<u16> {
+    io_uring::cqueue::buffer_select(flags)
+}
+
 /// One operation's data and the meaning of its completion.
 pub trait OpCode: 'static {
     /// What the operation's future resolves to.

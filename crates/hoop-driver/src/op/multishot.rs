@@ -3,6 +3,7 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
+use crate::bufring::{BufRing, RingBuf};
 use crate::error::cvt;
 use crate::lifecycle::Completion;
 use crate::op::MultishotCode;
@@ -38,7 +39,84 @@ impl MultishotCode for AcceptMulti {
         // not post a CQE; the stream goes on unless the listener is gone or it was cancelled.
         !matches!(
             -last.res,
-            libc::ECANCELED | libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EBADR | libc::ENXIO
+            libc::ECANCELED
+                | libc::EBADF
+                | libc::EINVAL
+                | libc::ENOTSOCK
+                | libc::EBADR
+                | libc::ENXIO
         )
+    }
+}
+
+/// Receives into buffers of a [`BufRing`] for as long as it is armed: multishot recv with
+/// buffer select (6.0) when the ring is registered with the kernel; otherwise one receive per
+/// arm into a buffer taken from the ring's free list (the fallback). Running out of buffers
+/// (`ENOBUFS`) ends one arm and loses no data: the stream re-arms once a buffer is returned.
+/// Data received after the stream was dropped goes back to the ring (invariant 14).
+#[derive(Debug)]
+pub struct RecvMulti {
+    pub(crate) fd: RawFd,
+    pub(crate) ring: BufRing,
+    /// The free-list buffer this arm receives into (fallback mode).
+    pub(crate) user_buf: Option<(u16, *mut u8)>,
+}
+
+impl RecvMulti {
+    /// Receives from `fd` into buffers of `ring`.
+    pub fn new(fd: RawFd, ring: BufRing) -> Self {
+        RecvMulti {
+            fd,
+            ring,
+            user_buf: None,
+        }
+    }
+
+    /// Takes a free-list buffer for the next arm (fallback mode); `None` if none is free.
+    pub(crate) fn take_user_buf(&mut self) -> Option<(u16, *mut u8)> {
+        if self.user_buf.is_none() {
+            self.user_buf = self.ring.take_user();
+        }
+        self.user_buf
+    }
+}
+
+impl MultishotCode for RecvMulti {
+    type Item = io::Result<RingBuf>;
+
+    fn item(&mut self, c: Completion) -> Option<Self::Item> {
+        let kernel_bid = crate::op::buffer_id(c.flags);
+        let user = self.user_buf.take();
+        if c.res > 0 {
+            return match (kernel_bid, user) {
+                (Some(bid), _) => Some(Ok(self.ring.take_kernel(bid, c.res as usize))),
+                (None, Some((bid, _))) => Some(Ok(self.ring.filled_user(bid, c.res as usize))),
+                (None, None) => Some(Err(io::Error::other("receive completed without a buffer"))),
+            };
+        }
+        // No data: any buffer the CQE names, or the one this arm took, goes straight back.
+        if let Some(bid) = kernel_bid {
+            self.ring.give_back_kernel(bid);
+        }
+        if let Some((bid, _)) = user {
+            self.ring.give_back(bid);
+        }
+        match c.res {
+            // End of stream, out of buffers (re-armed later), or cancelled: nothing to yield.
+            0 => None,
+            r if r == -libc::ENOBUFS || r == -libc::ECANCELED => None,
+            r => Some(Err(io::Error::from_raw_os_error(-r))),
+        }
+    }
+
+    fn rearm(&self, last: &Completion) -> bool {
+        last.res > 0 || last.res == -libc::ENOBUFS
+    }
+
+    fn poll_ready_to_arm(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.user_buf.is_some() {
+            return std::task::Poll::Ready(());
+        }
+        self.ring.poll_available(cx)
     }
 }

@@ -188,7 +188,8 @@ fn setup_err(e: io::Error) -> SetupError {
 impl Epoll {
     pub(crate) fn new(cfg: &Config) -> Result<Epoll, SetupError> {
         // SAFETY: epoll_create1 has no memory-safety preconditions.
-        let epfd = cvt_libc(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup_err)?;
+        let epfd =
+            cvt_libc(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup_err)?;
         // SAFETY: epoll_create1 returned a new fd nothing else owns.
         let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
         // SAFETY: eventfd has no memory-safety preconditions.
@@ -258,6 +259,7 @@ impl Epoll {
         let initial = state;
         let res = match call.mode {
             Mode::Nop => 0,
+            Mode::Fail(errno) => -errno,
             Mode::Inline => call.run(),
             Mode::Close(fd) => {
                 self.forget_fd(fd);
@@ -501,13 +503,11 @@ impl Epoll {
                 self.waiting.remove(&user_data);
                 self.finish(user_data, -libc::ECANCELED);
             }
-            Some(Waiting::Pool) => {
-                if self.pool.cancel_queued(user_data) {
-                    self.waiting.remove(&user_data);
-                    self.finish(user_data, -libc::ECANCELED);
-                }
+            Some(Waiting::Pool) if self.pool.cancel_queued(user_data) => {
+                self.waiting.remove(&user_data);
+                self.finish(user_data, -libc::ECANCELED);
             }
-            None => {}
+            Some(Waiting::Pool) | None => {}
         }
     }
 
@@ -728,7 +728,9 @@ fn socket_error(fd: RawFd) -> i32 {
         )
     };
     if r < 0 {
-        -io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+        -io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
     } else if err == libc::EINPROGRESS || err == libc::EALREADY {
         -libc::EAGAIN
     } else {

@@ -15,6 +15,8 @@ use crate::op::*;
 pub enum Mode {
     /// Completes at once with result 0.
     Nop,
+    /// Completes at once with `-errno`.
+    Fail(i32),
     /// Runs at once on the driver's thread (cheap, never blocks).
     Inline,
     /// Runs at once; closes `fd`, so the driver forgets its registration first.
@@ -138,7 +140,11 @@ unsafe impl<B: IoBufMut> EpollOp for Read<B> {
         if self.offset == CURRENT_POS {
             Call::new(libc::SYS_read, &[fd as _, ptr, len], mode)
         } else {
-            Call::new(libc::SYS_pread64, &[fd as _, ptr, len, off(self.offset)], mode)
+            Call::new(
+                libc::SYS_pread64,
+                &[fd as _, ptr, len, off(self.offset)],
+                mode,
+            )
         }
         .with_io_len(len as usize)
     }
@@ -158,7 +164,11 @@ unsafe impl<B: IoBuf> EpollOp for Write<B> {
         if self.offset == CURRENT_POS {
             Call::new(libc::SYS_write, &[fd as _, ptr, len], mode)
         } else {
-            Call::new(libc::SYS_pwrite64, &[fd as _, ptr, len, off(self.offset)], mode)
+            Call::new(
+                libc::SYS_pwrite64,
+                &[fd as _, ptr, len, off(self.offset)],
+                mode,
+            )
         }
         .with_io_len(len as usize)
     }
@@ -180,7 +190,11 @@ unsafe impl<B: IoBufMut> EpollOp for Readv<B> {
         if self.offset == CURRENT_POS {
             Call::new(libc::SYS_readv, &[fd as _, iov, n], mode)
         } else {
-            Call::new(libc::SYS_preadv, &[fd as _, iov, n, off(self.offset), 0], mode)
+            Call::new(
+                libc::SYS_preadv,
+                &[fd as _, iov, n, off(self.offset), 0],
+                mode,
+            )
         }
     }
 }
@@ -201,7 +215,11 @@ unsafe impl<B: IoBuf> EpollOp for Writev<B> {
         if self.offset == CURRENT_POS {
             Call::new(libc::SYS_writev, &[fd as _, iov, n], mode)
         } else {
-            Call::new(libc::SYS_pwritev, &[fd as _, iov, n, off(self.offset), 0], mode)
+            Call::new(
+                libc::SYS_pwritev,
+                &[fd as _, iov, n, off(self.offset), 0],
+                mode,
+            )
         }
     }
 }
@@ -264,7 +282,12 @@ unsafe impl EpollOp for Fallocate {
     fn create_call(&mut self) -> Call {
         Call::new(
             libc::SYS_fallocate,
-            &[self.fd as _, self.mode as _, off(self.offset), off(self.len)],
+            &[
+                self.fd as _,
+                self.mode as _,
+                off(self.offset),
+                off(self.len),
+            ],
             Mode::Blocking,
         )
     }
@@ -329,11 +352,7 @@ unsafe impl EpollOp for Connect {
     fn create_call(&mut self) -> Call {
         Call::new(
             libc::SYS_connect,
-            &[
-                self.fd as _,
-                self.addr.as_ptr() as _,
-                self.addr.len() as _,
-            ],
+            &[self.fd as _, self.addr.as_ptr() as _, self.addr.len() as _],
             Mode::Connect(self.fd),
         )
     }
@@ -447,5 +466,29 @@ unsafe impl EpollOp for AcceptMulti {
             ],
             Mode::Accept(self.fd),
         )
+    }
+}
+
+// SAFETY: the pointer is into the ring's buffer memory, kept alive by the op (it holds the
+// ring), taken from the free list for this arm only.
+unsafe impl EpollOp for RecvMulti {
+    fn create_call(&mut self) -> Call {
+        let len = self.ring.buf_len();
+        match self.take_user_buf() {
+            Some((_, ptr)) => Call::new(
+                libc::SYS_recvfrom,
+                &[
+                    self.fd as _,
+                    ptr as _,
+                    len as _,
+                    libc::MSG_DONTWAIT as _,
+                    0,
+                    0,
+                ],
+                Mode::Readable(self.fd),
+            )
+            .with_io_len(len),
+            None => Call::new(0, &[], Mode::Fail(libc::ENOBUFS)),
+        }
     }
 }

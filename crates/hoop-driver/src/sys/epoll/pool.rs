@@ -25,6 +25,7 @@ struct Shared {
 pub(crate) struct Pool {
     shared: Arc<Shared>,
     max_threads: usize,
+    handles: std::cell::RefCell<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Pool {
@@ -42,6 +43,7 @@ impl Pool {
                 notify,
             }),
             max_threads: max_threads.max(1),
+            handles: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -61,13 +63,16 @@ impl Pool {
             let r = std::thread::Builder::new()
                 .name("hoop-blocking".into())
                 .spawn(move || worker(shared));
-            if let Err(e) = r {
-                let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-                q.threads -= 1;
-                if q.threads == 0 {
-                    // Nobody can run it: take the job back and fail.
-                    q.jobs.retain(|(u, _)| *u != user_data);
-                    return Err(e);
+            match r {
+                Ok(h) => self.handles.borrow_mut().push(h),
+                Err(e) => {
+                    let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    q.threads -= 1;
+                    if q.threads == 0 {
+                        // Nobody can run it: take the job back and fail.
+                        q.jobs.retain(|(u, _)| *u != user_data);
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -91,14 +96,28 @@ impl Pool {
 }
 
 impl Drop for Pool {
-    /// Tells the threads to exit once the queue is empty. Threads are not joined: one stuck in a
-    /// system call (a read of a pipe nobody writes) would block the runtime's drop forever; its
-    /// operation's memory is leaked by the driver's shutdown instead.
+    /// Tells the threads to exit once the queue is empty and joins them, for up to a second: a
+    /// thread stuck in a system call (a read of a pipe nobody writes) is left to finish on its
+    /// own rather than block the runtime's drop (its operation's memory was leaked by the
+    /// driver's shutdown).
     fn drop(&mut self) {
         let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.closed = true;
         drop(q);
         self.shared.cv.notify_all();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut handles = std::mem::take(&mut *self.handles.borrow_mut());
+        while !handles.is_empty() && std::time::Instant::now() < deadline {
+            let (done, running): (Vec<_>, Vec<_>) =
+                handles.into_iter().partition(|h| h.is_finished());
+            for h in done {
+                let _ = h.join();
+            }
+            handles = running;
+            if !handles.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
     }
 }
 

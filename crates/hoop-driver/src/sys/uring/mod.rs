@@ -42,7 +42,7 @@ pub enum PushError {
 pub(crate) struct Uring {
     ring: IoUring,
     /// `IORING_REGISTER_PROBE`: which opcodes this kernel supports.
-    probe: io_uring::Probe,
+    probe: Box<io_uring::Probe>,
     pub(crate) table: OpTable,
     /// Targets (user_data) of cancels not yet pushed.
     cancels: VecDeque<u64>,
@@ -100,6 +100,11 @@ impl Uring {
 
     pub(crate) fn setup_flags(&self) -> &'static str {
         self.setup_flags
+    }
+
+    /// The ring's submitter (for registrations).
+    pub(crate) fn submitter(&self) -> io_uring::Submitter<'_> {
+        self.ring.submitter()
     }
 
     /// Whether the kernel supports `opcode` (from the probe taken at setup).
@@ -334,12 +339,9 @@ impl Uring {
             self.table.counters.overflow_events += 1;
             // SAFETY: as in `enter`; this call only flushes the backlog into the CQ.
             let r = unsafe {
-                self.ring.submitter().enter::<libc::sigset_t>(
-                    0,
-                    0,
-                    IORING_ENTER_GETEVENTS,
-                    None,
-                )
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
             };
             self.table.counters.enter_calls += 1;
             if let Err(e) = r {
@@ -511,8 +513,8 @@ const NEEDED: &[(u8, &str)] = &[
 
 /// Probes the kernel's opcodes; a ring that lacks one hoop needs (an old kernel, gVisor's
 /// partial io_uring) is refused with the missing names, so `Auto` falls back to epoll.
-fn probe_opcodes(ring: &IoUring) -> Result<io_uring::Probe, SetupError> {
-    let mut probe = io_uring::Probe::new();
+fn probe_opcodes(ring: &IoUring) -> Result<Box<io_uring::Probe>, SetupError> {
+    let mut probe = Box::new(io_uring::Probe::new());
     ring.submitter()
         .register_probe(&mut probe)
         .map_err(|e| SetupError::classify(e, 0))?;

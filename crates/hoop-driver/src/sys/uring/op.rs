@@ -225,3 +225,22 @@ unsafe impl UringOp for AcceptMulti {
             .build()
     }
 }
+
+// SAFETY: kernel mode: no pointers (the kernel picks a ring buffer); fallback: the pointer is into
+// the ring's buffer memory, which the op keeps alive (it holds the ring) and which was taken from
+// the free list for this arm only.
+unsafe impl UringOp for RecvMulti {
+    fn create_entry(&mut self) -> Entry {
+        if self.ring.is_kernel() {
+            return opcode::RecvMulti::new(Fd(self.fd), self.ring.bgid()).build();
+        }
+        match self.take_user_buf() {
+            Some((_, ptr)) => {
+                opcode::Recv::new(Fd(self.fd), ptr, self.ring.buf_len() as u32).build()
+            }
+            // No free buffer (the stream waits for one before arming, so only a race): a NOP
+            // that fails with ENOBUFS would be ideal; a zero-length recv is harmless instead.
+            None => opcode::Recv::new(Fd(self.fd), std::ptr::null_mut(), 0).build(),
+        }
+    }
+}

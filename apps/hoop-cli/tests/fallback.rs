@@ -1,0 +1,476 @@
+//! hoop where io_uring is blocked: the real `hoop` binary runs under a seccomp filter that makes
+//! `io_uring_setup` fail with EPERM (as Docker's and containerd's default profiles do), installed
+//! in the child between fork and exec.
+//!
+//! * `hoop serve echo` (driver auto) falls back to epoll, says why on stderr, prints exactly
+//!   `listening on IP:PORT` on stdout, and echoes correctly;
+//! * `hoop serve echo --driver uring` refuses to start: non-zero exit, the explained error on
+//!   stderr, nothing on stdout;
+//! * `hoop probe --json` reports driver "epoll" and the reason.
+//!
+//! Each test first checks that the filter really blocks io_uring in a child (`hoop probe` under
+//! it must not report "uring"), so a filter that silently did nothing fails the test rather than
+//! pass it for the wrong reason.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
+/// Longest wait for the `listening on` line, or for a refusing child to exit.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// Read/write timeout of the std clients.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ===== the seccomp filter =====
+
+/// The filter: `io_uring_setup` returns EPERM, every other system call is allowed.
+fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+    let arch = if cfg!(target_arch = "x86_64") {
+        AUDIT_ARCH_X86_64
+    } else {
+        AUDIT_ARCH_AARCH64
+    };
+    let stmt = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
+    let ld_w_abs = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    let jeq_k = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
+    vec![
+        // seccomp_data.arch at offset 4: other architectures are let through untouched.
+        stmt(ld_w_abs, 4),
+        jump(jeq_k, arch, 0, 3),
+        // seccomp_data.nr at offset 0.
+        stmt(ld_w_abs, 0),
+        jump(jeq_k, libc::SYS_io_uring_setup as u32, 0, 1),
+        stmt(ret_k, SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        stmt(ret_k, SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// `hoop ARGS`, to be run with io_uring_setup blocked (PR_SET_NO_NEW_PRIVS, then the filter,
+/// both in the child before exec; the filter survives exec).
+fn blocked_hoop(args: &[&str]) -> Command {
+    let filter = io_uring_setup_filter();
+    let mut cmd = Command::new(HOOP);
+    cmd.args(args)
+        .env_remove("HOOP_DRIVER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the hook runs in the child between fork and exec. It allocates nothing: the filter
+    // was built before the fork and is only borrowed; prctl and seccomp are raw system calls
+    // (async-signal-safe), and io::Error::last_os_error only reads errno.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            let r = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &prog as *const libc::sock_fprog,
+            );
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// Runs `cmd` to completion within `START_TIMEOUT` (killed otherwise) and returns its output.
+fn output_within(mut cmd: Command) -> Output {
+    let child = cmd.spawn().expect("spawn hoop under the seccomp filter");
+    let mut guard = Guard(child);
+    let read_all = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            let _ = tx.send(v);
+        });
+        rx
+    };
+    let out_rx = read_all(Box::new(guard.0.stdout.take().expect("piped stdout")));
+    let err_rx = read_all(Box::new(guard.0.stderr.take().expect("piped stderr")));
+    let status = wait_within(&mut guard.0, START_TIMEOUT).expect("the child did not exit");
+    let stdout = out_rx
+        .recv_timeout(START_TIMEOUT)
+        .expect("stdout still open after the child exited");
+    let stderr = err_rx
+        .recv_timeout(START_TIMEOUT)
+        .expect("stderr still open after the child exited");
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Kills and reaps the child when dropped.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `hoop probe --json` under the filter, parsed.
+fn blocked_probe() -> serde_json::Value {
+    let out = output_within(blocked_hoop(&["probe", "--json"]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "probe failed ({:?}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("bad JSON {stdout:?}: {e}"))
+}
+
+/// Fails the test unless the filter really blocks io_uring in a child.
+fn assert_filter_blocks_io_uring() {
+    let v = blocked_probe();
+    assert_eq!(
+        v["driver"], "epoll",
+        "the filter did not block io_uring: {v}"
+    );
+}
+
+// ===== an echo server under the filter =====
+
+/// `hoop serve echo --addr 127.0.0.1:0` under the filter, killed when dropped; stderr is
+/// collected in the background.
+struct Server {
+    guard: Guard,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let mut cmd = blocked_hoop(&["serve", "echo", "--addr", "127.0.0.1:0"]);
+        cmd.args(extra);
+        let child = cmd.spawn().expect("spawn hoop serve echo");
+        let mut guard = Guard(child);
+        let stdout = guard.0.stdout.take().expect("piped stdout");
+        let mut err = guard.0.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let keep = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                keep.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let res = reader.read_line(&mut line).map(|_| line);
+            let _ = tx.send(res);
+            // Keep draining so that the server never blocks on a full pipe.
+            let _ = io::copy(&mut reader, &mut io::sink());
+        });
+        let line = rx
+            .recv_timeout(START_TIMEOUT)
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no `listening on` line within the time limit; stderr: {}",
+                    stderr.lock().unwrap()
+                )
+            })
+            .expect("read the server's stdout");
+        let addr = line
+            .strip_prefix("listening on ")
+            .and_then(|s| s.strip_suffix('\n'))
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first line {line:?}; stderr: {}",
+                    stderr.lock().unwrap()
+                )
+            });
+        let addr: SocketAddr = addr.parse().expect("an IP:PORT after `listening on `");
+        assert_ne!(addr.port(), 0, "the real port, not 0");
+        Server {
+            guard,
+            addr,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+/// A std client with timeouts on everything.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("read timeout");
+    s.set_write_timeout(Some(IO_TIMEOUT))
+        .expect("write timeout");
+    s
+}
+
+/// One fresh connection, one echo of `payload`; returns what came back.
+fn echo(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    echo_on(&connect(addr), payload)
+}
+
+/// Sends `payload` on `s` from a second thread and reads the same number of bytes back.
+fn echo_on(s: &TcpStream, payload: &[u8]) -> Vec<u8> {
+    let mut writer = s.try_clone().expect("clone stream");
+    std::thread::scope(|sc| {
+        let w = sc.spawn(move || writer.write_all(payload));
+        let mut back = vec![0u8; payload.len()];
+        let mut reader = s;
+        reader.read_exact(&mut back).expect("read the echo");
+        w.join().expect("writer thread").expect("write payload");
+        back
+    })
+}
+
+/// Deterministic bytes (xorshift).
+fn payload(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+// ===== tests =====
+
+/// The test: io_uring blocked by seccomp, `auto` falls back to epoll, says why (EPERM,
+/// seccomp) on stderr, and serves echo correctly.
+#[test]
+fn blocked_io_uring_falls_back_to_epoll_and_echoes() {
+    assert_filter_blocks_io_uring();
+    let server = Server::start(&[]);
+    for (i, len) in [1usize, 100, 4096, 65_536, 300_000].into_iter().enumerate() {
+        let p = payload(len, i as u64 + 1);
+        assert!(
+            echo(server.addr, &p) == p,
+            "{len}-byte echo came back different"
+        );
+    }
+    // Two connections at once, used out of order; one that closes without a byte.
+    let a = connect(server.addr);
+    let b = connect(server.addr);
+    drop(connect(server.addr));
+    assert!(echo_on(&b, b"second") == b"second");
+    assert!(echo_on(&a, b"first") == b"first");
+    assert!(echo(server.addr, b"still serving") == b"still serving");
+
+    let mut guard = server.guard;
+    assert!(
+        guard.0.try_wait().expect("try_wait").is_none(),
+        "server exited"
+    );
+    // Everything the server says at startup was written before its `listening on` line.
+    let err = server.stderr.lock().unwrap().clone();
+    let fallback = err
+        .lines()
+        .find(|l| l.contains("io_uring unavailable, using the epoll driver"))
+        .unwrap_or_else(|| panic!("no fallback line on stderr: {err}"));
+    assert!(fallback.contains("EPERM"), "{fallback}");
+    assert!(fallback.contains("seccomp"), "{fallback}");
+    assert_eq!(
+        err.matches("io_uring unavailable").count(),
+        1,
+        "the fallback is said once: {err}"
+    );
+    assert!(err.contains("driver epoll"), "the driver is named: {err}");
+    // SAFETY: kill(2) on our own child, not reaped yet (so the pid is not reused).
+    let r = unsafe { libc::kill(guard.0.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(r, 0);
+    let status = wait_within(&mut guard.0, Duration::from_secs(5)).expect("exit after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// The same with two runtime threads: one fallback line, not one per thread.
+#[test]
+fn blocked_io_uring_falls_back_once_with_two_threads() {
+    assert_filter_blocks_io_uring();
+    let server = Server::start(&["--threads", "2"]);
+    for seed in 0..8u64 {
+        let p = payload(1000 + seed as usize * 777, seed);
+        assert!(
+            echo(server.addr, &p) == p,
+            "echo {seed} came back different"
+        );
+    }
+    let err = server.stderr();
+    assert_eq!(
+        err.matches("io_uring unavailable").count(),
+        1,
+        "one fallback line: {err}"
+    );
+    assert!(err.contains("driver epoll"), "{err}");
+}
+
+/// `--driver uring` where io_uring is blocked: no fallback, a non-zero exit with the reason and
+/// the remedy on stderr, and nothing on stdout (no `listening on` line).
+#[test]
+fn forced_uring_refuses_to_start_with_the_reason() {
+    assert_filter_blocks_io_uring();
+    let out = output_within(blocked_hoop(&[
+        "serve",
+        "echo",
+        "--addr",
+        "127.0.0.1:0",
+        "--driver",
+        "uring",
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "nothing on stdout"
+    );
+    assert!(err.contains("EPERM"), "{err}");
+    assert!(err.contains("seccomp"), "{err}");
+    assert!(err.contains("HOOP_DRIVER=epoll"), "the remedy: {err}");
+    assert!(!err.contains("io_uring unavailable"), "no fallback: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// `HOOP_DRIVER=uring` does the same as `--driver uring`.
+#[test]
+fn hoop_driver_uring_refuses_to_start_too() {
+    assert_filter_blocks_io_uring();
+    let mut cmd = blocked_hoop(&["serve", "echo", "--addr", "127.0.0.1:0"]);
+    cmd.env("HOOP_DRIVER", "uring");
+    let out = output_within(cmd);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert!(
+        err.contains("EPERM") && err.contains("HOOP_DRIVER"),
+        "{err}"
+    );
+}
+
+/// `hoop probe --json` under the filter: driver epoll, and the reason names EPERM and seccomp;
+/// the facts it reads without io_uring are still there.
+#[test]
+fn probe_reports_epoll_and_the_reason() {
+    let v = blocked_probe();
+    assert_eq!(v["driver"], "epoll", "{v}");
+    let reason = v["reason"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reason: {v}"));
+    assert!(reason.contains("EPERM"), "{reason}");
+    assert!(reason.contains("seccomp"), "{reason}");
+    assert!(v["setup_flags"].is_null(), "{v}");
+    assert!(
+        v["sq_entries"].is_null() && v["cq_entries"].is_null(),
+        "{v}"
+    );
+    assert!(v["hoop_driver_env"].is_null(), "{v}");
+    assert!(
+        v["kernel"].as_str().is_some_and(|k| k.starts_with("Linux")),
+        "{v}"
+    );
+    for key in ["io_uring_disabled", "memlock_soft", "memlock_hard"] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+}
+
+/// `hoop probe` without the filter (and its human form): where io_uring works here, it says
+/// "uring" with the ring's flags and sizes; where it does not, "epoll" with a reason. Either
+/// way the JSON and the lines agree.
+#[test]
+fn probe_without_the_filter_is_consistent() {
+    let out = Command::new(HOOP)
+        .args(["probe", "--json"])
+        .env("HOOP_DRIVER", "epoll")
+        .output()
+        .expect("run hoop probe");
+    assert!(out.status.success());
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["hoop_driver_env"], "epoll", "{v}");
+    match v["driver"].as_str() {
+        Some("uring") => {
+            assert!(v["reason"].is_null(), "{v}");
+            assert!(
+                v["setup_flags"].as_str().is_some_and(|f| !f.is_empty()),
+                "{v}"
+            );
+            assert!(v["sq_entries"].as_u64().is_some_and(|n| n > 0), "{v}");
+            assert!(v["cq_entries"].as_u64().is_some_and(|n| n > 0), "{v}");
+        }
+        Some("epoll") => assert!(v["reason"].as_str().is_some(), "{v}"),
+        other => panic!("driver {other:?}: {v}"),
+    }
+    let human = Command::new(HOOP)
+        .arg("probe")
+        .output()
+        .expect("run hoop probe");
+    assert!(human.status.success());
+    let text = String::from_utf8_lossy(&human.stdout);
+    let keys: Vec<&str> = text
+        .lines()
+        .map(|l| {
+            l.split_once(": ")
+                .unwrap_or_else(|| panic!("not key: value: {l:?}"))
+                .0
+        })
+        .collect();
+    let obj = v.as_object().expect("an object");
+    assert_eq!(keys.len(), obj.len(), "{text}");
+    for k in keys {
+        assert!(obj.contains_key(k), "{k} is not a JSON field: {v}");
+    }
+    let driver = text
+        .lines()
+        .find_map(|l| l.strip_prefix("driver: "))
+        .expect("a driver line");
+    assert_eq!(Some(driver), v["driver"].as_str(), "{text}");
+}

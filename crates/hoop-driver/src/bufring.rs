@@ -1,0 +1,320 @@
+//! Provided buffer rings (`IORING_REGISTER_PBUF_RING`, 5.19): a pool of equal buffers the kernel
+//! picks from when data arrives, so an idle connection holds no buffer.
+//!
+//! A [`BufRing`] is registered with the current runtime's ring when the kernel supports it
+//! (multishot recv needs 6.0); otherwise (older kernel, or the epoll driver) the same pool is a
+//! user-space free list and each receive takes a buffer from it. Either way a received buffer is a
+//! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (invariant 15).
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::ops::Deref;
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::types::BufRingEntry;
+
+use crate::buf::IoBuf;
+use crate::driver::Driver;
+
+const PAGE: usize = 4096;
+
+/// Memory the kernel ring reads: `entries` ring entries, page-aligned.
+struct RingMem {
+    ptr: NonNull<BufRingEntry>,
+    layout: std::alloc::Layout,
+    /// Our copy of the tail (the kernel only reads the shared one).
+    tail: Cell<u16>,
+}
+
+struct Inner {
+    bgid: u16,
+    entries: u16,
+    buf_len: usize,
+    /// `entries * buf_len` bytes, never moved or resized while the pool lives.
+    bufs: NonNull<u8>,
+    bufs_layout: std::alloc::Layout,
+    /// Registered with this driver's ring (kernel mode); `None`: a user-space free list.
+    kernel: Option<(RingMem, Driver)>,
+    free: RefCell<Vec<u16>>,
+    /// Buffers handed to the user and not yet returned.
+    out: Cell<usize>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+/// A pool of `entries` buffers of `buf_len` bytes for receives. Cheap to clone (shared); not
+/// `Send`. Create it inside a runtime.
+#[derive(Clone)]
+pub struct BufRing {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for BufRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufRing")
+            .field("bgid", &self.inner.bgid)
+            .field("entries", &self.inner.entries)
+            .field("buf_len", &self.inner.buf_len)
+            .field("kernel", &self.is_kernel())
+            .field("available", &self.available())
+            .finish()
+    }
+}
+
+impl BufRing {
+    /// A pool of `entries` (a power of two, at most 32768) buffers of `buf_len` bytes, registered
+    /// as a provided buffer ring with the current runtime's io_uring when the kernel supports it.
+    pub fn new(entries: u16, buf_len: usize) -> io::Result<BufRing> {
+        Self::with_mode(entries, buf_len, true)
+    }
+
+    /// The same pool as a user-space free list, never registered with the kernel (the fallback
+    /// path, forced: for tests and comparisons).
+    pub fn new_user(entries: u16, buf_len: usize) -> io::Result<BufRing> {
+        Self::with_mode(entries, buf_len, false)
+    }
+
+    fn with_mode(entries: u16, buf_len: usize, kernel: bool) -> io::Result<BufRing> {
+        if entries == 0 || !entries.is_power_of_two() || entries > 32768 || buf_len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a buffer ring needs a power-of-two number of entries (1..=32768) and buf_len > 0",
+            ));
+        }
+        let size = entries as usize * buf_len;
+        let bufs_layout = std::alloc::Layout::from_size_align(size, PAGE)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: the layout has a non-zero size.
+        let bufs = NonNull::new(unsafe { std::alloc::alloc(bufs_layout) })
+            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let driver = Driver::current();
+        let kernel = match (kernel, driver) {
+            (true, Some(d)) if d.supports_buf_ring() => register(&d, entries).ok(),
+            _ => None,
+        };
+        let bgid = kernel.as_ref().map_or(0, |(_, bgid, _)| *bgid);
+        let inner = Inner {
+            bgid,
+            entries,
+            buf_len,
+            bufs,
+            bufs_layout,
+            kernel: kernel.map(|(mem, _, d)| (mem, d)),
+            free: RefCell::new(Vec::new()),
+            out: Cell::new(0),
+            waiters: RefCell::new(Vec::new()),
+        };
+        let ring = BufRing {
+            inner: Rc::new(inner),
+        };
+        for bid in 0..entries {
+            ring.inner.provide(bid);
+        }
+        Ok(ring)
+    }
+
+    /// Whether the kernel picks buffers from this ring (else it is a user-space free list).
+    pub fn is_kernel(&self) -> bool {
+        self.inner.kernel.is_some()
+    }
+
+    /// The buffer group id the ring is registered under.
+    pub fn bgid(&self) -> u16 {
+        self.inner.bgid
+    }
+
+    /// Size of each buffer.
+    pub fn buf_len(&self) -> usize {
+        self.inner.buf_len
+    }
+
+    /// Buffers not handed out.
+    pub fn available(&self) -> usize {
+        self.inner.entries as usize - self.inner.out.get()
+    }
+
+    /// Number of buffers.
+    pub fn entries(&self) -> u16 {
+        self.inner.entries
+    }
+
+    /// `Ready` when a buffer is free; otherwise registers the waker, woken when one returns.
+    pub fn poll_available(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.available() > 0 {
+            return Poll::Ready(());
+        }
+        let mut w = self.inner.waiters.borrow_mut();
+        if !w.iter().any(|x| x.will_wake(cx.waker())) {
+            w.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// The buffer the kernel filled with `len` bytes (from a CQE's buffer id).
+    pub(crate) fn take_kernel(&self, bid: u16, len: usize) -> RingBuf {
+        self.inner.out.set(self.inner.out.get() + 1);
+        RingBuf {
+            ring: self.clone(),
+            bid,
+            len: len.min(self.inner.buf_len),
+        }
+    }
+
+    /// A free buffer from the user-space list: its id and address.
+    pub(crate) fn take_user(&self) -> Option<(u16, *mut u8)> {
+        let bid = self.inner.free.borrow_mut().pop()?;
+        self.inner.out.set(self.inner.out.get() + 1);
+        Some((bid, self.inner.buf_ptr(bid)))
+    }
+
+    /// A buffer taken with `take_user` that now holds `len` bytes.
+    pub(crate) fn filled_user(&self, bid: u16, len: usize) -> RingBuf {
+        RingBuf {
+            ring: self.clone(),
+            bid,
+            len: len.min(self.inner.buf_len),
+        }
+    }
+
+    /// Gives back a buffer the kernel picked for a CQE that carries no data.
+    pub(crate) fn give_back_kernel(&self, bid: u16) {
+        self.inner.provide(bid);
+    }
+
+    /// Gives back a buffer taken with `take_user` that carries no data.
+    pub(crate) fn give_back(&self, bid: u16) {
+        self.inner.out.set(self.inner.out.get().saturating_sub(1));
+        self.inner.provide(bid);
+    }
+}
+
+impl Inner {
+    fn buf_ptr(&self, bid: u16) -> *mut u8 {
+        // SAFETY: bid < entries, so the offset is inside the allocation.
+        unsafe { self.bufs.as_ptr().add(bid as usize * self.buf_len) }
+    }
+
+    /// Puts buffer `bid` where the next receive can take it, and wakes who waits for one.
+    fn provide(&self, bid: u16) {
+        match &self.kernel {
+            Some((mem, _)) => {
+                let tail = mem.tail.get();
+                let mask = self.entries - 1;
+                // SAFETY: `tail & mask` < entries: inside the ring memory, which we own; the
+                // kernel reads an entry only after the tail store below publishes it.
+                let e = unsafe { &mut *mem.ptr.as_ptr().add((tail & mask) as usize) };
+                e.set_addr(self.buf_ptr(bid) as u64);
+                e.set_len(self.buf_len as u32);
+                e.set_bid(bid);
+                let new = tail.wrapping_add(1);
+                mem.tail.set(new);
+                // SAFETY: the ring base is page-aligned and initialized; `tail` points to the
+                // shared tail field, a u16 the kernel reads atomically.
+                unsafe {
+                    let t = BufRingEntry::tail(mem.ptr.as_ptr()) as *const AtomicU16;
+                    (*t).store(new, Ordering::Release);
+                }
+            }
+            None => self.free.borrow_mut().push(bid),
+        }
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Every op using the ring holds a clone, so no receive is in flight: unregister, then
+        // free. If the driver is busy (dropped from inside a drain) or gone, the registration
+        // and the memory are leaked rather than freed under the kernel.
+        if let Some((mem, driver)) = self.kernel.take() {
+            if driver.unregister_buf_ring(self.bgid).is_err() {
+                return;
+            }
+            // SAFETY: allocated with this layout in `register`, unregistered above.
+            unsafe { std::alloc::dealloc(mem.ptr.as_ptr().cast(), mem.layout) };
+        }
+        // SAFETY: allocated with this layout in `with_mode`; no receive uses it any more.
+        unsafe { std::alloc::dealloc(self.bufs.as_ptr(), self.bufs_layout) };
+    }
+}
+
+fn register(driver: &Driver, entries: u16) -> io::Result<(RingMem, u16, Driver)> {
+    let layout = std::alloc::Layout::from_size_align(
+        entries as usize * std::mem::size_of::<BufRingEntry>(),
+        PAGE,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: non-zero size; zeroed memory is a valid (empty) ring.
+    let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<BufRingEntry>())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    let mem = RingMem {
+        ptr,
+        layout,
+        tail: Cell::new(0),
+    };
+    match driver.register_buf_ring(ptr.as_ptr() as u64, entries) {
+        Ok(bgid) => Ok((mem, bgid, driver.clone())),
+        Err(e) => {
+            // SAFETY: allocated just above with this layout; the kernel refused it.
+            unsafe { std::alloc::dealloc(ptr.as_ptr().cast(), layout) };
+            Err(e)
+        }
+    }
+}
+
+/// A received buffer from a [`BufRing`]. Dereferences to the received bytes; dropping it gives
+/// the buffer back to the ring (once). It is also an [`IoBuf`], so it can be sent as it is.
+pub struct RingBuf {
+    ring: BufRing,
+    bid: u16,
+    len: usize,
+}
+
+impl std::fmt::Debug for RingBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingBuf")
+            .field("bid", &self.bid)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl RingBuf {
+    /// The buffer id within its ring.
+    pub fn bid(&self) -> u16 {
+        self.bid
+    }
+}
+
+impl Deref for RingBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the buffer is ours until dropped (the kernel or the free list handed it out),
+        // and its first `len` bytes were written by the receive.
+        unsafe { std::slice::from_raw_parts(self.ring.inner.buf_ptr(self.bid), self.len) }
+    }
+}
+
+impl Drop for RingBuf {
+    fn drop(&mut self) {
+        self.ring.give_back(self.bid);
+    }
+}
+
+// SAFETY: the bytes live in the ring's allocation, which the RingBuf keeps alive (it holds the
+// ring) and which does not move; nobody else writes the buffer while the RingBuf exists.
+unsafe impl IoBuf for RingBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ring.inner.buf_ptr(self.bid)
+    }
+    fn bytes_init(&self) -> usize {
+        self.len
+    }
+    fn bytes_total(&self) -> usize {
+        self.len
+    }
+}

@@ -1,0 +1,98 @@
+//! The shared test harness: every runtime test runs once per driver (io_uring, then epoll).
+//!
+//! `each_driver(|kind| ...)` runs the closure for each driver and stops at the first failure;
+//! a panic's message then starts with `driver=Uring: ` or `driver=Epoll: `. Where io_uring is
+//! unavailable (seccomp, `kernel.io_uring_disabled`), its run is skipped with a line on stderr.
+//! A property only one driver has is asserted only on that driver, with a comment saying why;
+//! a test that cannot apply to a driver calls [`skip`], which prints a visible line.
+//!
+//! Each test file includes this module with `mod common;` and uses a part of it.
+
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub use hoop::DriverKind;
+
+/// The drivers every runtime test runs on, in order.
+pub const DRIVERS: [DriverKind; 2] = [DriverKind::Uring, DriverKind::Epoll];
+
+/// Runs `f` once per driver (io_uring, then epoll); see the module docs.
+pub fn each_driver(f: impl FnMut(DriverKind)) {
+    hoop::__private::each_driver(&DRIVERS, false, f)
+}
+
+/// A runtime builder for `kind` (the driver is forced: `HOOP_DRIVER` does not apply).
+pub fn builder(kind: DriverKind) -> hoop::Builder {
+    hoop::Runtime::builder().driver(kind)
+}
+
+/// A runtime with default settings on `kind`.
+pub fn runtime(kind: DriverKind) -> hoop::Runtime {
+    let rt = builder(kind)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot start a runtime on {kind}: {e}"));
+    assert_eq!(rt.driver_kind(), kind);
+    rt
+}
+
+/// Says, visibly, that a test (or a part of it) does not apply to `kind`: prints
+/// `skip on KIND: REASON` on stderr, past the harness's output capture.
+pub fn skip(kind: DriverKind, reason: &str) {
+    hoop::__private::skip(kind, reason);
+}
+
+/// Runs `f` on its own thread and fails the test if it takes longer than `secs`; a panic in
+/// `f` is raised again on the caller's thread with its own message.
+pub fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(v) => {
+            let _ = handle.join();
+            v
+        }
+        // The thread ended without sending: it panicked.
+        Err(mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => panic!("test body ended without a result"),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test body did not finish within {secs} s (hang)")
+        }
+    }
+}
+
+/// Set in a child process started by [`run_in_child`].
+const CHILD_ENV: &str = "HOOP_TEST_CHILD";
+
+/// Whether this process is a child started by [`run_in_child`] (then the test runs its body
+/// once, on the driver `HOOP_DRIVER` names).
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Re-runs test `name` of this test binary in a child process with `HOOP_DRIVER=kind`, for
+/// code that builds its runtimes with `Runtime::new()` (where the environment chooses the
+/// driver), and fails if the child fails, with its output. The child must check
+/// [`is_child`] and run the body once.
+pub fn run_in_child(name: &str, kind: DriverKind) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env("HOOP_DRIVER", kind.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child with HOOP_DRIVER={kind} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
