@@ -31,7 +31,8 @@ pub mod runtime;
 pub mod time;
 
 pub use hoop_driver::{
-    buf, setup, BufResult, Counters, DriverKind, IoBuf, IoBufMut, ShutdownReport, Slice,
+    buf, setup, BufResult, BufRing, Counters, DriverKind, IoBuf, IoBufMut, RingBuf, ShutdownReport,
+    Slice,
 };
 pub use hoop_macros::{main, test};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};

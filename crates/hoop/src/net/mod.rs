@@ -5,6 +5,6 @@ mod tcp;
 mod udp;
 mod unix;
 
-pub use tcp::{Incoming, TcpListener, TcpStream};
+pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
 pub use udp::*;
 pub use unix::*;

@@ -4,7 +4,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
-use hoop_driver::{op, BufResult, IoBuf, IoBufMut, MultiOp, SockAddr};
+use hoop_driver::{op, BufResult, BufRing, IoBuf, IoBufMut, MultiOp, RingBuf, SockAddr};
 
 use super::socket::{domain_of, ip_addr, resolve, Socket};
 
@@ -106,6 +106,21 @@ impl Incoming<'_> {
     }
 }
 
+/// The stream of [`TcpStream::recv_stream`].
+#[must_use = "a stream does nothing unless polled"]
+#[derive(Debug)]
+pub struct RecvStream<'a> {
+    op: MultiOp<op::RecvMulti>,
+    _stream: std::marker::PhantomData<&'a TcpStream>,
+}
+
+impl RecvStream<'_> {
+    /// The next received buffer; `None` at end of stream.
+    pub async fn next(&mut self) -> Option<io::Result<RingBuf>> {
+        self.op.next().await
+    }
+}
+
 /// A TCP connection. Reads and writes take buffers by value and give them back.
 #[derive(Debug)]
 pub struct TcpStream {
@@ -141,6 +156,18 @@ impl TcpStream {
     /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         self.socket.recv_exact(buf).await
+    }
+
+    /// A stream of received data in buffers of `ring`: one multishot recv (6.0) picks a ring
+    /// buffer per arrival, so an idle connection holds no buffer. The stream ends at end of
+    /// stream; running out of buffers pauses it (no data is lost) until a buffer is returned.
+    /// On the epoll driver, or without kernel buffer rings, it is a loop of receives into
+    /// buffers from the ring's free list.
+    pub fn recv_stream(&self, ring: &BufRing) -> RecvStream<'_> {
+        RecvStream {
+            op: MultiOp::new(op::RecvMulti::new(self.socket.as_raw_fd(), ring.clone())),
+            _stream: std::marker::PhantomData,
+        }
     }
 
     /// Writes the initialized bytes of `buf` once; returns how many were sent.
