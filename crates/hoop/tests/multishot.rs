@@ -106,8 +106,14 @@ fn dropped_incoming_leaks_no_fd() {
 
 /// Both ring modes where they exist: kernel-registered (io_uring on 6.0+) and the user-space
 /// free list (the fallback, forced).
-fn ring_modes() -> [(&'static str, fn(u16, usize) -> std::io::Result<hoop::BufRing>); 2] {
-    [("kernel", hoop::BufRing::new), ("user", hoop::BufRing::new_user)]
+fn ring_modes() -> [(
+    &'static str,
+    fn(u16, usize) -> std::io::Result<hoop::BufRing>,
+); 2] {
+    [
+        ("kernel", hoop::BufRing::new),
+        ("user", hoop::BufRing::new_user),
+    ]
 }
 
 /// A multishot recv on a buffer ring delivers every byte, in order.
@@ -131,10 +137,9 @@ fn recv_stream_delivers_everything_in_order() {
                 let (s, _) = l.accept().await.unwrap();
                 let mut got = Vec::new();
                 let mut stream = s.recv_stream(&ring);
-                while let Some(buf) =
-                    hoop::time::timeout(Duration::from_secs(10), stream.next())
-                        .await
-                        .unwrap_or_else(|_| panic!("driver={kind} ring={mode}: stalled"))
+                while let Some(buf) = hoop::time::timeout(Duration::from_secs(10), stream.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("driver={kind} ring={mode}: stalled"))
                 {
                     let buf = buf.unwrap();
                     assert!(buf.len() <= 1024);
@@ -179,7 +184,11 @@ fn buffer_exhaustion_loses_no_data() {
                         Ok(None) => break,
                         // Every buffer is held: the stream waits. Give them back.
                         Err(_) => {
-                            assert_eq!(ring.available(), 0, "driver={kind} ring={mode}: stalled with free buffers");
+                            assert_eq!(
+                                ring.available(),
+                                0,
+                                "driver={kind} ring={mode}: stalled with free buffers"
+                            );
                         }
                     }
                     if held.len() == 4 || ring.available() == 0 {

@@ -22,7 +22,7 @@
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -106,6 +106,11 @@ pub struct EchoArgs {
     /// set, else auto.
     #[arg(long, value_enum, value_name = "DRIVER")]
     pub driver: Option<DriverArg>,
+    /// hoop only: the basic single-shot path (one accept and one recv SQE per call, a 64 KiB
+    /// buffer per connection) instead of the default best path (multishot accept, multishot
+    /// recv on a provided buffer ring, received buffers sent back as they are).
+    #[arg(long)]
+    pub basic: bool,
 }
 
 /// Runs the echo server until SIGINT or SIGTERM.
@@ -148,7 +153,7 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
     match args.server {
         ServerKind::Hoop => {
             let kind = settle_driver(args.driver)?;
-            run_hoop(&args.addr, args.threads, kind, &signals)
+            run_hoop(&args.addr, args.threads, kind, args.basic, &signals)
         }
         ServerKind::Tokio => run_baseline(&args.addr, "tokio", baseline::run_tokio_echo, &signals),
         ServerKind::Monoio => {
@@ -200,7 +205,13 @@ fn settle_driver(arg: Option<DriverArg>) -> io::Result<DriverKind> {
 }
 
 /// The hoop server: `threads` runtime threads until a signal (or until one of them fails).
-fn run_hoop(addr: &str, threads: usize, kind: DriverKind, signals: &Signals) -> io::Result<()> {
+fn run_hoop(
+    addr: &str,
+    threads: usize,
+    kind: DriverKind,
+    basic: bool,
+    signals: &Signals,
+) -> io::Result<()> {
     let first = TcpListener::bind_with(addr, threads > 1)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
     let local = first.local_addr()?;
@@ -221,7 +232,7 @@ fn run_hoop(addr: &str, threads: usize, kind: DriverKind, signals: &Signals) -> 
         let cpu = cpus[i % cpus.len()];
         let spawned = std::thread::Builder::new()
             .name(format!("hoop-echo-{i}"))
-            .spawn(move || worker(i, cpu, kind, listener, ready, &stop_w));
+            .spawn(move || worker(i, cpu, kind, basic, listener, ready, &stop_w));
         match spawned {
             Ok(h) => workers.push(h),
             Err(e) => {
@@ -267,6 +278,7 @@ fn worker(
     i: usize,
     cpu: usize,
     kind: DriverKind,
+    basic: bool,
     listener: TcpListener,
     ready: mpsc::Sender<()>,
     stop: &Stop,
@@ -282,7 +294,11 @@ fn worker(
     let _ = ready.send(());
     drop(ready);
     rt.block_on(async {
-        let mut accept = pin!(accept_loop(listener, i));
+        let mut accept: Pin<Box<dyn Future<Output = ()>>> = if basic {
+            Box::pin(accept_loop(listener, i))
+        } else {
+            Box::pin(accept_loop_best(listener, i))
+        };
         let mut stopped = pin!(stop.wait());
         std::future::poll_fn(|cx| {
             if stopped.as_mut().poll(cx).is_ready() {
@@ -324,6 +340,67 @@ async fn accept_loop(listener: TcpListener, worker: usize) {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             },
+        }
+    }
+}
+
+/// Buffers in each thread's provided buffer ring (best path), and their size.
+const RING_ENTRIES: u16 = 4096;
+const RING_BUF_BYTES: usize = 4096;
+
+/// The best path: one multishot accept for all connections; each connection echoes from a
+/// multishot recv on the thread's buffer ring. Accept failures are handled as in
+/// [`accept_loop`].
+async fn accept_loop_best(listener: TcpListener, worker: usize) {
+    let ring = match hoop::BufRing::new(RING_ENTRIES, RING_BUF_BYTES) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hoop echo: thread {worker}: no buffer ring ({e}); using the basic path");
+            return accept_loop(listener, worker).await;
+        }
+    };
+    let mut backoff = MIN_BACKOFF;
+    let mut exhausted_logged = false;
+    let mut incoming = listener.incoming();
+    loop {
+        match incoming.next().await {
+            Some(Ok(stream)) => {
+                backoff = MIN_BACKOFF;
+                exhausted_logged = false;
+                drop(hoop::spawn(echo_conn_ring(stream, ring.clone())));
+            }
+            Some(Err(e)) => match e.raw_os_error() {
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    if !exhausted_logged {
+                        eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
+                        exhausted_logged = true;
+                    }
+                    hoop::time::sleep(EXHAUSTED_BACKOFF).await;
+                }
+                _ => {
+                    eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
+                    hoop::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            },
+            // The stream ended for good (it is re-armed otherwise): start a new one.
+            None => {
+                hoop::time::sleep(backoff).await;
+                incoming = listener.incoming();
+            }
+        }
+    }
+}
+
+/// Echoes one connection from its multishot recv: each received ring buffer is sent back as it
+/// is, then returns to the ring.
+async fn echo_conn_ring(stream: TcpStream, ring: hoop::BufRing) {
+    let _ = stream.set_nodelay(true);
+    let mut rx = stream.recv_stream(&ring);
+    while let Some(Ok(buf)) = rx.next().await {
+        let (res, _) = stream.write_all(buf).await;
+        if res.is_err() {
+            break;
         }
     }
 }
