@@ -106,10 +106,9 @@ fn dropped_incoming_leaks_no_fd() {
 
 /// Both ring modes where they exist: kernel-registered (io_uring on 6.0+) and the user-space
 /// free list (the fallback, forced).
-fn ring_modes() -> [(
-    &'static str,
-    fn(u16, usize) -> std::io::Result<hoop::BufRing>,
-); 2] {
+type MakeRing = fn(u16, usize) -> std::io::Result<hoop::BufRing>;
+
+fn ring_modes() -> [(&'static str, MakeRing); 2] {
     [
         ("kernel", hoop::BufRing::new),
         ("user", hoop::BufRing::new_user),

@@ -59,7 +59,7 @@ pub struct BenchArgs {
     /// Suite only: repetitions of each echo configuration (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Suite only: the servers to compare, comma-separated (hoop, hoop-epoll, tokio, monoio).
+    /// Suite only: the servers to compare, comma-separated (hoop, hoop-basic, hoop-epoll, tokio, monoio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Suite only: seconds per no-op engine.
@@ -101,8 +101,8 @@ pub struct EchoArgs {
     /// Side by side: repetitions of each configuration, in alternating server order (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Side by side: the servers to compare, comma-separated (hoop = io_uring, hoop-epoll,
-    /// tokio, monoio).
+    /// Side by side: the servers to compare, comma-separated (hoop = io_uring best path,
+    /// hoop-basic, hoop-epoll, tokio, monoio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// With --addr: the server's PID, to measure its CPU time and syscalls per request.

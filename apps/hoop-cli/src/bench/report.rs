@@ -192,11 +192,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         }
         let rps = |r: &EchoResult| Some(r.rps);
         let cpu = |r: &EchoResult| r.server_cpu_us_per_req;
-        for base in d
-            .servers
-            .iter()
-            .filter(|s| *s != "hoop" && *s != "hoop-epoll")
-        {
+        for base in d.servers.iter().filter(|s| !s.starts_with("hoop")) {
             if let Some(r) = pair_ratio(d.echo, "hoop", base, c, l, rps) {
                 let _ = writeln!(
                     m,
@@ -212,6 +208,28 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 "- echo c={c} l={l}: hoop (io_uring)/tokio server CPU per request {r:.2}x \
                  (target <= 0.9x): {}",
                 verdict(r <= 0.9)
+            );
+        }
+        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", c, l, cpu) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop best path/tokio server CPU per request {r:.2}x \
+                 (modern-io_uring target <= 0.8x): {}",
+                verdict(r <= 0.8)
+            );
+        }
+        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", c, l, cpu) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop best path/basic path server CPU per request {r:.2}x \
+                 (target <= 0.9x): {}",
+                verdict(r <= 0.9)
+            );
+        }
+        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", c, l, rps) {
+            let _ = writeln!(
+                m,
+                "- echo c={c} l={l}: hoop best path/basic path requests/s {r:.2}x (no target)"
             );
         }
         if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", c, l, rps) {

@@ -181,6 +181,7 @@ fn drain_stderr(mut err: impl Read, keep: &Mutex<String>) {
 pub(crate) fn serve_args(name: &str) -> Vec<&str> {
     match name {
         "hoop" => vec!["--server", "hoop", "--driver", "uring"],
+        "hoop-basic" => vec!["--server", "hoop", "--driver", "uring", "--basic"],
         "hoop-epoll" => vec!["--server", "hoop", "--driver", "epoll"],
         other => vec!["--server", other],
     }

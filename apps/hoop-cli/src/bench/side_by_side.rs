@@ -15,8 +15,10 @@ use super::stats::{self, median, EchoResult};
 use super::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs};
 
 /// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver
-/// uring`, `hoop-epoll` is `hoop serve echo --driver epoll`.
-pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "tokio", "monoio"];
+/// uring` (its best path: multishot accept and recv on a buffer ring), `hoop-basic` the same
+/// with `--basic` (single-shot accept and recv), `hoop-epoll` is `hoop serve echo --driver
+/// epoll`.
+pub(crate) const SERVERS: [&str; 5] = ["hoop", "hoop-basic", "hoop-epoll", "tokio", "monoio"];
 /// The servers the ratio columns are taken against (numerators), when they ran.
 const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];
 
@@ -24,6 +26,7 @@ const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];
 pub(crate) fn label(server: &str) -> &str {
     match server {
         "hoop" => "hoop (io_uring)",
+        "hoop-basic" => "hoop (io_uring, basic)",
         "hoop-epoll" => "hoop (epoll)",
         other => other,
     }
