@@ -56,6 +56,24 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
         self.data.as_ref()
     }
 
+    /// Whether the stream ended for good (the last `poll_next` returned `None` or it can never
+    /// yield again).
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// Gives the operation's data back once the stream is done (its final CQE reaped), for
+    /// operations that own a buffer the caller wants back (zero-copy send). `Err(self)` while
+    /// the operation may still be in the kernel.
+    pub fn into_data(mut self) -> Result<T, Self> {
+        if matches!(self.state, State::Done | State::Idle { ticket: None }) {
+            if let Some(data) = self.data.take() {
+                return Ok(data);
+            }
+        }
+        Err(self)
+    }
+
     /// The next item, or `None` once the stream ended.
     pub async fn next(&mut self) -> Option<T::Item> {
         std::future::poll_fn(|cx| self.poll_next(cx)).await
