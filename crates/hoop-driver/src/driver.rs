@@ -48,7 +48,10 @@ impl Engine {
         state: Lifecycle,
     ) -> Result<u64, PushError> {
         match self {
-            Engine::Uring(u) => u.push(data.create_entry(), granted, state),
+            Engine::Uring(u) => match data.link_timeout() {
+                Some(ts) => u.push_with_timeout(data.create_entry(), ts, granted, state),
+                None => u.push(data.create_entry(), granted, state),
+            },
             Engine::Epoll(e) => e.push(data.create_call(), granted, state),
         }
     }
@@ -60,7 +63,7 @@ impl Engine {
         }
     }
 
-    fn drop_slot(
+    pub(crate) fn drop_slot(
         &mut self,
         user_data: u64,
         data: Box<dyn Orphan>,

@@ -66,6 +66,11 @@ impl OpTable {
         }
     }
 
+    /// Slots neither in use nor promised to room waiters.
+    pub(crate) fn free_slots(&self) -> usize {
+        (self.slots.capacity() - self.slots.in_use()).saturating_sub(self.granted)
+    }
+
     /// Queues a waiter for room; returns its ticket.
     pub(crate) fn wait_room(&mut self, waker: &Waker) -> u64 {
         let ticket = self.next_ticket;

@@ -12,12 +12,14 @@
 use crate::lifecycle::Completion;
 
 pub mod fs;
+pub mod link;
 pub mod multishot;
 pub mod net;
 pub mod nop;
 pub mod time;
 
 pub use fs::*;
+pub use link::Deadline;
 pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;

@@ -256,6 +256,17 @@ impl Epoll {
             return Err(PushError::NoRoom);
         }
         self.table.counters.sqes_submitted += 1;
+        let user_data = self.start(call, state)?;
+        if let Some(d) = call.deadline {
+            if self.waiting.get(&user_data).is_some() {
+                self.timers.push(Reverse((Instant::now() + d, user_data)));
+            }
+        }
+        Ok(user_data)
+    }
+
+    /// Starts `call` in a new slot that begins in `state`.
+    fn start(&mut self, call: Call, state: Lifecycle) -> Result<u64, PushError> {
         let initial = state;
         let res = match call.mode {
             Mode::Nop => 0,
@@ -666,8 +677,14 @@ impl Epoll {
                 break;
             }
             self.timers.pop();
-            if self.waiting.remove(&user_data).is_some() {
-                self.finish(user_data, -libc::ETIME);
+            match self.waiting.get(&user_data).copied() {
+                Some(Waiting::Timer) => {
+                    self.waiting.remove(&user_data);
+                    self.finish(user_data, -libc::ETIME);
+                }
+                // An operation's deadline: cancel it, as a linked timeout would.
+                Some(_) => self.cancel(user_data),
+                None => {}
             }
         }
     }

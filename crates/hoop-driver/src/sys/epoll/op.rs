@@ -56,6 +56,8 @@ pub struct Call {
     /// drained (or its buffer filled), so the driver waits for the next edge instead of trying
     /// the next call at once only to get `EAGAIN` (tokio's short-read rule).
     pub(crate) io_len: i64,
+    /// Cancel the operation (`ECANCELED`) if it has not completed by then.
+    pub(crate) deadline: Option<Duration>,
 }
 
 impl Call {
@@ -67,6 +69,7 @@ impl Call {
             args: a,
             mode,
             io_len: 0,
+            deadline: None,
         }
     }
 
@@ -94,6 +97,15 @@ impl Call {
         } else {
             r as i32
         }
+    }
+}
+
+// SAFETY: the inner op's pointers are its own.
+unsafe impl<T: EpollOp> EpollOp for Deadline<T> {
+    fn create_call(&mut self) -> Call {
+        let mut call = self.inner.create_call();
+        call.deadline = Some(self.duration);
+        call
     }
 }
 

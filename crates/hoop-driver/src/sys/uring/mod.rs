@@ -5,6 +5,7 @@
 //! and orphaned results collected in the drain are handed back to the caller, who runs them after
 //! releasing the driver (invariant 11).
 
+mod chain;
 mod op;
 
 use std::collections::VecDeque;

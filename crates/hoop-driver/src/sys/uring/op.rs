@@ -14,6 +14,22 @@ use crate::op::*;
 pub unsafe trait UringOp: 'static {
     /// The SQE, without `user_data` (the driver sets it).
     fn create_entry(&mut self) -> Entry;
+
+    /// A deadline to link to the SQE (`IORING_OP_LINK_TIMEOUT`), if the operation has one. The
+    /// timespec must live as long as `self`.
+    fn link_timeout(&self) -> Option<*const io_uring::types::Timespec> {
+        None
+    }
+}
+
+// SAFETY: the inner op's pointers are its own; the timespec is boxed.
+unsafe impl<T: UringOp> UringOp for Deadline<T> {
+    fn create_entry(&mut self) -> Entry {
+        self.inner.create_entry()
+    }
+    fn link_timeout(&self) -> Option<*const io_uring::types::Timespec> {
+        Some(&*self.ts)
+    }
 }
 
 // SAFETY: no pointers.
