@@ -8,6 +8,8 @@ use std::time::Duration;
 
 pub use std::time::Instant;
 
+use hoop_driver::op::OpCode;
+use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, Op};
 
 /// A future that completes at a deadline. Dropping it cancels its timer.
@@ -97,4 +99,15 @@ pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Outp
         }
     })
     .await
+}
+
+/// Runs operation `op` with a deadline linked to it in the kernel (`IORING_OP_LINK_TIMEOUT`): no
+/// separate timer and no second wake-up, unlike [`timeout`]. If the deadline passes first, the
+/// kernel cancels the operation and it fails with `io::ErrorKind::TimedOut` (its buffer is given
+/// back as usual). On the epoll driver the driver's timer heap does the same.
+pub fn op_timeout<T>(duration: Duration, op: T) -> Op<op::Deadline<T>>
+where
+    T: OpCode + UringOp + EpollOp,
+{
+    Op::new(op::Deadline::new(op, duration))
 }
