@@ -5,13 +5,21 @@
 //! does: when it works, `auto` runs io_uring (its setup flags and ring sizes are shown); when
 //! it fails, `auto` falls back to epoll and the reason is the setup error's explanation.
 //!
-//! Human output is one `key: value` line per field; `--json` prints one JSON object with the
-//! same keys. New facts (feature bits, opcodes) are new fields of [`Probe`] and new lines in
+//! With io_uring it also lists the kernel's feature bits (`IORING_FEAT_*`) and supported opcodes
+//! (`IORING_REGISTER_PROBE`), and which of hoop's io_uring features are on here (each one falls
+//! back to a plainer path when off).
+//!
+//! Human output is one `key: value` line per field (lists comma-separated); `--json` prints one
+//! JSON object with the same keys. New facts are new fields of [`Probe`] and new lines in
 //! [`Probe::lines`].
 
 use std::io::{self, Write};
 
+use std::time::Duration;
+
+use hoop::driver::{Config, Driver};
 use hoop::DriverKind;
+use serde::ser::SerializeMap;
 use serde::Serialize;
 
 /// Arguments of `hoop probe`.
@@ -62,6 +70,99 @@ impl Limit {
     }
 }
 
+/// Named on/off facts, in a fixed order: a JSON object `{name: bool}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flags(pub Vec<(&'static str, bool)>);
+
+impl Serialize for Flags {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, on) in &self.0 {
+            map.serialize_entry(name, on)?;
+        }
+        map.end()
+    }
+}
+
+impl Flags {
+    /// `on1, on2 (off: off1, off2)`, or `none` when empty.
+    fn human(&self) -> String {
+        let names = |want: bool| {
+            self.0
+                .iter()
+                .filter(|(_, on)| *on == want)
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+        };
+        let (on, off) = (names(true), names(false));
+        let mut text = if on.is_empty() {
+            "none".to_string()
+        } else {
+            on.join(", ")
+        };
+        if !off.is_empty() {
+            text += &format!(" (off: {})", off.join(", "));
+        }
+        text
+    }
+}
+
+/// hoop's io_uring features and whether each is on with this kernel (every one falls back to a
+/// plainer path when off; all off on epoll).
+///
+/// - `multishot_accept`: `TcpListener::incoming` arms one multishot accept (5.19);
+/// - `multishot_recv`, `buf_ring`: provided buffer rings registered with the kernel and
+///   multishot receive into them (6.0, `Driver::supports_buf_ring`);
+/// - `send_zc`: zero-copy send (`IORING_OP_SEND_ZC` in the probe);
+/// - `fixed_files`: direct descriptors in a sparse fixed-file table (5.19);
+/// - `registered_buffers`: `READ_FIXED`/`WRITE_FIXED` on registered buffers (5.13: earlier
+///   kernels quiesce the ring to register);
+/// - `sqpoll`: an SQPOLL ring could be set up (tried);
+/// - `link_timeout`: per-operation deadlines in the kernel (`IORING_OP_LINK_TIMEOUT`);
+/// - `registered_ring_fd`: the default ring's fd is registered (`IORING_REGISTER_RING_FDS`).
+pub fn hoop_features(driver: Option<&Driver>) -> Flags {
+    let uring = driver.filter(|d| d.kind() == DriverKind::Uring);
+    let op = |code: u8| uring.is_some_and(|d| d.supports_opcode(code));
+    let since = |major, minor| uring.is_some() && hoop::setup::kernel_at_least(major, minor);
+    // IORING_OP_* numbers (linux/io_uring.h).
+    const ACCEPT: u8 = 13;
+    const LINK_TIMEOUT: u8 = 15;
+    const FILES_UPDATE: u8 = 20;
+    const READ_FIXED: u8 = 4;
+    const WRITE_FIXED: u8 = 5;
+    const SEND_ZC: u8 = 47;
+    let buf_ring = uring.is_some_and(|d| d.supports_buf_ring());
+    Flags(vec![
+        ("multishot_accept", since(5, 19) && op(ACCEPT)),
+        ("multishot_recv", buf_ring),
+        ("buf_ring", buf_ring),
+        ("send_zc", op(SEND_ZC)),
+        ("fixed_files", since(5, 19) && op(FILES_UPDATE)),
+        (
+            "registered_buffers",
+            since(5, 13) && op(READ_FIXED) && op(WRITE_FIXED),
+        ),
+        ("sqpoll", uring.is_some() && sqpoll_works()),
+        ("link_timeout", op(LINK_TIMEOUT)),
+        (
+            "registered_ring_fd",
+            uring.is_some_and(|d| d.ring_fd_registered()),
+        ),
+    ])
+}
+
+/// Whether the kernel sets up an SQPOLL ring for this process (5.13+ without privileges).
+fn sqpoll_works() -> bool {
+    let cfg = Config {
+        driver: DriverKind::Uring,
+        entries: 8,
+        sqpoll_idle: Some(Duration::from_millis(10)),
+        register_ring_fd: false,
+        ..Config::default()
+    };
+    Driver::new(&cfg).is_ok_and(|d| d.setup_flags().starts_with("SQPOLL"))
+}
+
 /// Everything `hoop probe` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Probe {
@@ -83,6 +184,12 @@ pub struct Probe {
     pub sq_entries: Option<u32>,
     /// CQ entries of that ring (io_uring only).
     pub cq_entries: Option<u32>,
+    /// The kernel's `IORING_FEAT_*` bits by name, e.g. `FAST_POLL` (io_uring only).
+    pub features: Option<Flags>,
+    /// The `IORING_OP_*` opcodes the kernel supports, by name (io_uring only).
+    pub opcodes: Option<Vec<&'static str>>,
+    /// hoop's io_uring features and whether each is on here (see [`hoop_features`]).
+    pub hoop_features: Flags,
     /// The raw value of `HOOP_DRIVER`, if set.
     pub hoop_driver_env: Option<String>,
 }
@@ -101,18 +208,28 @@ impl Probe {
             setup_flags: None,
             sq_entries: None,
             cq_entries: None,
+            features: None,
+            opcodes: None,
+            hoop_features: hoop_features(None),
             hoop_driver_env: std::env::var_os("HOOP_DRIVER")
                 .map(|v| v.to_string_lossy().into_owned()),
         };
-        // What `auto` does first: a forced io_uring runtime, without the fallback (and so
-        // without its line on stderr).
-        match hoop::Runtime::builder().driver(DriverKind::Uring).build() {
-            Ok(rt) => {
-                let (sq, cq) = rt.ring_sizes();
+        // What `auto` does first: a forced io_uring driver with the runtime's default settings,
+        // without the fallback (and so without its line on stderr).
+        let cfg = Config {
+            driver: DriverKind::Uring,
+            ..Config::default()
+        };
+        match Driver::new(&cfg) {
+            Ok(d) => {
+                let (sq, cq) = d.ring_sizes();
                 p.driver = "uring";
-                p.setup_flags = Some(rt.setup_flags().to_string());
+                p.setup_flags = Some(d.setup_flags().to_string());
                 p.sq_entries = Some(sq);
                 p.cq_entries = Some(cq);
+                p.features = Some(Flags(d.uring_features()));
+                p.opcodes = Some(d.supported_opcodes());
+                p.hoop_features = hoop_features(Some(&d));
             }
             Err(e) => p.reason = Some(e.to_string()),
         }
@@ -157,6 +274,15 @@ impl Probe {
                 "cq_entries",
                 opt(self.cq_entries.map(|v| v.to_string()), "-"),
             ),
+            (
+                "features",
+                opt(self.features.as_ref().map(Flags::human), "-"),
+            ),
+            (
+                "opcodes",
+                opt(self.opcodes.as_ref().map(|o| o.join(", ")), "-"),
+            ),
+            ("hoop_features", self.hoop_features.human()),
             ("hoop_driver_env", env),
         ]
     }
@@ -197,6 +323,17 @@ mod tests {
         assert_eq!(Limit::from_raw(8 << 20).human(), "8388608 (8 MiB)");
         assert_eq!(Limit::from_raw(65536).human(), "65536 (64 KiB)");
         assert_eq!(Limit::from_raw(1000).human(), "1000");
+    }
+
+    #[test]
+    fn flags_print_in_order_as_an_object_and_a_line() {
+        let f = Flags(vec![("b", true), ("a", false), ("c", true)]);
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"b":true,"a":false,"c":true}"#
+        );
+        assert_eq!(f.human(), "b, c (off: a)");
+        assert_eq!(Flags(vec![("a", false)]).human(), "none (off: a)");
     }
 
     #[test]

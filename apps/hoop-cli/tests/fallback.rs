@@ -413,6 +413,18 @@ fn probe_reports_epoll_and_the_reason() {
         "{v}"
     );
     assert!(v["hoop_driver_env"].is_null(), "{v}");
+    // No ring, so no feature bits or opcodes, and every hoop io_uring feature is off.
+    assert!(v["features"].is_null() && v["opcodes"].is_null(), "{v}");
+    let hoop = v["hoop_features"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no hoop_features object: {v}"));
+    for key in HOOP_FEATURES {
+        assert_eq!(
+            hoop.get(key),
+            Some(&serde_json::Value::Bool(false)),
+            "{key}: {v}"
+        );
+    }
     assert!(
         v["kernel"].as_str().is_some_and(|k| k.starts_with("Linux")),
         "{v}"
@@ -422,9 +434,81 @@ fn probe_reports_epoll_and_the_reason() {
     }
 }
 
+/// The keys of `hoop_features` in `hoop probe --json`.
+const HOOP_FEATURES: [&str; 8] = [
+    "multishot_accept",
+    "multishot_recv",
+    "buf_ring",
+    "send_zc",
+    "fixed_files",
+    "registered_buffers",
+    "sqpoll",
+    "link_timeout",
+];
+
+/// `hoop probe --json` with io_uring working: the kernel's feature bits by name (all booleans,
+/// the long-standing ones set), the supported opcodes (every one hoop needs, no duplicates),
+/// and hoop's features consistent with them (SEND_ZC and LINK_TIMEOUT follow the opcode list).
+fn check_uring_probe(v: &serde_json::Value) {
+    let features = v["features"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no features object: {v}"));
+    assert!(features.values().all(|b| b.is_boolean()), "{v}");
+    for bit in [
+        "SINGLE_MMAP",
+        "NODROP",
+        "FAST_POLL",
+        "EXT_ARG",
+        "REG_REG_RING",
+    ] {
+        assert!(features.contains_key(bit), "{bit} missing: {v}");
+    }
+    // Set by every kernel hoop runs io_uring on (5.4 and later).
+    assert_eq!(features["SINGLE_MMAP"], true, "{v}");
+    assert_eq!(features["NODROP"], true, "{v}");
+    let opcodes: Vec<&str> = v["opcodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no opcodes array: {v}"))
+        .iter()
+        .map(|o| {
+            o.as_str()
+                .unwrap_or_else(|| panic!("opcode {o} is not a string"))
+        })
+        .collect();
+    for needed in [
+        "NOP",
+        "READ",
+        "WRITE",
+        "ACCEPT",
+        "RECV",
+        "SEND",
+        "TIMEOUT",
+        "ASYNC_CANCEL",
+    ] {
+        assert!(opcodes.contains(&needed), "{needed} missing: {opcodes:?}");
+    }
+    let mut unique = opcodes.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), opcodes.len(), "duplicates: {opcodes:?}");
+    let hoop = v["hoop_features"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no hoop_features object: {v}"));
+    for key in HOOP_FEATURES {
+        assert!(hoop.get(key).is_some_and(|b| b.is_boolean()), "{key}: {v}");
+    }
+    assert_eq!(hoop["send_zc"], opcodes.contains(&"SEND_ZC"), "{v}");
+    assert_eq!(
+        hoop["link_timeout"],
+        opcodes.contains(&"LINK_TIMEOUT"),
+        "{v}"
+    );
+    assert_eq!(hoop["multishot_recv"], hoop["buf_ring"], "{v}");
+}
+
 /// `hoop probe` without the filter (and its human form): where io_uring works here, it says
-/// "uring" with the ring's flags and sizes; where it does not, "epoll" with a reason. Either
-/// way the JSON and the lines agree.
+/// "uring" with the ring's flags and sizes, feature bits, opcodes and hoop's features; where it
+/// does not, "epoll" with a reason. Either way the JSON and the lines agree.
 #[test]
 fn probe_without_the_filter_is_consistent() {
     let out = Command::new(HOOP)
@@ -445,8 +529,12 @@ fn probe_without_the_filter_is_consistent() {
             );
             assert!(v["sq_entries"].as_u64().is_some_and(|n| n > 0), "{v}");
             assert!(v["cq_entries"].as_u64().is_some_and(|n| n > 0), "{v}");
+            check_uring_probe(&v);
         }
-        Some("epoll") => assert!(v["reason"].as_str().is_some(), "{v}"),
+        Some("epoll") => {
+            assert!(v["reason"].as_str().is_some(), "{v}");
+            assert!(v["features"].is_null() && v["opcodes"].is_null(), "{v}");
+        }
         other => panic!("driver {other:?}: {v}"),
     }
     let human = Command::new(HOOP)
@@ -473,4 +561,34 @@ fn probe_without_the_filter_is_consistent() {
         .find_map(|l| l.strip_prefix("driver: "))
         .expect("a driver line");
     assert_eq!(Some(driver), v["driver"].as_str(), "{text}");
+    // The human lists are the JSON's, comma-separated (the features that are on first).
+    let line = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} line: {text}"))
+            .to_string()
+    };
+    if let Some(opcodes) = v["opcodes"].as_array() {
+        let names: Vec<&str> = opcodes.iter().filter_map(|o| o.as_str()).collect();
+        assert_eq!(line("opcodes"), names.join(", "), "{text}");
+    }
+    if let Some(features) = v["features"].as_object() {
+        let on = line("features");
+        let on = on.split(" (off: ").next().unwrap_or_default();
+        let listed: Vec<&str> = on.split(", ").collect();
+        for (name, set) in features {
+            assert_eq!(
+                listed.contains(&name.as_str()),
+                set == true,
+                "{name}: {text}"
+            );
+        }
+    }
+    let hoop = line("hoop_features");
+    for key in HOOP_FEATURES {
+        assert!(
+            hoop.contains(key),
+            "{key} not on the hoop_features line: {hoop}"
+        );
+    }
 }

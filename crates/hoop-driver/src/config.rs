@@ -72,6 +72,31 @@ pub struct Config {
     pub driver: DriverKind,
     /// Threads of the epoll driver's blocking pool (file operations).
     pub pool_threads: usize,
+    /// `IORING_SETUP_SQPOLL`: a kernel thread polls the SQ, so submitting needs no system call
+    /// while it is awake; it sleeps after this long without work (whole milliseconds, at least
+    /// 1). `None` (the default): no SQ thread. If the kernel refuses SQPOLL (`EINVAL`, or
+    /// `EPERM` before 5.13) the ring is set up without it; `Driver::setup_flags` says which.
+    /// With SQPOLL, `Counters::sqes_submitted` stays 0 (the SQ thread takes SQEs unseen).
+    pub sqpoll_idle: Option<Duration>,
+    /// `IORING_SETUP_SQ_AFF`: the CPU the SQ thread is bound to (only with `sqpoll_idle`). A CPU
+    /// the kernel refuses is dropped (the SQ thread then runs anywhere).
+    pub sqpoll_cpu: Option<u32>,
+    /// `IORING_SETUP_IOPOLL`: completions are busy-polled from the device instead of signalled by
+    /// interrupts. Only reads and writes (and NOPs) of files opened with `O_DIRECT` on a device
+    /// with poll queues may be used on such a ring: sockets, timers, polls, cancels, opens and
+    /// closes fail with `EINVAL`, and a read on a device without poll queues fails with
+    /// `EOPNOTSUPP`. The thread spins while it waits. Such a ring uses `COOP_TASKRUN`, not
+    /// `DEFER_TASKRUN` (with which a polled read stalled on Linux 6.18). Default false.
+    pub iopoll: bool,
+    /// Register the ring's fd with the kernel (`IORING_REGISTER_RING_FDS`, 5.18) so that
+    /// `io_uring_enter` skips the fd lookup. Default true; a kernel that refuses is ignored.
+    pub register_ring_fd: bool,
+    /// `IORING_REGISTER_IOWQ_MAX_WORKERS` (5.15): the most io-wq worker threads for bounded work
+    /// (regular files, block devices) and unbounded work (sockets, pipes); 0 keeps the kernel's
+    /// limit. The kernel keeps them per thread (the io-wq of the thread, or of the SQ thread with
+    /// SQPOLL), so they outlast the ring. `None` (the default) registers nothing; a kernel that
+    /// refuses is ignored.
+    pub iowq_max_workers: Option<(u32, u32)>,
 }
 
 impl Default for Config {
@@ -84,6 +109,11 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(5),
             driver: DriverKind::Auto,
             pool_threads: 4,
+            sqpoll_idle: None,
+            sqpoll_cpu: None,
+            iopoll: false,
+            register_ring_fd: true,
+            iowq_max_workers: None,
         }
     }
 }

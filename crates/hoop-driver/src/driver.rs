@@ -232,6 +232,52 @@ impl Driver {
         }
     }
 
+    /// The kernel's io_uring feature bits (`IORING_FEAT_*`, by kernel name without the prefix,
+    /// e.g. `("FAST_POLL", true)`), in bit order; empty for epoll.
+    pub fn uring_features(&self) -> Vec<(&'static str, bool)> {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.features(),
+            Engine::Epoll(_) => Vec::new(),
+        }
+    }
+
+    /// The `IORING_OP_*` opcodes this kernel supports (from the probe taken at setup), by
+    /// kernel name without the prefix (e.g. `"SEND_ZC"`), in opcode order; empty for epoll.
+    pub fn supported_opcodes(&self) -> Vec<&'static str> {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.opcodes(),
+            Engine::Epoll(_) => Vec::new(),
+        }
+    }
+
+    /// With SQPOLL (`Config::sqpoll_idle`): whether the kernel's SQ thread is asleep after its
+    /// idle time, so the next submission wakes it with a system call. False without SQPOLL and
+    /// for epoll.
+    pub fn sq_thread_asleep(&self) -> bool {
+        match &mut *self.shared.engine.borrow_mut() {
+            Engine::Uring(u) => u.sq_thread_asleep(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// Whether `io_uring_enter` goes through a registered ring fd (`Config::register_ring_fd`
+    /// and a kernel that took it); false for epoll.
+    pub fn ring_fd_registered(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.ring_fd_registered(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// The io-wq worker limits in force for this ring, `(bounded, unbounded)` (see
+    /// `Config::iowq_max_workers`); `Unsupported` for epoll.
+    pub fn iowq_max_workers(&self) -> io::Result<(u32, u32)> {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.iowq_max_workers(),
+            Engine::Epoll(_) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        }
+    }
+
     /// Registers a provided buffer ring of `entries` at `ring_addr`; returns its group id.
     pub(crate) fn register_buf_ring(&self, ring_addr: u64, entries: u16) -> io::Result<u16> {
         let bgid = self.shared.next_bgid.get();
@@ -264,6 +310,51 @@ impl Driver {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         };
         u.submitter().unregister_buf_ring(bgid)
+    }
+
+    /// Registers `iovecs` as the ring's fixed-buffer table (`IORING_REGISTER_BUFFERS`); buffer
+    /// `i` of `READ_FIXED`/`WRITE_FIXED` is `iovecs[i]`. A ring has one table: `EBUSY` if one
+    /// is registered already. `Unsupported` on the epoll driver.
+    ///
+    /// # Safety
+    /// The memory the iovecs describe must stay allocated, at the same addresses, until
+    /// [`unregister_buffers`](Self::unregister_buffers) succeeded (or the ring is gone).
+    pub(crate) unsafe fn register_buffers(&self, iovecs: &[libc::iovec]) -> io::Result<()> {
+        let d = self
+            .shared
+            .engine
+            .try_borrow()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &*d else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the epoll driver has no registered buffers",
+            ));
+        };
+        // SAFETY: the caller keeps the memory alive and in place until it unregisters it.
+        unsafe { u.submitter().register_buffers(iovecs) }
+    }
+
+    /// Unregisters the ring's fixed-buffer table (`IORING_UNREGISTER_BUFFERS`).
+    pub(crate) fn unregister_buffers(&self) -> io::Result<()> {
+        let d = self
+            .shared
+            .engine
+            .try_borrow()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &*d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        u.submitter().unregister_buffers()
+    }
+
+    /// Whether this is the current thread's driver (see [`Driver::current`]).
+    pub(crate) fn is_current(&self) -> bool {
+        CURRENT.with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|d| Rc::ptr_eq(&d.shared, &self.shared))
+        })
     }
 
     /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).
@@ -325,6 +416,8 @@ impl Driver {
         let mut op = Close::new(fd);
         let closed = match self.shared.engine.try_borrow_mut() {
             Ok(mut d) => match &mut *d {
+                // IOPOLL rings refuse IORING_OP_CLOSE: close(2) at once.
+                Engine::Uring(u) if u.is_iopoll() => false,
                 Engine::Uring(u) => match u.push(op.create_entry(), false, Lifecycle::Submitted) {
                     Ok(user_data) => {
                         // Nobody waits for this result: the slot owns the op from the start,

@@ -11,19 +11,23 @@
 
 use crate::lifecycle::Completion;
 
+pub mod fixed;
 pub mod fs;
 pub mod link;
 pub mod multishot;
 pub mod net;
 pub mod nop;
 pub mod time;
+pub mod zc;
 
+pub use fixed::*;
 pub use fs::*;
 pub use link::Deadline;
 pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;
 pub use time::Timeout;
+pub use zc::*;
 
 /// The buffer id a CQE carries (`IORING_CQE_F_BUFFER`), if any.
 pub(crate) fn buffer_id(flags: u32) -> Option<u16> {

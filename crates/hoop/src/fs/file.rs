@@ -208,6 +208,28 @@ impl File {
             None => Ok(()),
         }
     }
+
+    /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) (a
+    /// [`FixedBuf`](crate::FixedBuf) or a slice of one) at `pos`, like
+    /// [`read_at`](Self::read_at): `READ_FIXED` when the pool is registered with this thread's
+    /// ring, else a plain read into the same memory. The buffers are page-aligned, so this
+    /// also serves files opened with `O_DIRECT`.
+    pub async fn read_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    where
+        B: hoop_driver::FixedIoBuf + IoBufMut,
+    {
+        Op::new(op::ReadFixed::new(self.raw(), buf, pos)).await
+    }
+
+    /// Writes the initialized bytes of a buffer of a [`FixedBufPool`](crate::FixedBufPool) at
+    /// `pos`, like [`write_at`](Self::write_at): `WRITE_FIXED` when the pool is registered with
+    /// this thread's ring, else a plain write from the same memory.
+    pub async fn write_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    where
+        B: hoop_driver::FixedIoBuf,
+    {
+        Op::new(op::WriteFixed::new(self.raw(), buf, pos)).await
+    }
 }
 
 /// The position `n` bytes after `pos`; [`op::CURRENT_POS`] (the file's current position, which

@@ -101,6 +101,55 @@ impl Builder {
         self
     }
 
+    /// Runs the ring with an SQ polling thread (`IORING_SETUP_SQPOLL`): a kernel thread takes
+    /// SQEs as soon as they are queued, so submitting needs no system call while it is awake;
+    /// it sleeps after `idle` without work (whole milliseconds, at least 1 ms) and the driver
+    /// wakes it when it next submits. The thread busy-polls a CPU while awake. The taskrun
+    /// flags do not apply (the kernel refuses them with SQPOLL); if the kernel refuses SQPOLL
+    /// itself the ring is set up without it. [`Runtime::setup_flags`] names what was accepted.
+    /// With SQPOLL, `Counters::sqes_submitted` stays 0 (the SQ thread takes SQEs unseen).
+    pub fn sqpoll(mut self, idle: Duration) -> Builder {
+        self.cfg.sqpoll_idle = Some(idle);
+        self
+    }
+
+    /// Binds the SQ polling thread to CPU `cpu` (`IORING_SETUP_SQ_AFF`; only with
+    /// [`Builder::sqpoll`]). A CPU the kernel refuses is dropped.
+    pub fn sqpoll_cpu(mut self, cpu: u32) -> Builder {
+        self.cfg.sqpoll_cpu = Some(cpu);
+        self
+    }
+
+    /// Busy-polls the device for completions (`IORING_SETUP_IOPOLL`) instead of waiting for
+    /// interrupts: lower latency for `O_DIRECT` file I/O, at the cost of a spinning thread.
+    ///
+    /// Such a ring only takes reads and writes of files opened with `O_DIRECT` (and NOPs):
+    /// sockets, timers (so `hoop::time`), polls, cancels, opens and closes fail with `EINVAL`,
+    /// so open and close the files without the runtime (e.g. `std::fs` with `O_DIRECT`). A read
+    /// on a device without poll queues fails with `EOPNOTSUPP`. Default false.
+    pub fn iopoll(mut self, on: bool) -> Builder {
+        self.cfg.iopoll = on;
+        self
+    }
+
+    /// Registers the ring's fd with the kernel so that `io_uring_enter` skips the fd lookup
+    /// (`IORING_REGISTER_RING_FDS`, 5.18). Default true; a kernel that refuses is ignored.
+    pub fn register_ring_fd(mut self, on: bool) -> Builder {
+        self.cfg.register_ring_fd = on;
+        self
+    }
+
+    /// Caps the kernel's io-wq worker threads for this ring
+    /// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, 5.15): `bounded` for regular files and block
+    /// devices, `unbounded` for sockets and pipes; 0 keeps the kernel's limit. The kernel keeps
+    /// these limits per thread (its io-wq serves every ring of the thread; with SQPOLL, the SQ
+    /// thread's), so they apply to the thread's other rings too and outlast the runtime. A
+    /// kernel that refuses is ignored.
+    pub fn iowq_max_workers(mut self, bounded: u32, unbounded: u32) -> Builder {
+        self.cfg.iowq_max_workers = Some((bounded, unbounded));
+        self
+    }
+
     /// Sets up the ring. A refused setup says why (ENOSYS, EPERM with the
     /// `kernel.io_uring_disabled` value, ENOMEM with the memlock limit, EINVAL) and what to do.
     pub fn build(mut self) -> io::Result<Runtime> {

@@ -504,3 +504,71 @@ unsafe impl EpollOp for RecvMulti {
         }
     }
 }
+
+// SAFETY: the buffer is stable by the IoBuf contract. No zero copy here: a plain send.
+unsafe impl<B: IoBuf> EpollOp for SendZc<B> {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_sendto,
+            &[
+                self.fd as _,
+                self.buf.stable_ptr() as _,
+                self.buf.bytes_init() as _,
+                (self.flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
+                0,
+                0,
+            ],
+            Mode::Writable(self.fd),
+        )
+        .with_io_len(self.buf.bytes_init())
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBufMut contract. No registered table here: a plain
+// read into the buffer's memory, exactly as `Read`.
+unsafe impl<B: crate::FixedIoBuf + IoBufMut> EpollOp for ReadFixed<B> {
+    fn create_call(&mut self) -> Call {
+        let ptr = self.buf.stable_mut_ptr() as libc::c_long;
+        let len = self.buf.bytes_total() as libc::c_long;
+        let fd = self.fd;
+        let mode = Mode::File {
+            fd,
+            write: false,
+            stream_nr: libc::SYS_read,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_read, &[fd as _, ptr, len], mode)
+        } else {
+            Call::new(
+                libc::SYS_pread64,
+                &[fd as _, ptr, len, off(self.offset)],
+                mode,
+            )
+        }
+        .with_io_len(len as usize)
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBuf contract; a plain write, exactly as `Write`.
+unsafe impl<B: crate::FixedIoBuf> EpollOp for WriteFixed<B> {
+    fn create_call(&mut self) -> Call {
+        let ptr = self.buf.stable_ptr() as libc::c_long;
+        let len = self.buf.bytes_init() as libc::c_long;
+        let fd = self.fd;
+        let mode = Mode::File {
+            fd,
+            write: true,
+            stream_nr: libc::SYS_write,
+        };
+        if self.offset == CURRENT_POS {
+            Call::new(libc::SYS_write, &[fd as _, ptr, len], mode)
+        } else {
+            Call::new(
+                libc::SYS_pwrite64,
+                &[fd as _, ptr, len, off(self.offset)],
+                mode,
+            )
+        }
+        .with_io_len(len as usize)
+    }
+}

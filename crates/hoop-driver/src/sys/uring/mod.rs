@@ -60,6 +60,8 @@ pub(crate) struct Uring {
     shut_down: bool,
     shutdown_timeout: Duration,
     setup_flags: &'static str,
+    /// The ring fd registered with `IORING_REGISTER_RING_FDS`: `enter` passes its index.
+    registered: Option<RegisteredRing>,
 }
 
 impl Uring {
@@ -69,8 +71,18 @@ impl Uring {
             .cq_entries
             .unwrap_or_else(|| (entries.saturating_mul(4)).max(16384))
             .max(entries.saturating_mul(2));
-        let (ring, setup_flags) = build_ring(entries, cq, cfg.taskrun_flags)?;
+        let (ring, setup_flags) = build_ring(entries, cq, cfg)?;
         let probe = probe_opcodes(&ring)?;
+        // Both registrations are optimisations: a kernel that refuses them is ignored.
+        let registered = if cfg.register_ring_fd {
+            RegisteredRing::register(&ring).ok()
+        } else {
+            None
+        };
+        if let Some((bounded, unbounded)) = cfg.iowq_max_workers {
+            let mut max = [bounded, unbounded];
+            let _ = ring.submitter().register_iowq_max_workers(&mut max);
+        }
         let cq_real = ring.params().cq_entries() as usize;
         let cancel_budget = (cq_real / 16).max(1);
         let capacity = match cfg.max_in_flight {
@@ -96,6 +108,7 @@ impl Uring {
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
             setup_flags,
+            registered,
         })
     }
 
@@ -106,6 +119,12 @@ impl Uring {
     /// The ring's submitter (for registrations).
     pub(crate) fn submitter(&self) -> io_uring::Submitter<'_> {
         self.ring.submitter()
+    }
+
+    /// Whether this is an IOPOLL ring (O_DIRECT files only; no poll, timeout, close or cancel
+    /// operations).
+    pub(crate) fn is_iopoll(&self) -> bool {
+        self.ring.params().is_setup_iopoll()
     }
 
     /// Whether the kernel supports `opcode` (from the probe taken at setup).
@@ -250,7 +269,9 @@ impl Uring {
     }
 
     fn arm_wake(&mut self) {
-        if self.wake_armed || self.shut_down {
+        // An IOPOLL ring refuses POLL_ADD (and TIMEOUT, CLOSE, ASYNC_CANCEL): no wake-up poll
+        // there; cross-thread wakes are then seen on the next turn.
+        if self.wake_armed || self.shut_down || self.is_iopoll() {
             return;
         }
         let entry = opcode::PollAdd::new(types::Fd(self.wake_fd.as_raw_fd()), libc::POLLIN as u32)
@@ -282,26 +303,53 @@ impl Uring {
 
     /// `io_uring_enter`: submit everything queued, with GETEVENTS so that deferred task work
     /// runs, and wait for one completion if `block`.
+    ///
+    /// With SQPOLL the SQ thread takes SQEs by itself as soon as they are pushed, so the call is
+    /// made only when it is needed (liburing's rules, as in `Submitter::submit_and_wait`): to
+    /// wake the SQ thread after it went to sleep (`SQ_WAKEUP`), to wait for a completion or
+    /// flush the CQ overflow backlog (`GETEVENTS`), or to wait for SQ room when the SQ is full
+    /// (`SQ_WAIT`). While the SQ thread is awake and nothing needs waiting: no system call.
     fn enter(&mut self, block: bool) -> io::Result<()> {
         self.turns_since_enter = 0;
         self.urgent = false;
+        let sqpoll = self.ring.params().is_setup_sqpoll();
+        // Completions already posted: reap them rather than wait in the kernel.
+        let block = block && self.ring.completion().is_empty();
         loop {
-            let to_submit = self.ring.submission().len() as u32;
             let want = u32::from(block);
-            self.table.counters.enter_calls += 1;
-            // SAFETY: no argument struct is passed; the SQEs pushed point to memory their
-            // operations own until the final CQE.
-            let r = unsafe {
-                self.ring.submitter().enter::<libc::sigset_t>(
-                    to_submit,
-                    want,
-                    IORING_ENTER_GETEVENTS,
-                    None,
-                )
+            let (to_submit, flags) = if sqpoll {
+                let sq = self.ring.submission();
+                let len = sq.len();
+                let mut flags = 0;
+                // `need_wakeup` orders our tail store before its load of the flags (SeqCst
+                // fence), so a thread that went to sleep after missing our SQEs is seen asleep.
+                if sq.need_wakeup() {
+                    flags |= io_uring::EnterFlags::SQ_WAKEUP.bits();
+                }
+                if block || sq.cq_overflow() || sq.taskrun() {
+                    flags |= IORING_ENTER_GETEVENTS;
+                }
+                if sq.is_full() {
+                    flags |= io_uring::EnterFlags::SQ_WAIT.bits();
+                }
+                drop(sq);
+                // `sqes_submitted` is not counted here: the SQ thread takes SQEs on its own,
+                // and the io-uring crate does not expose the SQ head, so what it consumed is
+                // not known (it would be: SQEs pushed so far minus `len`).
+                if flags == 0 {
+                    return Ok(());
+                }
+                (len as u32, flags)
+            } else {
+                (self.ring.submission().len() as u32, IORING_ENTER_GETEVENTS)
             };
+            self.table.counters.enter_calls += 1;
+            let r = self.raw_enter(to_submit, want, flags);
             match r {
                 Ok(n) => {
-                    self.table.counters.sqes_submitted += n as u64;
+                    if !sqpoll {
+                        self.table.counters.sqes_submitted += n as u64;
+                    }
                     return Ok(());
                 }
                 Err(e) => match e.raw_os_error() {
@@ -531,41 +579,486 @@ fn probe_opcodes(ring: &IoUring) -> Result<Box<io_uring::Probe>, SetupError> {
     }
 }
 
-/// Sets up a ring, retrying with fewer flags on EINVAL: `SINGLE_ISSUER | DEFER_TASKRUN`, then
-/// `COOP_TASKRUN | TASKRUN_FLAG`, then plain; always `SUBMIT_ALL` and a CQ of `cq` entries where
-/// the kernel takes them.
-fn build_ring(entries: u32, cq: u32, taskrun: bool) -> Result<(IoUring, &'static str), SetupError> {
-    type Attempt = (&'static str, fn(&mut io_uring::Builder));
-    let attempts: [Attempt; 4] = [
-        ("SINGLE_ISSUER|DEFER_TASKRUN|SUBMIT_ALL|CQSIZE", |b| {
-            b.setup_single_issuer()
-                .setup_defer_taskrun()
-                .setup_submit_all();
-        }),
-        ("COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL|CQSIZE", |b| {
-            b.setup_coop_taskrun()
-                .setup_taskrun_flag()
-                .setup_submit_all();
-        }),
-        ("SUBMIT_ALL|CQSIZE", |b| {
-            b.setup_submit_all();
-        }),
-        ("CQSIZE", |_| {}),
-    ];
-    let skip = if taskrun { 0 } else { 2 };
+impl Uring {
+    /// `io_uring_enter(2)`: on the registered ring index (with `IORING_ENTER_REGISTERED_RING`)
+    /// when the ring fd is registered, else on the ring fd.
+    fn raw_enter(&self, to_submit: u32, want: u32, flags: u32) -> io::Result<usize> {
+        match &self.registered {
+            Some(reg) => {
+                let flags = flags | io_uring::EnterFlags::REGISTERED_RING.bits();
+                // SAFETY: no argument struct is passed (null, size 0); the index names this
+                // ring in this thread's registered-ring table (the driver never leaves the
+                // thread that built it); the SQEs pushed point to memory their operations own
+                // until the final CQE.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_io_uring_enter,
+                        libc::c_long::from(reg.index),
+                        libc::c_long::from(to_submit),
+                        libc::c_long::from(want),
+                        libc::c_long::from(flags),
+                        std::ptr::null::<libc::c_void>(),
+                        0 as libc::c_long,
+                    )
+                };
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(r as usize)
+                }
+            }
+            // SAFETY: no argument struct is passed; the SQEs pushed point to memory their
+            // operations own until the final CQE.
+            None => unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(to_submit, want, flags, None)
+            },
+        }
+    }
+
+    /// SQPOLL: whether the SQ thread went to sleep (`IORING_SQ_NEED_WAKEUP`), so the next
+    /// submission must wake it with a system call. False without SQPOLL.
+    pub(crate) fn sq_thread_asleep(&mut self) -> bool {
+        self.ring.params().is_setup_sqpoll() && self.ring.submission().need_wakeup()
+    }
+
+    /// Whether `io_uring_enter` goes through a registered ring fd.
+    pub(crate) fn ring_fd_registered(&self) -> bool {
+        self.registered.is_some()
+    }
+
+    /// Every `IORING_FEAT_*` bit hoop knows, by kernel name, and whether this kernel set it.
+    pub(crate) fn features(&self) -> Vec<(&'static str, bool)> {
+        let bits = feature_bits(self.ring.params());
+        FEATURES
+            .iter()
+            .map(|&(bit, name)| (name, bits & bit != 0))
+            .collect()
+    }
+
+    /// The names of the opcodes the probe says this kernel supports, in opcode order; opcodes
+    /// newer than hoop's table are named `OP_<number>`.
+    pub(crate) fn opcodes(&self) -> Vec<&'static str> {
+        (0..=u8::MAX)
+            .filter(|&op| self.probe.is_supported(op))
+            .map(|op| match OPCODES.get(usize::from(op)) {
+                Some(name) => *name,
+                None => intern(format!("OP_{op}")),
+            })
+            .collect()
+    }
+
+    /// The io-wq worker limits now in force (bounded, unbounded), read with
+    /// `IORING_REGISTER_IOWQ_MAX_WORKERS` and zeros (which change nothing).
+    pub(crate) fn iowq_max_workers(&self) -> io::Result<(u32, u32)> {
+        let mut max = [0u32; 2];
+        self.ring.submitter().register_iowq_max_workers(&mut max)?;
+        Ok((max[0], max[1]))
+    }
+}
+
+/// `IORING_FEAT_*` (linux/io_uring.h) by kernel name.
+const FEATURES: &[(u32, &str)] = &[
+    (1 << 0, "SINGLE_MMAP"),
+    (1 << 1, "NODROP"),
+    (1 << 2, "SUBMIT_STABLE"),
+    (1 << 3, "RW_CUR_POS"),
+    (1 << 4, "CUR_PERSONALITY"),
+    (1 << 5, "FAST_POLL"),
+    (1 << 6, "POLL_32BITS"),
+    (1 << 7, "SQPOLL_NONFIXED"),
+    (1 << 8, "EXT_ARG"),
+    (1 << 9, "NATIVE_WORKERS"),
+    (1 << 10, "RSRC_TAGS"),
+    (1 << 11, "CQE_SKIP"),
+    (1 << 12, "LINKED_FILE"),
+    (1 << 13, "REG_REG_RING"),
+    (1 << 14, "RECVSEND_BUNDLE"),
+    (1 << 15, "MIN_TIMEOUT"),
+    (1 << 16, "RW_ATTR"),
+    (1 << 17, "NO_IOWAIT"),
+];
+
+// `feature_bits` reads inside this size.
+const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
+
+/// The `features` word the kernel returned from `io_uring_setup`. (`Parameters` has a method
+/// per bit, but not a public one for every bit: `REG_REG_RING` and `RW_ATTR` have none.)
+fn feature_bits(params: &io_uring::Parameters) -> u32 {
+    // SAFETY: `Parameters` is `#[repr(transparent)]` over the kernel's `struct io_uring_params`
+    // (documented as such by the io-uring crate; its size is checked above), whose uapi layout
+    // starts with six u32s: sq_entries, cq_entries, flags, sq_thread_cpu, sq_thread_idle,
+    // features. So `features` is the u32 at offset 20, aligned and initialized.
+    unsafe {
+        (params as *const io_uring::Parameters)
+            .cast::<u32>()
+            .add(5)
+            .read()
+    }
+}
+
+/// `IORING_OP_*` (linux/io_uring.h) by number, without the prefix: 0 (`NOP`) to 62 (`PIPE`).
+const OPCODES: &[&str] = &[
+    "NOP",
+    "READV",
+    "WRITEV",
+    "FSYNC",
+    "READ_FIXED",
+    "WRITE_FIXED",
+    "POLL_ADD",
+    "POLL_REMOVE",
+    "SYNC_FILE_RANGE",
+    "SENDMSG",
+    "RECVMSG",
+    "TIMEOUT",
+    "TIMEOUT_REMOVE",
+    "ACCEPT",
+    "ASYNC_CANCEL",
+    "LINK_TIMEOUT",
+    "CONNECT",
+    "FALLOCATE",
+    "OPENAT",
+    "CLOSE",
+    "FILES_UPDATE",
+    "STATX",
+    "READ",
+    "WRITE",
+    "FADVISE",
+    "MADVISE",
+    "SEND",
+    "RECV",
+    "OPENAT2",
+    "EPOLL_CTL",
+    "SPLICE",
+    "PROVIDE_BUFFERS",
+    "REMOVE_BUFFERS",
+    "TEE",
+    "SHUTDOWN",
+    "RENAMEAT",
+    "UNLINKAT",
+    "MKDIRAT",
+    "SYMLINKAT",
+    "LINKAT",
+    "MSG_RING",
+    "FSETXATTR",
+    "SETXATTR",
+    "FGETXATTR",
+    "GETXATTR",
+    "SOCKET",
+    "URING_CMD",
+    "SEND_ZC",
+    "SENDMSG_ZC",
+    "READ_MULTISHOT",
+    "WAITID",
+    "FUTEX_WAIT",
+    "FUTEX_WAKE",
+    "FUTEX_WAITV",
+    "FIXED_FD_INSTALL",
+    "FTRUNCATE",
+    "BIND",
+    "LISTEN",
+    "RECV_ZC",
+    "EPOLL_WAIT",
+    "READV_FIXED",
+    "WRITEV_FIXED",
+    "PIPE",
+];
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    /// The raw `features` word agrees with every public `Parameters::is_feature_*` method
+    /// (which checks the layout `feature_bits` relies on).
+    #[test]
+    fn feature_bits_match_the_crate() {
+        let Ok(ring) = IoUring::new(4) else {
+            eprintln!("skip: no io_uring here");
+            return;
+        };
+        let p = ring.params();
+        let bits = feature_bits(p);
+        let has = |name: &str| {
+            let bit = FEATURES.iter().find(|f| f.1 == name).map(|f| f.0).unwrap();
+            bits & bit != 0
+        };
+        assert_eq!(has("SINGLE_MMAP"), p.is_feature_single_mmap());
+        assert_eq!(has("NODROP"), p.is_feature_nodrop());
+        assert_eq!(has("SUBMIT_STABLE"), p.is_feature_submit_stable());
+        assert_eq!(has("RW_CUR_POS"), p.is_feature_rw_cur_pos());
+        assert_eq!(has("CUR_PERSONALITY"), p.is_feature_cur_personality());
+        assert_eq!(has("FAST_POLL"), p.is_feature_fast_poll());
+        assert_eq!(has("POLL_32BITS"), p.is_feature_poll_32bits());
+        assert_eq!(has("SQPOLL_NONFIXED"), p.is_feature_sqpoll_nonfixed());
+        assert_eq!(has("EXT_ARG"), p.is_feature_ext_arg());
+        assert_eq!(has("NATIVE_WORKERS"), p.is_feature_native_workers());
+        assert_eq!(has("RSRC_TAGS"), p.is_feature_resource_tagging());
+        assert_eq!(has("CQE_SKIP"), p.is_feature_skip_cqe_on_success());
+        assert_eq!(has("LINKED_FILE"), p.is_feature_linked_file());
+        assert_eq!(has("RECVSEND_BUNDLE"), p.is_feature_recvsend_bundle());
+        assert_eq!(has("MIN_TIMEOUT"), p.is_feature_min_timeout());
+        assert_eq!(has("NO_IOWAIT"), p.is_feature_no_iowait());
+        // The other fields around it are where the layout says.
+        // SAFETY: as in `feature_bits`: u32s 0 and 1 are sq_entries and cq_entries.
+        let (sq, cqn) = unsafe {
+            let base = (p as *const io_uring::Parameters).cast::<u32>();
+            (base.read(), base.add(1).read())
+        };
+        assert_eq!((sq, cqn), (p.sq_entries(), p.cq_entries()));
+        // Every kernel with io_uring sets SINGLE_MMAP since 5.4; the word is not all zero.
+        assert_ne!(bits, 0);
+    }
+
+    #[test]
+    fn opcode_names_match_the_crate() {
+        assert_eq!(OPCODES.len(), 63);
+        assert_eq!(OPCODES[usize::from(opcode::Nop::CODE)], "NOP");
+        assert_eq!(OPCODES[usize::from(opcode::Read::CODE)], "READ");
+        assert_eq!(
+            OPCODES[usize::from(opcode::LinkTimeout::CODE)],
+            "LINK_TIMEOUT"
+        );
+        assert_eq!(OPCODES[usize::from(opcode::SendZc::CODE)], "SEND_ZC");
+        assert_eq!(OPCODES[usize::from(opcode::RecvMulti::CODE)], "RECV");
+        assert_eq!(OPCODES[usize::from(opcode::Pipe::CODE)], "PIPE");
+        assert_eq!(
+            OPCODES[usize::from(opcode::ReadMulti::CODE)],
+            "READ_MULTISHOT"
+        );
+        assert_eq!(
+            OPCODES[usize::from(opcode::FixedFdInstall::CODE)],
+            "FIXED_FD_INSTALL"
+        );
+        assert_eq!(OPCODES[usize::from(opcode::EpollWait::CODE)], "EPOLL_WAIT");
+    }
+}
+
+/// One setup attempt: the flags, by kernel name, that `build_ring` asks for.
+#[derive(Debug, Clone, Copy, Default)]
+struct Attempt {
+    sqpoll: bool,
+    sq_aff: bool,
+    iopoll: bool,
+    single_issuer_defer: bool,
+    coop_taskrun: bool,
+    submit_all: bool,
+}
+
+impl Attempt {
+    /// The accepted flags as `Driver::setup_flags` names them, e.g. `"SQPOLL|SUBMIT_ALL|CQSIZE"`.
+    fn name(&self) -> &'static str {
+        let mut names = Vec::new();
+        let flags = [
+            (self.sqpoll, "SQPOLL"),
+            (self.sq_aff, "SQ_AFF"),
+            (self.iopoll, "IOPOLL"),
+            (self.single_issuer_defer, "SINGLE_ISSUER|DEFER_TASKRUN"),
+            (self.coop_taskrun, "COOP_TASKRUN|TASKRUN_FLAG"),
+            (self.submit_all, "SUBMIT_ALL"),
+            (true, "CQSIZE"),
+        ];
+        for (on, name) in flags {
+            if on {
+                names.push(name);
+            }
+        }
+        intern(names.join("|"))
+    }
+}
+
+/// Sets up a ring, retrying with fewer flags on EINVAL.
+///
+/// Without SQPOLL: `SINGLE_ISSUER | DEFER_TASKRUN` (not with IOPOLL), then `COOP_TASKRUN |
+/// TASKRUN_FLAG`, then plain (the taskrun flags only if `cfg.taskrun_flags`). With SQPOLL
+/// (`cfg.sqpoll_idle`): `SQPOLL [| SQ_AFF]` first, without the taskrun flags (the kernel refuses
+/// DEFER_TASKRUN, COOP_TASKRUN and TASKRUN_FLAG with SQPOLL), then without `SQ_AFF` (a CPU it
+/// refuses), then without SQPOLL, also when SQPOLL is refused with EPERM (kernels before 5.13
+/// reserve it to privileged users). Always `SUBMIT_ALL` where the kernel takes it, a CQ of `cq`
+/// entries, and `IOPOLL` in every attempt if `cfg.iopoll`.
+fn build_ring(entries: u32, cq: u32, cfg: &Config) -> Result<(IoUring, &'static str), SetupError> {
+    let base = Attempt {
+        iopoll: cfg.iopoll,
+        ..Attempt::default()
+    };
+    let mut attempts = Vec::new();
+    if cfg.sqpoll_idle.is_some() {
+        let sqpoll = Attempt {
+            sqpoll: true,
+            ..base
+        };
+        let mut with = vec![sqpoll];
+        if cfg.sqpoll_cpu.is_some() {
+            with.insert(
+                0,
+                Attempt {
+                    sq_aff: true,
+                    ..sqpoll
+                },
+            );
+        }
+        for a in with {
+            attempts.push(Attempt {
+                submit_all: true,
+                ..a
+            });
+            attempts.push(a);
+        }
+    }
+    if cfg.taskrun_flags {
+        // Not with IOPOLL: on Linux 6.18 an IOPOLL ring with DEFER_TASKRUN never completed a
+        // polled O_DIRECT read while another request failed on every enter (the runtime's
+        // wake-up poll, which IOPOLL rings refuse with EINVAL); with COOP_TASKRUN it does.
+        if !cfg.iopoll {
+            attempts.push(Attempt {
+                single_issuer_defer: true,
+                submit_all: true,
+                ..base
+            });
+        }
+        attempts.push(Attempt {
+            coop_taskrun: true,
+            submit_all: true,
+            ..base
+        });
+    }
+    attempts.push(Attempt {
+        submit_all: true,
+        ..base
+    });
+    attempts.push(base);
+
+    let idle_ms = cfg.sqpoll_idle.map_or(0, |d| {
+        u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1)
+    });
     let mut last = None;
-    for (name, apply) in attempts.iter().skip(skip) {
+    for a in attempts {
         let mut b = IoUring::builder();
         b.setup_cqsize(cq).setup_clamp();
-        apply(&mut b);
+        if a.sqpoll {
+            b.setup_sqpoll(idle_ms);
+        }
+        if let (true, Some(cpu)) = (a.sq_aff, cfg.sqpoll_cpu) {
+            b.setup_sqpoll_cpu(cpu);
+        }
+        if a.iopoll {
+            b.setup_iopoll();
+        }
+        if a.single_issuer_defer {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }
+        if a.coop_taskrun {
+            b.setup_coop_taskrun().setup_taskrun_flag();
+        }
+        if a.submit_all {
+            b.setup_submit_all();
+        }
         match b.build(entries) {
-            Ok(ring) => return Ok((ring, name)),
+            Ok(ring) => return Ok((ring, a.name())),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+            Err(e) if a.sqpoll && e.raw_os_error() == Some(libc::EPERM) => last = Some(e),
             Err(e) => return Err(SetupError::classify(e, entries)),
         }
     }
     let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL));
     Err(SetupError::classify(e, entries))
+}
+
+/// A `&'static str` equal to `s`, leaked once per distinct value (setup flag combinations and
+/// opcode numbers: a few dozen at most).
+fn intern(s: String) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(name) = names.iter().find(|n| **n == s) {
+        return name;
+    }
+    let name: &'static str = Box::leak(s.into_boxed_str());
+    names.push(name);
+    name
+}
+
+/// `IORING_REGISTER_RING_FDS` and `IORING_UNREGISTER_RING_FDS` (linux/io_uring.h).
+const IORING_REGISTER_RING_FDS: libc::c_long = 20;
+const IORING_UNREGISTER_RING_FDS: libc::c_long = 21;
+
+/// `struct io_uring_rsrc_update` (linux/io_uring.h).
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+/// The ring's fd in this thread's table of registered rings (`IORING_REGISTER_RING_FDS`, 5.18):
+/// `io_uring_enter` on the index with `IORING_ENTER_REGISTERED_RING` skips the fd lookup.
+///
+/// The registration holds a reference to the ring, so it must be undone for the ring to be
+/// freed: `Drop` unregisters it through a duplicate of the ring fd (the ring's own fd may
+/// already be closed by then, as `Uring` drops its fields in order).
+struct RegisteredRing {
+    index: u32,
+    /// A duplicate of the ring fd, to unregister with.
+    fd: OwnedFd,
+    /// The table is per thread: only this thread may use or unregister the index.
+    thread: std::thread::ThreadId,
+}
+
+impl RegisteredRing {
+    fn register(ring: &IoUring) -> io::Result<RegisteredRing> {
+        // SAFETY: the ring's fd is open for as long as `ring` is borrowed, which covers the
+        // borrow (it only lives for the `dup`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(ring.as_raw_fd()) }
+            .try_clone_to_owned()?;
+        let mut up = RsrcUpdate {
+            offset: u32::MAX,
+            resv: 0,
+            data: ring.as_raw_fd() as u64,
+        };
+        // SAFETY: io_uring_register(2) reads and writes one io_uring_rsrc_update, a local of
+        // that layout that outlives the call; offset u32::MAX asks the kernel to pick the index.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd() as libc::c_long,
+                IORING_REGISTER_RING_FDS,
+                &mut up as *mut RsrcUpdate,
+                1 as libc::c_long,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RegisteredRing {
+            index: up.offset,
+            fd,
+            thread: std::thread::current().id(),
+        })
+    }
+}
+
+impl Drop for RegisteredRing {
+    fn drop(&mut self) {
+        if std::thread::current().id() != self.thread {
+            // Another thread's table: the index is not ours there. (The Driver is not Send,
+            // so this does not happen; the thread's exit releases the registration.)
+            return;
+        }
+        let mut up = RsrcUpdate {
+            offset: self.index,
+            resv: 0,
+            data: 0,
+        };
+        // SAFETY: as in `register`: one io_uring_rsrc_update, a local that outlives the call.
+        let _ = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                self.fd.as_raw_fd() as libc::c_long,
+                IORING_UNREGISTER_RING_FDS,
+                &mut up as *mut RsrcUpdate,
+                1 as libc::c_long,
+            )
+        };
+    }
 }
 
 /// Reads (and so resets) an eventfd's counter.

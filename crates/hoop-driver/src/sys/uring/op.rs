@@ -260,3 +260,56 @@ unsafe impl UringOp for RecvMulti {
         }
     }
 }
+
+// SAFETY: the buffer is stable by the IoBuf contract, and the op owns it until its final CQE
+// (the notification, for SEND_ZC: `MultiOp` keeps the op, or the slot once the stream is dropped).
+unsafe impl<B: IoBuf> UringOp for SendZc<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
+        let ptr = self.buf.stable_ptr();
+        if self.zero_copy {
+            opcode::SendZc::new(Fd(self.fd), ptr, len)
+                .flags(self.flags)
+                .build()
+        } else {
+            // The fallback: one CQE, no notification.
+            opcode::Send::new(Fd(self.fd), ptr, len)
+                .flags(self.flags)
+                .build()
+        }
+    }
+}
+
+// SAFETY: the buffer is stable by the IoBufMut contract; with an index, the kernel also checks
+// that it lies inside registered buffer `index`, which the buffer's pool keeps registered and
+// allocated while the buffer (owned by this op) lives.
+unsafe impl<B: crate::FixedIoBuf + IoBufMut> UringOp for ReadFixed<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
+        let ptr = self.buf.stable_mut_ptr();
+        match self.index {
+            Some(index) => opcode::ReadFixed::new(Fd(self.fd), ptr, len, index)
+                .offset(self.offset)
+                .build(),
+            None => opcode::Read::new(Fd(self.fd), ptr, len)
+                .offset(self.offset)
+                .build(),
+        }
+    }
+}
+
+// SAFETY: as for ReadFixed, with the IoBuf contract.
+unsafe impl<B: crate::FixedIoBuf> UringOp for WriteFixed<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
+        let ptr = self.buf.stable_ptr();
+        match self.index {
+            Some(index) => opcode::WriteFixed::new(Fd(self.fd), ptr, len, index)
+                .offset(self.offset)
+                .build(),
+            None => opcode::Write::new(Fd(self.fd), ptr, len)
+                .offset(self.offset)
+                .build(),
+        }
+    }
+}
