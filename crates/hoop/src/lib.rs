@@ -26,6 +26,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod fs;
+mod io_util;
 pub mod net;
 pub mod runtime;
 pub mod time;

@@ -7,6 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hoop_driver::error::cvt_libc;
+
+use crate::io_util::until_done;
 use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op};
 
 use super::{Metadata, OpenOptions};
@@ -93,55 +95,21 @@ impl File {
     /// with `UnexpectedEof` if the file ends first (the bytes read so far are in `buf`).
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         let total = buf.bytes_total();
-        let mut got = 0;
-        let mut buf = buf;
-        while got < total {
-            let (res, slice) = self.read_at(buf.slice(got..total), advance(pos, got)).await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => {
-                    return (
-                        Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "end of file before the buffer was filled",
-                        )),
-                        buf,
-                    )
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+        let msg = "end of file before the buffer was filled";
+        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
+            self.read_at(s, advance(pos, done))
+        })
+        .await
     }
 
     /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         let total = buf.bytes_init();
-        let mut done = 0;
-        let mut buf = buf;
-        while done < total {
-            let (res, slice) = self
-                .write_at(buf.slice(done..total), advance(pos, done))
-                .await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => {
-                    return (
-                        Err(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            "failed to write the whole buffer",
-                        )),
-                        buf,
-                    )
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+        let msg = "failed to write the whole buffer";
+        until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
+            self.write_at(s, advance(pos, done))
+        })
+        .await
     }
 
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the

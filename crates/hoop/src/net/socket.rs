@@ -7,6 +7,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawF
 use hoop_driver::error::cvt_libc;
 use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op, SockAddr};
 
+use crate::io_util::until_done;
+
 /// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
 /// this tick) or with `close(2)` outside a runtime.
 #[derive(Debug)]
@@ -113,54 +115,22 @@ impl Socket {
     /// Sends every initialized byte of `buf`, in as many sends as it takes.
     pub(crate) async fn send_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
         let total = buf.bytes_init();
-        let mut sent = 0;
-        let mut buf = buf;
-        while sent < total {
-            let (res, slice) = self.send(buf.slice(sent..total)).await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => {
-                    return (
-                        Err(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            "failed to write whole buffer",
-                        )),
-                        buf,
-                    )
-                }
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+        let msg = "failed to write whole buffer";
+        until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
+            self.send(s)
+        })
+        .await
     }
 
     /// Receives until the buffer is full (`bytes_total()` bytes), or fails with
     /// `UnexpectedEof` if the peer closes first.
     pub(crate) async fn recv_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         let total = buf.bytes_total();
-        let mut got = 0;
-        let mut buf = buf;
-        while got < total {
-            let (res, slice) = self.recv(buf.slice(got..total)).await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => {
-                    return (
-                        Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "connection closed before the buffer was filled",
-                        )),
-                        buf,
-                    )
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+        let msg = "connection closed before the buffer was filled";
+        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, _| {
+            self.recv(s)
+        })
+        .await
     }
 
     pub(crate) async fn send_to<B: IoBuf>(&self, buf: B, addr: SockAddr) -> BufResult<usize, B> {

@@ -1,0 +1,36 @@
+//! The loop behind every `write_all` and `read_exact`.
+
+use std::future::Future;
+use std::io;
+
+use hoop_driver::{BufResult, IoBuf, Slice};
+
+/// Runs `step` on `buf[done..total]` until `total` bytes are done, retrying on `Interrupted`.
+/// A step that moves no byte ends the loop with `(zero_kind, zero_msg)` (a closed peer, end of
+/// file). `step` gets the slice and the count done so far (for positional I/O).
+pub(crate) async fn until_done<B, F, Fut>(
+    buf: B,
+    total: usize,
+    zero_kind: io::ErrorKind,
+    zero_msg: &'static str,
+    mut step: F,
+) -> BufResult<(), B>
+where
+    B: IoBuf,
+    F: FnMut(Slice<B>, usize) -> Fut,
+    Fut: Future<Output = BufResult<usize, Slice<B>>>,
+{
+    let mut done = 0;
+    let mut buf = buf;
+    while done < total {
+        let (res, slice) = step(buf.slice(done..total), done).await;
+        buf = slice.into_inner();
+        match res {
+            Ok(0) => return (Err(io::Error::new(zero_kind, zero_msg)), buf),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (Err(e), buf),
+        }
+    }
+    (Ok(()), buf)
+}
