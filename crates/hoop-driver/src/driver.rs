@@ -348,6 +348,71 @@ impl Driver {
         u.submitter().unregister_buffers()
     }
 
+    /// Whether connections can be accepted straight into a registered file table (direct
+    /// descriptors): the io_uring driver on Linux 5.19 or later, not an IOPOLL ring.
+    pub fn supports_direct_accept(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => {
+                !u.is_iopoll()
+                    && crate::setup::kernel_at_least(5, 19)
+                    && u.supports(io_uring::opcode::Accept::CODE)
+                    && u.supports(io_uring::opcode::Close::CODE)
+            }
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// Occupied slots of the ring's registered file table: direct descriptors handed out by an
+    /// accept stream (or orphaned by a dropped one) whose close has not completed yet. A
+    /// connection whose accept completion still waits unread in a stream is not counted until
+    /// the stream yields it or is dropped. 0 when no table was registered, and on epoll.
+    pub fn fixed_files_in_use(&self) -> usize {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.fixed_files.as_ref().map_or(0, |f| f.in_use()),
+            Engine::Epoll(_) => 0,
+        }
+    }
+
+    /// Slots of the ring's registered file table (0 until a direct accept registered it).
+    pub fn fixed_files_size(&self) -> u32 {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.fixed_files.as_ref().map_or(0, |f| f.size),
+            Engine::Epoll(_) => 0,
+        }
+    }
+
+    /// The ring's registered file table, registered (sparse) on first use. `Unsupported` where
+    /// [`supports_direct_accept`](Self::supports_direct_accept) is false.
+    pub(crate) fn direct_files(&self) -> io::Result<Rc<crate::fixedfile::FixedFiles>> {
+        if !self.supports_direct_accept() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "direct descriptors need the io_uring driver on Linux 5.19 or later",
+            ));
+        }
+        let mut d = self
+            .shared
+            .engine
+            .try_borrow_mut()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &mut *d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        if let Some(files) = &u.fixed_files {
+            return Ok(files.clone());
+        }
+        let size = crate::fixedfile::table_size();
+        u.submitter().register_files_sparse(size).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot register a fixed-file table of {size} slots: {e}"),
+            )
+        })?;
+        let files = crate::fixedfile::FixedFiles::new(size);
+        u.fixed_files = Some(files.clone());
+        Ok(files)
+    }
+
     /// Whether this is the current thread's driver (see [`Driver::current`]).
     pub(crate) fn is_current(&self) -> bool {
         CURRENT.with(|c| {

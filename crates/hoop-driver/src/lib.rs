@@ -20,6 +20,7 @@ mod counters;
 mod driver;
 pub mod error;
 pub mod fixedbuf;
+mod fixedfile;
 mod lifecycle;
 mod link;
 mod multi;

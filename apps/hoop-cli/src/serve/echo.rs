@@ -361,7 +361,11 @@ async fn accept_loop_best(listener: TcpListener, worker: usize) {
     };
     let mut backoff = MIN_BACKOFF;
     let mut exhausted_logged = false;
-    let mut incoming = listener.incoming();
+    // Accepted sockets inherit TCP_NODELAY from the listener: direct descriptors (connections
+    // accepted straight into the ring's fixed-file table, where supported) cannot be set one
+    // by one. Best effort: without it only latency suffers.
+    let _ = listener.set_nodelay(true);
+    let mut incoming = listener.incoming_direct();
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
@@ -386,16 +390,19 @@ async fn accept_loop_best(listener: TcpListener, worker: usize) {
             // The stream ended for good (it is re-armed otherwise): start a new one.
             None => {
                 hoop::time::sleep(backoff).await;
-                incoming = listener.incoming();
+                incoming = listener.incoming_direct();
             }
         }
     }
 }
 
 /// Echoes one connection from its multishot recv: each received ring buffer is sent back as it
-/// is, then returns to the ring.
-async fn echo_conn_ring(stream: TcpStream, ring: hoop::BufRing) {
-    let _ = stream.set_nodelay(true);
+/// is, then returns to the ring. The connection is a direct descriptor where supported (its
+/// slot is closed through the ring when it is dropped), else a plain socket.
+async fn echo_conn_ring(stream: hoop::net::DirectTcpStream, ring: hoop::BufRing) {
+    if !stream.is_direct() {
+        let _ = stream.set_nodelay(true);
+    }
     let mut rx = stream.recv_stream(&ring);
     while let Some(Ok(buf)) = rx.next().await {
         let (res, _) = stream.write_all(buf).await;

@@ -11,6 +11,7 @@
 
 use crate::lifecycle::Completion;
 
+pub mod direct;
 pub mod fixed;
 pub mod fs;
 pub mod link;
@@ -20,6 +21,7 @@ pub mod nop;
 pub mod time;
 pub mod zc;
 
+pub use direct::*;
 pub use fixed::*;
 pub use fs::*;
 pub use link::Deadline;

@@ -1,10 +1,12 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
+mod direct;
 mod socket;
 mod tcp;
 mod udp;
 mod unix;
 
+pub use direct::*;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
 pub use udp::*;
 pub use unix::*;

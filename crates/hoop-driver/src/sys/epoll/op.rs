@@ -572,3 +572,51 @@ unsafe impl<B: crate::FixedIoBuf> EpollOp for WriteFixed<B> {
         .with_io_len(len as usize)
     }
 }
+
+/// The readiness driver has no registered file table: direct-descriptor operations fail with
+/// `EOPNOTSUPP` (callers use plain fds on this driver).
+fn no_direct_descriptors() -> Call {
+    Call::new(0, &[], Mode::Fail(libc::EOPNOTSUPP))
+}
+
+// SAFETY: no system call runs.
+unsafe impl EpollOp for AcceptMultiDirect {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl EpollOp for CloseDirect {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl<B: IoBufMut> EpollOp for RecvDirect<B> {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl<B: IoBuf> EpollOp for SendDirect<B> {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl EpollOp for ShutdownDirect {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl EpollOp for RecvMultiDirect {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}

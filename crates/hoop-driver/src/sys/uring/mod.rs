@@ -62,6 +62,8 @@ pub(crate) struct Uring {
     setup_flags: &'static str,
     /// The ring fd registered with `IORING_REGISTER_RING_FDS`: `enter` passes its index.
     registered: Option<RegisteredRing>,
+    /// The registered file table (direct descriptors), once a direct accept registered it.
+    pub(crate) fixed_files: Option<std::rc::Rc<crate::fixedfile::FixedFiles>>,
 }
 
 impl Uring {
@@ -109,6 +111,7 @@ impl Uring {
             shutdown_timeout: cfg.shutdown_timeout,
             setup_flags,
             registered,
+            fixed_files: None,
         })
     }
 
@@ -285,6 +288,7 @@ impl Uring {
     /// One turn: push queued cancels, submit, wait for a completion if `block` (and nothing is
     /// ready already), drain every CQE. Wakers and orphans land in `wakeups` and `orphans`.
     pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
+        crate::fixedfile::flush_slot_closes(self);
         self.flush_cancels();
         self.arm_wake();
         let block = block && !self.has_ready();

@@ -313,3 +313,71 @@ unsafe impl<B: crate::FixedIoBuf> UringOp for WriteFixed<B> {
         }
     }
 }
+
+// SAFETY: no pointers (no address is asked of a multishot accept).
+unsafe impl UringOp for AcceptMultiDirect {
+    fn create_entry(&mut self) -> Entry {
+        // No SOCK_CLOEXEC: the kernel refuses it with a file slot (a slot is no fd to inherit).
+        opcode::AcceptMulti::new(Fd(self.fd()))
+            .allocate_file_index(true)
+            .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for CloseDirect {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Close::new(io_uring::types::Fixed(self.slot)).build()
+    }
+}
+
+// SAFETY: the buffer's memory is stable by the IoBufMut contract.
+unsafe impl<B: IoBufMut> UringOp for RecvDirect<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
+        opcode::Recv::new(
+            io_uring::types::Fixed(self.slot),
+            self.buf.stable_mut_ptr(),
+            len,
+        )
+        .build()
+    }
+}
+
+// SAFETY: the buffer's memory is stable by the IoBuf contract.
+unsafe impl<B: IoBuf> UringOp for SendDirect<B> {
+    fn create_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
+        opcode::Send::new(
+            io_uring::types::Fixed(self.slot),
+            self.buf.stable_ptr(),
+            len,
+        )
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for ShutdownDirect {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Shutdown::new(io_uring::types::Fixed(self.slot), self.how).build()
+    }
+}
+
+// SAFETY: as for RecvMulti: kernel mode has no pointers; fallback mode points into the ring's
+// buffer memory, kept alive by the op and taken from the free list for this arm only.
+unsafe impl UringOp for RecvMultiDirect {
+    fn create_entry(&mut self) -> Entry {
+        let fd = io_uring::types::Fixed(self.slot);
+        let ring = &self.inner.ring;
+        if ring.is_kernel() {
+            return opcode::RecvMulti::new(fd, ring.bgid()).build();
+        }
+        let len = ring.buf_len() as u32;
+        match self.inner.take_user_buf() {
+            Some((_, ptr)) => opcode::Recv::new(fd, ptr, len).build(),
+            None => opcode::Recv::new(fd, std::ptr::null_mut(), 0).build(),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! TCP connections on direct descriptors: slots of the ring's registered file table.
+//!
+//! [`TcpListener::incoming_direct`] accepts with one multishot accept straight into the ring's
+//! fixed-file table (io_uring, Linux 5.19+): a connection has no fd in the process, each
+//! operation on it skips the fd lookup, and its close is an `IORING_OP_CLOSE` on the slot,
+//! submitted on the tick the stream is dropped. Elsewhere (the epoll driver, older kernels) it
+//! is [`TcpListener::incoming`] and the items are plain sockets; [`DirectTcpStream`] covers both
+//! ([`is_direct`](DirectTcpStream::is_direct) tells which).
+//!
+//! A direct descriptor is not an fd: operations that need one (the peer address, socket
+//! options) fail with [`io::ErrorKind::Unsupported`]. Linux accepted sockets inherit options
+//! such as `TCP_NODELAY` from the listener, so set them there
+//! ([`TcpListener::set_nodelay`]).
+
+use std::io;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
+
+use hoop_driver::op::{self, DirectFd};
+use hoop_driver::{BufResult, BufRing, Driver, IoBuf, IoBufMut, MultiOp, Op, RingBuf};
+
+use super::tcp::{Incoming, RecvStream, TcpListener, TcpStream};
+use crate::io_util::until_done;
+
+impl TcpListener {
+    /// Sets `TCP_NODELAY` on the listening socket; Linux copies it to every connection
+    /// accepted afterwards (including direct descriptors, which cannot be set one by one).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        set_nodelay_fd(self.as_raw_fd(), on)
+    }
+}
+
+fn set_nodelay_fd(fd: RawFd, on: bool) -> io::Result<()> {
+    let v: libc::c_int = on.into();
+    // SAFETY: `fd` is an open socket borrowed for the call; the option value is a c_int on
+    // the stack, passed with its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    hoop_driver::error::cvt_libc(r).map(drop)
+}
+
+fn unsupported(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("{what} needs an fd, and this connection is a direct descriptor"),
+    )
+}
+
+/// The stream of [`TcpListener::incoming_direct`].
+#[must_use = "a stream does nothing unless polled"]
+#[derive(Debug)]
+pub struct IncomingDirect<'a> {
+    inner: IncomingInner<'a>,
+}
+
+#[derive(Debug)]
+enum IncomingInner<'a> {
+    Direct(
+        MultiOp<op::AcceptMultiDirect>,
+        std::marker::PhantomData<&'a TcpListener>,
+    ),
+    Plain(Incoming<'a>),
+}
+
+impl<'a> IncomingDirect<'a> {
+    pub(crate) fn new(listener: &'a TcpListener) -> IncomingDirect<'a> {
+        let direct = Driver::current()
+            .filter(|d| d.supports_direct_accept())
+            .and_then(|_| op::AcceptMultiDirect::new(listener.as_raw_fd()).ok());
+        let inner = match direct {
+            Some(op) => IncomingInner::Direct(MultiOp::new(op), std::marker::PhantomData),
+            None => IncomingInner::Plain(listener.incoming()),
+        };
+        IncomingDirect { inner }
+    }
+
+    /// Whether connections arrive as direct descriptors (else as plain sockets).
+    pub fn is_direct(&self) -> bool {
+        matches!(self.inner, IncomingInner::Direct(..))
+    }
+
+    /// The next connection (`None` only if the stream ended for good). With direct
+    /// descriptors, a full fixed-file table ends the stream after an `ENFILE` error.
+    pub async fn next(&mut self) -> Option<io::Result<DirectTcpStream>> {
+        match &mut self.inner {
+            IncomingInner::Direct(op, _) => {
+                let item = op.next().await?;
+                Some(item.map(|fd| DirectTcpStream {
+                    inner: StreamInner::Direct(fd),
+                }))
+            }
+            IncomingInner::Plain(inc) => {
+                let item = inc.next().await?;
+                Some(item.map(DirectTcpStream::from))
+            }
+        }
+    }
+}
+
+/// A TCP connection accepted by [`TcpListener::incoming_direct`]: a direct descriptor (a slot
+/// of the ring's registered file table) where supported, else a plain [`TcpStream`]. Dropping
+/// it closes the connection through the ring.
+#[derive(Debug)]
+pub struct DirectTcpStream {
+    inner: StreamInner,
+}
+
+#[derive(Debug)]
+enum StreamInner {
+    Direct(DirectFd),
+    Plain(TcpStream),
+}
+
+impl From<TcpStream> for DirectTcpStream {
+    fn from(s: TcpStream) -> Self {
+        DirectTcpStream {
+            inner: StreamInner::Plain(s),
+        }
+    }
+}
+
+impl DirectTcpStream {
+    /// Whether this is a direct descriptor (else a plain socket).
+    pub fn is_direct(&self) -> bool {
+        matches!(self.inner, StreamInner::Direct(_))
+    }
+
+    /// The slot in the ring's registered file table, for a direct descriptor.
+    pub fn slot(&self) -> Option<u32> {
+        match &self.inner {
+            StreamInner::Direct(fd) => Some(fd.slot()),
+            StreamInner::Plain(_) => None,
+        }
+    }
+
+    /// The plain stream, if this is not a direct descriptor.
+    pub fn as_tcp_stream(&self) -> Option<&TcpStream> {
+        match &self.inner {
+            StreamInner::Direct(_) => None,
+            StreamInner::Plain(s) => Some(s),
+        }
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+        match &self.inner {
+            StreamInner::Direct(fd) => Op::new(op::RecvDirect::new(fd, buf)).await,
+            StreamInner::Plain(s) => s.read(buf).await,
+        }
+    }
+
+    /// Writes the initialized bytes of `buf` once; returns how many were sent.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        match &self.inner {
+            StreamInner::Direct(fd) => Op::new(op::SendDirect::new(fd, buf)).await,
+            StreamInner::Plain(s) => s.write(buf).await,
+        }
+    }
+
+    /// Writes every initialized byte of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        match &self.inner {
+            StreamInner::Direct(fd) => {
+                let total = buf.bytes_init();
+                let msg = "failed to write whole buffer";
+                until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
+                    Op::new(op::SendDirect::new(fd, s))
+                })
+                .await
+            }
+            StreamInner::Plain(s) => s.write_all(buf).await,
+        }
+    }
+
+    /// A stream of received data in buffers of `ring` (see [`TcpStream::recv_stream`]).
+    pub fn recv_stream(&self, ring: &BufRing) -> DirectRecvStream<'_> {
+        let inner = match &self.inner {
+            StreamInner::Direct(fd) => {
+                RecvInner::Direct(MultiOp::new(op::RecvMultiDirect::new(fd, ring.clone())))
+            }
+            StreamInner::Plain(s) => RecvInner::Plain(s.recv_stream(ring)),
+        };
+        DirectRecvStream {
+            inner,
+            _stream: std::marker::PhantomData,
+        }
+    }
+
+    /// Shuts down the read, write, or both halves.
+    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match &self.inner {
+            StreamInner::Direct(fd) => {
+                let how = match how {
+                    Shutdown::Read => libc::SHUT_RD,
+                    Shutdown::Write => libc::SHUT_WR,
+                    Shutdown::Both => libc::SHUT_RDWR,
+                };
+                Op::new(op::ShutdownDirect::new(fd, how)).await
+            }
+            StreamInner::Plain(s) => s.shutdown(how).await,
+        }
+    }
+
+    /// Closes the connection through the ring and waits for the result (for a direct
+    /// descriptor, `IORING_OP_CLOSE` on its slot).
+    pub async fn close(self) -> io::Result<()> {
+        match self.inner {
+            StreamInner::Direct(fd) => Op::new(op::CloseDirect::new(fd)).await,
+            StreamInner::Plain(s) => s.close().await,
+        }
+    }
+
+    /// The peer's address; `Unsupported` on a direct descriptor.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match &self.inner {
+            StreamInner::Direct(_) => Err(unsupported("peer_addr")),
+            StreamInner::Plain(s) => s.peer_addr(),
+        }
+    }
+
+    /// Sets `TCP_NODELAY`; `Unsupported` on a direct descriptor (set it on the listener, see
+    /// [`TcpListener::set_nodelay`]).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        match &self.inner {
+            StreamInner::Direct(_) => Err(unsupported("set_nodelay")),
+            StreamInner::Plain(s) => set_nodelay_fd(s.as_raw_fd(), on),
+        }
+    }
+}
+
+/// The stream of [`DirectTcpStream::recv_stream`].
+#[must_use = "a stream does nothing unless polled"]
+#[derive(Debug)]
+pub struct DirectRecvStream<'a> {
+    inner: RecvInner<'a>,
+    _stream: std::marker::PhantomData<&'a DirectTcpStream>,
+}
+
+#[derive(Debug)]
+enum RecvInner<'a> {
+    Direct(MultiOp<op::RecvMultiDirect>),
+    Plain(RecvStream<'a>),
+}
+
+impl DirectRecvStream<'_> {
+    /// The next received buffer; `None` at end of stream.
+    pub async fn next(&mut self) -> Option<io::Result<RingBuf>> {
+        match &mut self.inner {
+            RecvInner::Direct(op) => op.next().await,
+            RecvInner::Plain(s) => s.next().await,
+        }
+    }
+}
