@@ -277,3 +277,32 @@ fn ring_buffers_can_be_sent_back() {
         });
     });
 }
+
+/// The multishot-accept fallback forced on io_uring: a loop of single-shot accepts (what a
+/// kernel before 5.19 gets) serves connections the same way.
+#[test]
+fn single_shot_accept_loop_fallback() {
+    each_driver(|kind| {
+        rt(kind).block_on(async move {
+            let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let clients: Vec<_> = (0..20)
+                .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                .collect();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+            let accept = hoop::driver::op::AcceptMulti::single_shot(fd);
+            assert!(!accept.is_multishot());
+            let mut stream = hoop::driver::MultiOp::new(accept);
+            for i in 0..20 {
+                let fd = hoop::time::timeout(Duration::from_secs(10), stream.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("driver={kind}: connection {i} not accepted"))
+                    .expect("the loop re-arms")
+                    .unwrap();
+                drop(fd);
+            }
+            drop(stream);
+            drop(clients);
+        });
+    });
+}

@@ -14,12 +14,31 @@ use crate::op::MultishotCode;
 #[derive(Debug)]
 pub struct AcceptMulti {
     pub(crate) fd: RawFd,
+    /// Whether the kernel has multishot accept (5.19); without it each arm is one accept.
+    pub(crate) multishot: bool,
 }
 
 impl AcceptMulti {
-    /// Accepts on the listening socket `fd`.
+    /// Accepts on the listening socket `fd`: multishot where the kernel has it (5.19+), else a
+    /// loop of single accepts.
     pub fn new(fd: RawFd) -> Self {
-        AcceptMulti { fd }
+        AcceptMulti {
+            fd,
+            multishot: crate::setup::kernel_at_least(5, 19),
+        }
+    }
+
+    /// The fallback forced: a loop of single-shot accepts, one SQE per connection.
+    pub fn single_shot(fd: RawFd) -> Self {
+        AcceptMulti {
+            fd,
+            multishot: false,
+        }
+    }
+
+    /// Whether the kernel accepts for this op with one multishot SQE.
+    pub fn is_multishot(&self) -> bool {
+        self.multishot
     }
 }
 
@@ -35,7 +54,7 @@ impl MultishotCode for AcceptMulti {
     }
 
     fn rearm(&self, last: &Completion) -> bool {
-        // The kernel ends a multishot accept on an error it cannot go on after, or when it could
+        // A single-shot arm ends after every connection; the kernel ends a multishot accept on an error it cannot go on after, or when it could
         // not post a CQE; the stream goes on unless the listener is gone or it was cancelled.
         !matches!(
             -last.res,

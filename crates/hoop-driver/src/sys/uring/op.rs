@@ -236,9 +236,16 @@ unsafe impl UringOp for Shutdown {
 // SAFETY: no pointers (no address is asked of a multishot accept).
 unsafe impl UringOp for AcceptMulti {
     fn create_entry(&mut self) -> Entry {
-        opcode::AcceptMulti::new(Fd(self.fd))
-            .flags(libc::SOCK_CLOEXEC)
-            .build()
+        if self.multishot {
+            opcode::AcceptMulti::new(Fd(self.fd))
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+        } else {
+            // One accept per arm (its CQE has no F_MORE: the stream re-arms).
+            opcode::Accept::new(Fd(self.fd), std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+        }
     }
 }
 
