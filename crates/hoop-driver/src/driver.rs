@@ -590,18 +590,11 @@ impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
                 };
                 let pushed = {
                     let mut d = driver.shared.engine.borrow_mut();
-                    let granted = match ticket.take() {
-                        Some((t, dr)) if !d.table().is_granted(t) => {
-                            d.table_mut().update_room_waker(t, cx.waker());
-                            *ticket = Some((t, dr));
-                            return Poll::Pending;
-                        }
-                        Some(_) => {
-                            d.table_mut().use_grant();
-                            true
-                        }
-                        None => false,
+                    let held = ticket.as_ref().map(|(t, _)| *t);
+                    let Ok(granted) = d.table_mut().check_ticket(held, cx.waker()) else {
+                        return Poll::Pending;
                     };
+                    *ticket = None;
                     match d.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
                         Ok(user_data) => Ok(user_data),
                         Err(PushError::NoRoom) => {

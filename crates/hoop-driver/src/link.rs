@@ -181,18 +181,9 @@ where
 {
     /// The room ticket's state: `Ok(granted)` to try a push now, `Err(())` to keep waiting.
     fn room(&mut self, d: &mut Engine, cx: &mut Context<'_>) -> Result<bool, ()> {
-        match self.ticket.take() {
-            Some(t) if !d.table().is_granted(t) => {
-                d.table_mut().update_room_waker(t, cx.waker());
-                self.ticket = Some(t);
-                Err(())
-            }
-            Some(_) => {
-                d.table_mut().use_grant();
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        let granted = d.table_mut().check_ticket(self.ticket, cx.waker())?;
+        self.ticket = None;
+        Ok(granted)
     }
 
     /// io_uring: both SQEs at once. `Err(0)` means "waiting for room".

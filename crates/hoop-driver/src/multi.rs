@@ -101,18 +101,11 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                     };
                     let pushed = {
                         let mut d = driver.engine().borrow_mut();
-                        let granted = match ticket.take() {
-                            Some((t, dr)) if !d.table().is_granted(t) => {
-                                d.table_mut().update_room_waker(t, cx.waker());
-                                *ticket = Some((t, dr));
-                                return Poll::Pending;
-                            }
-                            Some(_) => {
-                                d.table_mut().use_grant();
-                                true
-                            }
-                            None => false,
+                        let held = ticket.as_ref().map(|(t, _)| *t);
+                        let Ok(granted) = d.table_mut().check_ticket(held, cx.waker()) else {
+                            return Poll::Pending;
                         };
+                        *ticket = None;
                         let state = Lifecycle::Streaming(Stream::new(Some(cx.waker())));
                         match d.push(data, granted, state) {
                             Ok(user_data) => Ok(user_data),

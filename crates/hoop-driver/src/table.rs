@@ -80,6 +80,23 @@ impl OpTable {
         ticket
     }
 
+    /// Where a pusher holding `ticket` (if any) stands in the room FIFO: `Ok(granted)` to try
+    /// a push now (a granted ticket is used up), `Err(())` to keep waiting (its waker is
+    /// refreshed).
+    pub(crate) fn check_ticket(&mut self, ticket: Option<u64>, waker: &Waker) -> Result<bool, ()> {
+        match ticket {
+            Some(t) if !self.is_granted(t) => {
+                self.update_room_waker(t, waker);
+                Err(())
+            }
+            Some(_) => {
+                self.use_grant();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// Whether `ticket` was granted room.
     pub(crate) fn is_granted(&self, ticket: u64) -> bool {
         ticket < self.granted_through

@@ -316,30 +316,58 @@ fn worker(
 /// Accepts forever, one echo task per connection. Failures never end the loop: running out of
 /// descriptors or memory waits 1 ms, anything else is logged and retried with a backoff.
 async fn accept_loop(listener: TcpListener, worker: usize) {
-    let mut backoff = MIN_BACKOFF;
-    let mut exhausted_logged = false;
+    let mut pacing = AcceptPacing::new(worker);
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                backoff = MIN_BACKOFF;
-                exhausted_logged = false;
+                pacing.ok();
                 // Detached: the task runs until its connection ends or the runtime drops.
                 drop(hoop::spawn(echo_conn(stream)));
             }
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                    if !exhausted_logged {
-                        eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                        exhausted_logged = true;
-                    }
-                    hoop::time::sleep(EXHAUSTED_BACKOFF).await;
-                }
-                _ => {
+            Err(e) => pacing.failed(e).await,
+        }
+    }
+}
+
+/// How an accept loop paces itself after failures: running out of descriptors or memory waits
+/// 1 ms (logged once per episode), anything else is logged and retried with a doubling backoff.
+struct AcceptPacing {
+    worker: usize,
+    backoff: Duration,
+    exhausted_logged: bool,
+}
+
+impl AcceptPacing {
+    fn new(worker: usize) -> AcceptPacing {
+        AcceptPacing {
+            worker,
+            backoff: MIN_BACKOFF,
+            exhausted_logged: false,
+        }
+    }
+
+    /// An accept succeeded: the next failure starts afresh.
+    fn ok(&mut self) {
+        self.backoff = MIN_BACKOFF;
+        self.exhausted_logged = false;
+    }
+
+    /// An accept failed with `e`: log and wait as the error says.
+    async fn failed(&mut self, e: io::Error) {
+        let worker = self.worker;
+        match e.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                if !self.exhausted_logged {
                     eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                    hoop::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    self.exhausted_logged = true;
                 }
-            },
+                hoop::time::sleep(EXHAUSTED_BACKOFF).await;
+            }
+            _ => {
+                eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
+                hoop::time::sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            }
         }
     }
 }
@@ -359,8 +387,7 @@ async fn accept_loop_best(listener: TcpListener, worker: usize) {
             return accept_loop(listener, worker).await;
         }
     };
-    let mut backoff = MIN_BACKOFF;
-    let mut exhausted_logged = false;
+    let mut pacing = AcceptPacing::new(worker);
     // Accepted sockets inherit TCP_NODELAY from the listener: direct descriptors (connections
     // accepted straight into the ring's fixed-file table, where supported) cannot be set one
     // by one. Best effort: without it only latency suffers.
@@ -369,27 +396,13 @@ async fn accept_loop_best(listener: TcpListener, worker: usize) {
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
-                backoff = MIN_BACKOFF;
-                exhausted_logged = false;
+                pacing.ok();
                 drop(hoop::spawn(echo_conn_ring(stream, ring.clone())));
             }
-            Some(Err(e)) => match e.raw_os_error() {
-                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                    if !exhausted_logged {
-                        eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                        exhausted_logged = true;
-                    }
-                    hoop::time::sleep(EXHAUSTED_BACKOFF).await;
-                }
-                _ => {
-                    eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                    hoop::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-            },
+            Some(Err(e)) => pacing.failed(e).await,
             // The stream ended for good (it is re-armed otherwise): start a new one.
             None => {
-                hoop::time::sleep(backoff).await;
+                hoop::time::sleep(pacing.backoff).await;
                 incoming = listener.incoming_direct();
             }
         }
