@@ -215,6 +215,15 @@ impl Driver {
         }
     }
 
+    /// Whether this is an io_uring ring set up with `IORING_SETUP_IOPOLL` (`Config::iopoll`),
+    /// which refuses close, poll, timeout and cancel operations; false for epoll.
+    pub fn is_iopoll(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.is_iopoll(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
     /// Whether the io_uring driver's kernel supports `opcode` (`IORING_OP_*`, from the probe
     /// taken at setup); always false for epoll.
     pub fn supports_opcode(&self, opcode: u8) -> bool {
@@ -353,19 +362,30 @@ impl Driver {
     pub fn supports_direct_accept(&self) -> bool {
         match &*self.shared.engine.borrow() {
             Engine::Uring(u) => {
-                !u.is_iopoll()
-                    && crate::setup::kernel_at_least(5, 19)
-                    && u.supports(io_uring::opcode::Accept::CODE)
-                    && u.supports(io_uring::opcode::Close::CODE)
+                direct_table_usable(u) && u.supports(io_uring::opcode::Accept::CODE)
+            }
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// Whether an open file can be put into a slot of the registered file table
+    /// ([`op::FilesUpdateAlloc`](crate::op::FilesUpdateAlloc): `IORING_OP_FILES_UPDATE` with
+    /// `IORING_FILE_INDEX_ALLOC`): the io_uring driver on Linux 5.19 or later, not an IOPOLL
+    /// ring (which refuses `IORING_OP_CLOSE`, so a slot could only be closed synchronously).
+    pub fn supports_registered_files(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => {
+                direct_table_usable(u) && u.supports(io_uring::opcode::FilesUpdate::CODE)
             }
             Engine::Epoll(_) => false,
         }
     }
 
     /// Occupied slots of the ring's registered file table: direct descriptors handed out by an
-    /// accept stream (or orphaned by a dropped one) whose close has not completed yet. A
-    /// connection whose accept completion still waits unread in a stream is not counted until
-    /// the stream yields it or is dropped. 0 when no table was registered, and on epoll.
+    /// accept stream (or orphaned by a dropped one) or by a files update (registered files,
+    /// `hoop::fs::FixedFile`) whose close has not completed yet. A connection whose accept
+    /// completion still waits unread in a stream is not counted until the stream yields it or
+    /// is dropped. 0 when no table was registered, and on epoll.
     pub fn fixed_files_in_use(&self) -> usize {
         match &*self.shared.engine.borrow() {
             Engine::Uring(u) => u.fixed_files.as_ref().map_or(0, |f| f.in_use()),
@@ -373,7 +393,8 @@ impl Driver {
         }
     }
 
-    /// Slots of the ring's registered file table (0 until a direct accept registered it).
+    /// Slots of the ring's registered file table (0 until a direct accept or a registered
+    /// file registered it).
     pub fn fixed_files_size(&self) -> u32 {
         match &*self.shared.engine.borrow() {
             Engine::Uring(u) => u.fixed_files.as_ref().map_or(0, |f| f.size),
@@ -381,23 +402,27 @@ impl Driver {
         }
     }
 
-    /// The ring's registered file table, registered (sparse) on first use. `Unsupported` where
-    /// [`supports_direct_accept`](Self::supports_direct_accept) is false.
+    /// The ring's registered file table, registered (sparse) on first use. `Unsupported` on
+    /// the epoll driver, an IOPOLL ring, or a kernel before 5.19 (the callers check what else
+    /// they need: the accept or files-update opcode).
     pub(crate) fn direct_files(&self) -> io::Result<Rc<crate::fixedfile::FixedFiles>> {
-        if !self.supports_direct_accept() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "direct descriptors need the io_uring driver on Linux 5.19 or later",
-            ));
-        }
         let mut d = self
             .shared
             .engine
             .try_borrow_mut()
             .map_err(|_| io::Error::other("driver busy"))?;
         let Engine::Uring(u) = &mut *d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the epoll driver has no registered file table",
+            ));
         };
+        if !direct_table_usable(u) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "direct descriptors need the io_uring driver (not IOPOLL) on Linux 5.19 or later",
+            ));
+        }
         if let Some(files) = &u.fixed_files {
             return Ok(files.clone());
         }
@@ -507,6 +532,15 @@ impl Driver {
             unsafe { libc::close(op.fd) };
         }
     }
+}
+
+/// Whether ring `u` can have a registered file table whose slots the kernel allocates
+/// (`IORING_FILE_INDEX_ALLOC`, 5.19) and closes through the ring (`IORING_OP_CLOSE` on a slot,
+/// which an IOPOLL ring refuses).
+fn direct_table_usable(u: &Uring) -> bool {
+    !u.is_iopoll()
+        && crate::setup::kernel_at_least(5, 19)
+        && u.supports(io_uring::opcode::Close::CODE)
 }
 
 /// Wakes a driver from another thread (writes its eventfd, which the ring polls).

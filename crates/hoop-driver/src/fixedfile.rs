@@ -1,8 +1,9 @@
 //! The ring's table of registered files (direct descriptors): registration and bookkeeping.
 //!
 //! The table is registered lazily and sparse (`IORING_REGISTER_FILES2` with
-//! `IORING_RSRC_REGISTER_SPARSE`) by the first direct accept on a ring; the kernel then picks a
-//! free slot for each connection (`IORING_FILE_INDEX_ALLOC`). Every occupied slot is owned by
+//! `IORING_RSRC_REGISTER_SPARSE`) by the first direct accept or registered file
+//! ([`FilesUpdateAlloc`](crate::op::FilesUpdateAlloc)) on a ring; the kernel then picks a free
+//! slot for each connection or file (`IORING_FILE_INDEX_ALLOC`). Every occupied slot is owned by
 //! one [`DirectFd`](crate::op::DirectFd), whose drop queues the slot here; the io_uring driver
 //! pushes an `IORING_OP_CLOSE` on the slot at the start of its next turn (so a drop inside the
 //! driver's completion drain, e.g. an orphaned accept, never borrows the driver). If no close
@@ -20,7 +21,8 @@ use crate::sys::uring::{Uring, UringOp};
 pub(crate) struct FixedFiles {
     /// Slots in the table.
     pub(crate) size: u32,
-    /// Occupied slots: incremented per accepted slot, decremented when its close completes.
+    /// Occupied slots: incremented per filled slot (accept, files update), decremented when its
+    /// close completes.
     in_use: Cell<usize>,
     /// Slots whose owner was dropped, to close on the next turn.
     pending: RefCell<Vec<u32>>,
@@ -35,7 +37,7 @@ impl FixedFiles {
         })
     }
 
-    /// A slot was filled (an accept completed into it).
+    /// A slot was filled (an accept or a files update completed into it).
     pub(crate) fn occupied(&self) {
         self.in_use.set(self.in_use.get() + 1);
     }

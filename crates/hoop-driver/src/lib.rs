@@ -6,13 +6,15 @@
 //! - [`sys::uring`]: how the io_uring driver starts each operation (`UringOp`), and the ring;
 //! - [`sys::epoll`]: the readiness fallback (`EpollOp`): epoll for sockets, a pool for files;
 //! - [`Driver`] and [`Op`]: the per-thread driver handle and the future of one operation;
-//! - [`buf`]: the `unsafe` buffer traits that hand memory to the kernel by ownership;
+//! - [`buf`]: the `unsafe` buffer traits that hand memory to the kernel by ownership, and
+//!   [`aligned`]: aligned heap buffers for `O_DIRECT`;
 //! - [`setup`]: why a ring could not be set up, in words a user can act on.
 
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod addr;
+pub mod aligned;
 pub mod buf;
 pub mod bufring;
 mod config;
@@ -31,6 +33,7 @@ pub mod sys;
 mod table;
 
 pub use addr::SockAddr;
+pub use aligned::AlignedBuf;
 pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
 pub use bufring::{BufRing, RingBuf};
 pub use config::{Config, DriverKind};

@@ -35,7 +35,7 @@ pub use hoop_driver::{
     buf, setup, BufResult, BufRing, Counters, DriverKind, IoBuf, IoBufMut, RingBuf, ShutdownReport,
     Slice,
 };
-pub use hoop_driver::{FixedBuf, FixedBufPool, FixedIoBuf};
+pub use hoop_driver::{AlignedBuf, FixedBuf, FixedBufPool, FixedIoBuf};
 pub use hoop_macros::{main, test};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 

@@ -802,3 +802,24 @@ fn operations_outside_a_runtime_fail_cleanly() {
     }
     assert!(Path::new(&path).exists());
 }
+
+#[test]
+fn close_that_never_reaches_a_ring_still_closes_the_fd() {
+    let _g = lock();
+    let dir = TempDir::new("close-no-runtime");
+    let path = dir.join("f");
+    std::fs::write(&path, b"x").unwrap();
+    let file = File::from_std(std::fs::File::open(&path).unwrap());
+    let raw = file.as_raw_fd();
+    let before = fd_count();
+    // Polled with no runtime on the thread the close op cannot be submitted: it must close
+    // the fd itself (and report success), not leak it.
+    let fut = file.close();
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(res) => res.expect("close(2) of an open fd succeeds"),
+        Poll::Pending => panic!("a close outside a runtime cannot wait for a ring"),
+    }
+    assert_eq!(fd_count(), before - 1, "fd {raw} is closed");
+}

@@ -6,11 +6,15 @@
 //! (`IORING_OP_CLOSE` on the slot, pushed at the start of the next driver turn), and
 //! [`CloseDirect`] closes it and waits. The other operations here ([`RecvDirect`],
 //! [`SendDirect`], [`RecvMultiDirect`], [`ShutdownDirect`]) name the slot with
-//! `IOSQE_FIXED_FILE`. Only the io_uring driver has direct descriptors: on the epoll driver
-//! [`AcceptMultiDirect::new`] fails with `Unsupported`, and callers use plain fds instead.
+//! `IOSQE_FIXED_FILE`. [`FilesUpdateAlloc`] puts an open file (a regular file, say) into a
+//! free slot; the file operations ([`Read`](super::Read), [`Write`](super::Write),
+//! [`Fsync`](super::Fsync), [`ReadFixed`](super::ReadFixed), [`WriteFixed`](super::WriteFixed))
+//! then name the slot with a [`Target::Fixed`](super::Target). Only the io_uring driver has
+//! direct descriptors: on the epoll driver [`AcceptMultiDirect::new`] and
+//! [`FilesUpdateAlloc::new`] fail with `Unsupported`, and callers use plain fds instead.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
 
 use crate::buf::{BufResult, IoBuf, IoBufMut};
@@ -62,6 +66,12 @@ impl AcceptMultiDirect {
         let driver = Driver::current().ok_or_else(|| {
             io::Error::new(io::ErrorKind::Unsupported, "no hoop runtime on this thread")
         })?;
+        if !driver.supports_direct_accept() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "direct accept needs the io_uring driver on Linux 5.19 or later",
+            ));
+        }
         let files = driver.direct_files()?;
         Ok(AcceptMultiDirect {
             inner: AcceptMulti::new(fd),
@@ -94,6 +104,87 @@ impl MultishotCode for AcceptMultiDirect {
         // As for a plain multishot accept; a full table (ENFILE) ends the stream rather than
         // spinning on re-arms.
         last.res != -libc::ENFILE && self.inner.rearm(last)
+    }
+}
+
+/// The `offset` of `IORING_OP_FILES_UPDATE` that asks the kernel to pick free slots
+/// (`IORING_FILE_INDEX_ALLOC`, `~0U` in linux/io_uring.h; Linux 5.19).
+pub(crate) const FILE_INDEX_ALLOC: i32 = -1;
+
+/// Puts an open file into a free slot of the ring's registered file table
+/// (`IORING_OP_FILES_UPDATE` with `IORING_FILE_INDEX_ALLOC`, Linux 5.19): the kernel picks the
+/// slot, writes its index back into the fd array the op owns, and completes with the number of
+/// files installed (1). The result owns the slot ([`DirectFd`]); the fd stays open (the slot
+/// holds its own reference to the file) and is given back with the result, also on failure,
+/// for the caller to close or to keep using.
+///
+/// If the future is dropped, the slot filled meanwhile is closed and the fd with `close(2)`
+/// when the completion arrives.
+#[derive(Debug)]
+pub struct FilesUpdateAlloc {
+    /// The fd to install, then the slot the kernel chose; boxed, the kernel reads and writes it.
+    pub(crate) fds: Box<[RawFd; 1]>,
+    /// The fd, owned until the completion so its number cannot be reused while the kernel may
+    /// still look it up.
+    fd: OwnedFd,
+    files: Rc<FixedFiles>,
+}
+
+impl FilesUpdateAlloc {
+    /// Installs `fd` into the current runtime's fixed-file table, registering the table first
+    /// if needed. Fails, giving `fd` back, with `Unsupported` where
+    /// [`Driver::supports_registered_files`] is false (the epoll driver, an IOPOLL ring, a
+    /// kernel before 5.19 or without `IORING_OP_FILES_UPDATE`) or without a current runtime, and
+    /// with the kernel's error if it refuses to register the table.
+    pub fn new(fd: OwnedFd) -> Result<Self, (io::Error, OwnedFd)> {
+        let files = match Driver::current() {
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no hoop runtime on this thread",
+            )),
+            Some(d) if !d.supports_registered_files() => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "registered files need the io_uring driver (not IOPOLL) on Linux 5.19 or later",
+            )),
+            Some(d) => d.direct_files(),
+        };
+        match files {
+            Ok(files) => {
+                use std::os::fd::AsRawFd;
+                Ok(FilesUpdateAlloc {
+                    fds: Box::new([fd.as_raw_fd()]),
+                    fd,
+                    files,
+                })
+            }
+            Err(e) => Err((e, fd)),
+        }
+    }
+}
+
+impl OpCode for FilesUpdateAlloc {
+    type Output = (io::Result<DirectFd>, OwnedFd);
+    fn complete(self, c: Completion) -> Self::Output {
+        let res = match cvt(c.res) {
+            Ok(1) => match u32::try_from(self.fds[0]) {
+                Ok(slot) => {
+                    self.files.occupied();
+                    Ok(DirectFd {
+                        slot,
+                        files: Some(self.files),
+                    })
+                }
+                Err(_) => Err(io::Error::other(format!(
+                    "FILES_UPDATE returned an invalid slot {}",
+                    self.fds[0]
+                ))),
+            },
+            Ok(n) => Err(io::Error::other(format!(
+                "FILES_UPDATE installed {n} files instead of 1"
+            ))),
+            Err(e) => Err(e),
+        };
+        (res, self.fd)
     }
 }
 

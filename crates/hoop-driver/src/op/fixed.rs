@@ -9,19 +9,17 @@
 //! [`Write`](super::Write): a read fills the buffer from its start up to its capacity and sets
 //! its length to at least the bytes read.
 
-use std::os::fd::RawFd;
-
 use crate::buf::{BufResult, IoBufMut};
 use crate::error::cvt;
 use crate::fixedbuf::FixedIoBuf;
 use crate::lifecycle::Completion;
-use crate::op::OpCode;
+use crate::op::{OpCode, Target};
 
 /// Reads into a registered buffer at `offset` (`READ_FIXED`, or a plain read; see the module
 /// docs).
 #[derive(Debug)]
 pub struct ReadFixed<B> {
-    pub(crate) fd: RawFd,
+    pub(crate) target: Target,
     pub(crate) buf: B,
     pub(crate) offset: u64,
     /// The registered-table index, when the buffer's pool is registered with the current ring.
@@ -29,13 +27,13 @@ pub struct ReadFixed<B> {
 }
 
 impl<B: FixedIoBuf + IoBufMut> ReadFixed<B> {
-    /// Reads from `fd` at `offset` ([`CURRENT_POS`](super::CURRENT_POS) for the current
-    /// position, and for streams) into `buf`. Create it on the thread of the runtime that will
-    /// run it.
-    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
+    /// Reads from `target` (an fd, or a registered file's slot: see [`Target`]) at `offset`
+    /// ([`CURRENT_POS`](super::CURRENT_POS) for the current position, and for streams) into
+    /// `buf`. Create it on the thread of the runtime that will run it.
+    pub fn new(target: impl Into<Target>, buf: B, offset: u64) -> Self {
         let index = buf.registered_index();
         ReadFixed {
-            fd,
+            target: target.into(),
             buf,
             offset,
             index,
@@ -64,7 +62,7 @@ impl<B: FixedIoBuf + IoBufMut> OpCode for ReadFixed<B> {
 /// write; see the module docs).
 #[derive(Debug)]
 pub struct WriteFixed<B> {
-    pub(crate) fd: RawFd,
+    pub(crate) target: Target,
     pub(crate) buf: B,
     pub(crate) offset: u64,
     /// The registered-table index, when the buffer's pool is registered with the current ring.
@@ -72,13 +70,13 @@ pub struct WriteFixed<B> {
 }
 
 impl<B: FixedIoBuf> WriteFixed<B> {
-    /// Writes `buf`'s initialized bytes to `fd` at `offset` ([`CURRENT_POS`](super::CURRENT_POS)
-    /// for the current position, and for streams). Create it on the thread of the runtime that
-    /// will run it.
-    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
+    /// Writes `buf`'s initialized bytes to `target` (an fd, or a registered file's slot: see
+    /// [`Target`]) at `offset` ([`CURRENT_POS`](super::CURRENT_POS) for the current position,
+    /// and for streams). Create it on the thread of the runtime that will run it.
+    pub fn new(target: impl Into<Target>, buf: B, offset: u64) -> Self {
         let index = buf.registered_index();
         WriteFixed {
-            fd,
+            target: target.into(),
             buf,
             offset,
             index,

@@ -7,7 +7,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::error::cvt;
 use crate::lifecycle::Completion;
-use crate::op::OpCode;
+use crate::op::{OpCode, Target};
 
 /// `offset` value meaning "the file's current position" (and the only valid one for pipes).
 pub const CURRENT_POS: u64 = u64::MAX;
@@ -15,15 +15,20 @@ pub const CURRENT_POS: u64 = u64::MAX;
 /// Reads into `buf` (from its start, up to its capacity) at `offset`.
 #[derive(Debug)]
 pub struct Read<B> {
-    pub(crate) fd: RawFd,
+    pub(crate) target: Target,
     pub(crate) buf: B,
     pub(crate) offset: u64,
 }
 
 impl<B: IoBufMut> Read<B> {
-    /// Reads from `fd` at `offset` ([`CURRENT_POS`] for the current position).
-    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
-        Read { fd, buf, offset }
+    /// Reads from `target` (an fd, or a registered file's slot: see [`Target`]) at `offset`
+    /// ([`CURRENT_POS`] for the current position).
+    pub fn new(target: impl Into<Target>, buf: B, offset: u64) -> Self {
+        Read {
+            target: target.into(),
+            buf,
+            offset,
+        }
     }
 }
 
@@ -42,15 +47,20 @@ impl<B: IoBufMut> OpCode for Read<B> {
 /// Writes the initialized bytes of `buf` at `offset`.
 #[derive(Debug)]
 pub struct Write<B> {
-    pub(crate) fd: RawFd,
+    pub(crate) target: Target,
     pub(crate) buf: B,
     pub(crate) offset: u64,
 }
 
 impl<B: IoBuf> Write<B> {
-    /// Writes to `fd` at `offset` ([`CURRENT_POS`] for the current position).
-    pub fn new(fd: RawFd, buf: B, offset: u64) -> Self {
-        Write { fd, buf, offset }
+    /// Writes to `target` (an fd, or a registered file's slot: see [`Target`]) at `offset`
+    /// ([`CURRENT_POS`] for the current position).
+    pub fn new(target: impl Into<Target>, buf: B, offset: u64) -> Self {
+        Write {
+            target: target.into(),
+            buf,
+            offset,
+        }
     }
 }
 
@@ -191,21 +201,33 @@ impl Close {
 impl OpCode for Close {
     type Output = io::Result<()>;
     fn complete(self, c: Completion) -> Self::Output {
-        cvt(c.res).map(drop)
+        match -c.res {
+            // The op never reached a kernel (no runtime, poisoned or shut-down driver, or
+            // cancelled before it was issued): the fd is still open and still ours.
+            libc::ENXIO | libc::EBADR | libc::ECANCELED => {
+                // SAFETY: the op owns `fd` (given up in `new`) and nothing closed it.
+                crate::error::cvt_libc(unsafe { libc::close(self.fd) }).map(drop)
+            }
+            _ => cvt(c.res).map(drop),
+        }
     }
 }
 
 /// Flushes a file to its device (`fsync`, or `fdatasync` when `datasync`).
 #[derive(Debug)]
 pub struct Fsync {
-    pub(crate) fd: RawFd,
+    pub(crate) target: Target,
     pub(crate) datasync: bool,
 }
 
 impl Fsync {
-    /// Syncs `fd`; only data (and the metadata needed to read it) when `datasync`.
-    pub fn new(fd: RawFd, datasync: bool) -> Self {
-        Fsync { fd, datasync }
+    /// Syncs `target` (an fd, or a registered file's slot: see [`Target`]); only data (and the
+    /// metadata needed to read it) when `datasync`.
+    pub fn new(target: impl Into<Target>, datasync: bool) -> Self {
+        Fsync {
+            target: target.into(),
+            datasync,
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //! `complete` also runs when nobody waits any more (the future was dropped): its output is then
 //! dropped, which is how an accepted or opened fd gets closed and a buffer freed (invariant 5).
 
+use std::os::fd::RawFd;
+
 use crate::lifecycle::Completion;
 
 pub mod direct;
@@ -30,6 +32,31 @@ pub use net::*;
 pub use nop::Nop;
 pub use time::Timeout;
 pub use zc::*;
+
+/// The file an operation works on: an fd, or a slot of the ring's registered file table (a
+/// direct descriptor, named with `IOSQE_FIXED_FILE`).
+///
+/// Only the io_uring driver has a registered file table: on the epoll driver an operation on a
+/// `Fixed` target completes with `EOPNOTSUPP` (an `io::Error`, never a panic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A file descriptor.
+    Fd(RawFd),
+    /// A slot of the ring's registered file table.
+    Fixed(u32),
+}
+
+impl From<RawFd> for Target {
+    fn from(fd: RawFd) -> Target {
+        Target::Fd(fd)
+    }
+}
+
+impl From<&DirectFd> for Target {
+    fn from(fd: &DirectFd) -> Target {
+        Target::Fixed(fd.slot())
+    }
+}
 
 /// The buffer id a CQE carries (`IORING_CQE_F_BUFFER`), if any.
 pub(crate) fn buffer_id(flags: u32) -> Option<u16> {

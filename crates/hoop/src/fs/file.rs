@@ -169,12 +169,17 @@ impl File {
     }
 
     /// Closes the file through the ring and waits for the result (the error `close(2)` may
-    /// report, e.g. from a network file system, that `Drop` cannot).
+    /// report, e.g. from a network file system, that `Drop` cannot). On an IOPOLL ring, which
+    /// refuses `IORING_OP_CLOSE`, it is a plain `close(2)`.
     pub async fn close(mut self) -> io::Result<()> {
-        match self.fd.take() {
-            Some(fd) => Op::new(op::Close::new(fd)).await,
-            None => Ok(()),
+        let Some(fd) = self.fd.take() else {
+            return Ok(());
+        };
+        if Driver::current().is_some_and(|d| d.is_iopoll()) {
+            // SAFETY: the fd is ours (taken out of the OwnedFd) and closed once.
+            return cvt_libc(unsafe { libc::close(fd.into_raw_fd()) }).map(drop);
         }
+        Op::new(op::Close::new(fd)).await
     }
 
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) (a
@@ -202,7 +207,7 @@ impl File {
 
 /// The position `n` bytes after `pos`; [`op::CURRENT_POS`] (the file's current position, which
 /// the kernel advances itself) stays as it is.
-fn advance(pos: u64, n: usize) -> u64 {
+pub(super) fn advance(pos: u64, n: usize) -> u64 {
     if pos == op::CURRENT_POS {
         pos
     } else {

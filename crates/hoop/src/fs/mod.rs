@@ -22,6 +22,10 @@
 //! is closed when the completion arrives, never leaked. A [`File`] dropped inside a runtime is
 //! closed through the ring on the same tick.
 //!
+//! For `O_DIRECT` files, [`AlignedBuf`] is a buffer aligned to the block size; for files read
+//! and written many times, [`File::register`] puts the file into the ring's registered file
+//! table ([`FixedFile`]), and [`FixedBufPool`](crate::FixedBufPool) registers the buffers.
+//!
 //! [`BufResult`]: crate::BufResult
 
 use std::ffi::CString;
@@ -32,10 +36,13 @@ use std::path::{Path, PathBuf};
 use hoop_driver::{op, IoBuf, Op};
 
 mod file;
+mod fixed_file;
 mod metadata;
 mod open_options;
 
 pub use file::File;
+pub use fixed_file::FixedFile;
+pub use hoop_driver::AlignedBuf;
 pub use metadata::Metadata;
 pub use open_options::OpenOptions;
 

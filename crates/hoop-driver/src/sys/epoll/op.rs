@@ -143,7 +143,9 @@ unsafe impl<B: IoBufMut> EpollOp for Read<B> {
     fn create_call(&mut self) -> Call {
         let ptr = self.buf.stable_mut_ptr() as libc::c_long;
         let len = self.buf.bytes_total() as libc::c_long;
-        let fd = self.fd;
+        let Target::Fd(fd) = self.target else {
+            return no_direct_descriptors();
+        };
         let mode = Mode::File {
             fd,
             write: false,
@@ -167,7 +169,9 @@ unsafe impl<B: IoBuf> EpollOp for Write<B> {
     fn create_call(&mut self) -> Call {
         let ptr = self.buf.stable_ptr() as libc::c_long;
         let len = self.buf.bytes_init() as libc::c_long;
-        let fd = self.fd;
+        let Target::Fd(fd) = self.target else {
+            return no_direct_descriptors();
+        };
         let mode = Mode::File {
             fd,
             write: true,
@@ -267,7 +271,10 @@ unsafe impl EpollOp for Fsync {
         } else {
             libc::SYS_fsync
         };
-        Call::new(nr, &[self.fd as _], Mode::Blocking)
+        let Target::Fd(fd) = self.target else {
+            return no_direct_descriptors();
+        };
+        Call::new(nr, &[fd as _], Mode::Blocking)
     }
 }
 
@@ -530,7 +537,9 @@ unsafe impl<B: crate::FixedIoBuf + IoBufMut> EpollOp for ReadFixed<B> {
     fn create_call(&mut self) -> Call {
         let ptr = self.buf.stable_mut_ptr() as libc::c_long;
         let len = self.buf.bytes_total() as libc::c_long;
-        let fd = self.fd;
+        let Target::Fd(fd) = self.target else {
+            return no_direct_descriptors();
+        };
         let mode = Mode::File {
             fd,
             write: false,
@@ -554,7 +563,9 @@ unsafe impl<B: crate::FixedIoBuf> EpollOp for WriteFixed<B> {
     fn create_call(&mut self) -> Call {
         let ptr = self.buf.stable_ptr() as libc::c_long;
         let len = self.buf.bytes_init() as libc::c_long;
-        let fd = self.fd;
+        let Target::Fd(fd) = self.target else {
+            return no_direct_descriptors();
+        };
         let mode = Mode::File {
             fd,
             write: true,
@@ -573,14 +584,22 @@ unsafe impl<B: crate::FixedIoBuf> EpollOp for WriteFixed<B> {
     }
 }
 
-/// The readiness driver has no registered file table: direct-descriptor operations fail with
-/// `EOPNOTSUPP` (callers use plain fds on this driver).
+/// The readiness driver has no registered file table: direct-descriptor operations, and
+/// operations on a [`Target::Fixed`], fail with `EOPNOTSUPP` (callers use plain fds on this
+/// driver).
 fn no_direct_descriptors() -> Call {
     Call::new(0, &[], Mode::Fail(libc::EOPNOTSUPP))
 }
 
 // SAFETY: no system call runs.
 unsafe impl EpollOp for AcceptMultiDirect {
+    fn create_call(&mut self) -> Call {
+        no_direct_descriptors()
+    }
+}
+
+// SAFETY: no system call runs.
+unsafe impl EpollOp for FilesUpdateAlloc {
     fn create_call(&mut self) -> Call {
         no_direct_descriptors()
     }

@@ -5,6 +5,23 @@ use io_uring::{opcode, squeue::Entry, types::Fd};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::op::*;
 
+/// Builds an SQE on an operation's [`Target`]: `$build` runs with `$fd` bound to a
+/// `types::Fd` or, for a registered file's slot, a `types::Fixed` (`IOSQE_FIXED_FILE`).
+macro_rules! on_target {
+    ($target:expr, |$fd:ident| $build:expr) => {
+        match $target {
+            Target::Fd(raw) => {
+                let $fd = Fd(raw);
+                $build
+            }
+            Target::Fixed(slot) => {
+                let $fd = io_uring::types::Fixed(slot);
+                $build
+            }
+        }
+    };
+}
+
 /// An operation the io_uring driver can start.
 ///
 /// # Safety
@@ -50,9 +67,10 @@ unsafe impl UringOp for Timeout {
 unsafe impl<B: IoBufMut> UringOp for Read<B> {
     fn create_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
-        opcode::Read::new(Fd(self.fd), self.buf.stable_mut_ptr(), len)
+        let ptr = self.buf.stable_mut_ptr();
+        on_target!(self.target, |fd| opcode::Read::new(fd, ptr, len)
             .offset(self.offset)
-            .build()
+            .build())
     }
 }
 
@@ -60,9 +78,10 @@ unsafe impl<B: IoBufMut> UringOp for Read<B> {
 unsafe impl<B: IoBuf> UringOp for Write<B> {
     fn create_entry(&mut self) -> Entry {
         let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
-        opcode::Write::new(Fd(self.fd), self.buf.stable_ptr(), len)
+        let ptr = self.buf.stable_ptr();
+        on_target!(self.target, |fd| opcode::Write::new(fd, ptr, len)
             .offset(self.offset)
-            .build()
+            .build())
     }
 }
 
@@ -109,7 +128,9 @@ unsafe impl UringOp for Fsync {
         } else {
             io_uring::types::FsyncFlags::empty()
         };
-        opcode::Fsync::new(Fd(self.fd)).flags(flags).build()
+        on_target!(self.target, |fd| opcode::Fsync::new(fd)
+            .flags(flags)
+            .build())
     }
 }
 
@@ -294,14 +315,13 @@ unsafe impl<B: crate::FixedIoBuf + IoBufMut> UringOp for ReadFixed<B> {
     fn create_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
         let ptr = self.buf.stable_mut_ptr();
-        match self.index {
-            Some(index) => opcode::ReadFixed::new(Fd(self.fd), ptr, len, index)
-                .offset(self.offset)
+        let offset = self.offset;
+        on_target!(self.target, |fd| match self.index {
+            Some(index) => opcode::ReadFixed::new(fd, ptr, len, index)
+                .offset(offset)
                 .build(),
-            None => opcode::Read::new(Fd(self.fd), ptr, len)
-                .offset(self.offset)
-                .build(),
-        }
+            None => opcode::Read::new(fd, ptr, len).offset(offset).build(),
+        })
     }
 }
 
@@ -310,14 +330,13 @@ unsafe impl<B: crate::FixedIoBuf> UringOp for WriteFixed<B> {
     fn create_entry(&mut self) -> Entry {
         let len = self.buf.bytes_init().min(u32::MAX as usize) as u32;
         let ptr = self.buf.stable_ptr();
-        match self.index {
-            Some(index) => opcode::WriteFixed::new(Fd(self.fd), ptr, len, index)
-                .offset(self.offset)
+        let offset = self.offset;
+        on_target!(self.target, |fd| match self.index {
+            Some(index) => opcode::WriteFixed::new(fd, ptr, len, index)
+                .offset(offset)
                 .build(),
-            None => opcode::Write::new(Fd(self.fd), ptr, len)
-                .offset(self.offset)
-                .build(),
-        }
+            None => opcode::Write::new(fd, ptr, len).offset(offset).build(),
+        })
     }
 }
 
@@ -327,6 +346,17 @@ unsafe impl UringOp for AcceptMultiDirect {
         // No SOCK_CLOEXEC: the kernel refuses it with a file slot (a slot is no fd to inherit).
         opcode::AcceptMulti::new(Fd(self.fd()))
             .allocate_file_index(true)
+            .build()
+    }
+}
+
+// SAFETY: the fd array is boxed (the kernel reads the fd from it and writes the slot index
+// back into it, hence a pointer from `&mut`); the fd it names is owned by the op until its
+// completion.
+unsafe impl UringOp for FilesUpdateAlloc {
+    fn create_entry(&mut self) -> Entry {
+        opcode::FilesUpdate::new(self.fds.as_mut_ptr().cast_const(), 1)
+            .offset(FILE_INDEX_ALLOC)
             .build()
     }
 }
