@@ -8,6 +8,9 @@
 //!   order, each configuration at least twice ([`side_by_side`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES`: batches of no-ops through hoop and
 //!   through a raw `io-uring` loop, the machine's ceiling ([`nop`]).
+//! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
+//!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
+//!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
 //! * `hoop bench`: the quick echo matrix and the no-op bench, tables, and a report written to
 //!   `target/hoop-report/` ([`suite`]).
 //!
@@ -19,6 +22,7 @@ use std::path::PathBuf;
 
 mod charts;
 mod echo_client;
+mod file;
 mod nop;
 mod output;
 mod report;
@@ -77,6 +81,9 @@ pub enum BenchCommand {
     /// No-op batches through hoop and through a raw io-uring loop (the ceiling).
     #[command(after_help = EXIT_CODES)]
     Nop(NopArgs),
+    /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
+    /// io_uring engines and fio, with the same metrics; every read is verified.
+    File(file::FileArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -133,6 +140,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
     match args.command {
         Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
+        Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

@@ -74,6 +74,29 @@ impl Out {
         self.bar.inc((secs.max(0.0) * 10.0) as u64);
     }
 
+    /// Runs `f` with a byte-count bar of `total` bytes on stderr (drawn only on a terminal) in
+    /// place of the main bar, which is cleared meanwhile; `f` sets the bar's position. `f` must
+    /// not print through this `Out` (the main bar is suspended while it runs).
+    pub(crate) fn with_bytes_bar<R>(
+        &self,
+        total: u64,
+        what: &str,
+        f: impl FnOnce(&ProgressBar) -> R,
+    ) -> R {
+        self.bar.suspend(|| {
+            let bytes = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{msg} {bar:30.cyan/blue} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+            ) {
+                bytes.set_style(style.progress_chars("=> "));
+            }
+            bytes.set_message(what.to_string());
+            let r = f(&bytes);
+            bytes.finish_and_clear();
+            r
+        })
+    }
+
     /// Removes the bar.
     pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();

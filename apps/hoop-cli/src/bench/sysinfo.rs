@@ -56,7 +56,8 @@ impl SysInfo {
     }
 }
 
-fn cpu_model() -> String {
+/// `model name` from /proc/cpuinfo.
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -151,14 +152,18 @@ pub(crate) fn command_line() -> String {
 /// `target/hoop-report` of the build this binary came from (`.../target/release/hoop`), or
 /// `./target/hoop-report` when the binary is not inside a `target` directory.
 pub(crate) fn default_out_dir() -> PathBuf {
+    target_dir().join("hoop-report")
+}
+
+/// The `target` directory of the build this binary came from, or `./target` when the binary
+/// is not inside a `target` directory.
+pub(crate) fn target_dir() -> PathBuf {
     let from_exe = std::env::current_exe().ok().and_then(|exe| {
         exe.ancestors()
             .find(|p| p.file_name().is_some_and(|n| n == "target"))
             .map(|t| t.to_path_buf())
     });
-    from_exe
-        .unwrap_or_else(|| PathBuf::from("target"))
-        .join("hoop-report")
+    from_exe.unwrap_or_else(|| PathBuf::from("target"))
 }
 
 /// Now, as `YYYY-MM-DD HH:MM:SS UTC`.

@@ -1,0 +1,223 @@
+//! The blocking engines: `sync` (one thread, one `pread`/`pwrite` at a time) and `threadpool`
+//! (a POSIX-AIO-like pool: the submitting thread keeps QD requests queued for min(QD, 20)
+//! workers doing `pread`/`pwrite`, as glibc's `aio_*` does with its default 20 threads).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use super::content::{self, AlignedBuf};
+use super::metrics::{Measured, Usage, Who};
+use super::EngineCtx;
+
+/// glibc's default `aio_threads`.
+const GLIBC_AIO_THREADS: usize = 20;
+
+/// One read or write of `bs` bytes at `off`, from or into `buf`.
+fn do_io(file: &File, write: bool, buf: &mut AlignedBuf, off: u64) -> io::Result<usize> {
+    if write {
+        file.write_at(buf.as_slice(), off)
+    } else {
+        file.read_at(buf.as_mut_slice(), off)
+    }
+}
+
+/// Prepares `buf` for an operation: the file's content for a write, poison for a read.
+fn prepare(buf: &mut AlignedBuf, write: bool, off: u64) {
+    if write {
+        content::stamp(buf.as_mut_slice(), off);
+    } else {
+        content::poison(buf.as_mut_slice());
+    }
+}
+
+/// `sync`: a `pread`/`pwrite` loop on the (pinned) calling thread; QD is 1 by nature.
+pub(crate) fn run_sync(cx: &EngineCtx) -> io::Result<Measured> {
+    let job = cx.job;
+    let file = cx.open()?;
+    let mut buf = AlignedBuf::new(job.bs)?;
+    let mut picker = cx.picker(0);
+    let mut m = Measured::new(1)?;
+    m.note = Some(format!(
+        "QD 1 by nature: one pread/pwrite at a time (--qd {} does not apply)",
+        job.qd
+    ));
+    let mut calls = 0u64;
+    let u0 = Usage::now(Who::Process);
+    let start = Instant::now();
+    let deadline = start + job.duration();
+    while Instant::now() < deadline {
+        let (off, write) = picker.next();
+        prepare(&mut buf, write, off);
+        let t0 = Instant::now();
+        let res = do_io(&file, write, &mut buf, off);
+        let lat = t0.elapsed().as_nanos();
+        calls += 1;
+        m.complete(
+            write,
+            res,
+            job.bs,
+            off,
+            || content::verify(buf.as_slice(), off),
+            lat,
+        );
+    }
+    m.secs = start.elapsed().as_secs_f64();
+    m.usage = Usage::now(Who::Process).since(&u0);
+    m.syscalls = Some(calls);
+    Ok(m)
+}
+
+/// A request of the pool.
+struct Req {
+    off: u64,
+    write: bool,
+    buf: AlignedBuf,
+    /// When it was queued.
+    t0: Instant,
+}
+
+/// The shared request queue.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Req>,
+    closed: bool,
+}
+
+/// Sets the calling thread's affinity to `cpus` (empty: leave it).
+fn set_affinity(cpus: &[usize]) {
+    if cpus.is_empty() {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `c` is below CPU_SETSIZE, so CPU_SET writes inside the set.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: a valid cpu_set_t of the size given; 0 is the calling thread.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+/// `threadpool`: QD requests in flight through a shared queue to min(QD, 20) unpinned workers;
+/// completions come back through a channel to the (pinned) submitting thread.
+pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
+    let job = cx.job;
+    let file = Arc::new(cx.open()?);
+    let workers = job.qd.min(GLIBC_AIO_THREADS);
+    let mut m = Measured::new(job.qd)?;
+    m.note = Some(format!(
+        "{workers} worker threads (min(QD, {GLIBC_AIO_THREADS}), glibc's default aio_threads), \
+         unpinned; syscalls per I/O not counted"
+    ));
+    let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
+    let (done_tx, done_rx) = mpsc::channel::<(Req, io::Result<usize>)>();
+    let mut bufs = (0..job.qd)
+        .map(|_| AlignedBuf::new(job.bs))
+        .collect::<io::Result<Vec<_>>>()?;
+    let u0 = Usage::now(Who::Process);
+    let result = std::thread::scope(|s| {
+        for _ in 0..workers {
+            let (queue, file, tx) = (queue.clone(), file.clone(), done_tx.clone());
+            let allowed = cx.allowed;
+            s.spawn(move || {
+                // Threads inherit the creator's affinity: undo the submitter's pinning.
+                set_affinity(allowed);
+                let (lock, cv) = &*queue;
+                loop {
+                    let mut req = {
+                        let Ok(mut q) = lock.lock() else { return };
+                        loop {
+                            if let Some(r) = q.items.pop_front() {
+                                break r;
+                            }
+                            if q.closed {
+                                return;
+                            }
+                            q = match cv.wait(q) {
+                                Ok(q) => q,
+                                Err(_) => return,
+                            };
+                        }
+                    };
+                    let res = do_io(&file, req.write, &mut req.buf, req.off);
+                    if tx.send((req, res)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        let submit = |req: Req| -> io::Result<()> {
+            let (lock, cv) = &*queue;
+            lock.lock()
+                .map_err(|_| io::Error::other("threadpool: a worker panicked"))?
+                .items
+                .push_back(req);
+            cv.notify_one();
+            Ok(())
+        };
+        let mut run = || -> io::Result<f64> {
+            let mut picker = cx.picker(0);
+            let start = Instant::now();
+            let deadline = start + job.duration();
+            let mut in_flight = 0usize;
+            for mut buf in bufs.drain(..) {
+                let (off, write) = picker.next();
+                prepare(&mut buf, write, off);
+                submit(Req {
+                    off,
+                    write,
+                    buf,
+                    t0: Instant::now(),
+                })?;
+                in_flight += 1;
+            }
+            while in_flight > 0 {
+                let (req, res) = done_rx
+                    .recv()
+                    .map_err(|_| io::Error::other("threadpool: the workers are gone"))?;
+                in_flight -= 1;
+                let lat = req.t0.elapsed().as_nanos();
+                let Req {
+                    off, write, buf, ..
+                } = req;
+                m.complete(
+                    write,
+                    res,
+                    job.bs,
+                    off,
+                    || content::verify(buf.as_slice(), off),
+                    lat,
+                );
+                if Instant::now() < deadline {
+                    let mut buf = buf;
+                    let (off, write) = picker.next();
+                    prepare(&mut buf, write, off);
+                    submit(Req {
+                        off,
+                        write,
+                        buf,
+                        t0: Instant::now(),
+                    })?;
+                    in_flight += 1;
+                }
+            }
+            Ok(start.elapsed().as_secs_f64())
+        };
+        let r = run();
+        // Stop the workers whatever happened (the scope joins them).
+        let (lock, cv) = &*queue;
+        if let Ok(mut q) = lock.lock() {
+            q.closed = true;
+        }
+        cv.notify_all();
+        r
+    });
+    m.secs = result?;
+    m.usage = Usage::now(Who::Process).since(&u0);
+    Ok(m)
+}

@@ -1,0 +1,196 @@
+//! What the test file holds and how every I/O is checked: each 512-byte sector begins with its
+//! own byte offset (a little-endian u64), the rest of it a fixed non-zero pattern. Writes write
+//! exactly that content, so the file stays valid whatever the engines do; a read counts only
+//! when it returned the whole block and every sector in it carries its offset.
+//!
+//! Also: the page-aligned buffers of the engines that are not hoop's, and the random offsets.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+
+/// Sector size of the stamps (the smallest O_DIRECT unit there is).
+pub(crate) const SECTOR: usize = 512;
+/// Alignment of every buffer (O_DIRECT needs the device's logical block size; a page covers
+/// every device).
+pub(crate) const ALIGN: usize = 4096;
+/// The filler of bytes 8..512 of every sector.
+const FILL: u8 = 0xA5;
+/// What a read buffer holds before the read: no valid stamp (offsets are below 2^63).
+const POISON: u64 = u64::MAX;
+
+/// Fills `buf` (a whole number of sectors) with the content of the file at byte `offset`.
+pub(crate) fn stamp(buf: &mut [u8], offset: u64) {
+    for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
+        let at = offset + (i * SECTOR) as u64;
+        sector[..8].copy_from_slice(&at.to_le_bytes());
+        sector[8..].fill(FILL);
+    }
+}
+
+/// Marks a read buffer as not read yet (its first stamp can match no offset), so a read that
+/// reports success without delivering data cannot pass the check.
+pub(crate) fn poison(buf: &mut [u8]) {
+    if buf.len() >= 8 {
+        buf[..8].copy_from_slice(&POISON.to_le_bytes());
+    }
+}
+
+/// Whether `buf` holds the file's content at `offset`: the first 8 bytes of every 512-byte
+/// sector equal that sector's offset (the stamps only; the filler is not compared, for speed).
+pub(crate) fn verify(buf: &[u8], offset: u64) -> bool {
+    buf.chunks_exact(SECTOR).enumerate().all(|(i, sector)| {
+        let mut stamp = [0u8; 8];
+        stamp.copy_from_slice(&sector[..8]);
+        u64::from_le_bytes(stamp) == offset + (i * SECTOR) as u64
+    })
+}
+
+/// Whether `buf` is the file's full content at `offset`, filler included (the reuse check).
+pub(crate) fn verify_full(buf: &[u8], offset: u64) -> bool {
+    verify(buf, offset)
+        && buf
+            .chunks_exact(SECTOR)
+            .all(|sector| sector[8..].iter().all(|&b| b == FILL))
+}
+
+/// A zeroed, page-aligned heap buffer (O_DIRECT-safe) for the engines that are not hoop's.
+pub(crate) struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the buffer owns its allocation exclusively; moving it to another thread moves that
+// ownership, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    /// `len` zeroed bytes starting on a 4096-byte boundary (`len` > 0).
+    pub(crate) fn new(len: usize) -> std::io::Result<AlignedBuf> {
+        let layout = Layout::from_size_align(len.max(1), ALIGN)
+            .map_err(|e| std::io::Error::other(format!("buffer layout: {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        Ok(AlignedBuf { ptr, layout })
+    }
+
+    /// The bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: `layout.size()` initialized (zeroed) bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    /// The bytes, for writing.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    /// The start, for system calls that fill or read the buffer.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// A small fast PRNG (SplitMix64): random block offsets and the read/write mix.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    /// A generator for stream `stream`, seeded from the clock (like fio's `randrepeat=0`).
+    pub(crate) fn new(stream: u64) -> Rng {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut r = Rng(now ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        r.next();
+        r
+    }
+
+    /// The next 64 random bits.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform value in `0..n` (`n` > 0; multiply-shift, no modulo bias worth the name).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// The random I/O stream of one submitter: which block, read or write.
+#[derive(Debug, Clone)]
+pub(crate) struct Picker {
+    rng: Rng,
+    blocks: u64,
+    bs: u64,
+    /// Percent of operations that are writes: 0, 50 or 100.
+    write_pct: u64,
+}
+
+impl Picker {
+    /// A stream over `blocks` blocks of `bs` bytes, `write_pct` % writes.
+    pub(crate) fn new(stream: u64, blocks: u64, bs: usize, write_pct: u64) -> Picker {
+        Picker {
+            rng: Rng::new(stream),
+            blocks,
+            bs: bs as u64,
+            write_pct,
+        }
+    }
+
+    /// The next operation: (byte offset, is a write).
+    pub(crate) fn next(&mut self) -> (u64, bool) {
+        let off = self.rng.below(self.blocks) * self.bs;
+        let write = match self.write_pct {
+            0 => false,
+            100 => true,
+            p => self.rng.below(100) < p,
+        };
+        (off, write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamped_blocks_verify_at_their_offset_only() {
+        let mut b = AlignedBuf::new(4096).unwrap();
+        assert_eq!(b.as_mut_ptr() as usize % ALIGN, 0);
+        stamp(b.as_mut_slice(), 8192);
+        assert!(verify(b.as_slice(), 8192));
+        assert!(verify_full(b.as_slice(), 8192));
+        assert!(!verify(b.as_slice(), 4096));
+        poison(b.as_mut_slice());
+        assert!(!verify(b.as_slice(), 8192));
+        stamp(b.as_mut_slice(), 8192);
+        b.as_mut_slice()[100] = 0;
+        assert!(verify(b.as_slice(), 8192));
+        assert!(!verify_full(b.as_slice(), 8192));
+    }
+
+    #[test]
+    fn picks_stay_inside_the_file() {
+        let mut p = Picker::new(1, 3, 4096, 50);
+        let mut writes = 0;
+        for _ in 0..10_000 {
+            let (off, w) = p.next();
+            assert!(off < 3 * 4096 && off % 4096 == 0);
+            writes += u32::from(w);
+        }
+        assert!((4000..6000).contains(&writes), "{writes}");
+    }
+}
