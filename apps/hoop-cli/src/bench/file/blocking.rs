@@ -19,18 +19,18 @@ const GLIBC_AIO_THREADS: usize = 20;
 /// One read or write of `bs` bytes at `off`, from or into `buf`.
 fn do_io(file: &File, write: bool, buf: &mut AlignedBuf, off: u64) -> io::Result<usize> {
     if write {
-        file.write_at(buf.as_slice(), off)
+        file.write_at(buf.as_slice_full(), off)
     } else {
-        file.read_at(buf.as_mut_slice(), off)
+        file.read_at(buf.as_mut_slice_full(), off)
     }
 }
 
 /// Prepares `buf` for an operation: the file's content for a write, poison for a read.
 fn prepare(buf: &mut AlignedBuf, write: bool, off: u64) {
     if write {
-        content::stamp(buf.as_mut_slice(), off);
+        content::stamp(buf.as_mut_slice_full(), off);
     } else {
-        content::poison(buf.as_mut_slice());
+        content::poison(buf.as_mut_slice_full());
     }
 }
 
@@ -38,7 +38,7 @@ fn prepare(buf: &mut AlignedBuf, write: bool, off: u64) {
 pub(crate) fn run_sync(cx: &EngineCtx) -> io::Result<Measured> {
     let job = cx.job;
     let file = cx.open()?;
-    let mut buf = AlignedBuf::new(job.bs)?;
+    let mut buf = content::aligned(job.bs)?;
     let mut picker = cx.picker(0);
     let mut m = Measured::new(1)?;
     m.note = Some(format!(
@@ -61,7 +61,7 @@ pub(crate) fn run_sync(cx: &EngineCtx) -> io::Result<Measured> {
             res,
             job.bs,
             off,
-            || content::verify(buf.as_slice(), off),
+            || content::verify(buf.as_slice_full(), off),
             lat,
         );
     }
@@ -116,7 +116,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
     let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
     let (done_tx, done_rx) = mpsc::channel::<(Req, io::Result<usize>)>();
     let mut bufs = (0..job.qd)
-        .map(|_| AlignedBuf::new(job.bs))
+        .map(|_| content::aligned(job.bs))
         .collect::<io::Result<Vec<_>>>()?;
     let u0 = Usage::now(Who::Process);
     let result = std::thread::scope(|s| {
@@ -190,7 +190,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                     res,
                     job.bs,
                     off,
-                    || content::verify(buf.as_slice(), off),
+                    || content::verify(buf.as_slice_full(), off),
                     lat,
                 );
                 if Instant::now() < deadline {

@@ -3,10 +3,7 @@
 //! exactly that content, so the file stays valid whatever the engines do; a read counts only
 //! when it returned the whole block and every sector in it carries its offset.
 //!
-//! Also: the page-aligned buffers of the engines that are not hoop's, and the random offsets.
-
-use std::alloc::Layout;
-use std::ptr::NonNull;
+//! Also: the page-aligned buffers (hoop's `AlignedBuf`) and the random offsets.
 
 /// Sector size of the stamps (the smallest O_DIRECT unit there is).
 pub(crate) const SECTOR: usize = 512;
@@ -53,50 +50,12 @@ pub(crate) fn verify_full(buf: &[u8], offset: u64) -> bool {
             .all(|sector| sector[8..].iter().all(|&b| b == FILL))
 }
 
-/// A zeroed, page-aligned heap buffer (O_DIRECT-safe) for the engines that are not hoop's.
-pub(crate) struct AlignedBuf {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
+pub(crate) use hoop::AlignedBuf;
 
-// SAFETY: the buffer owns its allocation exclusively; moving it to another thread moves that
-// ownership, like a Vec<u8>.
-unsafe impl Send for AlignedBuf {}
-
-impl AlignedBuf {
-    /// `len` zeroed bytes starting on a 4096-byte boundary (`len` > 0).
-    pub(crate) fn new(len: usize) -> std::io::Result<AlignedBuf> {
-        let layout = Layout::from_size_align(len.max(1), ALIGN)
-            .map_err(|e| std::io::Error::other(format!("buffer layout: {e}")))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-        Ok(AlignedBuf { ptr, layout })
-    }
-
-    /// The bytes.
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: `layout.size()` initialized (zeroed) bytes owned by `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
-    }
-
-    /// The bytes, for writing.
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`; `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
-    }
-
-    /// The start, for system calls that fill or read the buffer.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
-    }
+/// A zeroed, page-aligned buffer of `len` bytes (O_DIRECT-safe; `len` > 0): hoop's
+/// [`AlignedBuf`], which the engines that are not hoop's use through plain slices.
+pub(crate) fn aligned(len: usize) -> std::io::Result<AlignedBuf> {
+    AlignedBuf::zeroed(len, ALIGN)
 }
 
 /// A small fast PRNG (SplitMix64): random block offsets and the read/write mix.
@@ -168,18 +127,18 @@ mod tests {
 
     #[test]
     fn stamped_blocks_verify_at_their_offset_only() {
-        let mut b = AlignedBuf::new(4096).unwrap();
-        assert_eq!(b.as_mut_ptr() as usize % ALIGN, 0);
-        stamp(b.as_mut_slice(), 8192);
-        assert!(verify(b.as_slice(), 8192));
-        assert!(verify_full(b.as_slice(), 8192));
-        assert!(!verify(b.as_slice(), 4096));
-        poison(b.as_mut_slice());
-        assert!(!verify(b.as_slice(), 8192));
-        stamp(b.as_mut_slice(), 8192);
-        b.as_mut_slice()[100] = 0;
-        assert!(verify(b.as_slice(), 8192));
-        assert!(!verify_full(b.as_slice(), 8192));
+        let mut b = aligned(4096).unwrap();
+        assert_eq!(b.as_mut_slice_full().as_ptr() as usize % ALIGN, 0);
+        stamp(b.as_mut_slice_full(), 8192);
+        assert!(verify(b.as_slice_full(), 8192));
+        assert!(verify_full(b.as_slice_full(), 8192));
+        assert!(!verify(b.as_slice_full(), 4096));
+        poison(b.as_mut_slice_full());
+        assert!(!verify(b.as_slice_full(), 8192));
+        stamp(b.as_mut_slice_full(), 8192);
+        b.as_mut_slice_full()[100] = 0;
+        assert!(verify(b.as_slice_full(), 8192));
+        assert!(!verify_full(b.as_slice_full(), 8192));
     }
 
     #[test]

@@ -150,11 +150,11 @@ struct Slot {
 impl Slot {
     fn arm(&mut self, fd: u32, index: usize, write: bool, off: u64) {
         if write {
-            content::stamp(self.buf.as_mut_slice(), off);
+            content::stamp(self.buf.as_mut_slice_full(), off);
         } else {
-            content::poison(self.buf.as_mut_slice());
+            content::poison(self.buf.as_mut_slice_full());
         }
-        let len = self.buf.as_slice().len();
+        let len = self.buf.as_slice_full().len();
         self.iocb = Iocb {
             aio_data: index as u64,
             aio_lio_opcode: if write {
@@ -163,7 +163,7 @@ impl Slot {
                 IOCB_CMD_PREAD
             },
             aio_fildes: fd,
-            aio_buf: self.buf.as_mut_ptr() as u64,
+            aio_buf: self.buf.as_mut_slice_full().as_mut_ptr() as u64,
             aio_nbytes: len as u64,
             aio_offset: off as i64,
             ..Iocb::default()
@@ -216,7 +216,7 @@ pub(crate) fn run_linux_aio(cx: &EngineCtx) -> io::Result<Measured> {
         .map(|_| {
             Ok(Slot {
                 iocb: Iocb::default(),
-                buf: AlignedBuf::new(job.bs)?,
+                buf: content::aligned(job.bs)?,
                 write: false,
                 off: 0,
                 t0: Instant::now(),
@@ -264,7 +264,7 @@ pub(crate) fn run_linux_aio(cx: &EngineCtx) -> io::Result<Measured> {
                 res,
                 job.bs,
                 slot.off,
-                || content::verify(slot.buf.as_slice(), slot.off),
+                || content::verify(slot.buf.as_slice_full(), slot.off),
                 lat,
             );
             if now < deadline {

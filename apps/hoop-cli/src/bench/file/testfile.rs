@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::content::{self, AlignedBuf, Rng, SECTOR};
+use super::content::{self, Rng, SECTOR};
 use super::fsinfo::{self, FsInfo};
 use crate::bench::output::Out;
 
@@ -169,9 +169,9 @@ pub(crate) fn probe_direct(tf: &TestFile, bs: usize) -> io::Result<()> {
             format!("--direct: {} refuses O_DIRECT: {e}", tf.fs.fs_type),
         )
     })?;
-    let mut buf = AlignedBuf::new(bs)?;
-    match f.read_at(buf.as_mut_slice(), 0) {
-        Ok(n) if n == bs && content::verify(buf.as_slice(), 0) => Ok(()),
+    let mut buf = content::aligned(bs)?;
+    match f.read_at(buf.as_mut_slice_full(), 0) {
+        Ok(n) if n == bs && content::verify(buf.as_slice_full(), 0) => Ok(()),
         Ok(n) => Err(io::Error::other(format!(
             "--direct: a probe read of {bs} bytes at 0 returned {n} bytes{}",
             if n == bs {

@@ -1,22 +1,24 @@
 //! The hoop engines: one runtime on the (pinned) calling thread, QD tasks spawned, each looping
 //! a read or write of one random block at a time and checking what it read.
 //!
-//! * `uring`: `File::read_at`/`write_at` on page-aligned memory of an unregistered
-//!   [`FixedBufPool`] (so O_DIRECT works too).
-//! * `uring-fixed`: registered buffers (`READ_FIXED`/`WRITE_FIXED`), one per task.
+//! * `uring`: `File::read_at`/`write_at` on a page-aligned [`AlignedBuf`] per task (so
+//!   O_DIRECT works too): what a user writes first.
+//! * `uring-fixed`: the file registered in the ring's file table ([`FixedFile`], with
+//!   `IOSQE_FIXED_FILE`) and registered buffers (`READ_FIXED`/`WRITE_FIXED`), one per task.
 //! * `uring-sqpoll`: as `uring-fixed` on an `IORING_SETUP_SQPOLL` ring.
 //! * `uring-iopoll`: as `uring-fixed` on an `IORING_SETUP_IOPOLL` ring (O_DIRECT only; skipped
-//!   when the device has no poll queues).
+//!   when the device has no poll queues; the kernel refuses the files update there, so the
+//!   file stays a plain fd).
 
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use hoop::fs::File;
-use hoop::{FixedBuf, FixedBufPool};
+use hoop::fs::{File, FixedFile};
+use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
-use super::content::{self, Picker};
+use super::content::{self, Picker, ALIGN};
 use super::metrics::{Measured, Usage, Who};
 use super::{EngineCtx, Outcome};
 
@@ -28,45 +30,114 @@ const SQPOLL_IDLE: Duration = Duration::from_millis(100);
 pub(crate) enum Flavor {
     /// Plain reads and writes.
     Plain,
-    /// Registered buffers.
+    /// Registered file and buffers.
     Fixed,
-    /// Registered buffers, SQPOLL ring.
+    /// Registered file and buffers, SQPOLL ring.
     Sqpoll,
-    /// Registered buffers, IOPOLL ring.
+    /// Registered file and buffers, IOPOLL ring.
     Iopoll,
 }
 
+/// The file as the engine uses it: plain, or registered in the ring's file table.
+enum Target {
+    Plain(File),
+    Fixed(FixedFile),
+}
+
+/// A task's buffer and how it reaches the file: [`AlignedBuf`] with plain reads and writes,
+/// [`FixedBuf`] with `READ_FIXED`/`WRITE_FIXED`.
+trait TaskBuf: Sized {
+    fn full(&self) -> &[u8];
+    fn full_mut(&mut self) -> &mut [u8];
+    fn set_len(&mut self, len: usize);
+    fn clear(&mut self);
+    fn capacity(&self) -> usize;
+    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self>;
+    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self>;
+}
+
+impl TaskBuf for AlignedBuf {
+    fn full(&self) -> &[u8] {
+        self.as_slice_full()
+    }
+    fn full_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice_full()
+    }
+    fn set_len(&mut self, len: usize) {
+        AlignedBuf::set_len(self, len);
+    }
+    fn clear(&mut self) {
+        AlignedBuf::clear(self);
+    }
+    fn capacity(&self) -> usize {
+        AlignedBuf::capacity(self)
+    }
+    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self> {
+        match file {
+            Target::Plain(f) => f.read_at(self, off).await,
+            Target::Fixed(f) => f.read_at(self, off).await,
+        }
+    }
+    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self> {
+        match file {
+            Target::Plain(f) => f.write_at(self, off).await,
+            Target::Fixed(f) => f.write_at(self, off).await,
+        }
+    }
+}
+
+impl TaskBuf for FixedBuf {
+    fn full(&self) -> &[u8] {
+        self.as_slice_full()
+    }
+    fn full_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice_full()
+    }
+    fn set_len(&mut self, len: usize) {
+        FixedBuf::set_len(self, len);
+    }
+    fn clear(&mut self) {
+        FixedBuf::clear(self);
+    }
+    fn capacity(&self) -> usize {
+        FixedBuf::capacity(self)
+    }
+    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self> {
+        match file {
+            Target::Plain(f) => f.read_fixed_at(self, off).await,
+            Target::Fixed(f) => f.read_fixed_at(self, off).await,
+        }
+    }
+    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self> {
+        match file {
+            Target::Plain(f) => f.write_fixed_at(self, off).await,
+            Target::Fixed(f) => f.write_fixed_at(self, off).await,
+        }
+    }
+}
+
 /// The loop of one task: until the deadline, one random block at a time.
-async fn io_task(
-    file: Rc<File>,
-    mut buf: FixedBuf,
+async fn io_task<B: TaskBuf>(
+    file: Rc<Target>,
+    mut buf: B,
     m: Rc<RefCell<Measured>>,
     mut picker: Picker,
     deadline: Instant,
-    fixed: bool,
 ) {
     let bs = buf.capacity();
     while Instant::now() < deadline {
         let (off, write) = picker.next();
         let t0;
         let (res, back) = if write {
-            content::stamp(buf.as_mut_slice_full(), off);
+            content::stamp(buf.full_mut(), off);
             buf.set_len(bs);
             t0 = Instant::now();
-            if fixed {
-                file.write_fixed_at(buf, off).await
-            } else {
-                file.write_at(buf, off).await
-            }
+            buf.write(&file, off).await
         } else {
-            content::poison(buf.as_mut_slice_full());
+            content::poison(buf.full_mut());
             buf.clear();
             t0 = Instant::now();
-            if fixed {
-                file.read_fixed_at(buf, off).await
-            } else {
-                file.read_at(buf, off).await
-            }
+            buf.read(&file, off).await
         };
         let lat = t0.elapsed().as_nanos();
         buf = back;
@@ -75,7 +146,7 @@ async fn io_task(
             res,
             bs,
             off,
-            || content::verify(buf.as_slice_full(), off),
+            || content::verify(buf.full(), off),
             lat,
         );
     }
@@ -116,37 +187,40 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
         )));
     }
     let fixed = flavor != Flavor::Plain;
+    // Opened outside the runtime (an IOPOLL ring refuses OPENAT); closed inside it.
     let std_file = cx.open()?;
-    // TODO(fixed-file): for `fixed` engines, register the file here (hoop's FixedFile, a
-    // registered regular file) instead of wrapping a plain `File`; the tasks' read_fixed_at /
-    // write_fixed_at calls stay the same.
-    // Opened outside the runtime and closed outside it too (this last clone is dropped after
-    // block_on): an IOPOLL ring refuses OPENAT and CLOSE.
-    let file = Rc::new(File::from_std(std_file));
     let dur = job.duration();
     let (blocks, bs, write_pct) = (cx.blocks, job.bs, cx.write_pct);
-    let task_file = file.clone();
     let outcome = rt.block_on(async move {
-        let file = task_file;
-        let pool = if fixed {
-            FixedBufPool::new(qd, bs)?
-        } else {
-            FixedBufPool::new_unregistered(qd, bs)?
-        };
         let mut notes = Vec::new();
-        if fixed {
+        let file = if fixed {
+            let f = File::from_std(std_file).into_fixed().await?;
+            match f.fallback_reason() {
+                None => notes.push("file registered (IOSQE_FIXED_FILE)".to_string()),
+                Some(e) => notes.push(format!("file NOT registered ({e}): plain fd")),
+            }
+            Target::Fixed(f)
+        } else {
+            Target::Plain(File::from_std(std_file))
+        };
+        let file = Rc::new(file);
+        let pool = if fixed {
+            let pool = FixedBufPool::new(qd, bs)?;
             match pool.unregistered_reason() {
                 None => notes.push(format!("{qd} registered buffers")),
                 Some(e) => notes.push(format!(
                     "buffers NOT registered ({e}): plain reads and writes"
                 )),
             }
-        }
+            Some(pool)
+        } else {
+            None
+        };
         if flavor == Flavor::Iopoll {
-            let Some(buf) = pool.try_take() else {
+            let Some(buf) = pool.as_ref().and_then(|p| p.try_take()) else {
                 return Err(io::Error::other("no buffer for the IOPOLL probe"));
             };
-            let (r, _buf) = file.read_fixed_at(buf, 0).await;
+            let (r, _buf) = buf.read(&file, 0).await;
             match r {
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     let dev = cx
@@ -175,18 +249,21 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
         let deadline = start + dur;
         let mut handles = Vec::with_capacity(job.qd);
         for i in 0..job.qd {
-            let Some(buf) = pool.try_take() else {
-                return Err(io::Error::other("fewer pool buffers than tasks"));
-            };
             let picker = Picker::new(i as u64, blocks, bs, write_pct);
-            handles.push(hoop::spawn(io_task(
-                file.clone(),
-                buf,
-                m.clone(),
-                picker,
-                deadline,
-                fixed,
-            )));
+            let (file, m) = (file.clone(), m.clone());
+            let handle = match &pool {
+                Some(pool) => {
+                    let Some(buf) = pool.try_take() else {
+                        return Err(io::Error::other("fewer pool buffers than tasks"));
+                    };
+                    hoop::spawn(io_task(file, buf, m, picker, deadline))
+                }
+                None => {
+                    let buf = AlignedBuf::new(bs, ALIGN)?;
+                    hoop::spawn(io_task(file, buf, m, picker, deadline))
+                }
+            };
+            handles.push(handle);
         }
         for h in handles {
             if let Err(e) = h.await {
@@ -199,6 +276,14 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
         let mut m = Rc::try_unwrap(m)
             .map_err(|_| io::Error::other("an I/O task outlived its join"))?
             .into_inner();
+        let closed = match Rc::try_unwrap(file) {
+            Ok(Target::Fixed(f)) => f.close().await,
+            Ok(Target::Plain(f)) => f.close().await,
+            Err(_) => Err(io::Error::other("an I/O task outlived its join")),
+        };
+        if let Err(e) = closed {
+            m.error(format!("closing the file: {e}"));
+        }
         m.secs = secs;
         m.usage = usage;
         m.syscalls = Some(c1.enter_calls.saturating_sub(c0.enter_calls));
@@ -209,6 +294,5 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
         Ok(Outcome::Ran(Box::new(m)))
     });
     drop(rt);
-    drop(file);
     outcome
 }
