@@ -25,7 +25,7 @@ enum Command {
     /// Run a server built on hoop (or a baseline server for the benchmarks).
     Serve(serve::ServeArgs),
     /// Run the benchmark suite (no subcommand: the quick suite and the report).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// What this machine offers hoop: kernel, io_uring limits, and which driver `auto` picks.
     Probe(probe::ProbeArgs),
 }
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::Probe(args) => probe::run(args),
     };
     match res {

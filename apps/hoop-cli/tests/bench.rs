@@ -352,14 +352,49 @@ fn the_suite_writes_a_report() {
         "0.3",
         "--nop-secs",
         "0.3",
+        "--file-size",
+        "16M",
+        "--file-secs",
+        "0.2",
         "--out",
         &dir_arg,
         "--json",
     ]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines.
+    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines, then the
+    // file engines (O_DIRECT, then buffered; fio's only where fio is installed).
     let lines = json_lines(&out);
-    assert_eq!(lines.len(), 10, "{}", String::from_utf8_lossy(&out.stdout));
+    let (file, others): (Vec<&Value>, Vec<&Value>) =
+        lines.iter().partition(|v| v["bench"] == "file");
+    assert_eq!(others.len(), 10, "{}", String::from_utf8_lossy(&out.stdout));
+    let engines = |direct: bool| -> Vec<&str> {
+        file.iter()
+            .filter(|v| v["direct"] == direct)
+            .map(|v| v["engine"].as_str().unwrap())
+            .collect()
+    };
+    for e in ["sync", "linux-aio", "uring", "uring-fixed"] {
+        assert!(
+            engines(false).contains(&e),
+            "buffered {e}: {:?}",
+            engines(false)
+        );
+        assert!(
+            engines(true).contains(&e),
+            "O_DIRECT {e}: {:?}",
+            engines(true)
+        );
+    }
+    for v in &file {
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["ios"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["bs_bytes"].as_u64(), Some(4096), "{v}");
+        assert_eq!(
+            v["qd"].as_u64(),
+            Some(if v["engine"] == "sync" { 1 } else { 32 }),
+            "{v}"
+        );
+    }
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
     let all: Vec<Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(all, lines, "results.json holds every measurement");
@@ -374,7 +409,14 @@ fn the_suite_writes_a_report() {
     ] {
         assert!(report.contains(needle), "missing {needle} in report.md");
     }
-    for svg in ["echo_rps.svg", "echo_latency.svg", "nop.svg"] {
+    assert!(report.contains("## File random reads"), "{report}");
+    assert!(report.contains("uring-fixed/linux-aio IOPS"), "{report}");
+    for svg in [
+        "echo_rps.svg",
+        "echo_latency.svg",
+        "nop.svg",
+        "file_iops.svg",
+    ] {
         let s = std::fs::read_to_string(dir.join(svg)).unwrap();
         assert!(s.contains("<svg"), "{svg}");
     }

@@ -7,6 +7,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::file::quick::FileSuite;
 use super::side_by_side::{configurations, label};
 use super::stats::{median, EchoResult, NopResult};
 
@@ -37,6 +38,7 @@ pub(crate) fn write_charts(
     echo: &[EchoResult],
     servers: &[String],
     nop: &[NopResult],
+    file: &FileSuite,
 ) -> io::Result<Vec<String>> {
     let mut written = Vec::new();
     let mut go = |name: &str, f: &dyn Fn(&Path) -> Res<()>| -> io::Result<()> {
@@ -94,7 +96,39 @@ pub(crate) fn write_charts(
             single(p, &bars)
         })?;
     }
+    if file.all().next().is_some() {
+        go("file_iops.svg", &|p| single(p, &file_bars(file)))?;
+    }
     Ok(written)
+}
+
+/// The file chart: one group per engine, one bar per mode (O_DIRECT, buffered).
+fn file_bars(file: &FileSuite) -> Bars<'static> {
+    let mut groups: Vec<String> = Vec::new();
+    for r in file.all() {
+        if !groups.iter().any(|g| g == r.engine) {
+            groups.push(r.engine.to_string());
+        }
+    }
+    let series = [
+        ("O_DIRECT", &file.direct),
+        ("buffered (hot cache)", &file.buffered),
+    ]
+    .into_iter()
+    .map(|(name, rs)| {
+        let vals = groups
+            .iter()
+            .map(|g| rs.iter().find(|r| r.engine == g && r.ok()).map(|r| r.iops))
+            .collect();
+        (name.to_string(), vals)
+    })
+    .collect();
+    Bars {
+        title: "file: 4 KiB random reads, QD 32, IOPS",
+        y_desc: "IOPS",
+        groups,
+        series,
+    }
 }
 
 /// One bar group per configuration, one bar per server: the median of `f` over rounds.

@@ -11,7 +11,8 @@
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
-//! * `hoop bench`: the quick echo matrix and the no-op bench, tables, and a report written to
+//! * `hoop bench file`: random file I/O through several engines ([`file`]).
+//! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, tables, and a report written to
 //!   `target/hoop-report/` ([`suite`]).
 //!
 //! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
@@ -48,7 +49,7 @@ pub(crate) const MAX_SECS: f64 = 3600.0;
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct BenchArgs {
-    /// Which benchmark; none: the quick suite (echo matrix and no-ops) and the report.
+    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads) and the report.
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
     /// Print one JSON object per measurement per line on stdout (human output goes to stderr).
@@ -69,6 +70,15 @@ pub struct BenchArgs {
     /// Suite only: seconds per no-op engine.
     #[arg(long, value_name = "S", default_value_t = 3.0)]
     pub nop_secs: f64,
+    /// Suite only: seconds per engine of the quick file run.
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    pub file_secs: f64,
+    /// Suite only: size of the quick file run's test file (k/m/g suffixes; reused between runs).
+    #[arg(long, value_name = "SIZE", default_value = "512M")]
+    pub file_size: String,
+    /// Suite only: skip the quick file run.
+    #[arg(long)]
+    pub no_file: bool,
 }
 
 /// The benchmarks of `hoop bench`.
@@ -148,6 +158,9 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             rounds: args.rounds,
             servers: args.servers,
             nop_secs: args.nop_secs,
+            file_secs: args.file_secs,
+            file_size: args.file_size,
+            no_file: args.no_file,
         }),
     }
 }

@@ -5,6 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::file::quick::{self, FileSuite};
 use super::side_by_side::{configurations, label, pair_ratio};
 use super::stats::{EchoResult, NopResult};
 use super::sysinfo::SysInfo;
@@ -29,6 +30,8 @@ pub(crate) struct ReportData<'a> {
     pub nop: &'a [NopResult],
     /// The no-op table (markdown).
     pub nop_table: &'a str,
+    /// The quick file run (empty when skipped).
+    pub file: &'a FileSuite,
     /// Runs that could not be measured.
     pub failures: &'a [String],
     /// Phase timings.
@@ -49,15 +52,19 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     for r in d.nop {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
+    for r in d.file.all() {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
     let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
     let path = dir.join("results.json");
     std::fs::write(&path, json + "\n")?;
     written.push(path);
 
-    let (charts, chart_error) = match super::charts::write_charts(dir, d.echo, d.servers, d.nop) {
-        Ok(c) => (c, None),
-        Err(e) => (Vec::new(), Some(e.to_string())),
-    };
+    let (charts, chart_error) =
+        match super::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file) {
+            Ok(c) => (c, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
     written.extend(charts.iter().map(|c| dir.join(c)));
 
     let path = dir.join("report.md");
@@ -160,6 +167,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
         let _ = writeln!(m, "No no-op measurement.\n");
     } else {
         let _ = writeln!(m, "{}", d.nop_table);
+    }
+
+    if d.file.all().next().is_some() || !d.file.failures.is_empty() {
+        m.push_str(&quick::section(d.file));
     }
 
     let _ = writeln!(m, "## Speed targets\n");
@@ -280,6 +291,11 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                     verdict(x < 10.0)
                 );
             }
+        }
+    }
+    if d.file.all().next().is_some() {
+        for t in quick::targets(d.file) {
+            let _ = writeln!(m, "{t}");
         }
     }
     m.push('\n');

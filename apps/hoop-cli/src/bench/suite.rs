@@ -1,10 +1,12 @@
-//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench, tables, and the
+//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench, a quick file run
+//! (4 KiB random reads, O_DIRECT and buffered), tables, and the
 //! report in `target/hoop-report/`. Every phase is timed.
 
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::file::quick::{self, FileSuite, QuickOptions};
 use super::nop::{self, NopConfig};
 use super::output::Out;
 use super::report::{self, ReportData};
@@ -27,6 +29,12 @@ pub(crate) struct SuiteOptions {
     pub servers: Option<Vec<String>>,
     /// Seconds per no-op engine.
     pub nop_secs: f64,
+    /// Seconds per engine of the quick file run.
+    pub file_secs: f64,
+    /// Test file size of the quick file run.
+    pub file_size: String,
+    /// Skip the quick file run.
+    pub no_file: bool,
 }
 
 /// Runs the suite.
@@ -34,6 +42,16 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     check_secs("--secs", o.secs)?;
     check_secs("--nop-secs", o.nop_secs)?;
     check_rounds(o.rounds)?;
+    check_secs("--file-secs", o.file_secs)?;
+    let file_opts = (!o.no_file)
+        .then(|| -> io::Result<QuickOptions> {
+            Ok(QuickOptions {
+                dir: quick::default_dir(),
+                size: quick::parse_size(&o.file_size)?,
+                secs: o.file_secs,
+            })
+        })
+        .transpose()?;
     let servers = side_by_side::parse_servers(o.servers)?;
     let dir = o.out.unwrap_or_else(sysinfo::default_out_dir);
     sysinfo::raise_nofile_limit();
@@ -57,7 +75,9 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         batch: 32,
         entries: 128,
     };
-    let planned = matrix.planned_secs() + 2.0 * nop_cfg.secs;
+    let planned = matrix.planned_secs()
+        + 2.0 * nop_cfg.secs
+        + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs);
     let out = Out::new(o.json, planned);
     let pinning = pinning_text();
     out.note(&format!(
@@ -80,6 +100,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         }
     };
     phases.push(("no-op".into(), t.elapsed()));
+
+    let t = Instant::now();
+    let file = match &file_opts {
+        Some(f) => {
+            let suite = quick::run_quick(f, &out);
+            failures.extend(suite.failures.iter().cloned());
+            phases.push(("file".into(), t.elapsed()));
+            suite
+        }
+        None => FileSuite::default(),
+    };
     out.finish();
 
     let echo_table = side_by_side::summary_table(&echo.results, &servers);
@@ -89,6 +120,9 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         o.secs, o.rounds
     ));
     out.human(&format!("## No-op batches\n\n{nop_table}"));
+    if file_opts.is_some() {
+        out.human(&quick::section(&file));
+    }
 
     let t = Instant::now();
     let written = report::write_report(
@@ -103,6 +137,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             echo_table: &echo_table,
             nop: &nop_results,
             nop_table: &nop_table,
+            file: &file,
             failures: &failures,
             phases: &phases,
         },
@@ -126,6 +161,12 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         results: echo.results,
         failures,
     })?;
+    let file_errors: u64 = file.all().map(|r| r.errors).sum();
+    if file_errors > 0 {
+        return Err(io::Error::other(format!(
+            "{file_errors} file I/Os failed or did not verify"
+        )));
+    }
     if nop_errors > 0 {
         return Err(io::Error::other(format!(
             "{nop_errors} no-ops completed with an error"

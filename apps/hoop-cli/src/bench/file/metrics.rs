@@ -208,6 +208,9 @@ pub(crate) struct FileResult {
     pub cpu_user_s: f64,
     /// System CPU seconds over the run.
     pub cpu_sys_s: f64,
+    /// CPU (user + system) per counted I/O, microseconds: the cost of the engine when the
+    /// device, not the CPU, bounds IOPS (null without I/O).
+    pub cpu_us_per_io: Option<f64>,
     /// System calls per I/O on the I/O path, where known (null: threadpool, fio).
     pub syscalls_per_io: Option<f64>,
     /// Size of the test file.
@@ -281,6 +284,10 @@ impl FileResult {
             ctx_involuntary: u.involuntary,
             cpu_user_s: stats::round3(u.user.as_secs_f64()),
             cpu_sys_s: stats::round3(u.sys.as_secs_f64()),
+            cpu_us_per_io: (ios > 0).then(|| {
+                let cpu = u.user.as_secs_f64() + u.sys.as_secs_f64();
+                stats::round3(cpu * 1e6 / ios as f64)
+            }),
             syscalls_per_io: m
                 .syscalls
                 .filter(|_| ios > 0)
@@ -305,12 +312,12 @@ impl FileResult {
 pub(crate) fn table(results: &[FileResult]) -> String {
     let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let mut s = String::from(
-        "| engine | QD | IOPS | MiB/s | p50 µs | p99 µs | p99.9 µs | max µs | ctx vol | ctx invol | CPU usr s | CPU sys s | syscalls/IO | I/Os | errors | verified |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| engine | QD | IOPS | MiB/s | p50 µs | p99 µs | p99.9 µs | max µs | ctx vol | ctx invol | CPU usr s | CPU sys s | CPU µs/IO | syscalls/IO | I/Os | errors | verified |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in results {
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
             r.engine,
             r.qd,
             r.iops,
@@ -323,6 +330,8 @@ pub(crate) fn table(results: &[FileResult]) -> String {
             r.ctx_involuntary,
             r.cpu_user_s,
             r.cpu_sys_s,
+            r.cpu_us_per_io
+                .map_or("-".to_string(), |x| format!("{x:.2}")),
             r.syscalls_per_io
                 .map_or("-".to_string(), |x| format!("{x:.3}")),
             r.ios,

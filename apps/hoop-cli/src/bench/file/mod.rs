@@ -19,6 +19,7 @@ mod fio;
 mod fsinfo;
 mod linux_aio;
 mod metrics;
+pub(crate) mod quick;
 mod testfile;
 mod uring;
 
@@ -399,7 +400,7 @@ pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
     };
     job.check()?;
     let out = Out::new(json, job.secs * engines.len() as f64);
-    let results = run_engines(&job, &engines, &out)?;
+    let results = run_engines(&job, &engines, &out)?.results;
     out.finish();
     if !results.is_empty() {
         out.human(&format!(
@@ -458,11 +459,7 @@ fn notes(results: &[FileResult]) -> String {
 /// `engines` (fio's after hoop's and the others', whatever the order given) with `job`, one
 /// after another, printing each result as a JSON line with `--json`. Skipped engines are said
 /// on one line and have no result; an engine that fails has a result with its error.
-pub(crate) fn run_engines(
-    job: &FileJob,
-    engines: &[Engine],
-    out: &Out,
-) -> io::Result<Vec<FileResult>> {
+pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::Result<FileRun> {
     job.check()?;
     let tf = testfile::prepare(&job.dir, job.size, job.direct, out)?;
     if job.direct {
@@ -482,15 +479,8 @@ pub(crate) fn run_engines(
     // fio's writes are not stamped: our engines first, so they find a valid file.
     let mut order: Vec<Engine> = engines.iter().copied().filter(|e| !e.is_fio()).collect();
     order.extend(engines.iter().copied().filter(|e| e.is_fio()));
-    out.human(&header(
-        job,
-        &tf,
-        &allowed,
-        pin,
-        warmed,
-        &order,
-        order != engines,
-    ));
+    let header = header(job, &tf, &allowed, pin, warmed, &order, order != engines);
+    out.human(&header);
 
     let fio = order
         .iter()
@@ -553,7 +543,16 @@ pub(crate) fn run_engines(
             }
         ));
     }
-    Ok(results)
+    Ok(FileRun { header, results })
+}
+
+/// What [`run_engines`] measured.
+#[derive(Debug)]
+pub(crate) struct FileRun {
+    /// The header printed before the runs: machine, file, device, pinning, verification.
+    pub header: String,
+    /// One result per engine that ran (skipped engines have none).
+    pub results: Vec<FileResult>,
 }
 
 /// Runs one engine on its own thread: pinned for the submitting thread of our engines; fio's

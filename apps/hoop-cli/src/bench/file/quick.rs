@@ -1,0 +1,298 @@
+//! The quick file run of `hoop bench` (the suite): 4 KiB random reads at QD 32 on one test
+//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, and its
+//! section of the report with the file targets evaluated from the measured numbers.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::PathBuf;
+
+use super::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::bench::output::Out;
+
+/// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
+const DIRECT: [Engine; 6] = [
+    Engine::Sync,
+    Engine::Threadpool,
+    Engine::LinuxAio,
+    Engine::Uring,
+    Engine::UringFixed,
+    Engine::FioFixed,
+];
+/// Engines of the buffered part.
+const BUFFERED: [Engine; 5] = [
+    Engine::Sync,
+    Engine::LinuxAio,
+    Engine::Uring,
+    Engine::UringFixed,
+    Engine::Fio,
+];
+/// Block size of the quick run.
+const BS: usize = 4096;
+/// Queue depth of the quick run.
+const QD: usize = 32;
+
+/// Options of the quick run.
+#[derive(Debug, Clone)]
+pub(crate) struct QuickOptions {
+    /// Directory of the test file.
+    pub dir: PathBuf,
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+}
+
+impl QuickOptions {
+    /// Planned seconds (engines only).
+    pub(crate) fn planned_secs(&self) -> f64 {
+        self.secs * (DIRECT.len() + BUFFERED.len()) as f64
+    }
+}
+
+/// What the quick run measured.
+#[derive(Debug, Default)]
+pub(crate) struct FileSuite {
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+    /// The header of the O_DIRECT part (machine, file, device, pinning, verification).
+    pub header: Option<String>,
+    /// O_DIRECT results.
+    pub direct: Vec<FileResult>,
+    /// Buffered (hot page cache) results.
+    pub buffered: Vec<FileResult>,
+    /// Parts that could not run, and engines that failed.
+    pub failures: Vec<String>,
+}
+
+impl FileSuite {
+    /// Every result, O_DIRECT first.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &FileResult> {
+        self.direct.iter().chain(&self.buffered)
+    }
+}
+
+/// Runs the quick file run; a part that cannot run (no O_DIRECT, no space) is a failure in
+/// the result, not an error, so the rest of the suite is still reported.
+pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
+    let mut suite = FileSuite {
+        size: o.size,
+        secs: o.secs,
+        ..FileSuite::default()
+    };
+    for direct in [true, false] {
+        let job = FileJob {
+            dir: o.dir.clone(),
+            size: o.size,
+            bs: BS,
+            qd: QD,
+            secs: o.secs,
+            direct,
+            rw: Rw::Read,
+        };
+        let engines: &[Engine] = if direct { &DIRECT } else { &BUFFERED };
+        let part = if direct { "O_DIRECT" } else { "buffered" };
+        match run_engines(&job, engines, out) {
+            Ok(run) => {
+                for r in run.results.iter().filter(|r| !r.ok()) {
+                    suite.failures.push(format!(
+                        "file {part} {}: {} errors{}",
+                        r.engine,
+                        r.errors,
+                        r.first_error
+                            .as_ref()
+                            .map_or(String::new(), |e| format!("; first: {e}"))
+                    ));
+                }
+                if direct {
+                    suite.header = Some(run.header);
+                    suite.direct = run.results;
+                } else {
+                    suite.buffered = run.results;
+                }
+            }
+            Err(e) => {
+                out.note(&format!("warning: file bench ({part}): {e}"));
+                suite.failures.push(format!("file bench ({part}): {e}"));
+            }
+        }
+    }
+    suite
+}
+
+/// The IOPS of `engine` in `results`, if it ran with no error.
+fn iops(results: &[FileResult], engine: &str) -> Option<f64> {
+    results
+        .iter()
+        .find(|r| r.engine == engine && r.ok())
+        .map(|r| r.iops)
+}
+
+/// The file targets of issue 6, each evaluated from `s` (one line each).
+pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let mut lines = Vec::new();
+    let mut ratio = |part: &str, rs: &[FileResult], a: &str, b: &str, min: f64| {
+        let line = match (iops(rs, a), iops(rs, b)) {
+            (Some(x), Some(y)) if y > 0.0 => {
+                let r = x / y;
+                format!(
+                    "- file {part} 4 KiB QD {QD}: {a}/{b} IOPS {r:.2}x (target >= {min}x): {}",
+                    verdict(r >= min)
+                )
+            }
+            (Some(_), None) if b.starts_with("fio") => {
+                format!("- file {part}: {a}/{b} (target >= {min}x): n/a ({b} did not run: fio not installed?)")
+            }
+            _ => format!("- file {part}: {a}/{b} (target >= {min}x): n/a (not measured)"),
+        };
+        lines.push(line);
+    };
+    ratio("O_DIRECT", &s.direct, "uring-fixed", "fio-fixed", 0.97);
+    ratio("O_DIRECT", &s.direct, "uring-fixed", "linux-aio", 1.5);
+    ratio("O_DIRECT", &s.direct, "uring-fixed", "sync", 3.0);
+    ratio("buffered", &s.buffered, "uring", "sync", 0.9);
+    ratio("buffered", &s.buffered, "uring", "fio", 1.0);
+    lines
+}
+
+/// The report's section: the job, both tables, the CPU per I/O note and the targets.
+pub(crate) fn section(s: &FileSuite) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "## File random reads ({} test file, 4 KiB, QD {QD}, {} s per engine)\n",
+        fmt_bytes(s.size),
+        s.secs
+    );
+    if let Some(h) = &s.header {
+        // The header's own title line is replaced by this section's.
+        for line in h.lines().filter(|l| l.starts_with("- ")) {
+            let _ = writeln!(m, "{line}");
+        }
+        m.push('\n');
+    }
+    for (part, rs) in [
+        ("O_DIRECT (page cache bypassed)", &s.direct),
+        ("Buffered, hot page cache", &s.buffered),
+    ] {
+        let _ = writeln!(m, "### {part}\n");
+        if rs.is_empty() {
+            let _ = writeln!(m, "Not measured.\n");
+        } else {
+            let _ = writeln!(m, "{}", metrics::table(rs));
+            if let Some(c) = rs.iter().find_map(|r| r.cached_pct) {
+                if part.starts_with("Buffered") {
+                    let _ = writeln!(m, "Page cache residency of the file: {c:.1}%.\n");
+                }
+            }
+            for r in rs.iter() {
+                if let Some(n) = &r.note {
+                    let _ = writeln!(m, "- {}: {n}", r.engine);
+                }
+            }
+            m.push('\n');
+        }
+    }
+    let _ = writeln!(
+        m,
+        "With O_DIRECT at QD {QD} the device's latency bounds every engine (IOPS ≈ QD / p50 \
+         latency, Little's law), so the engines differ more in CPU µs per I/O than in IOPS.\n"
+    );
+    let _ = writeln!(m, "### File targets\n");
+    for t in targets(s) {
+        let _ = writeln!(m, "{t}");
+    }
+    m.push('\n');
+    m
+}
+
+/// The quick run's defaults: the `hoop bench file` test file directory.
+pub(crate) fn default_dir() -> PathBuf {
+    crate::bench::sysinfo::target_dir().join("hoop-bench-file")
+}
+
+/// Parses `--file-size`.
+pub(crate) fn parse_size(s: &str) -> io::Result<u64> {
+    super::parse_size("--file-size", s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::file::metrics::{Measured, ResultContext};
+
+    fn result(engine: &'static str, iops: f64, direct: bool) -> FileResult {
+        let m = Measured::new(QD).unwrap();
+        let c = ResultContext {
+            rw: "randread",
+            bs: BS,
+            direct,
+            file_bytes: 1 << 20,
+            fs_type: "ext4".into(),
+            cached_pct: None,
+            pinned_cpu: None,
+        };
+        let mut r = FileResult::new(engine, &m, &c);
+        r.iops = iops;
+        r.ios = 1000;
+        r
+    }
+
+    #[test]
+    fn targets_follow_the_measured_ratios() {
+        let s = FileSuite {
+            size: 1 << 20,
+            secs: 1.0,
+            direct: vec![
+                result("sync", 30_000.0, true),
+                result("linux-aio", 100_000.0, true),
+                result("uring-fixed", 160_000.0, true),
+                result("fio-fixed", 170_000.0, true),
+            ],
+            buffered: vec![
+                result("sync", 700_000.0, false),
+                result("uring", 650_000.0, false),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        assert_eq!(t.len(), 5);
+        assert!(
+            t[0].contains("0.94x") && t[0].ends_with("NOT met"),
+            "{}",
+            t[0]
+        );
+        assert!(
+            t[1].contains("1.60x") && t[1].ends_with(": met"),
+            "{}",
+            t[1]
+        );
+        assert!(
+            t[2].contains("5.33x") && t[2].ends_with(": met"),
+            "{}",
+            t[2]
+        );
+        assert!(
+            t[3].contains("0.93x") && t[3].ends_with(": met"),
+            "{}",
+            t[3]
+        );
+        assert!(t[4].contains("n/a"), "{}", t[4]);
+        let md = section(&s);
+        assert!(md.contains("## File random reads"));
+        assert!(md.contains("| uring-fixed | 32 |"), "{md}");
+    }
+
+    #[test]
+    fn an_engine_with_errors_is_not_measured() {
+        let mut bad = result("uring", 900_000.0, false);
+        bad.errors = 3;
+        let s = FileSuite {
+            buffered: vec![result("sync", 700_000.0, false), bad],
+            ..FileSuite::default()
+        };
+        assert!(targets(&s)[3].contains("n/a"), "{:?}", targets(&s));
+    }
+}
