@@ -389,8 +389,9 @@ fn the_suite_writes_a_report() {
         assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
         assert!(v["ios"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["bs_bytes"].as_u64(), Some(4096), "{v}");
+        assert_eq!(v["qd"].as_u64(), Some(32), "{v}");
         assert_eq!(
-            v["qd"].as_u64(),
+            v["qd_effective"].as_u64(),
             Some(if v["engine"] == "sync" { 1 } else { 32 }),
             "{v}"
         );

@@ -109,8 +109,10 @@ fn check_record(r: &Value, engine: &str, rw: &str, direct: bool) {
     assert!(r["iops"].as_f64().unwrap() > 0.0, "{engine}: {r}");
     assert!(r["ios"].as_u64().unwrap() > 0, "{engine}: {r}");
     assert!(r["p99_us"].as_f64().is_some(), "{engine}: {r}");
+    // `qd` is the job's depth; `qd_effective` what the engine can have in flight.
+    assert_eq!(r["qd"], 32, "{engine}");
     let expected_qd = if engine == "sync" { 1 } else { 32 };
-    assert_eq!(r["qd"], expected_qd, "{engine}");
+    assert_eq!(r["qd_effective"], expected_qd, "{engine}");
     let ctx = r["ctx_voluntary"].as_u64().unwrap() + r["ctx_involuntary"].as_u64().unwrap();
     assert_eq!(r["ctx_switches"].as_u64().unwrap(), ctx);
     if engine == "sync" {

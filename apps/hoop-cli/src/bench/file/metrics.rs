@@ -170,8 +170,10 @@ pub(crate) struct FileResult {
     pub rw: &'static str,
     /// Block size.
     pub bs_bytes: usize,
-    /// Queue depth in effect (1 for sync and fio-psync, whatever --qd says).
+    /// Queue depth of the job (`--qd`).
     pub qd: usize,
+    /// Queue depth in effect: `qd`, except 1 for sync and fio-psync (one I/O at a time).
+    pub qd_effective: usize,
     /// O_DIRECT.
     pub direct: bool,
     /// Measured seconds (first submission to last completion).
@@ -236,6 +238,8 @@ pub(crate) struct ResultContext {
     pub rw: &'static str,
     /// Block size.
     pub bs: usize,
+    /// Queue depth of the job.
+    pub qd: usize,
     /// O_DIRECT.
     pub direct: bool,
     /// Test file size.
@@ -265,7 +269,8 @@ impl FileResult {
             engine,
             rw: c.rw,
             bs_bytes: c.bs,
-            qd: m.qd,
+            qd: c.qd,
+            qd_effective: m.qd,
             direct: c.direct,
             secs: stats::round3(m.secs),
             ios,
@@ -319,7 +324,7 @@ pub(crate) fn table(results: &[FileResult]) -> String {
         s.push_str(&format!(
             "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
             r.engine,
-            r.qd,
+            r.qd_effective,
             r.iops,
             r.mib_s,
             f1(r.p50_us),

@@ -508,6 +508,7 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
         let ctx = ResultContext {
             rw: job.rw.name(),
             bs: job.bs,
+            qd: job.qd,
             direct: job.direct,
             file_bytes: tf.size,
             fs_type: tf.fs.fs_type.clone(),

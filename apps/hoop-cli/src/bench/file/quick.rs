@@ -228,6 +228,7 @@ mod tests {
         let c = ResultContext {
             rw: "randread",
             bs: BS,
+            qd: QD,
             direct,
             file_bytes: 1 << 20,
             fs_type: "ext4".into(),
