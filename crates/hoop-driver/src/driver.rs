@@ -528,8 +528,8 @@ impl Driver {
             Err(_) => false,
         };
         if !closed {
-            // SAFETY: the Close op owns this fd (it took it from an OwnedFd); closing it once.
-            unsafe { libc::close(op.fd) };
+            // The op owns the fd and no kernel took it: dropping it closes it with close(2).
+            drop(op);
         }
     }
 }

@@ -823,3 +823,17 @@ fn close_that_never_reaches_a_ring_still_closes_the_fd() {
     }
     assert_eq!(fd_count(), before - 1, "fd {raw} is closed");
 }
+
+#[test]
+fn close_op_dropped_before_it_is_polled_still_closes_the_fd() {
+    let _g = lock();
+    let dir = TempDir::new("close-unpolled");
+    let path = dir.join("f");
+    std::fs::write(&path, b"x").unwrap();
+    let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&path).unwrap());
+    let before = fd_count();
+    let op = hoop::driver::Op::new(hoop::driver::op::Close::new(fd));
+    assert_eq!(fd_count(), before, "the op owns the fd, still open");
+    drop(op);
+    assert_eq!(fd_count(), before - 1, "dropping the op closed the fd");
+}

@@ -183,9 +183,12 @@ impl OpCode for OpenAt {
     }
 }
 
-/// Closes an fd (`IORING_OP_CLOSE`). The fd is given up when the op is created.
+/// Closes an fd (`IORING_OP_CLOSE`). The op owns the fd from its creation: a kernel's
+/// completion consumes it, and an op dropped before it reached a kernel (never polled, or
+/// dropped while waiting for room) closes it with `close(2)`, so the fd never leaks.
 #[derive(Debug)]
 pub struct Close {
+    /// The fd; -1 once a completion has taken it.
     pub(crate) fd: RawFd,
 }
 
@@ -198,16 +201,30 @@ impl Close {
     }
 }
 
+impl Drop for Close {
+    fn drop(&mut self) {
+        if self.fd >= 0 {
+            // SAFETY: the op owns `fd` (given up in `new`), no kernel took it (a completion
+            // sets it to -1), and it is closed once.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}
+
 impl OpCode for Close {
     type Output = io::Result<()>;
-    fn complete(self, c: Completion) -> Self::Output {
+    fn complete(mut self, c: Completion) -> Self::Output {
+        let fd = std::mem::replace(&mut self.fd, -1);
         match -c.res {
-            // The op never reached a kernel (no runtime, poisoned or shut-down driver, or
-            // cancelled before it was issued): the fd is still open and still ours.
-            libc::ENXIO | libc::EBADR | libc::ECANCELED => {
-                // SAFETY: the op owns `fd` (given up in `new`) and nothing closed it.
-                crate::error::cvt_libc(unsafe { libc::close(self.fd) }).map(drop)
+            // The op never reached a kernel (no runtime, shut-down driver, or cancelled before
+            // it was issued): the fd is still open and still ours. Not EBADR: a poisoned
+            // driver also fails ops the kernel may have run, and a second close could hit a
+            // reused fd number, so that rare case leaks the fd instead.
+            libc::ENXIO | libc::ECANCELED => {
+                // SAFETY: the op owned `fd` and nothing closed it; closed once.
+                crate::error::cvt_libc(unsafe { libc::close(fd) }).map(drop)
             }
+            // The kernel ran close(2) on it: whatever it says, the fd is gone.
             _ => cvt(c.res).map(drop),
         }
     }
