@@ -52,6 +52,9 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             })
         })
         .transpose()?;
+    if let Some(f) = &file_opts {
+        f.check()?;
+    }
     let servers = side_by_side::parse_servers(o.servers)?;
     let dir = o.out.unwrap_or_else(sysinfo::default_out_dir);
     sysinfo::raise_nofile_limit();

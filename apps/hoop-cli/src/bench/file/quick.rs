@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
-use super::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use super::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::bench::invalid;
 use crate::bench::output::Out;
 
 /// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
@@ -47,6 +48,32 @@ impl QuickOptions {
     pub(crate) fn planned_secs(&self) -> f64 {
         self.secs * (DIRECT.len() + BUFFERED.len()) as f64
     }
+
+    /// The job of one part.
+    fn job(&self, direct: bool) -> FileJob {
+        FileJob {
+            dir: self.dir.clone(),
+            size: self.size,
+            bs: BS,
+            qd: QD,
+            secs: self.secs,
+            direct,
+            rw: Rw::Read,
+        }
+    }
+
+    /// Checks the numbers before the suite starts (a bad `--file-size` must not wait for the
+    /// echo matrix to be refused), in the suite's flag names.
+    pub(crate) fn check(&self) -> io::Result<()> {
+        self.job(false).check().map_err(|e| {
+            invalid(
+                e.to_string()
+                    .replace("--size", "--file-size")
+                    .replace("--secs", "--file-secs")
+                    .replace("--bs", "the block size"),
+            )
+        })
+    }
 }
 
 /// What the quick run measured.
@@ -56,8 +83,11 @@ pub(crate) struct FileSuite {
     pub size: u64,
     /// Seconds per engine.
     pub secs: f64,
-    /// The header of the O_DIRECT part (machine, file, device, pinning, verification).
+    /// The header of the O_DIRECT part (machine, file, device, pinning, verification), or of
+    /// the buffered part when the O_DIRECT one could not run.
     pub header: Option<String>,
+    /// Whether fio is on PATH (its engines skip themselves otherwise).
+    pub fio_installed: bool,
     /// O_DIRECT results.
     pub direct: Vec<FileResult>,
     /// Buffered (hot page cache) results.
@@ -79,34 +109,27 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
     let mut suite = FileSuite {
         size: o.size,
         secs: o.secs,
+        fio_installed: fio::fio_path().is_some(),
         ..FileSuite::default()
     };
     for direct in [true, false] {
-        let job = FileJob {
-            dir: o.dir.clone(),
-            size: o.size,
-            bs: BS,
-            qd: QD,
-            secs: o.secs,
-            direct,
-            rw: Rw::Read,
-        };
+        let job = o.job(direct);
         let engines: &[Engine] = if direct { &DIRECT } else { &BUFFERED };
         let part = if direct { "O_DIRECT" } else { "buffered" };
         match run_engines(&job, engines, out) {
             Ok(run) => {
                 for r in run.results.iter().filter(|r| !r.ok()) {
-                    suite.failures.push(format!(
-                        "file {part} {}: {} errors{}",
-                        r.engine,
-                        r.errors,
-                        r.first_error
-                            .as_ref()
-                            .map_or(String::new(), |e| format!("; first: {e}"))
-                    ));
+                    suite.failures.push(match &r.first_error {
+                        Some(e) => {
+                            format!("file {part} {}: {} errors; first: {e}", r.engine, r.errors)
+                        }
+                        None => format!("file {part} {}: no I/O counted", r.engine),
+                    });
+                }
+                if direct || suite.header.is_none() {
+                    suite.header = Some(run.header);
                 }
                 if direct {
-                    suite.header = Some(run.header);
                     suite.direct = run.results;
                 } else {
                     suite.buffered = run.results;
@@ -142,8 +165,8 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
                     verdict(r >= min)
                 )
             }
-            (Some(_), None) if b.starts_with("fio") => {
-                format!("- file {part}: {a}/{b} (target >= {min}x): n/a ({b} did not run: fio not installed?)")
+            (_, None) if b.starts_with("fio") && !s.fio_installed => {
+                format!("- file {part}: {a}/{b} (target >= {min}x): n/a (fio not installed)")
             }
             _ => format!("- file {part}: {a}/{b} (target >= {min}x): n/a (not measured)"),
         };
@@ -280,7 +303,13 @@ mod tests {
             "{}",
             t[3]
         );
-        assert!(t[4].contains("n/a"), "{}", t[4]);
+        assert!(t[4].ends_with("n/a (fio not installed)"), "{}", t[4]);
+        let with_fio = FileSuite {
+            fio_installed: true,
+            ..FileSuite::default()
+        };
+        let t = targets(&with_fio);
+        assert!(t[4].ends_with("n/a (not measured)"), "{}", t[4]);
         let md = section(&s);
         assert!(md.contains("## File random reads"));
         assert!(md.contains("| uring-fixed | 32 |"), "{md}");
@@ -295,5 +324,21 @@ mod tests {
             ..FileSuite::default()
         };
         assert!(targets(&s)[3].contains("n/a"), "{:?}", targets(&s));
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_before_the_suite_runs_in_its_flag_names() {
+        let o = QuickOptions {
+            dir: PathBuf::from("."),
+            size: 16 << 20,
+            secs: 0.2,
+        };
+        assert!(o.check().is_ok());
+        for size in [1000, 0, 2048] {
+            let e = QuickOptions { size, ..o.clone() }.check().unwrap_err();
+            assert!(e.to_string().contains("--file-size"), "{size}: {e}");
+        }
+        let e = QuickOptions { secs: 0.0, ..o }.check().unwrap_err();
+        assert!(e.to_string().contains("--file-secs"), "{e}");
     }
 }
