@@ -360,7 +360,14 @@ fn the_suite_writes_a_report() {
         &dir_arg,
         "--json",
     ]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    if !out.status.success() && err.contains("warning: file bench (O_DIRECT): --direct:") {
+        // The file system of the target dir refuses O_DIRECT (tmpfs, some overlays): a
+        // property of the machine, which the suite reports as a failed part.
+        eprintln!("skip: the target dir's file system refuses O_DIRECT: {err}");
+        return;
+    }
+    assert!(out.status.success(), "stderr: {err}");
     // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines, then the
     // file engines (O_DIRECT, then buffered; fio's only where fio is installed).
     let lines = json_lines(&out);
