@@ -35,11 +35,7 @@ impl<B: IoBufMut> Read<B> {
 impl<B: IoBufMut> OpCode for Read<B> {
     type Output = BufResult<usize, B>;
     fn complete(mut self, c: Completion) -> Self::Output {
-        let res = cvt(c.res).map(|n| {
-            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
-            unsafe { self.buf.set_init(n as usize) };
-            n as usize
-        });
+        let res = super::read_into(&mut self.buf, c.res);
         (res, self.buf)
     }
 }

@@ -9,8 +9,11 @@
 //! `complete` also runs when nobody waits any more (the future was dropped): its output is then
 //! dropped, which is how an accepted or opened fd gets closed and a buffer freed (invariant 5).
 
+use std::io;
 use std::os::fd::RawFd;
 
+use crate::buf::IoBufMut;
+use crate::error::cvt;
 use crate::lifecycle::Completion;
 
 pub mod direct;
@@ -120,4 +123,15 @@ impl<T: MultishotCode> StreamOrphan for T {
     fn orphan_item(&mut self, c: Completion) {
         drop(self.item(c));
     }
+}
+
+/// The completion of an operation that read into `buf` from its start (read, recv, recvmsg,
+/// READ_FIXED): on success the kernel wrote `res` bytes there, which become initialized.
+pub(crate) fn read_into<B: IoBufMut>(buf: &mut B, res: i32) -> io::Result<usize> {
+    cvt(res).map(|n| {
+        // SAFETY: a non-negative result of a read into `buf` is the number of bytes the kernel
+        // wrote at its start, within `bytes_total()`.
+        unsafe { buf.set_init(n as usize) };
+        n as usize
+    })
 }

@@ -104,11 +104,7 @@ impl<B: IoBufMut> Recv<B> {
 impl<B: IoBufMut> OpCode for Recv<B> {
     type Output = BufResult<usize, B>;
     fn complete(mut self, c: Completion) -> Self::Output {
-        let res = cvt(c.res).map(|n| {
-            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
-            unsafe { self.buf.set_init(n as usize) };
-            n as usize
-        });
+        let res = super::read_into(&mut self.buf, c.res);
         (res, self.buf)
     }
 }
@@ -219,11 +215,7 @@ impl<B: IoBufMut> OpCode for RecvMsg<B> {
     fn complete(mut self, c: Completion) -> Self::Output {
         let mut addr = self.hdr.addr;
         addr.len = self.hdr.msg.msg_namelen;
-        let res = cvt(c.res).map(|n| {
-            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
-            unsafe { self.buf.set_init(n as usize) };
-            (n as usize, addr)
-        });
+        let res = super::read_into(&mut self.buf, c.res).map(|n| (n, addr));
         (res, self.buf)
     }
 }

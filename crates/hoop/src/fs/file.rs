@@ -94,22 +94,12 @@ impl File {
     /// Reads exactly `buf.bytes_total()` bytes at `pos`, in as many reads as it takes; fails
     /// with `UnexpectedEof` if the file ends first (the bytes read so far are in `buf`).
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        let total = buf.bytes_total();
-        let msg = "end of file before the buffer was filled";
-        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
-            self.read_at(s, advance(pos, done))
-        })
-        .await
+        read_exact_on(self.raw().into(), buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        let total = buf.bytes_init();
-        let msg = "failed to write the whole buffer";
-        until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
-            self.write_at(s, advance(pos, done))
-        })
-        .await
+        write_all_on(self.raw().into(), buf, pos).await
     }
 
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
@@ -203,6 +193,35 @@ impl File {
     {
         Op::new(op::WriteFixed::new(self.raw(), buf, pos)).await
     }
+}
+
+/// Reads exactly `buf.bytes_total()` bytes at `pos` from `target` (a [`File`]'s fd or a
+/// [`FixedFile`](super::FixedFile)'s slot), in as many reads as it takes.
+pub(super) async fn read_exact_on<B: IoBufMut>(
+    target: op::Target,
+    buf: B,
+    pos: u64,
+) -> BufResult<(), B> {
+    let total = buf.bytes_total();
+    let msg = "end of file before the buffer was filled";
+    until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
+        Op::new(op::Read::new(target, s, advance(pos, done)))
+    })
+    .await
+}
+
+/// Writes every initialized byte of `buf` at `pos` to `target`, in as many writes as it takes.
+pub(super) async fn write_all_on<B: IoBuf>(
+    target: op::Target,
+    buf: B,
+    pos: u64,
+) -> BufResult<(), B> {
+    let total = buf.bytes_init();
+    let msg = "failed to write the whole buffer";
+    until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
+        Op::new(op::Write::new(target, s, advance(pos, done)))
+    })
+    .await
 }
 
 /// The position `n` bytes after `pos`; [`op::CURRENT_POS`] (the file's current position, which

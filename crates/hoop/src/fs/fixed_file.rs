@@ -21,9 +21,8 @@ use hoop_driver::error::cvt_libc;
 use hoop_driver::op::{self, DirectFd, Target};
 use hoop_driver::{BufResult, FixedIoBuf, IoBuf, IoBufMut, Op};
 
-use super::file::advance;
+use super::file::{read_exact_on, write_all_on};
 use super::File;
-use crate::io_util::until_done;
 
 /// A file in a slot of the ring's registered file table, or (the fallback) a plain fd; made by
 /// [`File::register`] or [`File::into_fixed`]. Its methods mean what [`File`]'s do.
@@ -144,22 +143,12 @@ impl FixedFile {
     /// Reads exactly `buf.bytes_total()` bytes at `pos`; `UnexpectedEof` if the file ends
     /// first. See [`File::read_exact_at`].
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        let total = buf.bytes_total();
-        let msg = "end of file before the buffer was filled";
-        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
-            self.read_at(s, advance(pos, done))
-        })
-        .await
+        read_exact_on(self.target(), buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`. See [`File::write_all_at`].
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        let total = buf.bytes_init();
-        let msg = "failed to write the whole buffer";
-        until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
-            self.write_at(s, advance(pos, done))
-        })
-        .await
+        write_all_on(self.target(), buf, pos).await
     }
 
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) at `pos`: `READ_FIXED`
