@@ -489,6 +489,15 @@ impl Driver {
         report
     }
 
+    /// Test hook: poisons the io_uring driver as an `-EBADR` from `io_uring_enter` would
+    /// (completions lost). Does nothing on epoll.
+    #[doc(hidden)]
+    pub fn poison_for_test(&self) {
+        if let Engine::Uring(u) = &mut *self.shared.engine.borrow_mut() {
+            u.poison();
+        }
+    }
+
     /// Whether `shutdown` ran.
     pub fn is_shut_down(&self) -> bool {
         match &*self.shared.engine.borrow() {

@@ -455,7 +455,7 @@ impl Uring {
 
     /// After `-EBADR`: every waiting operation completes with an error; memory of operations
     /// nobody waits for is leaked (the kernel's view of it is unknown).
-    fn poison(&mut self) {
+    pub(crate) fn poison(&mut self) {
         self.poisoned = true;
         let _ = self.table.fail_all(-libc::EBADR);
         self.cancels.clear();
