@@ -100,6 +100,18 @@ impl RecvMulti {
     }
 }
 
+impl Drop for RecvMulti {
+    /// A free-list buffer taken for an arm that never reached a driver (the stream was dropped
+    /// while it waited for room) goes back to the ring (rule 15). While an arm is in flight the
+    /// op is owned by its slot, whose final CQE takes the buffer (`item`) before the op is
+    /// dropped; a slot whose op is leaked on purpose never runs this.
+    fn drop(&mut self) {
+        if let Some((bid, _)) = self.user_buf.take() {
+            self.ring.give_back(bid);
+        }
+    }
+}
+
 impl MultishotCode for RecvMulti {
     type Item = io::Result<RingBuf>;
 

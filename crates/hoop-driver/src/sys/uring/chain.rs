@@ -1,28 +1,18 @@
 //! Linked SQEs: an operation with a deadline (`IORING_OP_LINK_TIMEOUT`), and chains of
 //! operations (`IOSQE_IO_LINK`: the next one starts only if the previous one succeeded).
 //!
-//! A link only holds between SQEs submitted in the same `io_uring_enter`, so every SQE of a
-//! chain is pushed with room for all of them already in the SQ (no submission in between).
+//! A link only holds between SQEs the kernel takes in one go, so the SQEs of a chain are put
+//! in the SQ together and its tail is published once, after the last (`Uring::push_sqes`):
+//! neither an `io_uring_enter` nor an SQPOLL thread can see the head without the rest
+//! (rule 16).
 
 use io_uring::{opcode, squeue::Entry, squeue::Flags, types};
 
 use super::{PushError, Uring};
-use crate::lifecycle::Lifecycle;
-use crate::slots::tag;
+use crate::lifecycle::{Completion, Lifecycle};
+use crate::op::OpCode;
 
 impl Uring {
-    /// Room for `n` SQEs at once: submits what is queued if the SQ lacks it.
-    fn reserve_sq(&mut self, n: usize) -> bool {
-        let free = |u: &mut Uring| {
-            let sq = u.ring.submission();
-            sq.capacity() - sq.len()
-        };
-        if free(self) < n {
-            let _ = self.enter(false);
-        }
-        free(self) >= n
-    }
-
     fn check_push(&self, slots: usize, granted: bool) -> Result<(), PushError> {
         if self.poisoned {
             return Err(PushError::Poisoned);
@@ -39,8 +29,11 @@ impl Uring {
     }
 
     /// Pushes `entry` linked to a `LINK_TIMEOUT` of `ts`: if the operation has not completed
-    /// when the timeout fires, the kernel cancels it (its CQE says `-ECANCELED`). The
-    /// timeout's own CQE is counted like a cancel's (`tag::CANCEL`).
+    /// when the timeout fires, the kernel cancels it (its CQE says `-ECANCELED`).
+    ///
+    /// The timeout's own CQE gets a slot of its own (an orphan that finishes with nothing), so
+    /// it is counted against the in-flight budget like any operation, and the room reserved for
+    /// cancels stays theirs (rule 7). Both SQEs become visible to the kernel together (rule 16).
     pub(crate) fn push_with_timeout(
         &mut self,
         entry: Entry,
@@ -48,24 +41,30 @@ impl Uring {
         granted: bool,
         state: Lifecycle,
     ) -> Result<u64, PushError> {
-        self.check_push(1, granted)?;
-        if self.cancels_in_flight >= self.cancel_budget || !self.reserve_sq(2) {
-            return Err(PushError::NoRoom);
-        }
+        self.check_push(2, granted)?;
         let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
+        let Some(timeout_slot) = self
+            .table
+            .slots
+            .insert(Lifecycle::Ignored(Box::new(LinkTimeoutCqe)))
+        else {
+            let _ = self.table.slots.remove(user_data);
+            return Err(PushError::NoRoom);
+        };
         let first = entry.user_data(user_data).flags(Flags::IO_LINK);
-        let timeout = opcode::LinkTimeout::new(ts).build().user_data(tag::CANCEL);
-        // Room for both was reserved above: neither push submits in between.
-        let pushed = self.push_sqe(&first) && self.push_sqe(&timeout);
-        debug_assert!(pushed, "SQ room was reserved");
-        self.cancels_in_flight += 1;
+        let timeout = opcode::LinkTimeout::new(ts).build().user_data(timeout_slot);
+        if !self.push_sqes(&[first, timeout]) {
+            let _ = self.table.slots.remove(timeout_slot);
+            let _ = self.table.slots.remove(user_data);
+            return Err(PushError::NoRoom);
+        }
         Ok(user_data)
     }
 
     /// Pushes two SQEs linked (`b` runs only if `a` succeeds; otherwise `b` completes with
-    /// `-ECANCELED`). Returns both slots.
+    /// `-ECANCELED`). Returns both slots. Both SQEs become visible to the kernel together.
     pub(crate) fn push_linked(
         &mut self,
         a: Entry,
@@ -74,9 +73,6 @@ impl Uring {
         states: (Lifecycle, Lifecycle),
     ) -> Result<(u64, u64), PushError> {
         self.check_push(2, granted)?;
-        if !self.reserve_sq(2) {
-            return Err(PushError::NoRoom);
-        }
         let (sa, sb) = states;
         let Some(ua) = self.table.slots.insert(sa) else {
             return Err(PushError::NoRoom);
@@ -87,8 +83,19 @@ impl Uring {
         };
         let first = a.user_data(ua).flags(Flags::IO_LINK);
         let second = b.user_data(ub);
-        let pushed = self.push_sqe(&first) && self.push_sqe(&second);
-        debug_assert!(pushed, "SQ room was reserved");
+        if !self.push_sqes(&[first, second]) {
+            let _ = self.table.slots.remove(ub);
+            let _ = self.table.slots.remove(ua);
+            return Err(PushError::NoRoom);
+        }
         Ok((ua, ub))
     }
+}
+
+/// The slot of a `LINK_TIMEOUT` SQE: nobody waits for its CQE, which only frees the slot.
+struct LinkTimeoutCqe;
+
+impl OpCode for LinkTimeoutCqe {
+    type Output = ();
+    fn complete(self, _: Completion) {}
 }

@@ -189,20 +189,27 @@ impl Uring {
 
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
     fn push_sqe(&mut self, entry: &Entry) -> bool {
-        {
-            let mut sq = self.ring.submission();
-            // SAFETY: every pointer in the entry points into memory owned by the operation's
-            // data, which the slot or the future keeps alive until the final CQE (UringOp's
-            // contract).
-            if unsafe { sq.push(entry) }.is_ok() {
-                return true;
-            }
+        self.push_sqes(std::slice::from_ref(entry))
+    }
+
+    /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room
+    /// for all of them. The SQ tail is published once, after the last entry (when the
+    /// `SubmissionQueue` handle drops), so the kernel — an SQPOLL thread included — sees all
+    /// of them or none: a chain is never split (rule 16).
+    pub(crate) fn push_sqes(&mut self, entries: &[Entry]) -> bool {
+        let room = |u: &mut Uring| {
+            let sq = u.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if room(self) < entries.len() {
+            // The SQ filled up: submit now rather than wait for the end of the tick.
+            let _ = self.enter(false);
         }
-        // The SQ filled up: submit now rather than wait for the end of the tick.
-        let _ = self.enter(false);
         let mut sq = self.ring.submission();
-        // SAFETY: as above.
-        unsafe { sq.push(entry).is_ok() }
+        // SAFETY: every pointer in the entries points into memory owned by the operations'
+        // data, which the slots or the futures keep alive until the final CQE (UringOp's
+        // contract).
+        unsafe { sq.push_multiple(entries).is_ok() }
     }
 
     // ----- completions ------------------------------------------------------------------------
