@@ -11,6 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::config::{Config, DriverKind};
 use crate::counters::Counters;
+use crate::home::Home;
 use crate::lifecycle::{Completion, Lifecycle};
 use crate::op::{Close, OpCode, Orphan, StreamOrphan};
 use crate::setup::SetupError;
@@ -83,6 +84,22 @@ struct Shared {
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
     scratch_orphans: Cell<Finished>,
+    /// Where fds owned on this driver are sent to be closed from other threads.
+    home: Home,
+}
+
+impl Drop for Shared {
+    /// The ring shuts down (every queued SQE submitted, everything reaped) before fds sent
+    /// home from other threads are closed: none of them can then be named by a stale SQE.
+    fn drop(&mut self) {
+        if let Ok(mut d) = self.engine.try_borrow_mut() {
+            let _ = match &mut *d {
+                Engine::Uring(u) => u.shutdown(),
+                Engine::Epoll(e) => e.shutdown(),
+            };
+        }
+        self.home.shut();
+    }
 }
 
 /// A handle to one thread's driver (io_uring or epoll). Cheap to clone (a reference count); not
@@ -132,8 +149,13 @@ impl Driver {
                 }
             },
         };
+        let wake_fd = match &engine {
+            Engine::Uring(u) => u.wake_fd(),
+            Engine::Epoll(e) => e.wake_fd(),
+        };
         Ok(Driver {
             shared: Rc::new(Shared {
+                home: Home::new(Notifier { fd: wake_fd }),
                 engine: RefCell::new(engine),
                 kind,
                 next_bgid: Cell::new(0),
@@ -167,6 +189,9 @@ impl Driver {
     /// is ready), collect every completion, then — with the driver released — wake the woken
     /// tasks and finish the results nobody waits for.
     pub fn turn(&self, block: bool) -> io::Result<()> {
+        for fd in self.shared.home.take() {
+            self.close_detached(fd);
+        }
         let mut wakeups = self.shared.scratch_wakeups.take();
         let mut orphans = self.shared.scratch_orphans.take();
         let res = {
@@ -189,6 +214,25 @@ impl Driver {
         self.shared.scratch_wakeups.set(wakeups);
         self.shared.scratch_orphans.set(orphans);
         res
+    }
+
+    /// This driver's [`Home`]: where fds owned here are sent to be closed from other threads.
+    pub fn home(&self) -> Home {
+        self.shared.home.clone()
+    }
+
+    pub(crate) fn home_ref(&self) -> &Home {
+        &self.shared.home
+    }
+
+    /// Submits every SQE queued so far (with SQPOLL: until the SQ thread took them all), so
+    /// that an fd or slot they name may leave hoop (rule 17). Nothing to do on epoll.
+    pub fn submit_queued(&self) {
+        if let Ok(mut d) = self.shared.engine.try_borrow_mut() {
+            if let Engine::Uring(u) = &mut *d {
+                u.submit_queued();
+            }
+        }
     }
 
     /// Whether wakers or orphans wait to be run (the next turn must not block).
@@ -480,6 +524,7 @@ impl Driver {
                 std::mem::take(&mut t.orphans),
             )
         };
+        self.shared.home.shut();
         for w in wakeups {
             w.wake();
         }

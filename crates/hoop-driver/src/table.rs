@@ -321,14 +321,13 @@ impl OpTable {
         }
     }
 
-    /// Completes every unfinished slot with `res` (poisoned driver): waiting futures get an
-    /// error; data of dropped futures is leaked.
-    pub(crate) fn fail_all(&mut self, res: i32) -> usize {
-        let leaked = self.leak_ignored();
+    /// Completes every unfinished slot with `res`, once the kernel holds no request any more
+    /// (a poisoned driver after a synchronous cancel of everything): waiting futures get the
+    /// error and their data; data of dropped futures is finished as an orphan.
+    pub(crate) fn fail_all(&mut self, res: i32) {
         for user_data in self.unfinished() {
             self.complete(user_data, Completion { res, flags: 0 });
         }
         self.release_all_waiters();
-        leaked
     }
 }

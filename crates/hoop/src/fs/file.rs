@@ -9,7 +9,7 @@ use std::path::Path;
 use hoop_driver::error::cvt_libc;
 
 use crate::io_util::until_done;
-use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op};
+use hoop_driver::{op, BufResult, Driver, Home, IoBuf, IoBufMut, Op};
 
 use super::{Metadata, OpenOptions};
 
@@ -24,11 +24,16 @@ pub struct File {
     /// `Some` for the whole life of the value: only `Drop` and the methods that consume the
     /// file take it.
     fd: Option<OwnedFd>,
+    /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
+    home: Option<Home>,
 }
 
 impl File {
     pub(crate) fn from_owned(fd: OwnedFd) -> File {
-        File { fd: Some(fd) }
+        File {
+            fd: Some(fd),
+            home: Home::current(),
+        }
     }
 
     /// Opens the file at `path` for reading.
@@ -56,15 +61,18 @@ impl File {
         File::from_owned(OwnedFd::from(file))
     }
 
-    /// Gives the file up as a std file (no operation of this `File` may be in flight, which
-    /// holds since they all borrow it).
+    /// Gives the file up as a std file. Operations of this `File` dropped before they reached
+    /// the kernel may still sit in its ring's submission queue: on the thread of that ring they
+    /// are submitted first; on another thread the std file is a `dup` of the fd, and the
+    /// original is closed by its ring behind them. Either way they never reach another file
+    /// that later gets the same fd number.
     pub fn into_std(self) -> std::fs::File {
         std::fs::File::from(self.into_owned())
     }
 
     fn into_owned(mut self) -> OwnedFd {
         match self.fd.take() {
-            Some(fd) => fd,
+            Some(fd) => Home::release(self.home.as_ref(), fd),
             // Only Drop and the consuming methods take the fd, and they run once.
             None => unreachable!("hoop::fs::File without an fd"),
         }
@@ -165,6 +173,11 @@ impl File {
         let Some(fd) = self.fd.take() else {
             return Ok(());
         };
+        if self.home.as_ref().is_some_and(|h| !h.is_here()) {
+            // Another thread's ring may hold SQEs naming the fd: it closes the fd behind them.
+            Home::close(self.home.as_ref(), fd);
+            return Ok(());
+        }
         if Driver::current().is_some_and(|d| d.is_iopoll()) {
             // SAFETY: the fd is ours (taken out of the OwnedFd) and closed once.
             return cvt_libc(unsafe { libc::close(fd.into_raw_fd()) }).map(drop);
@@ -283,10 +296,7 @@ impl FromRawFd for File {
 impl Drop for File {
     fn drop(&mut self) {
         if let Some(fd) = self.fd.take() {
-            match Driver::current() {
-                Some(driver) => driver.close_detached(fd),
-                None => drop(fd),
-            }
+            Home::close(self.home.as_ref(), fd);
         }
     }
 }

@@ -5,7 +5,7 @@ use std::mem;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use hoop_driver::error::cvt_libc;
-use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op, SockAddr};
+use hoop_driver::{op, BufResult, Home, IoBuf, IoBufMut, Op, SockAddr};
 
 use crate::io_util::until_done;
 
@@ -14,11 +14,16 @@ use crate::io_util::until_done;
 #[derive(Debug)]
 pub(crate) struct Socket {
     fd: Option<OwnedFd>,
+    /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
+    home: Option<Home>,
 }
 
 impl Socket {
     pub(crate) fn from_fd(fd: OwnedFd) -> Socket {
-        Socket { fd: Some(fd) }
+        Socket {
+            fd: Some(fd),
+            home: Home::current(),
+        }
     }
 
     /// A new socket through the ring (`IORING_OP_SOCKET`).
@@ -153,13 +158,21 @@ impl Socket {
     /// Closes the socket through the ring and waits for the result.
     pub(crate) async fn close(mut self) -> io::Result<()> {
         match self.fd.take() {
+            Some(fd) if self.home.as_ref().is_some_and(|h| !h.is_here()) => {
+                // Another thread's ring may hold SQEs naming the fd: it closes the fd behind
+                // them.
+                Home::close(self.home.as_ref(), fd);
+                Ok(())
+            }
             Some(fd) => Op::new(op::Close::new(fd)).await,
             None => Ok(()),
         }
     }
 
+    /// Gives the fd up, after every SQE naming it was submitted (see [`Home::release`]).
     pub(crate) fn into_owned(mut self) -> OwnedFd {
-        self.fd.take().expect("socket fd present until drop")
+        let fd = self.fd.take().expect("socket fd present until drop");
+        Home::release(self.home.as_ref(), fd)
     }
 }
 
@@ -185,10 +198,7 @@ impl IntoRawFd for Socket {
 impl Drop for Socket {
     fn drop(&mut self) {
         if let Some(fd) = self.fd.take() {
-            match Driver::current() {
-                Some(driver) => driver.close_detached(fd),
-                None => drop(fd),
-            }
+            Home::close(self.home.as_ref(), fd);
         }
     }
 }

@@ -212,6 +212,32 @@ impl Uring {
         unsafe { sq.push_multiple(entries).is_ok() }
     }
 
+    /// Submits every queued SQE; with SQPOLL, waits (yielding, bounded) until the SQ thread
+    /// took them all. Used before an fd or a fixed slot leaves hoop (rule 17).
+    pub(crate) fn submit_queued(&mut self) {
+        if self.ring.submission().is_empty() {
+            return;
+        }
+        let _ = self.enter(false);
+        if self.ring.params().is_setup_sqpoll() {
+            for _ in 0..100_000 {
+                if self.ring.submission().is_empty() {
+                    break;
+                }
+                if self.ring.submission().need_wakeup() {
+                    let _ = self.enter(false);
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// SQEs in the SQ not yet taken by the kernel.
+    #[cfg(test)]
+    pub(crate) fn queued_sqes(&mut self) -> usize {
+        self.ring.submission().len()
+    }
+
     // ----- completions ------------------------------------------------------------------------
 
     /// The future of slot `user_data` was dropped with its data. Returns the data and its result
@@ -460,12 +486,45 @@ impl Uring {
         n as usize
     }
 
-    /// After `-EBADR`: every waiting operation completes with an error; memory of operations
-    /// nobody waits for is leaked (the kernel's view of it is unknown).
+    /// After `-EBADR` (completions lost): the driver takes no new operation, and no memory
+    /// the kernel may still use is handed back (rules 1, 19).
+    ///
+    /// First a synchronous cancel of every request (`IORING_REGISTER_SYNC_CANCEL` with
+    /// `IORING_ASYNC_CANCEL_ANY`, 6.0): once it returns, the kernel holds no request, so an
+    /// operation without its final CQE lost it, and its memory is free. Every waiting future
+    /// then completes with `EBADR` and gets its buffer back, and dropped operations are
+    /// finished as orphans (their fds closed, buffers freed). Where that cancel is missing or
+    /// fails, a cancel is queued for every operation instead and the futures keep waiting for
+    /// their final CQE (which gives their buffer back); one whose CQE was lost waits until
+    /// dropped, and its memory is then leaked, never freed.
     pub(crate) fn poison(&mut self) {
+        if self.poisoned {
+            return;
+        }
         self.poisoned = true;
-        let _ = self.table.fail_all(-libc::EBADR);
-        self.cancels.clear();
+        let ts = types::Timespec::new().sec(1);
+        let barrier = self
+            .ring
+            .submitter()
+            .register_sync_cancel(Some(ts), types::CancelBuilder::any());
+        let quiet = match barrier {
+            Ok(()) => true,
+            Err(e) => e.raw_os_error() == Some(libc::ENOENT),
+        };
+        self.drain_once();
+        self.table.release_all_waiters();
+        if quiet {
+            self.cancels.clear();
+            self.table.fail_all(-libc::EBADR);
+        } else {
+            let _ = self.table.leak_ignored();
+            for user_data in self.table.unfinished() {
+                if !self.cancels.contains(&user_data) {
+                    self.cancels.push_back(user_data);
+                }
+            }
+            self.urgent = true;
+        }
     }
 
     // ----- shutdown ---------------------------------------------------------------------------
