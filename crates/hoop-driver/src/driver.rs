@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use crate::config::{Config, DriverKind};
 use crate::counters::Counters;
@@ -119,6 +120,9 @@ impl std::fmt::Debug for Driver {
 
 thread_local! {
     static CURRENT: RefCell<Option<Driver>> = const { RefCell::new(None) };
+    /// Every live driver built on this thread (to find an fd's home driver outside its
+    /// runtime's `block_on`).
+    static LOCAL: RefCell<Vec<std::rc::Weak<Shared>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Restores the previous current driver when dropped.
@@ -153,15 +157,36 @@ impl Driver {
             Engine::Uring(u) => u.wake_fd(),
             Engine::Epoll(e) => e.wake_fd(),
         };
-        Ok(Driver {
+        let driver = Driver {
             shared: Rc::new(Shared {
-                home: Home::new(Notifier { fd: wake_fd }),
+                home: Home::new(&wake_fd),
                 engine: RefCell::new(engine),
                 kind,
                 next_bgid: Cell::new(0),
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
             }),
+        };
+        LOCAL.with(|l| {
+            let mut l = l.borrow_mut();
+            l.retain(|w| w.strong_count() > 0);
+            l.push(Rc::downgrade(&driver.shared));
+        });
+        Ok(driver)
+    }
+
+    /// The driver on this thread whose home `home` is (the current one, or one built here
+    /// whose runtime is not running now), if any.
+    pub(crate) fn local_with_home(home: &Home) -> Option<Driver> {
+        if let Some(d) = Driver::current().filter(|d| d.home_ref().same(home)) {
+            return Some(d);
+        }
+        LOCAL.with(|l| {
+            l.borrow()
+                .iter()
+                .filter_map(|w| w.upgrade())
+                .find(|s| s.home.same(home))
+                .map(|shared| Driver { shared })
         })
     }
 
@@ -189,6 +214,12 @@ impl Driver {
     /// is ready), collect every completion, then — with the driver released — wake the woken
     /// tasks and finish the results nobody waits for.
     pub fn turn(&self, block: bool) -> io::Result<()> {
+        self.turn_with_wait(block, None)
+    }
+
+    /// [`turn`](Self::turn), with a blocking wait that lasts at most `wait` (the runtime's
+    /// next timer; `None`: until a completion or a wake-up).
+    pub fn turn_with_wait(&self, block: bool, wait: Option<Duration>) -> io::Result<()> {
         for fd in self.shared.home.take() {
             self.close_detached(fd);
         }
@@ -197,8 +228,8 @@ impl Driver {
         let res = {
             let mut d = self.shared.engine.borrow_mut();
             let res = match &mut *d {
-                Engine::Uring(u) => u.turn(block),
-                Engine::Epoll(e) => e.turn(block),
+                Engine::Uring(u) => u.turn(block, wait),
+                Engine::Epoll(e) => e.turn(block, wait),
             };
             let t = d.table_mut();
             std::mem::swap(&mut wakeups, &mut t.wakeups);
@@ -570,7 +601,7 @@ impl Driver {
                         return;
                     }
                     Err(_) => {
-                        let _ = u.turn(false);
+                        let _ = u.turn(false, None);
                         false
                     }
                 },
@@ -600,7 +631,7 @@ fn direct_table_usable(u: &Uring) -> bool {
 /// Wakes a driver from another thread (writes its eventfd, which the ring polls).
 #[derive(Debug, Clone)]
 pub struct Notifier {
-    fd: Arc<OwnedFd>,
+    pub(crate) fd: Arc<OwnedFd>,
 }
 
 impl Notifier {

@@ -13,7 +13,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::driver::{Driver, Notifier};
 
@@ -29,16 +29,18 @@ struct Inner {
     pending: AtomicBool,
     /// Whether the home driver still runs (cleared at its shutdown).
     open: AtomicBool,
-    notifier: Notifier,
+    /// The home driver's wake-up eventfd; weak, so fd owners that outlive the driver do not
+    /// keep it open.
+    wake_fd: Weak<OwnedFd>,
 }
 
 impl Home {
-    pub(crate) fn new(notifier: Notifier) -> Home {
+    pub(crate) fn new(wake_fd: &Arc<OwnedFd>) -> Home {
         Home(Arc::new(Inner {
             closes: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             open: AtomicBool::new(true),
-            notifier,
+            wake_fd: Arc::downgrade(wake_fd),
         }))
     }
 
@@ -49,12 +51,11 @@ impl Home {
 
     /// Whether this home's driver is the one current on this thread.
     pub fn is_here(&self) -> bool {
-        self.driver_here().is_some()
+        Driver::current().is_some_and(|d| d.home_ref().same(self))
     }
 
-    /// The current driver, if it is this home's.
-    fn driver_here(&self) -> Option<Driver> {
-        Driver::current().filter(|d| Arc::ptr_eq(&d.home_ref().0, &self.0))
+    pub(crate) fn same(&self, other: &Home) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// Closes `fd`, owned by something made on `home`'s driver (or on none), so that no SQE
@@ -67,8 +68,14 @@ impl Home {
             }
             return;
         };
-        if let Some(d) = home.driver_here() {
-            d.close_detached(fd);
+        if let Some(d) = Driver::local_with_home(home) {
+            if d.is_current() {
+                d.close_detached(fd);
+            } else {
+                // The home runtime is not running: submit what its SQ holds, then close.
+                d.submit_queued();
+                drop(fd);
+            }
         } else if home.0.open.load(Ordering::Acquire) {
             home.send(fd);
         } else {
@@ -85,7 +92,7 @@ impl Home {
             }
             return fd;
         };
-        if let Some(d) = home.driver_here() {
+        if let Some(d) = Driver::local_with_home(home) {
             d.submit_queued();
             return fd;
         }
@@ -111,7 +118,9 @@ impl Home {
             .unwrap_or_else(|e| e.into_inner())
             .push(fd);
         self.0.pending.store(true, Ordering::Release);
-        self.0.notifier.notify();
+        if let Some(fd) = self.0.wake_fd.upgrade() {
+            Notifier { fd }.notify();
+        }
         // The driver may have shut down meanwhile: then nobody will take it, so take it back.
         if !self.0.open.load(Ordering::Acquire) {
             self.take_all();

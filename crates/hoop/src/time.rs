@@ -1,4 +1,5 @@
-//! Timers on the ring (`IORING_OP_TIMEOUT`).
+//! Time: sleeps and timeouts on the runtime's own timers, and deadlines linked to operations
+//! in the kernel (`IORING_OP_LINK_TIMEOUT`).
 
 use std::fmt;
 use std::future::Future;
@@ -12,12 +13,29 @@ use hoop_driver::op::OpCode;
 use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, Op};
 
-/// A future that completes at a deadline. Dropping it cancels its timer.
+use crate::runtime::timers::{GlobalTimers, TimerKey};
+use crate::runtime::with_timers;
+
+/// A future that completes at a deadline. Dropping it forgets its timer.
+///
+/// A sleep costs no SQE: it waits in its runtime's own timer map, whose next deadline bounds
+/// the runtime's wait in the driver, so it works on every ring (IOPOLL rings, which refuse
+/// timeout operations, included) and never blocks the thread. Polled where no hoop runtime
+/// runs (from another executor), it is woken by hoop's timer thread.
 #[must_use = "a sleep does nothing unless awaited"]
 #[derive(Debug)]
 pub struct Sleep {
     deadline: Instant,
-    op: Option<Op<op::Timeout>>,
+    reg: Option<Reg>,
+}
+
+/// Where a pending sleep's waker is registered.
+#[derive(Debug, Clone, Copy)]
+enum Reg {
+    /// In the timers of runtime `runtime`.
+    Local { runtime: u64, key: TimerKey },
+    /// In the process-wide timer thread's.
+    Global(TimerKey),
 }
 
 /// Completes after `duration`.
@@ -27,7 +45,10 @@ pub fn sleep(duration: Duration) -> Sleep {
 
 /// Completes at `deadline` (at once if it passed).
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep { deadline, op: None }
+    Sleep {
+        deadline,
+        reg: None,
+    }
 }
 
 impl Sleep {
@@ -35,34 +56,88 @@ impl Sleep {
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
+
+    /// Whether the deadline passed.
+    pub fn is_elapsed(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Moves the deadline (the sleep becomes pending again if the new one is later).
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
+        this.unregister();
+        this.deadline = deadline;
+    }
+
+    fn unregister(&mut self) {
+        match self.reg.take() {
+            Some(Reg::Local { runtime, key }) => {
+                // On another thread than its runtime's, the entry stays until it fires: a
+                // spurious wake-up at most.
+                let _ = with_timers(|t, id| {
+                    if id == runtime {
+                        t.remove(key);
+                    }
+                });
+            }
+            Some(Reg::Global(key)) => {
+                if let Some(g) = GlobalTimers::get() {
+                    g.remove(key);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Registers (or refreshes) the waker where this poll runs.
+    fn register(&mut self, waker: &std::task::Waker) {
+        let deadline = self.deadline;
+        let local = with_timers(|t, id| match self.reg {
+            Some(Reg::Local { runtime, key }) if runtime == id && t.update(key, waker) => {
+                Reg::Local { runtime, key }
+            }
+            _ => Reg::Local {
+                runtime: id,
+                key: t.insert(deadline, waker),
+            },
+        });
+        let reg = match local {
+            Some(reg) => Some(reg),
+            None => GlobalTimers::get().map(|g| match self.reg {
+                Some(Reg::Global(key)) if g.update(key, waker) => Reg::Global(key),
+                _ => Reg::Global(g.insert(deadline, waker)),
+            }),
+        };
+        if let (Some(Reg::Global(old)), Some(Reg::Local { .. })) = (self.reg, reg) {
+            if let Some(g) = GlobalTimers::get() {
+                g.remove(old);
+            }
+        }
+        self.reg = reg;
+    }
 }
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        if this.op.is_none() {
-            let left = this.deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Poll::Ready(());
-            }
-            this.op = Some(Op::new(op::Timeout::new(left)));
-        }
-        let Some(op) = this.op.as_mut() else {
+        if Instant::now() >= this.deadline {
+            this.unregister();
             return Poll::Ready(());
-        };
-        match Pin::new(op).poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(res) => {
-                this.op = None;
-                if res.is_err() && Instant::now() < this.deadline {
-                    // No runtime, or the runtime shut down: the timer cannot fire. Do not
-                    // pretend it did; complete only once the deadline really passed.
-                    std::thread::sleep(this.deadline.saturating_duration_since(Instant::now()));
-                }
-                Poll::Ready(())
-            }
         }
+        this.register(cx.waker());
+        if this.reg.is_none() {
+            // No runtime here and no timer thread could start: complete rather than hang
+            // (the one case a sleep ends early; spawning a thread failed).
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.unregister();
     }
 }
 

@@ -37,12 +37,18 @@ fn backpressure_tiny_ring_runs_10000_ops() {
                     b = b.cq_entries(cq);
                 }
                 let rt = b.build().unwrap();
+                // Every 10th op holds its slot a while: a read of an empty pipe with a
+                // 200 us deadline (sleeps take no slot).
+                let (r, _w) = pipe();
+                let rfd = r.as_raw_fd();
                 let done = rt.block_on(async {
                     let handles: Vec<_> = (0..10_000u32)
                         .map(|i| {
                             hoop::spawn(async move {
                                 if i % 10 == 0 {
-                                    hoop::time::sleep(Duration::from_micros(200)).await;
+                                    let read = op::Read::new(rfd, vec![0u8; 1], u64::MAX);
+                                    let deadline = Duration::from_micros(200);
+                                    let _ = hoop::time::op_timeout(deadline, read).await;
                                 } else {
                                     Op::new(op::Nop).await.unwrap();
                                 }
@@ -316,8 +322,10 @@ fn abort_cancels_the_task() {
     each_driver(|kind| {
         let rt = runtime(kind);
         rt.block_on(async {
-            let h = hoop::spawn(async {
-                hoop::time::sleep(Duration::from_secs(60)).await;
+            let (r, _w) = pipe();
+            let rfd = r.as_raw_fd();
+            let h = hoop::spawn(async move {
+                let _ = Op::new(op::Read::new(rfd, vec![0u8; 1], u64::MAX)).await;
             });
             hoop::yield_now().await;
             h.abort();

@@ -754,8 +754,9 @@ fn dropped_file_is_closed_on_the_same_tick() {
                 drop(f);
                 hoop::time::sleep(Duration::from_millis(1)).await;
                 let now = hoop::runtime::current_counters().unwrap().sqes_submitted;
+                // On epoll the close is a close(2) at once (no submission to count).
                 assert!(
-                    now > submitted,
+                    kind == DriverKind::Epoll || now > submitted,
                     "close from Drop not submitted on this tick"
                 );
                 assert!(

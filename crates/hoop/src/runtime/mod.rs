@@ -8,6 +8,7 @@
 
 mod join;
 mod task;
+pub(crate) mod timers;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -32,6 +33,18 @@ struct Inner {
     driver: Driver,
     tasks: RefCell<Tasks>,
     remote: Arc<Remote>,
+    timers: RefCell<timers::Timers>,
+}
+
+/// Runs `f` on the timers of the runtime running on this thread, with its id; `None` outside
+/// a runtime.
+pub(crate) fn with_timers<R>(f: impl FnOnce(&mut timers::Timers, u64) -> R) -> Option<R> {
+    CONTEXT.with(|c| {
+        let c = c.borrow();
+        let inner = c.as_ref()?;
+        let mut t = inner.timers.borrow_mut();
+        Some(f(&mut t, inner.id))
+    })
 }
 
 thread_local! {
@@ -167,6 +180,7 @@ impl Builder {
                 driver,
                 tasks: RefCell::new(Tasks::default()),
                 remote,
+                timers: RefCell::new(timers::Timers::default()),
             }),
         })
     }
@@ -240,6 +254,7 @@ impl Runtime {
         let mut main_ready = true;
         let mut batch: VecDeque<TaskId> = VecDeque::with_capacity(64);
         let mut reported = None;
+        let mut due = Vec::new();
         loop {
             if main_ready {
                 main_ready = false;
@@ -264,7 +279,22 @@ impl Runtime {
             }
             let idle = !main_ready
                 && LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));
-            if let Err(e) = inner.driver.turn(idle) {
+            let wait = {
+                let t = inner.timers.borrow();
+                (!t.is_empty())
+                    .then(|| t.next_wait(std::time::Instant::now()))
+                    .flatten()
+            };
+            let turned = inner.driver.turn_with_wait(idle, wait);
+            if wait.is_some() {
+                let now = std::time::Instant::now();
+                inner.timers.borrow_mut().expire(now, &mut due);
+                // Woken after the turn, outside every borrow (rule 11).
+                for w in due.drain(..) {
+                    w.wake();
+                }
+            }
+            if let Err(e) = turned {
                 // The ops see the error themselves; say it once here so a stuck loop is visible.
                 let msg = e.to_string();
                 if reported.as_ref() != Some(&msg) {

@@ -526,8 +526,12 @@ impl Epoll {
 
     /// One turn: wait for readiness (if `block` and nothing is ready: until the next timer, or
     /// for ever), run what became ready, collect pool results and expired timers.
-    pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
-        let block = block && !self.table.has_ready() && self.ready_fds.is_empty();
+    /// One turn; a blocking wait lasts at most `wait` (the runtime's next timer).
+    pub(crate) fn turn(&mut self, block: bool, wait: Option<Duration>) -> io::Result<()> {
+        let block = block
+            && !self.table.has_ready()
+            && self.ready_fds.is_empty()
+            && wait.is_none_or(|w| !w.is_zero());
         self.busy_turns += 1;
         // While tasks are still ready, poll epoll only every 16th turn (as the io_uring driver
         // enters the ring): readiness is collected in one `epoll_wait` when the runtime idles.
@@ -535,7 +539,23 @@ impl Epoll {
             return Ok(());
         }
         self.busy_turns = 0;
-        let timeout_ms = if block { self.next_timeout_ms() } else { 0 };
+        let timeout_ms = if block {
+            let own = self.next_timeout_ms();
+            match wait {
+                // Round up so the runtime's timer has expired when the wait returns.
+                Some(w) => {
+                    let ms = w.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+                    if own < 0 {
+                        ms
+                    } else {
+                        own.min(ms)
+                    }
+                }
+                None => own,
+            }
+        } else {
+            0
+        };
         self.wait(timeout_ms)
     }
 

@@ -33,6 +33,24 @@ use crate::table::{Dropped, OpTable};
 /// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): wait for or collect completions, and run deferred
 /// task work.
 const IORING_ENTER_GETEVENTS: u32 = 1;
+/// `IORING_ENTER_EXT_ARG` (linux/io_uring.h, 5.11): the argument is an `io_uring_getevents_arg`.
+const IORING_ENTER_EXT_ARG: u32 = 8;
+
+/// `struct __kernel_timespec`.
+#[repr(C)]
+struct KernelTimespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// `struct io_uring_getevents_arg` (linux/io_uring.h).
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
 
 /// Why an operation could not be pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +75,8 @@ pub(crate) struct Uring {
     cancel_budget: usize,
     wake_fd: Arc<OwnedFd>,
     wake_armed: bool,
+    /// How long a blocking wait of this turn may last (the runtime's next timer).
+    wait: Option<Duration>,
     /// Driver turns since the last `io_uring_enter`.
     turns_since_enter: u32,
     /// An SQE that must reach the kernel on this tick is queued (a close from `Drop`, a
@@ -110,6 +130,7 @@ impl Uring {
             // SAFETY: eventfd returned a new fd that nothing else owns.
             wake_fd: Arc::new(unsafe { OwnedFd::from_raw_fd(efd) }),
             wake_armed: false,
+            wait: None,
             turns_since_enter: 0,
             urgent: false,
             poisoned: false,
@@ -325,12 +346,21 @@ impl Uring {
     }
 
     /// One turn: push queued cancels, submit, wait for a completion if `block` (and nothing is
-    /// ready already), drain every CQE. Wakers and orphans land in `wakeups` and `orphans`.
-    pub(crate) fn turn(&mut self, block: bool) -> io::Result<()> {
+    /// ready already) for at most `wait` (the runtime's next timer), drain every CQE. Wakers and
+    /// orphans land in `wakeups` and `orphans`.
+    pub(crate) fn turn(&mut self, block: bool, wait: Option<Duration>) -> io::Result<()> {
         crate::fixedfile::flush_slot_closes(self);
         self.flush_cancels();
         self.arm_wake();
-        let block = block && !self.has_ready();
+        let mut block = block && !self.has_ready();
+        if let Some(w) = wait {
+            // The wait is bounded by `IORING_ENTER_EXT_ARG` (5.11, as old as the SHUTDOWN
+            // opcode hoop requires). An IOPOLL ring polls rather than waits.
+            if w.is_zero() || !self.ring.params().is_feature_ext_arg() || self.is_iopoll() {
+                block = false;
+            }
+        }
+        self.wait = wait;
         self.turns_since_enter += 1;
         // Queued SQEs wait until the runtime runs out of ready tasks (`block`), so one enter
         // submits them all; every 16th busy turn enters anyway, so a task that keeps yielding
@@ -387,7 +417,8 @@ impl Uring {
                 (self.ring.submission().len() as u32, IORING_ENTER_GETEVENTS)
             };
             self.table.counters.enter_calls += 1;
-            let r = self.raw_enter(to_submit, want, flags);
+            let wait = if block { self.wait } else { None };
+            let r = self.raw_enter(to_submit, want, flags, wait);
             match r {
                 Ok(n) => {
                     if !sqpoll {
@@ -609,40 +640,68 @@ pub struct ShutdownReport {
 
 impl Uring {
     /// `io_uring_enter(2)`: on the registered ring index (with `IORING_ENTER_REGISTERED_RING`)
-    /// when the ring fd is registered, else on the ring fd.
-    fn raw_enter(&self, to_submit: u32, want: u32, flags: u32) -> io::Result<usize> {
-        match &self.registered {
+    /// when the ring fd is registered, else on the ring fd. With `wait` (a blocking wait, on a
+    /// kernel with `IORING_FEAT_EXT_ARG`), the wait ends after that long at the latest
+    /// (`IORING_ENTER_EXT_ARG`); it then returns `Ok` as if a completion had come.
+    fn raw_enter(
+        &self,
+        to_submit: u32,
+        want: u32,
+        mut flags: u32,
+        wait: Option<Duration>,
+    ) -> io::Result<usize> {
+        let fd = match &self.registered {
             Some(reg) => {
-                let flags = flags | io_uring::EnterFlags::REGISTERED_RING.bits();
-                // SAFETY: no argument struct is passed (null, size 0); the index names this
-                // ring in this thread's registered-ring table (the driver never leaves the
-                // thread that built it); the SQEs pushed point to memory their operations own
-                // until the final CQE.
-                let r = unsafe {
-                    libc::syscall(
-                        libc::SYS_io_uring_enter,
-                        libc::c_long::from(reg.index),
-                        libc::c_long::from(to_submit),
-                        libc::c_long::from(want),
-                        libc::c_long::from(flags),
-                        std::ptr::null::<libc::c_void>(),
-                        0 as libc::c_long,
-                    )
-                };
-                if r < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(r as usize)
-                }
+                flags |= io_uring::EnterFlags::REGISTERED_RING.bits();
+                reg.index as libc::c_long
             }
-            // SAFETY: no argument struct is passed; the SQEs pushed point to memory their
-            // operations own until the final CQE.
-            None => unsafe {
-                self.ring
-                    .submitter()
-                    .enter::<libc::sigset_t>(to_submit, want, flags, None)
-            },
+            None => self.ring.as_raw_fd() as libc::c_long,
+        };
+        let ts = wait.map(|d| KernelTimespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        let arg = ts.as_ref().map(|ts| GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 8,
+            min_wait_usec: 0,
+            ts: ts as *const KernelTimespec as u64,
+        });
+        let (argp, argsz) = match &arg {
+            Some(a) => {
+                flags |= IORING_ENTER_EXT_ARG;
+                (
+                    a as *const GeteventsArg as *const libc::c_void,
+                    std::mem::size_of::<GeteventsArg>() as libc::c_long,
+                )
+            }
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: the argument is null (size 0) or an io_uring_getevents_arg on this stack
+        // frame pointing to a timespec on this stack frame, both alive for the call; a
+        // registered index names this ring in this thread's table (the driver never leaves the
+        // thread that built it); the SQEs pushed point to memory their operations own until the
+        // final CQE.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                fd,
+                libc::c_long::from(to_submit),
+                libc::c_long::from(want),
+                libc::c_long::from(flags),
+                argp,
+                argsz,
+            )
+        };
+        if r >= 0 {
+            return Ok(r as usize);
         }
+        let e = io::Error::last_os_error();
+        if wait.is_some() && e.raw_os_error() == Some(libc::ETIME) {
+            // The wait timed out: the SQEs were submitted all the same.
+            return Ok(to_submit as usize);
+        }
+        Err(e)
     }
 
     /// SQPOLL: whether the SQ thread went to sleep (`IORING_SQ_NEED_WAKEUP`), so the next
