@@ -219,8 +219,11 @@ impl Inner {
             }
             None => self.free.borrow_mut().push(bid),
         }
-        for w in self.waiters.borrow_mut().drain(..) {
-            w.wake();
+        // Woken outside the `waiters` borrow, and after the drain if this runs inside one
+        // (a received buffer returned by an orphan handler): rule 11.
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for w in waiters {
+            crate::deferred::wake(w);
         }
     }
 }
@@ -316,5 +319,50 @@ unsafe impl IoBuf for RingBuf {
     }
     fn bytes_total(&self) -> usize {
         self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    thread_local! {
+        static RING: RefCell<Option<BufRing>> = const { RefCell::new(None) };
+        static REENTERED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// A waker that, when woken, takes the returned buffer and waits again on the same ring:
+    /// it touches the ring's waiter list from inside `wake`.
+    struct Reenter;
+    impl Wake for Reenter {
+        fn wake(self: Arc<Self>) {
+            RING.with(|r| {
+                let r = r.borrow();
+                let ring = r.as_ref().expect("ring set");
+                let _ = ring.take_user();
+                let waker = Waker::from(self.clone());
+                let mut cx = Context::from_waker(&waker);
+                assert!(ring.poll_available(&mut cx).is_pending());
+                REENTERED.with(|x| x.set(true));
+            });
+        }
+    }
+
+    /// Rule 11: a buffer's return wakes its waiters outside the ring's own borrow, so a waker
+    /// that runs synchronously may use the ring.
+    #[test]
+    fn returning_a_buffer_wakes_outside_every_borrow() {
+        let ring = BufRing::new_user(2, 64).unwrap();
+        let (a, _) = ring.take_user().unwrap();
+        let (_b, _) = ring.take_user().unwrap();
+        RING.with(|r| *r.borrow_mut() = Some(ring.clone()));
+        let waker = Waker::from(Arc::new(Reenter));
+        let mut cx = Context::from_waker(&waker);
+        assert!(ring.poll_available(&mut cx).is_pending());
+        ring.give_back(a);
+        assert!(REENTERED.with(|x| x.get()), "the waiter was woken");
+        RING.with(|r| *r.borrow_mut() = None);
     }
 }

@@ -93,12 +93,14 @@ impl Drop for Shared {
     /// The ring shuts down (every queued SQE submitted, everything reaped) before fds sent
     /// home from other threads are closed: none of them can then be named by a stale SQE.
     fn drop(&mut self) {
+        let section = crate::deferred::Section::enter();
         if let Ok(mut d) = self.engine.try_borrow_mut() {
             let _ = match &mut *d {
                 Engine::Uring(u) => u.shutdown(),
                 Engine::Epoll(e) => e.shutdown(),
             };
         }
+        drop(section);
         self.home.shut();
     }
 }
@@ -225,6 +227,9 @@ impl Driver {
         }
         let mut wakeups = self.shared.scratch_wakeups.take();
         let mut orphans = self.shared.scratch_orphans.take();
+        // Declared before the borrow, so it ends after it: orphaned stream items are dropped
+        // and their wakes run once the driver is released.
+        let section = crate::deferred::Section::enter();
         let res = {
             let mut d = self.shared.engine.borrow_mut();
             let res = match &mut *d {
@@ -236,6 +241,7 @@ impl Driver {
             std::mem::swap(&mut orphans, &mut t.orphans);
             res
         };
+        drop(section);
         for w in wakeups.drain(..) {
             w.wake();
         }
@@ -542,6 +548,7 @@ impl Driver {
     /// Cancels every operation in flight and reaps their final completions (or leaks their
     /// memory after the shutdown timeout). Operations started afterwards fail.
     pub fn shutdown(&self) -> ShutdownReport {
+        let section = crate::deferred::Section::enter();
         let (report, wakeups, orphans) = {
             let mut d = self.shared.engine.borrow_mut();
             let report = match &mut *d {
@@ -556,6 +563,7 @@ impl Driver {
             )
         };
         self.shared.home.shut();
+        drop(section);
         for w in wakeups {
             w.wake();
         }
@@ -569,6 +577,7 @@ impl Driver {
     /// (completions lost). Does nothing on epoll.
     #[doc(hidden)]
     pub fn poison_for_test(&self) {
+        let _section = crate::deferred::Section::enter();
         if let Engine::Uring(u) = &mut *self.shared.engine.borrow_mut() {
             u.poison();
         }

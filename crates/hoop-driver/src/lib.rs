@@ -19,6 +19,7 @@ pub mod buf;
 pub mod bufring;
 mod config;
 mod counters;
+mod deferred;
 mod driver;
 pub mod error;
 pub mod fixedbuf;

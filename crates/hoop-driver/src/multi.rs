@@ -167,6 +167,9 @@ impl<T: MultishotCode> Drop for MultiOp<T> {
                 let Some(data) = self.data.take() else {
                     return;
                 };
+                // Queued items go to the orphan handler; what they own is released once the
+                // borrow below is over (the section ends after it).
+                let _section = crate::deferred::Section::enter();
                 match driver.engine().try_borrow_mut() {
                     Ok(mut d) => d.drop_stream(user_data, Box::new(data)),
                     // Dropped from inside the driver (cannot happen by construction): the kernel

@@ -92,7 +92,7 @@ impl<T: OpCode> Orphan for T {
 /// (its result, then the notification that the buffer is free).
 pub trait MultishotCode: 'static {
     /// What the stream yields.
-    type Item;
+    type Item: 'static;
 
     /// Turns one CQE (an intermediate one or the final one) into an item; `None` when it
     /// carries nothing for the user (the final `-ECANCELED` of a cancelled stream, say). Also
@@ -113,15 +113,17 @@ pub trait MultishotCode: 'static {
 
 /// The data of a dropped multi-CQE operation, kept until its final CQE.
 pub(crate) trait StreamOrphan {
-    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so it must
-    /// not call into the driver (closing an fd with `close(2)` and returning a buffer to its
-    /// ring are both driver-free).
+    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so the
+    /// item it yields (an fd to close, a buffer to return) is dropped after the drain, outside
+    /// the driver's borrow (`deferred`, rule 11).
     fn orphan_item(&mut self, c: Completion);
 }
 
 impl<T: MultishotCode> StreamOrphan for T {
     fn orphan_item(&mut self, c: Completion) {
-        drop(self.item(c));
+        if let Some(item) = self.item(c) {
+            crate::deferred::drop_later(Box::new(item));
+        }
     }
 }
 
