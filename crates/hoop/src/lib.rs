@@ -10,13 +10,58 @@
 //! hoop::Runtime::new()?.block_on(async {
 //!     let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await?;
 //!     let (stream, _) = listener.accept().await?;
-//!     let (res, buf) = stream.read(vec![0u8; 4096]).await;
-//!     let n = res?;
-//!     let (res, _) = stream.write_all(buf[..n].to_vec()).await;
+//!     let (res, buf) = stream.read(Vec::with_capacity(4096)).await;
+//!     res?; // buf.len() is the number of bytes read
+//!     let (res, _) = stream.write_all(buf).await;
 //!     res
 //! })
 //! # }
 //! ```
+//!
+//! # The read rule: a buffer never shows stale bytes
+//!
+//! Every read-like operation — `read`, `recv`, `recv_from`, `read_at`, `readv_at`, the fixed
+//! (registered) buffer reads, direct-descriptor reads, on io_uring and on epoll alike — writes
+//! at the start of the buffer it is given, up to its capacity (`IoBuf::bytes_total`), and then
+//! sets the buffer's length to **exactly** the number of bytes that read delivered: 0 on end of
+//! stream and on error. Bytes from an earlier use of the buffer are never inside its length.
+//! (A buffer received from a [`BufRing`] is a fresh buffer of exactly the bytes received.)
+//!
+//! `read_exact`/`read_exact_at` fill **exactly the buffer's length** (`Vec::len`, as std's
+//! `read_exact(&mut buf)` does), or, for a [`Slice`], exactly its view; on an error or an early
+//! end the length is the bytes that did arrive. So `vec![0u8; n]` asks for `n` bytes, and so
+//! does `buf.slice(..n)` on any buffer with room for `n` (a reused one included). A
+//! `Vec::with_capacity(n)` has length 0: `read` fills up to `n` into it, `read_exact` reads
+//! nothing. A read into `buf.slice(k..)` keeps the first `k` bytes and sets the length to
+//! `k + n`.
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! # hoop::Runtime::new()?.block_on(async {
+//! # let stream = hoop::net::TcpStream::connect("127.0.0.1:7000").await?;
+//! use hoop::IoBuf; // for `slice`
+//!
+//! let buf = b"0123456789".to_vec();
+//! // The peer sends "abc": the buffer reads back as "abc", never "abc3456789".
+//! let (res, buf) = stream.read(buf).await;
+//! assert_eq!(buf.len(), res?);
+//!
+//! // A header of exactly 4 bytes, into a reused buffer whatever its length was:
+//! let (res, header) = stream.read_exact(buf.slice(..4)).await;
+//! res?;
+//! let header = header.into_inner(); // header.len() == 4
+//!
+//! // A body of exactly `len` bytes: a buffer of that length.
+//! let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+//! let (res, body) = stream.read_exact(vec![0u8; len]).await;
+//! res?;
+//! assert_eq!(body.len(), len);
+//! # Ok::<(), std::io::Error>(())
+//! # })
+//! # }
+//! ```
+//!
+//! `Box<[u8]>` is not a read buffer (its length cannot change); use a `Vec<u8>`.
 //!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its

@@ -207,14 +207,14 @@ fn tcp_read_returns_zero_when_peer_closes() {
             let (res, _) = c.write_all(b"last words".to_vec()).await;
             res.unwrap();
             c.close().await.unwrap();
-            let (res, buf) = s.read_exact(Vec::with_capacity(10)).await;
+            let (res, buf) = s.read_exact(vec![0u8; 10]).await;
             res.unwrap();
             assert_eq!(&buf[..], b"last words");
             let (res, buf) = s.read(Vec::with_capacity(64)).await;
             assert_eq!(res.unwrap(), 0);
             assert!(buf.is_empty());
             // read_exact on a closed stream is UnexpectedEof.
-            let (res, _) = s.read_exact(Vec::with_capacity(4)).await;
+            let (res, _) = s.read_exact(vec![0u8; 4]).await;
             assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         });
     });

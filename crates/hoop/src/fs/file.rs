@@ -8,7 +8,7 @@ use std::path::Path;
 
 use hoop_driver::error::cvt_libc;
 
-use crate::io_util::until_done;
+use crate::io_util::{fill_exact, until_done};
 use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op};
 
 use super::{Metadata, OpenOptions};
@@ -76,7 +76,7 @@ impl File {
 
     /// Reads into `buf` (from its start, up to its capacity: `bytes_total()`) at byte offset
     /// `pos`, and returns the number of bytes read; 0 means end of file. The buffer's length
-    /// becomes at least the number of bytes read.
+    /// becomes exactly the number of bytes read (0 on error): see the crate docs' read rule.
     ///
     /// `pos` may be [`CURRENT_POS`](hoop_driver::op::CURRENT_POS) to read at, and advance, the
     /// file's own position (for pipes and character devices); this holds for every `*_at`
@@ -91,8 +91,10 @@ impl File {
         Op::new(op::Write::new(self.raw(), buf, pos)).await
     }
 
-    /// Reads exactly `buf.bytes_total()` bytes at `pos`, in as many reads as it takes; fails
-    /// with `UnexpectedEof` if the file ends first (the bytes read so far are in `buf`).
+    /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
+    /// many reads as it takes; fails with `UnexpectedEof` if the file ends first (the buffer's
+    /// length is then the bytes read so far). `vec![0u8; n]` or `buf.slice(..n)` ask for `n`
+    /// bytes; a `Vec::with_capacity(n)` has length 0 and asks for none.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         read_exact_on(self.raw().into(), buf, pos).await
     }
@@ -103,7 +105,8 @@ impl File {
     }
 
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
-    /// next; returns the total number of bytes read.
+    /// next; returns the total number of bytes read. Each buffer's length becomes exactly the
+    /// bytes it received.
     pub async fn readv_at<B: IoBufMut>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
         Op::new(op::Readv::new(self.raw(), bufs, pos)).await
     }
@@ -195,16 +198,15 @@ impl File {
     }
 }
 
-/// Reads exactly `buf.bytes_total()` bytes at `pos` from `target` (a [`File`]'s fd or a
+/// Reads exactly `buf.bytes_to_fill()` bytes at `pos` from `target` (a [`File`]'s fd or a
 /// [`FixedFile`](super::FixedFile)'s slot), in as many reads as it takes.
 pub(super) async fn read_exact_on<B: IoBufMut>(
     target: op::Target,
     buf: B,
     pos: u64,
 ) -> BufResult<(), B> {
-    let total = buf.bytes_total();
     let msg = "end of file before the buffer was filled";
-    until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
+    fill_exact(buf, msg, |s, done| {
         Op::new(op::Read::new(target, s, advance(pos, done)))
     })
     .await

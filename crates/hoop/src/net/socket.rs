@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawF
 use hoop_driver::error::cvt_libc;
 use hoop_driver::{op, BufResult, Driver, IoBuf, IoBufMut, Op, SockAddr};
 
-use crate::io_util::until_done;
+use crate::io_util::{fill_exact, until_done};
 
 /// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
 /// this tick) or with `close(2)` outside a runtime.
@@ -122,15 +122,11 @@ impl Socket {
         .await
     }
 
-    /// Receives until the buffer is full (`bytes_total()` bytes), or fails with
-    /// `UnexpectedEof` if the peer closes first.
+    /// Receives exactly `buf.bytes_to_fill()` bytes (its length, or a slice's view), or fails
+    /// with `UnexpectedEof` if the peer closes first.
     pub(crate) async fn recv_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
-        let total = buf.bytes_total();
         let msg = "connection closed before the buffer was filled";
-        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, _| {
-            self.recv(s)
-        })
-        .await
+        fill_exact(buf, msg, |s, _| self.recv(s)).await
     }
 
     pub(crate) async fn send_to<B: IoBuf>(&self, buf: B, addr: SockAddr) -> BufResult<usize, B> {

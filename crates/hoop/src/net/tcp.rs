@@ -157,12 +157,15 @@ impl TcpStream {
         }
     }
 
-    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream. The
+    /// buffer's length becomes exactly the bytes read (see the crate docs' read rule).
     pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.recv(buf).await
     }
 
-    /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
+    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`);
+    /// `UnexpectedEof` if the peer closes first, the buffer's length then being the bytes that
+    /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         self.socket.recv_exact(buf).await
     }
