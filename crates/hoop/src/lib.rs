@@ -74,6 +74,8 @@ pub mod fs;
 mod io_util;
 pub mod net;
 pub mod runtime;
+pub mod signal;
+pub mod sync;
 pub mod time;
 
 pub use hoop_driver::{
