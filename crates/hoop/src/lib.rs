@@ -76,6 +76,7 @@ pub mod net;
 pub mod runtime;
 pub mod signal;
 pub mod sync;
+pub mod task;
 pub mod time;
 
 pub use hoop_driver::{
@@ -84,6 +85,10 @@ pub use hoop_driver::{
 };
 pub use hoop_driver::{AlignedBuf, FixedBuf, FixedBufPool, FixedIoBuf};
 pub use hoop_macros::{main, test};
+
+/// `select!`, `join!`, `try_join!` and `pin_mut!`, re-exported from `futures` (they need no
+/// particular runtime): `hoop::select!` and `futures::select!` are the same macro.
+pub use futures::{join, pin_mut, select, select_biased, try_join};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 
 /// The driver layer, for programs that define their own operations.
