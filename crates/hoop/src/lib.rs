@@ -63,6 +63,15 @@
 //!
 //! `Box<[u8]>` is not a read buffer (its length cannot change); use a `Vec<u8>`.
 //!
+//! # Poll-based I/O: `futures::io` and tokio's traits
+//!
+//! [`net::TcpStream`], [`net::UnixStream`] and [`fs::File`] also implement
+//! `futures::io::{AsyncRead, AsyncWrite}` (and, with the `tokio` feature, tokio's `AsyncRead`
+//! and `AsyncWrite`), so `BufReader::lines`, codecs and TLS crates work on them; see the
+//! `poll_io` notes on `TcpStream` for the internal buffers and the write-behind rule. The
+//! types' own `read`/`write` methods (owned buffers) take precedence over the traits'
+//! extension methods of the same name: call those as `AsyncWriteExt::write_all(&mut s, b)`.
+//!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its
 //! owner (an accepted fd is closed, a buffer freed). See DESIGN.md for the full lifecycle.
@@ -73,6 +82,7 @@
 pub mod fs;
 mod io_util;
 pub mod net;
+mod poll_io;
 pub mod runtime;
 pub mod signal;
 pub mod sync;

@@ -24,11 +24,27 @@ pub struct File {
     /// `Some` for the whole life of the value: only `Drop` and the methods that consume the
     /// file take it.
     fd: Option<OwnedFd>,
+    /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
+    io: Option<Box<crate::poll_io::PollIo>>,
 }
+
+crate::poll_io::poll_io_traits!(File);
 
 impl File {
     pub(crate) fn from_owned(fd: OwnedFd) -> File {
-        File { fd: Some(fd) }
+        File {
+            fd: Some(fd),
+            io: None,
+        }
+    }
+
+    /// The fd and the poll-based traits' state (made on first use).
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        let fd = self.raw();
+        let io = self.io.get_or_insert_with(|| {
+            Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::File))
+        });
+        (fd, io)
     }
 
     /// Opens the file at `path` for reading.
@@ -284,6 +300,8 @@ impl FromRawFd for File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        // Operations of the poll-based traits first (their cancels queue ahead of the close).
+        self.io = None;
         if let Some(fd) = self.fd.take() {
             match Driver::current() {
                 Some(driver) => driver.close_detached(fd),

@@ -14,11 +14,25 @@ use crate::io_util::{fill_exact, until_done};
 #[derive(Debug)]
 pub(crate) struct Socket {
     fd: Option<OwnedFd>,
+    /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
+    io: Option<Box<crate::poll_io::PollIo>>,
 }
 
 impl Socket {
     pub(crate) fn from_fd(fd: OwnedFd) -> Socket {
-        Socket { fd: Some(fd) }
+        Socket {
+            fd: Some(fd),
+            io: None,
+        }
+    }
+
+    /// The fd and the poll-based traits' state (made on first use).
+    pub(crate) fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        let fd = self.raw();
+        let io = self.io.get_or_insert_with(|| {
+            Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::Socket))
+        });
+        (fd, io)
     }
 
     /// A new socket through the ring (`IORING_OP_SOCKET`).
@@ -180,6 +194,8 @@ impl IntoRawFd for Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        // Operations of the poll-based traits first (their cancels queue ahead of the close).
+        self.io = None;
         if let Some(fd) = self.fd.take() {
             match Driver::current() {
                 Some(driver) => driver.close_detached(fd),

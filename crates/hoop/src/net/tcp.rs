@@ -131,6 +131,14 @@ impl RecvStream<'_> {
 }
 
 /// A TCP connection. Reads and writes take buffers by value and give them back.
+///
+/// It also implements `futures::io::{AsyncRead, AsyncWrite}` (tokio's too, with feature
+/// `tokio`) through two internal 16 KiB buffers made on first use: a read copies out of the
+/// read buffer (a read abandoned while in flight keeps its bytes for the next call); a write
+/// copies into the write buffer and returns at once while the kernel writes it (write-behind),
+/// so a write future dropped at any point loses or duplicates nothing; `flush` waits for every
+/// accepted byte, `close` flushes and shuts down the write half. Errors of a write-behind come
+/// back from the next write, flush or close.
 #[derive(Debug)]
 pub struct TcpStream {
     socket: Socket,
@@ -323,6 +331,13 @@ pub(crate) use fd_traits;
 
 fd_traits!(TcpListener);
 fd_traits!(TcpStream);
+crate::poll_io::poll_io_traits!(TcpStream);
+
+impl TcpStream {
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        self.socket.poll_io()
+    }
+}
 
 impl TcpStream {
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) (a

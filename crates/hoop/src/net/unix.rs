@@ -293,4 +293,11 @@ impl UnixDatagram {
 
 fd_traits!(UnixListener);
 fd_traits!(UnixStream);
+crate::poll_io::poll_io_traits!(UnixStream);
+
+impl UnixStream {
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        self.socket.poll_io()
+    }
+}
 fd_traits!(UnixDatagram);
