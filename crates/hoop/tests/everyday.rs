@@ -195,3 +195,67 @@ async fn select_and_join_macros() {
     let v = futures::select! { v = ready => v };
     assert_eq!(v, 9);
 }
+
+/// `File::set_len` goes through the ring where the kernel has `IORING_OP_FTRUNCATE` (one SQE
+/// more), through the epoll driver's pool otherwise; both grow and shrink the file, and a
+/// read-only file is the kernel's error.
+#[hoop::test]
+async fn file_set_len_through_the_ring() {
+    let path = std::env::temp_dir().join(format!(
+        "hoop-set-len-{}-{:?}",
+        std::process::id(),
+        hoop::runtime::current_driver()
+    ));
+    let f = hoop::fs::File::create(&path).await.unwrap();
+    let driver = hoop::driver::Driver::current().unwrap();
+    let before = hoop::runtime::current_counters().unwrap().sqes_submitted;
+    f.set_len(12345).await.unwrap();
+    assert_eq!(f.metadata().await.unwrap().len(), 12345);
+    let after = hoop::runtime::current_counters().unwrap().sqes_submitted;
+    if driver.kind() == hoop::DriverKind::Uring {
+        if driver.supports_opcode(hoop::driver::op::Ftruncate::OPCODE) {
+            assert!(after > before, "set_len submitted an SQE");
+        } else {
+            hoop::__private::skip(driver.kind(), "no IORING_OP_FTRUNCATE (Linux < 6.9)");
+        }
+    }
+    f.set_len(7).await.unwrap();
+    assert_eq!(f.metadata().await.unwrap().len(), 7);
+    let r = hoop::fs::File::open(&path).await.unwrap();
+    let e = r.set_len(1).await.unwrap_err();
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EBADF)),
+        "{e}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+/// `Incoming` is a `futures::Stream` of connections.
+#[hoop::test]
+async fn incoming_is_a_stream() {
+    use futures::StreamExt;
+    let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let clients = hoop::spawn(async move {
+        for _ in 0..3 {
+            let c = hoop::net::TcpStream::connect(addr).await.unwrap();
+            drop(c);
+        }
+    });
+    let got: Vec<_> = timeout(LIMIT, l.incoming().take(3).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|c| c.is_ok()));
+    clients.await.unwrap();
+    // UnixListener::bind is async like TCP's and UDP's.
+    let path = std::env::temp_dir().join(format!(
+        "hoop-incoming-{}-{:?}.sock",
+        std::process::id(),
+        hoop::runtime::current_driver()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let ul = hoop::net::UnixListener::bind(&path).await.unwrap();
+    drop(ul);
+    let _ = std::fs::remove_file(&path);
+}

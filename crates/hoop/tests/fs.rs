@@ -395,9 +395,9 @@ fn fallocate_grows_and_set_len_resizes() {
             let e = f.fallocate(0, 0, 0).await.unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
 
-            f.set_len(10).unwrap();
+            f.set_len(10).await.unwrap();
             assert_eq!(f.metadata().await.unwrap().len(), 10);
-            f.set_len(4096).unwrap();
+            f.set_len(4096).await.unwrap();
             assert_eq!(f.metadata().await.unwrap().len(), 4096);
             let (res, buf) = f.read_exact_at(vec![0u8; 4096], 0).await;
             res.unwrap();

@@ -589,10 +589,10 @@ fn unix_stream_echo_via_listener() {
         // A path per driver: the first run's socket file stays (nothing unlinks it).
         let path = dir.path(&format!("echo-{kind}.sock"));
         run(kind, async {
-            let l = UnixListener::bind(&path).unwrap();
+            let l = UnixListener::bind(&path).await.unwrap();
             assert_eq!(l.local_addr().unwrap().as_pathname(), Some(path.as_path()));
             // Like std: an existing file is an error, nothing is unlinked.
-            let e = UnixListener::bind(&path).unwrap_err();
+            let e = UnixListener::bind(&path).await.unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
             let server = hoop::spawn(async move {
                 let mut total = 0;
@@ -691,7 +691,7 @@ fn unix_dropped_accept_leaks_no_fd() {
         let path = dir.path(&format!("cancel-{kind}.sock"));
         run(kind, async {
             let baseline = fd_count();
-            let l = UnixListener::bind(&path).unwrap();
+            let l = UnixListener::bind(&path).await.unwrap();
             let mut clients = Vec::with_capacity(ROUNDS);
             for i in 0..ROUNDS {
                 clients.push(std::os::unix::net::UnixStream::connect(&path).unwrap());

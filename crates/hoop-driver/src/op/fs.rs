@@ -312,6 +312,32 @@ impl OpCode for Fallocate {
     }
 }
 
+/// Truncates or extends a file to `len` bytes (`IORING_OP_FTRUNCATE`, Linux 6.9; on the epoll
+/// driver `ftruncate(2)` on the blocking pool). Check
+/// `Driver::supports_opcode(Ftruncate::OPCODE)` before using it on io_uring.
+#[derive(Debug)]
+pub struct Ftruncate {
+    pub(crate) fd: RawFd,
+    pub(crate) len: u64,
+}
+
+impl Ftruncate {
+    /// Its io_uring opcode, for `Driver::supports_opcode`.
+    pub const OPCODE: u8 = io_uring::opcode::Ftruncate::CODE;
+
+    /// `ftruncate(fd, len)`.
+    pub fn new(fd: RawFd, len: u64) -> Self {
+        Ftruncate { fd, len }
+    }
+}
+
+impl OpCode for Ftruncate {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
 /// Removes a file, or an empty directory with `AT_REMOVEDIR` (`unlinkat`).
 #[derive(Debug)]
 pub struct UnlinkAt {

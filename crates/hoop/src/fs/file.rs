@@ -149,21 +149,28 @@ impl File {
         Op::new(op::Fallocate::new(self.raw(), mode, offset, len)).await
     }
 
-    /// Truncates or extends (with zeros) the file to `size` bytes.
-    ///
-    /// This one is synchronous: `IORING_OP_FTRUNCATE` exists (Linux 6.9, and
-    /// `io_uring::opcode::Ftruncate` in io-uring 0.7.15) but the driver has no operation for it
-    /// yet, so it is a plain `ftruncate(2)`, which does not block on I/O for common file
-    /// systems.
-    pub fn set_len(&self, size: u64) -> io::Result<()> {
-        let size = libc::off_t::try_from(size).map_err(|_| {
+    /// Truncates or extends (with zeros) the file to `size` bytes: `IORING_OP_FTRUNCATE`
+    /// through the ring where the kernel has it (Linux 6.9+, from the opcode probe),
+    /// `ftruncate(2)` on the epoll driver's blocking pool, and a plain `ftruncate(2)` on older
+    /// kernels or outside a runtime (it does not block on I/O for common file systems).
+    pub async fn set_len(&self, size: u64) -> io::Result<()> {
+        let len = libc::off_t::try_from(size).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "file size larger than off_t can hold",
             )
         })?;
+        let through_ring = Driver::current().is_some_and(|d| match d.kind() {
+            hoop_driver::DriverKind::Uring => {
+                !d.is_iopoll() && d.supports_opcode(op::Ftruncate::OPCODE)
+            }
+            _ => true,
+        });
+        if through_ring {
+            return Op::new(op::Ftruncate::new(self.raw(), size)).await;
+        }
         // SAFETY: ftruncate(2) has no memory-safety preconditions.
-        cvt_libc(unsafe { libc::ftruncate(self.raw(), size) }).map(drop)
+        cvt_libc(unsafe { libc::ftruncate(self.raw(), len) }).map(drop)
     }
 
     /// Sets the file's permission bits. Synchronous (`fchmod(2)`): io_uring has no chmod.

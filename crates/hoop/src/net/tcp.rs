@@ -115,6 +115,32 @@ impl Incoming<'_> {
     }
 }
 
+impl futures::Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<TcpStream>>> {
+        self.op.poll_next(cx).map(|item| {
+            item.map(|r| {
+                r.map(|fd| TcpStream {
+                    socket: Socket::from_fd(fd),
+                })
+            })
+        })
+    }
+}
+
+impl futures::Stream for RecvStream<'_> {
+    type Item = io::Result<RingBuf>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<RingBuf>>> {
+        self.op.poll_next(cx)
+    }
+}
+
 /// The stream of [`TcpStream::recv_stream`].
 #[must_use = "a stream does nothing unless polled"]
 #[derive(Debug)]

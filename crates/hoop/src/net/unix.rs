@@ -85,8 +85,14 @@ pub struct UnixListener {
 
 impl UnixListener {
     /// Creates a socket file at `path` and listens on it (backlog 1024). Like std, fails with
-    /// `AddrInUse` if the file exists: nothing is unlinked.
-    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+    /// `AddrInUse` if the file exists: nothing is unlinked. Async like `TcpListener::bind`
+    /// and `UdpSocket::bind`; [`bind_sync`](Self::bind_sync) works outside a runtime.
+    pub async fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        Self::bind_sync(path)
+    }
+
+    /// The synchronous form of [`bind`](Self::bind), usable outside a runtime.
+    pub fn bind_sync(path: impl AsRef<Path>) -> io::Result<UnixListener> {
         let addr = unix_addr(path.as_ref())?;
         let socket = Socket::new_sync(libc::AF_UNIX, libc::SOCK_STREAM)?;
         socket.bind(&addr)?;

@@ -297,6 +297,17 @@ unsafe impl EpollOp for Statx {
 }
 
 // SAFETY: no pointers.
+unsafe impl EpollOp for Ftruncate {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_ftruncate,
+            &[self.fd as _, off(self.len)],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: no pointers.
 unsafe impl EpollOp for Fallocate {
     fn create_call(&mut self) -> Call {
         Call::new(

@@ -155,6 +155,13 @@ unsafe impl UringOp for Fallocate {
     }
 }
 
+// SAFETY: no pointers.
+unsafe impl UringOp for Ftruncate {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Ftruncate::new(Fd(self.fd), self.len).build()
+    }
+}
+
 // SAFETY: the path is on the heap.
 unsafe impl UringOp for UnlinkAt {
     fn create_entry(&mut self) -> Entry {
