@@ -259,3 +259,25 @@ async fn incoming_is_a_stream() {
     drop(ul);
     let _ = std::fs::remove_file(&path);
 }
+
+/// `fs::copy` (splices through pipes, 4 chunks in flight) copies files of every shape: empty,
+/// tiny, not a multiple of the chunk, several chunks.
+#[hoop::test]
+async fn fs_copy_sizes() {
+    let dir = std::env::temp_dir();
+    let tag = format!("{}-{:?}", std::process::id(), hoop::runtime::current_driver());
+    for len in [0usize, 1, 4097, (3 << 20) + 5] {
+        let src = dir.join(format!("hoop-copy-sizes-src-{tag}"));
+        let dst = dir.join(format!("hoop-copy-sizes-dst-{tag}"));
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&src, &data).unwrap();
+        let n = timeout(LIMIT, hoop::fs::copy(&src, &dst))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, len as u64);
+        assert!(std::fs::read(&dst).unwrap() == data, "{len} bytes");
+        let _ = std::fs::remove_file(&src);
+        let _ = std::fs::remove_file(&dst);
+    }
+}
