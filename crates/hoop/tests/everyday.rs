@@ -265,7 +265,11 @@ async fn incoming_is_a_stream() {
 #[hoop::test]
 async fn fs_copy_sizes() {
     let dir = std::env::temp_dir();
-    let tag = format!("{}-{:?}", std::process::id(), hoop::runtime::current_driver());
+    let tag = format!(
+        "{}-{:?}",
+        std::process::id(),
+        hoop::runtime::current_driver()
+    );
     for len in [0usize, 1, 4097, (3 << 20) + 5] {
         let src = dir.join(format!("hoop-copy-sizes-src-{tag}"));
         let dst = dir.join(format!("hoop-copy-sizes-dst-{tag}"));
