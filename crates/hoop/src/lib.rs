@@ -104,6 +104,14 @@ pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle
 /// The driver layer, for programs that define their own operations.
 pub use hoop_driver as driver;
 
+/// Every operation, defined once (`op::Recv::new(fd, buf, 0)` and friends): await one with
+/// [`Op::new`], give it a kernel-linked deadline with [`time::op_timeout`], chain two with
+/// [`link`].
+#[doc(inline)]
+pub use hoop_driver::op;
+#[doc(inline)]
+pub use hoop_driver::{link, Link, MultiOp, Op};
+
 /// Support for `#[hoop::test]` (and the crate's own test harness); not a public API.
 #[doc(hidden)]
 pub mod __private {

@@ -69,8 +69,15 @@ impl WriteOp {
 use std::future::Future as _;
 
 /// The state behind the poll-based traits of one fd.
-#[derive(Debug)]
+///
+/// It is `Send` and `Sync` so that the types holding it stay so, although an operation in
+/// flight belongs to the runtime of the thread that started it (`owner`): polled on another
+/// thread while one is in flight it fails with an error instead of touching the operation, and
+/// dropped on another thread it leaks the operation (its buffer stays with it) rather than
+/// drop it there. With nothing in flight the state moves freely.
 pub(crate) struct PollIo {
+    /// The thread whose runtime runs the operations in flight.
+    owner: std::thread::ThreadId,
     kind: Kind,
     /// The read buffer when no read is in flight; bytes `read_pos..len` are not handed out yet.
     read_buf: Option<Vec<u8>>,
@@ -86,9 +93,56 @@ pub(crate) struct PollIo {
     shutdown: Option<Op<op::Shutdown>>,
 }
 
+// SAFETY: the only fields that are not `Send`/`Sync` are the operations, which hold the
+// runtime's `Rc`s. They are touched only through `&mut self`, and only on `owner`'s thread
+// (`check_thread`); `Drop` on another thread forgets them without touching them; `Debug` only
+// looks at whether they exist. So no `Rc` is ever used on a thread other than its own.
+unsafe impl Send for PollIo {}
+// SAFETY: as above: `&PollIo` gives no access to the operations.
+unsafe impl Sync for PollIo {}
+
+impl std::fmt::Debug for PollIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollIo")
+            .field("kind", &self.kind)
+            .field("read_in_flight", &self.read_op.is_some())
+            .field("write_in_flight", &self.write_op.is_some())
+            .finish()
+    }
+}
+
+impl Drop for PollIo {
+    fn drop(&mut self) {
+        if std::thread::current().id() != self.owner {
+            // Not the owner's thread: the operations' `Rc`s must not be touched here.
+            std::mem::forget(self.read_op.take());
+            std::mem::forget(self.write_op.take());
+            std::mem::forget(self.shutdown.take());
+        }
+    }
+}
+
 impl PollIo {
+    /// `Err` if an operation is in flight on another thread's runtime; with none, the state
+    /// moves to this thread.
+    fn check_thread(&mut self) -> io::Result<()> {
+        let here = std::thread::current().id();
+        if here == self.owner {
+            return Ok(());
+        }
+        if self.read_op.is_some() || self.write_op.is_some() || self.shutdown.is_some() {
+            return Err(io::Error::other(
+                "an AsyncRead/AsyncWrite operation of this value is in flight on another \
+                 thread's runtime: poll it on that thread",
+            ));
+        }
+        self.owner = here;
+        Ok(())
+    }
+
     pub(crate) fn new(kind: Kind) -> PollIo {
         PollIo {
+            owner: std::thread::current().id(),
             kind,
             read_buf: None,
             read_pos: 0,
@@ -107,6 +161,7 @@ impl PollIo {
         cx: &mut Context<'_>,
         dst: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        self.check_thread()?;
         if dst.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -203,6 +258,7 @@ impl PollIo {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.check_thread()?;
         std::task::ready!(self.poll_write_done(fd, cx))?;
         if src.is_empty() {
             return Poll::Ready(Ok(0));
@@ -225,10 +281,12 @@ impl PollIo {
     }
 
     pub(crate) fn poll_flush(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check_thread()?;
         self.poll_write_done(fd, cx)
     }
 
     pub(crate) fn poll_close(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check_thread()?;
         std::task::ready!(self.poll_write_done(fd, cx))?;
         if self.kind == Kind::File {
             return Poll::Ready(Ok(()));

@@ -149,3 +149,14 @@ async fn tokio_traits() {
     .await
     .expect("timed out");
 }
+
+/// The poll-based state keeps the types `Send + Sync` (listeners and streams move between
+/// threads as before).
+#[test]
+fn types_stay_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<TcpStream>();
+    send_sync::<UnixStream>();
+    send_sync::<hoop::fs::File>();
+    send_sync::<TcpListener>();
+}

@@ -120,7 +120,7 @@ impl fmt::Debug for SignalKind {
 }
 
 /// A listener: a stream of the arrivals of one signal after it was made (a
-/// [`futures::Stream`](futures::Stream) of `()`, and [`recv`](Self::recv)). Arrivals
+/// [`futures::Stream`] of `()`, and [`recv`](Self::recv)). Arrivals
 /// between two polls are merged into one.
 ///
 /// It may be polled on any hoop runtime thread (it starts that runtime's signal reader) and
