@@ -260,7 +260,7 @@ async fn incoming_is_a_stream() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// `fs::copy` (splices through pipes, 4 chunks in flight) copies files of every shape: empty,
+/// `fs::copy` (splices through pipes, 8 chunks in flight) copies files of every shape: empty,
 /// tiny, not a multiple of the chunk, several chunks.
 #[hoop::test]
 async fn fs_copy_sizes() {

@@ -181,11 +181,11 @@ pub async fn write(path: impl AsRef<Path>, contents: impl IoBuf) -> io::Result<(
 /// Copies the contents of the file `from` to `to`, creating or truncating `to` and giving it
 /// the permissions of `from`. Returns the number of bytes copied.
 ///
-/// The file is copied in chunks of 1 MiB, 4 chunks in flight. Each chunk is spliced through
+/// The file is copied in chunks of 1 MiB, 8 chunks in flight. Each chunk is spliced through
 /// a pipe of its own (`IORING_OP_SPLICE` file -> pipe, then pipe -> file: the pages are passed
 /// by reference into the pipe, so the data crosses memory once and never through user space,
-/// and the kernel runs the 4 splices in parallel workers); where splice is unavailable (an
-/// IOPOLL ring, no pipe) each chunk is read into one of 4 reused buffers and written back at
+/// and the kernel runs the splices in parallel workers); where splice is unavailable (an
+/// IOPOLL ring, no pipe) each chunk is read into one of 8 reused buffers and written back at
 /// the same offset. On the epoll driver the splices run on its blocking pool. A file that
 /// changes while it is copied may be copied inconsistently, as with `std::fs::copy`.
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u64> {
@@ -327,7 +327,7 @@ async fn splice_chunks(
 }
 
 /// Chunks in flight in [`copy`], and their size.
-const COPY_IN_FLIGHT: usize = 4;
+const COPY_IN_FLIGHT: usize = 8;
 const COPY_CHUNK: usize = 1 << 20;
 
 /// One of [`copy`]'s workers: claims the next chunk's offset until the end of the file is
