@@ -263,7 +263,7 @@ async fn hoop_client(addr: SocketAddr, seed: u64) -> io::Result<usize> {
     let payload = rng.bytes(len);
     let expected = payload.clone();
     let stream = hoop::net::TcpStream::connect(addr).await?;
-    let back = vec![0u8; len].into_boxed_slice();
+    let back = vec![0u8; len];
     let ((wres, _), (rres, back)) = join2(stream.write_all(payload), stream.read_exact(back)).await;
     wres?;
     rres?;

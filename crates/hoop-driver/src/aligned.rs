@@ -209,8 +209,8 @@ unsafe impl IoBufMut for AlignedBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
-    unsafe fn set_init(&mut self, pos: usize) {
-        self.len = self.len.max(pos.min(self.capacity()));
+    unsafe fn set_filled(&mut self, n: usize) {
+        self.len = n.min(self.capacity());
     }
 }
 
@@ -253,16 +253,16 @@ mod tests {
         b.set_len(4096);
         assert_eq!(&b[..5], b"jello");
         assert!(b[5..].iter().all(|&x| x == 0));
-        // A read into it: set_init only grows len, and never past the capacity.
+        // A read into it sets len to exactly the bytes read, never past the capacity.
         b.set_len(10);
         // SAFETY: every byte of the buffer is initialized (zeroed allocation).
-        unsafe { b.set_init(3) };
-        assert_eq!(b.len(), 10);
+        unsafe { b.set_filled(3) };
+        assert_eq!(b.len(), 3);
         // SAFETY: as above.
-        unsafe { b.set_init(100) };
+        unsafe { b.set_filled(100) };
         assert_eq!(b.len(), 100);
-        // SAFETY: as above; the position is clamped to the capacity.
-        unsafe { b.set_init(1 << 20) };
+        // SAFETY: as above; the length is clamped to the capacity.
+        unsafe { b.set_filled(1 << 20) };
         assert_eq!(b.len(), 4096);
         // copy_from keeps what fits.
         let big = vec![7u8; 5000];

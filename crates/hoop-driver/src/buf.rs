@@ -58,16 +58,35 @@ pub unsafe trait IoBuf: 'static {
 
 /// A buffer the kernel may write into.
 ///
+/// **The read rule.** A read writes at the buffer's start, up to [`bytes_total`]
+/// (`IoBuf::bytes_total`: a `Vec`'s capacity), and then the buffer's length is *exactly* the
+/// number of bytes that read delivered ([`set_filled`](Self::set_filled)): bytes from an
+/// earlier use are never inside the length, and an error leaves it empty. `read_exact` fills
+/// exactly [`bytes_to_fill`](Self::bytes_to_fill) bytes: the buffer's length (`Vec::len`),
+/// or the whole view of a [`Slice`].
+///
+/// [`bytes_total`]: IoBuf::bytes_total
+///
 /// # Safety
 /// As for [`IoBuf`], and `stable_mut_ptr()` must be valid for writes of `bytes_total()` bytes.
 pub unsafe trait IoBufMut: IoBuf {
     /// Mutable pointer to the first byte.
     fn stable_mut_ptr(&mut self) -> *mut u8;
-    /// Records that the first `pos` bytes are now initialized (a read wrote them).
+
+    /// Records that a read wrote `n` bytes at the buffer's start: the buffer's length
+    /// (`bytes_init()`) becomes exactly `n`, whatever it was before (shorter or longer).
     ///
     /// # Safety
-    /// The first `pos` bytes must really be initialized, and `pos <= bytes_total()`.
-    unsafe fn set_init(&mut self, pos: usize);
+    /// The first `n` bytes must really be initialized, and `n <= bytes_total()`.
+    unsafe fn set_filled(&mut self, n: usize);
+
+    /// How many bytes `read_exact` (and `read_exact_at`) fill: the buffer's length
+    /// (`bytes_init()`) for a whole buffer, as std's `read_exact(&mut buf)` does. A [`Slice`]
+    /// overrides it with the whole view, so `buf.slice(..n)` asks for exactly `n` bytes
+    /// whatever `buf`'s length is.
+    fn bytes_to_fill(&self) -> usize {
+        self.bytes_init()
+    }
 }
 
 // SAFETY: a Vec's bytes are on the heap; moving the Vec does not move them, and the driver never
@@ -89,15 +108,14 @@ unsafe impl IoBufMut for Vec<u8> {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.as_mut_ptr()
     }
-    unsafe fn set_init(&mut self, pos: usize) {
-        if self.len() < pos {
-            // SAFETY: the caller guarantees the first `pos <= capacity` bytes are initialized.
-            unsafe { self.set_len(pos) };
-        }
+    unsafe fn set_filled(&mut self, n: usize) {
+        // SAFETY: the caller guarantees the first `n <= capacity` bytes are initialized.
+        unsafe { self.set_len(n) };
     }
 }
 
-// SAFETY: a boxed slice's bytes are on the heap and all initialized.
+// SAFETY: a boxed slice's bytes are on the heap and all initialized. (No `IoBufMut`: its
+// length cannot change, so a short read would leave bytes of an earlier use inside it.)
 unsafe impl IoBuf for Box<[u8]> {
     fn stable_ptr(&self) -> *const u8 {
         self.as_ptr()
@@ -108,14 +126,6 @@ unsafe impl IoBuf for Box<[u8]> {
     fn bytes_total(&self) -> usize {
         self.len()
     }
-}
-
-// SAFETY: a boxed slice is writable heap memory of `len()` bytes, always initialized.
-unsafe impl IoBufMut for Box<[u8]> {
-    fn stable_mut_ptr(&mut self) -> *mut u8 {
-        self.as_mut_ptr()
-    }
-    unsafe fn set_init(&mut self, _pos: usize) {}
 }
 
 // SAFETY: static memory never moves nor goes away; the kernel only reads it.
@@ -159,6 +169,11 @@ unsafe impl IoBuf for String {
 }
 
 /// A range of a buffer, owned: operations on it read or write only `begin..end`.
+///
+/// A read into a slice writes at `begin` and then sets the underlying buffer's length to
+/// exactly `begin + n` (bytes before `begin` that were not initialized yet are zeroed first);
+/// `read_exact` fills the whole view. So `buf.slice(len..)` appends after a `Vec`'s `len`
+/// bytes, and `Vec::with_capacity(4096).slice(..100)` reads exactly 100 bytes.
 #[derive(Debug)]
 pub struct Slice<T> {
     buf: T,
@@ -206,12 +221,22 @@ unsafe impl<T: IoBufMut> IoBufMut for Slice<T> {
         // SAFETY: `begin <= bytes_total`, checked when the slice was made.
         unsafe { self.buf.stable_mut_ptr().add(self.begin) }
     }
-    unsafe fn set_init(&mut self, pos: usize) {
-        if self.buf.bytes_init() >= self.begin {
-            // SAFETY: bytes `begin..begin + pos` were written and everything before `begin` was
-            // initialized already (checked above); the caller vouches for `pos`.
-            unsafe { self.buf.set_init(self.begin + pos) };
+    unsafe fn set_filled(&mut self, n: usize) {
+        let init = self.buf.bytes_init();
+        if init < self.begin {
+            // SAFETY: `init..begin` lies within the underlying buffer's `bytes_total()`
+            // (checked when the slice was made), which is writable; no operation holds the
+            // buffer while its owner calls this.
+            unsafe {
+                std::ptr::write_bytes(self.buf.stable_mut_ptr().add(init), 0, self.begin - init)
+            };
         }
+        // SAFETY: bytes before `begin` are initialized (they were, or were just zeroed), the
+        // caller vouches for the `n` bytes at `begin`, and `begin + n <= end <= bytes_total`.
+        unsafe { self.buf.set_filled(self.begin + n) };
+    }
+    fn bytes_to_fill(&self) -> usize {
+        self.end - self.begin
     }
 }
 
@@ -227,9 +252,47 @@ mod tests {
         // SAFETY: the test writes 3 bytes into the capacity before declaring them initialized.
         unsafe {
             std::ptr::copy_nonoverlapping(b"abc".as_ptr(), v.stable_mut_ptr(), 3);
-            v.set_init(3);
+            v.set_filled(3);
         }
         assert_eq!(&v[..], b"abc");
+    }
+
+    /// The case: "abc" read into a buffer that held "0123456789" reads back as "abc",
+    /// never "abc3456789".
+    #[test]
+    fn a_read_sets_the_length_exactly() {
+        let mut v = b"0123456789".to_vec();
+        // SAFETY: writes 3 bytes at the start, within the capacity.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"abc".as_ptr(), v.stable_mut_ptr(), 3);
+            v.set_filled(3);
+        }
+        assert_eq!(&v[..], b"abc");
+        assert_eq!(v.bytes_to_fill(), 3);
+    }
+
+    #[test]
+    fn a_slice_read_sets_begin_plus_n_and_zeroes_a_gap() {
+        let mut v = Vec::with_capacity(16);
+        v.extend_from_slice(b"xy");
+        let mut s = v.slice(4..10);
+        assert_eq!(s.bytes_to_fill(), 6);
+        // SAFETY: writes 2 bytes at the slice's start, within it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"ab".as_ptr(), s.stable_mut_ptr(), 2);
+            s.set_filled(2);
+        }
+        let v = s.into_inner();
+        assert_eq!(&v[..], b"xy\0\0ab");
+        // A later, shorter read through a slice cuts what was after it.
+        let mut s = v.slice(1..);
+        // SAFETY: declares 0 new bytes.
+        unsafe { s.set_filled(0) };
+        assert_eq!(&s.into_inner()[..], b"x");
+        assert_eq!(
+            Vec::<u8>::with_capacity(100).slice(..100).bytes_to_fill(),
+            100
+        );
     }
 
     #[test]

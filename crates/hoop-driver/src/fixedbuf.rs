@@ -435,8 +435,8 @@ unsafe impl IoBufMut for FixedBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.pool.buf_ptr(self.index)
     }
-    unsafe fn set_init(&mut self, pos: usize) {
-        self.len = self.len.max(pos.min(self.pool.buf_len));
+    unsafe fn set_filled(&mut self, n: usize) {
+        self.len = n.min(self.pool.buf_len);
     }
 }
 

@@ -1,9 +1,9 @@
-//! The loop behind every `write_all` and `read_exact`.
+//! The loops behind every `write_all` and `read_exact`.
 
 use std::future::Future;
 use std::io;
 
-use hoop_driver::{BufResult, IoBuf, Slice};
+use hoop_driver::{BufResult, IoBuf, IoBufMut, Slice};
 
 /// Runs `step` on `buf[done..total]` until `total` bytes are done, retrying on `Interrupted`.
 /// A step that moves no byte ends the loop with `(zero_kind, zero_msg)` (a closed peer, end of
@@ -33,4 +33,22 @@ where
         }
     }
     (Ok(()), buf)
+}
+
+/// `read_exact`: reads into `buf` until exactly [`IoBufMut::bytes_to_fill`] bytes are there
+/// (its length, or a slice's whole view). Each read goes into `buf.slice(done..total)`, so by
+/// the read rule the buffer's length is always exactly the bytes read so far: on success
+/// `total`, on an error or end of stream (`UnexpectedEof`, `eof_msg`) what arrived before it.
+pub(crate) async fn fill_exact<B, F, Fut>(
+    buf: B,
+    eof_msg: &'static str,
+    step: F,
+) -> BufResult<(), B>
+where
+    B: IoBufMut,
+    F: FnMut(Slice<B>, usize) -> Fut,
+    Fut: Future<Output = BufResult<usize, Slice<B>>>,
+{
+    let total = buf.bytes_to_fill();
+    until_done(buf, total, io::ErrorKind::UnexpectedEof, eof_msg, step).await
 }

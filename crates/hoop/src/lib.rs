@@ -10,13 +10,67 @@
 //! hoop::Runtime::new()?.block_on(async {
 //!     let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await?;
 //!     let (stream, _) = listener.accept().await?;
-//!     let (res, buf) = stream.read(vec![0u8; 4096]).await;
-//!     let n = res?;
-//!     let (res, _) = stream.write_all(buf[..n].to_vec()).await;
+//!     let (res, buf) = stream.read(Vec::with_capacity(4096)).await;
+//!     res?; // buf.len() is the number of bytes read
+//!     let (res, _) = stream.write_all(buf).await;
 //!     res
 //! })
 //! # }
 //! ```
+//!
+//! # The read rule: a buffer never shows stale bytes
+//!
+//! Every read-like operation — `read`, `recv`, `recv_from`, `read_at`, `readv_at`, the fixed
+//! (registered) buffer reads, direct-descriptor reads, on io_uring and on epoll alike — writes
+//! at the start of the buffer it is given, up to its capacity (`IoBuf::bytes_total`), and then
+//! sets the buffer's length to **exactly** the number of bytes that read delivered: 0 on end of
+//! stream and on error. Bytes from an earlier use of the buffer are never inside its length.
+//! (A buffer received from a [`BufRing`] is a fresh buffer of exactly the bytes received.)
+//!
+//! `read_exact`/`read_exact_at` fill **exactly the buffer's length** (`Vec::len`, as std's
+//! `read_exact(&mut buf)` does), or, for a [`Slice`], exactly its view; on an error or an early
+//! end the length is the bytes that did arrive. So `vec![0u8; n]` asks for `n` bytes, and so
+//! does `buf.slice(..n)` on any buffer with room for `n` (a reused one included). A
+//! `Vec::with_capacity(n)` has length 0: `read` fills up to `n` into it, `read_exact` reads
+//! nothing. A read into `buf.slice(k..)` keeps the first `k` bytes and sets the length to
+//! `k + n`.
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! # hoop::Runtime::new()?.block_on(async {
+//! # let stream = hoop::net::TcpStream::connect("127.0.0.1:7000").await?;
+//! use hoop::IoBuf; // for `slice`
+//!
+//! let buf = b"0123456789".to_vec();
+//! // The peer sends "abc": the buffer reads back as "abc", never "abc3456789".
+//! let (res, buf) = stream.read(buf).await;
+//! assert_eq!(buf.len(), res?);
+//!
+//! // A header of exactly 4 bytes, into a reused buffer whatever its length was:
+//! let (res, header) = stream.read_exact(buf.slice(..4)).await;
+//! res?;
+//! let header = header.into_inner(); // header.len() == 4
+//!
+//! // A body of exactly `len` bytes: a buffer of that length.
+//! let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+//! let (res, body) = stream.read_exact(vec![0u8; len]).await;
+//! res?;
+//! assert_eq!(body.len(), len);
+//! # Ok::<(), std::io::Error>(())
+//! # })
+//! # }
+//! ```
+//!
+//! `Box<[u8]>` is not a read buffer (its length cannot change); use a `Vec<u8>`.
+//!
+//! # Poll-based I/O: `futures::io` and tokio's traits
+//!
+//! [`net::TcpStream`], [`net::UnixStream`] and [`fs::File`] also implement
+//! `futures::io::{AsyncRead, AsyncWrite}` (and, with the `tokio` feature, tokio's `AsyncRead`
+//! and `AsyncWrite`), so `BufReader::lines`, codecs and TLS crates work on them; see the
+//! `poll_io` notes on `TcpStream` for the internal buffers and the write-behind rule. The
+//! types' own `read`/`write` methods (owned buffers) take precedence over the traits'
+//! extension methods of the same name: call those as `AsyncWriteExt::write_all(&mut s, b)`.
 //!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its
@@ -28,7 +82,11 @@
 pub mod fs;
 mod io_util;
 pub mod net;
+mod poll_io;
 pub mod runtime;
+pub mod signal;
+pub mod sync;
+pub mod task;
 pub mod time;
 
 pub use hoop_driver::{
@@ -37,10 +95,22 @@ pub use hoop_driver::{
 };
 pub use hoop_driver::{AlignedBuf, FixedBuf, FixedBufPool, FixedIoBuf};
 pub use hoop_macros::{main, test};
+
+/// `select!`, `join!`, `try_join!` and `pin_mut!`, re-exported from `futures` (they need no
+/// particular runtime): `hoop::select!` and `futures::select!` are the same macro.
+pub use futures::{join, pin_mut, select, select_biased, try_join};
 pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
 
 /// The driver layer, for programs that define their own operations.
 pub use hoop_driver as driver;
+
+/// Every operation, defined once (`op::Recv::new(fd, buf, 0)` and friends): await one with
+/// [`Op::new`], give it a kernel-linked deadline with [`time::op_timeout`], chain two with
+/// [`link`].
+#[doc(inline)]
+pub use hoop_driver::op;
+#[doc(inline)]
+pub use hoop_driver::{link, Link, MultiOp, Op};
 
 /// Support for `#[hoop::test]` (and the crate's own test harness); not a public API.
 #[doc(hidden)]

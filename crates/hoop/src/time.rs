@@ -9,6 +9,9 @@ use std::time::Duration;
 
 pub use std::time::Instant;
 
+mod interval;
+pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
+
 use hoop_driver::op::OpCode;
 use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, Op};

@@ -176,7 +176,7 @@ fn write_and_read_at_positions() {
             let (res, buf) = f.read_at(Vec::with_capacity(4), 11).await;
             assert_eq!(res.unwrap(), 0, "read at EOF");
             assert!(buf.is_empty());
-            let (res, buf) = f.read_exact_at(vec![0u8; 5].into_boxed_slice(), 3).await;
+            let (res, buf) = f.read_exact_at(vec![0u8; 5], 3).await;
             res.unwrap();
             assert_eq!(&buf[..], b"lo HO");
             // Writing to a read-only file fails with the kernel's error, not a panic.
@@ -196,12 +196,12 @@ fn read_exact_at_past_eof_is_unexpected_eof() {
         std::fs::write(&path, b"0123456789").unwrap();
         run(kind, async {
             let f = File::open(&path).await.unwrap();
-            let (res, buf) = f.read_exact_at(Vec::with_capacity(8), 4).await;
+            let (res, buf) = f.read_exact_at(vec![0u8; 8], 4).await;
             assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
             assert_eq!(buf, b"456789", "the bytes before EOF are kept");
-            let (res, _) = f.read_exact_at(Vec::with_capacity(1), 10).await;
+            let (res, _) = f.read_exact_at(vec![0u8; 1], 10).await;
             assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-            let (res, buf) = f.read_exact_at(Vec::with_capacity(10), 0).await;
+            let (res, buf) = f.read_exact_at(vec![0u8; 10], 0).await;
             res.unwrap();
             assert_eq!(buf, b"0123456789");
         });
@@ -395,11 +395,11 @@ fn fallocate_grows_and_set_len_resizes() {
             let e = f.fallocate(0, 0, 0).await.unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
 
-            f.set_len(10).unwrap();
+            f.set_len(10).await.unwrap();
             assert_eq!(f.metadata().await.unwrap().len(), 10);
-            f.set_len(4096).unwrap();
+            f.set_len(4096).await.unwrap();
             assert_eq!(f.metadata().await.unwrap().len(), 4096);
-            let (res, buf) = f.read_exact_at(Vec::with_capacity(4096), 0).await;
+            let (res, buf) = f.read_exact_at(vec![0u8; 4096], 0).await;
             res.unwrap();
             assert!(buf.iter().all(|&b| b == 0));
             f.close().await.unwrap();

@@ -171,16 +171,18 @@ async fn o_direct_round_trip_with_aligned_buf() {
         }
         // One read of the whole file into a big aligned buffer.
         let (res, buf) = file
-            .read_exact_at(AlignedBuf::for_direct_io(8 * BLOCK).unwrap(), 0)
+            .read_exact_at(AlignedBuf::for_direct_io(8 * BLOCK).unwrap().slice(..), 0)
             .await;
         res.unwrap();
+        let buf = buf.into_inner();
         assert!(buf[..] == data[..], "O_DIRECT read through the File");
         // The same through a registered file (which shares the O_DIRECT open file).
         let fixed = file.register().await.unwrap();
         assert_eq!(fixed.is_fixed(), expect_fixed());
         let mut buf = AlignedBuf::new(2 * BLOCK, 512).unwrap();
         for blk in (0..8).step_by(2) {
-            buf.clear();
+            let cap = buf.capacity();
+            buf.set_len(cap); // read_exact fills the length
             let (res, b) = fixed.read_exact_at(buf, (blk * BLOCK) as u64).await;
             buf = b;
             res.unwrap();
@@ -245,17 +247,17 @@ async fn register_reads_and_writes_through_the_slot() {
         let a = random_bytes(3 * BLOCK + 100, 1);
         let (res, _) = fixed.write_all_at(a.clone(), 0).await;
         res.unwrap();
-        let (res, got) = file.read_exact_at(Vec::with_capacity(a.len()), 0).await;
+        let (res, got) = file.read_exact_at(vec![0u8; a.len()], 0).await;
         res.unwrap();
         assert!(got == a, "File reads what the FixedFile wrote");
         let b = random_bytes(1000, 2);
         let (res, _) = file.write_all_at(b.clone(), 50).await;
         res.unwrap();
-        let (res, got) = fixed.read_exact_at(Vec::with_capacity(1000), 50).await;
+        let (res, got) = fixed.read_exact_at(vec![0u8; 1000], 50).await;
         res.unwrap();
         assert!(got == b, "FixedFile reads what the File wrote");
         let (res, _) = fixed
-            .read_exact_at(Vec::with_capacity(BLOCK), a.len() as u64 - 10)
+            .read_exact_at(vec![0u8; BLOCK], a.len() as u64 - 10)
             .await;
         assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         let (res, buf) = fixed.read_at(vec![0u8; 16], 1 << 30).await;
@@ -427,7 +429,7 @@ async fn many_concurrent_reads_through_one_fixed_file() {
                             "task {t} read {i}: block {blk} (fixed buf)"
                         );
                     } else {
-                        buf.clear();
+                        buf.resize(BLOCK, 0); // read_exact fills the length
                         let (res, b) = fixed.read_exact_at(buf, (blk * BLOCK) as u64).await;
                         buf = b;
                         res.unwrap();
@@ -492,7 +494,8 @@ fn fallback_on_an_iopoll_ring_still_works() {
             let mut buf = AlignedBuf::for_direct_io(BLOCK).unwrap();
             let mut outcome = Ok(());
             for blk in 0..4 {
-                buf.clear();
+                let cap = buf.capacity();
+                buf.set_len(cap); // read_exact fills the length
                 let (res, b) = fixed.read_exact_at(buf, (blk * BLOCK) as u64).await;
                 buf = b;
                 match res {

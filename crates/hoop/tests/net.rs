@@ -207,14 +207,14 @@ fn tcp_read_returns_zero_when_peer_closes() {
             let (res, _) = c.write_all(b"last words".to_vec()).await;
             res.unwrap();
             c.close().await.unwrap();
-            let (res, buf) = s.read_exact(Vec::with_capacity(10)).await;
+            let (res, buf) = s.read_exact(vec![0u8; 10]).await;
             res.unwrap();
             assert_eq!(&buf[..], b"last words");
             let (res, buf) = s.read(Vec::with_capacity(64)).await;
             assert_eq!(res.unwrap(), 0);
             assert!(buf.is_empty());
             // read_exact on a closed stream is UnexpectedEof.
-            let (res, _) = s.read_exact(Vec::with_capacity(4)).await;
+            let (res, _) = s.read_exact(vec![0u8; 4]).await;
             assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         });
     });
@@ -589,10 +589,10 @@ fn unix_stream_echo_via_listener() {
         // A path per driver: the first run's socket file stays (nothing unlinks it).
         let path = dir.path(&format!("echo-{kind}.sock"));
         run(kind, async {
-            let l = UnixListener::bind(&path).unwrap();
+            let l = UnixListener::bind(&path).await.unwrap();
             assert_eq!(l.local_addr().unwrap().as_pathname(), Some(path.as_path()));
             // Like std: an existing file is an error, nothing is unlinked.
-            let e = UnixListener::bind(&path).unwrap_err();
+            let e = UnixListener::bind(&path).await.unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
             let server = hoop::spawn(async move {
                 let mut total = 0;
@@ -691,7 +691,7 @@ fn unix_dropped_accept_leaks_no_fd() {
         let path = dir.path(&format!("cancel-{kind}.sock"));
         run(kind, async {
             let baseline = fd_count();
-            let l = UnixListener::bind(&path).unwrap();
+            let l = UnixListener::bind(&path).await.unwrap();
             let mut clients = Vec::with_capacity(ROUNDS);
             for i in 0..ROUNDS {
                 clients.push(std::os::unix::net::UnixStream::connect(&path).unwrap());

@@ -285,8 +285,8 @@ unsafe impl IoBufMut for Aligned {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.ptr
     }
-    unsafe fn set_init(&mut self, pos: usize) {
-        self.len = self.len.max(pos);
+    unsafe fn set_filled(&mut self, n: usize) {
+        self.len = n;
     }
 }
 

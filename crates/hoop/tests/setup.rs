@@ -89,7 +89,7 @@ async fn echo_round_trip(payload: Vec<u8>) -> std::io::Result<Vec<u8>> {
     let c = TcpStream::connect(addr).await?;
     let (res, _) = c.write_all(payload.clone()).await;
     res?;
-    let (res, echoed) = c.read_exact(Vec::with_capacity(payload.len())).await;
+    let (res, echoed) = c.read_exact(vec![0u8; payload.len()]).await;
     res?;
     c.close().await?;
     server

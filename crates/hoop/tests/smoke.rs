@@ -88,7 +88,7 @@ fn tcp_round_trip() {
                 let c = hoop::net::TcpStream::connect(addr).await.unwrap();
                 let (res, _) = c.write_all(b"hello hoop".to_vec()).await;
                 res.unwrap();
-                let (res, buf) = c.read_exact(Vec::with_capacity(10)).await;
+                let (res, buf) = c.read_exact(vec![0u8; 10]).await;
                 res.unwrap();
                 assert_eq!(&buf[..], b"hello hoop");
                 server.await.unwrap();

@@ -22,6 +22,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
+use hoop::IoBuf;
 
 use super::stats;
 
@@ -279,7 +280,10 @@ fn stamp(buf: &mut [u8], id: usize, counter: u64) {
 /// One connection: connect, then request after request until the window closes.
 async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
     let mut wbuf = pattern(id, sh.len);
-    let mut rbuf: Box<[u8]> = vec![0u8; sh.len].into_boxed_slice();
+    // A reply fills exactly `sh.len` bytes of this buffer (a `slice(..len)`, so even after a
+    // failed read shortened it), and its length is exactly what arrived: a short or stale
+    // reply can never compare equal.
+    let mut rbuf: Vec<u8> = Vec::with_capacity(sh.len);
     let mut counter: u64 = 0;
     let mut failures: u32 = 0;
     let mut settled = false;
@@ -316,8 +320,8 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
                 sh.error(|| format!("write: {e}"));
                 break;
             }
-            let (res, b) = stream.read_exact(rbuf).await;
-            rbuf = b;
+            let (res, b) = stream.read_exact(rbuf.slice(..sh.len)).await;
+            rbuf = b.into_inner();
             let t1 = Instant::now();
             if let Err(e) = res {
                 sh.error(|| format!("read: {e}"));
@@ -326,7 +330,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
             if !sh.counts_at(t1) {
                 break;
             }
-            if rbuf != wbuf {
+            if rbuf[..] != wbuf[..] {
                 sh.error(|| {
                     let at = rbuf.iter().zip(wbuf.iter()).position(|(a, b)| a != b);
                     format!(

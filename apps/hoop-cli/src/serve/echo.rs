@@ -13,8 +13,8 @@
 //! `TCP_NODELAY`, then read up to 64 KiB into one reused buffer and write all of it back, until
 //! end of stream or an error, which closes only that connection.
 //!
-//! Shutdown: SIGINT and SIGTERM are blocked before any thread starts and taken by the main
-//! thread with `sigtimedwait`; it raises a [`Stop`] flag that every runtime thread awaits next
+//! Shutdown: SIGINT and SIGTERM listeners (`hoop::signal`) are made before any thread starts,
+//! which blocks the signals in every thread; the main thread waits on them and raises a [`Stop`] flag that every runtime thread awaits next
 //! to its accept loop, so each `block_on` returns, and dropping the runtime cancels the
 //! operations in flight and closes every socket. The main thread joins the threads and the
 //! process exits 0.

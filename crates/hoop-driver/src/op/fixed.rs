@@ -7,7 +7,7 @@
 //! (at an offset, or [`CURRENT_POS`](super::CURRENT_POS)) and on streams such as sockets and
 //! pipes (with `CURRENT_POS`). Semantics are those of [`Read`](super::Read) and
 //! [`Write`](super::Write): a read fills the buffer from its start up to its capacity and sets
-//! its length to at least the bytes read.
+//! its length to exactly the bytes read (see [`IoBufMut`]).
 
 use crate::buf::{BufResult, IoBufMut};
 use crate::error::cvt;

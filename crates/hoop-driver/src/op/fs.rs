@@ -12,7 +12,8 @@ use crate::op::{OpCode, Target};
 /// `offset` value meaning "the file's current position" (and the only valid one for pipes).
 pub const CURRENT_POS: u64 = u64::MAX;
 
-/// Reads into `buf` (from its start, up to its capacity) at `offset`.
+/// Reads into `buf` (from its start, up to its capacity) at `offset`; the buffer's length
+/// becomes exactly the bytes read (see [`IoBufMut`]).
 #[derive(Debug)]
 pub struct Read<B> {
     pub(crate) target: Target,
@@ -78,7 +79,9 @@ pub struct Readv<B> {
 }
 
 impl<B: IoBufMut> Readv<B> {
-    /// Reads from `fd` at `offset` into `bufs`, filling each to its capacity before the next.
+    /// Reads from `fd` at `offset` into `bufs`, filling each to its capacity before the next;
+    /// each buffer's length becomes exactly the bytes it received (0 for those after the end,
+    /// and for all of them on error).
     pub fn new(fd: RawFd, mut bufs: Vec<B>, offset: u64) -> Self {
         let iovecs = bufs
             .iter_mut()
@@ -99,16 +102,15 @@ impl<B: IoBufMut> Readv<B> {
 impl<B: IoBufMut> OpCode for Readv<B> {
     type Output = BufResult<usize, Vec<B>>;
     fn complete(mut self, c: Completion) -> Self::Output {
-        let res = cvt(c.res).map(|n| {
-            let mut left = n as usize;
-            for b in &mut self.bufs {
-                let here = left.min(b.bytes_total());
-                // SAFETY: the kernel filled the buffers in order; `here` bytes of this one.
-                unsafe { b.set_init(here) };
-                left -= here;
-            }
-            n as usize
-        });
+        let res = cvt(c.res).map(|n| n as usize);
+        let mut left = *res.as_ref().unwrap_or(&0);
+        for b in &mut self.bufs {
+            let here = left.min(b.bytes_total());
+            // SAFETY: the kernel filled the buffers in order; `here` bytes of this one (none
+            // on error).
+            unsafe { b.set_filled(here) };
+            left -= here;
+        }
         (res, self.bufs)
     }
 }
@@ -304,6 +306,32 @@ impl Fallocate {
 }
 
 impl OpCode for Fallocate {
+    type Output = io::Result<()>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(drop)
+    }
+}
+
+/// Truncates or extends a file to `len` bytes (`IORING_OP_FTRUNCATE`, Linux 6.9; on the epoll
+/// driver `ftruncate(2)` on the blocking pool). Check
+/// `Driver::supports_opcode(Ftruncate::OPCODE)` before using it on io_uring.
+#[derive(Debug)]
+pub struct Ftruncate {
+    pub(crate) fd: RawFd,
+    pub(crate) len: u64,
+}
+
+impl Ftruncate {
+    /// Its io_uring opcode, for `Driver::supports_opcode`.
+    pub const OPCODE: u8 = io_uring::opcode::Ftruncate::CODE;
+
+    /// `ftruncate(fd, len)`.
+    pub fn new(fd: RawFd, len: u64) -> Self {
+        Ftruncate { fd, len }
+    }
+}
+
+impl OpCode for Ftruncate {
     type Output = io::Result<()>;
     fn complete(self, c: Completion) -> Self::Output {
         cvt(c.res).map(drop)

@@ -23,6 +23,7 @@ pub mod link;
 pub mod multishot;
 pub mod net;
 pub mod nop;
+pub mod splice;
 pub mod time;
 pub mod zc;
 
@@ -33,6 +34,7 @@ pub use link::Deadline;
 pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;
+pub use splice::Splice;
 pub use time::Timeout;
 pub use zc::*;
 
@@ -128,12 +130,25 @@ impl<T: MultishotCode> StreamOrphan for T {
 }
 
 /// The completion of an operation that read into `buf` from its start (read, recv, recvmsg,
-/// READ_FIXED): on success the kernel wrote `res` bytes there, which become initialized.
+/// READ_FIXED, direct recv): the one place the read rule is applied (see
+/// [`IoBufMut`](crate::IoBufMut)). On success the kernel wrote `res` bytes there and the buffer's
+/// length becomes exactly that; on error it becomes 0, so no byte of an earlier use is ever
+/// inside the length of a buffer a read gave back.
 pub(crate) fn read_into<B: IoBufMut>(buf: &mut B, res: i32) -> io::Result<usize> {
-    cvt(res).map(|n| {
-        // SAFETY: a non-negative result of a read into `buf` is the number of bytes the kernel
-        // wrote at its start, within `bytes_total()`.
-        unsafe { buf.set_init(n as usize) };
-        n as usize
-    })
+    match cvt(res) {
+        Ok(n) => {
+            // A recv with MSG_TRUNC reports a datagram's real length, which may exceed the
+            // buffer: only what fits was written.
+            let filled = (n as usize).min(buf.bytes_total());
+            // SAFETY: a non-negative result of a read into `buf` is the number of bytes the
+            // kernel wrote at its start; `filled` is capped by `bytes_total()`.
+            unsafe { buf.set_filled(filled) };
+            Ok(n as usize)
+        }
+        Err(e) => {
+            // SAFETY: declares no byte initialized.
+            unsafe { buf.set_filled(0) };
+            Err(e)
+        }
+    }
 }

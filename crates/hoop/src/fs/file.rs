@@ -8,7 +8,7 @@ use std::path::Path;
 
 use hoop_driver::error::cvt_libc;
 
-use crate::io_util::until_done;
+use crate::io_util::{fill_exact, until_done};
 use hoop_driver::{op, BufResult, Driver, Home, IoBuf, IoBufMut, Op};
 
 use super::{Metadata, OpenOptions};
@@ -26,14 +26,28 @@ pub struct File {
     fd: Option<OwnedFd>,
     /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
     home: Option<Home>,
+    /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
+    io: Option<Box<crate::poll_io::PollIo>>,
 }
+
+crate::poll_io::poll_io_traits!(File);
 
 impl File {
     pub(crate) fn from_owned(fd: OwnedFd) -> File {
         File {
             fd: Some(fd),
             home: Home::current(),
+            io: None,
         }
+    }
+
+    /// The fd and the poll-based traits' state (made on first use).
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        let fd = self.raw();
+        let io = self.io.get_or_insert_with(|| {
+            Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::File))
+        });
+        (fd, io)
     }
 
     /// Opens the file at `path` for reading.
@@ -84,7 +98,7 @@ impl File {
 
     /// Reads into `buf` (from its start, up to its capacity: `bytes_total()`) at byte offset
     /// `pos`, and returns the number of bytes read; 0 means end of file. The buffer's length
-    /// becomes at least the number of bytes read.
+    /// becomes exactly the number of bytes read (0 on error): see the crate docs' read rule.
     ///
     /// `pos` may be [`CURRENT_POS`](hoop_driver::op::CURRENT_POS) to read at, and advance, the
     /// file's own position (for pipes and character devices); this holds for every `*_at`
@@ -99,8 +113,10 @@ impl File {
         Op::new(op::Write::new(self.raw(), buf, pos)).await
     }
 
-    /// Reads exactly `buf.bytes_total()` bytes at `pos`, in as many reads as it takes; fails
-    /// with `UnexpectedEof` if the file ends first (the bytes read so far are in `buf`).
+    /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
+    /// many reads as it takes; fails with `UnexpectedEof` if the file ends first (the buffer's
+    /// length is then the bytes read so far). `vec![0u8; n]` or `buf.slice(..n)` ask for `n`
+    /// bytes; a `Vec::with_capacity(n)` has length 0 and asks for none.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         read_exact_on(self.raw().into(), buf, pos).await
     }
@@ -111,7 +127,8 @@ impl File {
     }
 
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
-    /// next; returns the total number of bytes read.
+    /// next; returns the total number of bytes read. Each buffer's length becomes exactly the
+    /// bytes it received.
     pub async fn readv_at<B: IoBufMut>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
         Op::new(op::Readv::new(self.raw(), bufs, pos)).await
     }
@@ -138,21 +155,28 @@ impl File {
         Op::new(op::Fallocate::new(self.raw(), mode, offset, len)).await
     }
 
-    /// Truncates or extends (with zeros) the file to `size` bytes.
-    ///
-    /// This one is synchronous: `IORING_OP_FTRUNCATE` exists (Linux 6.9, and
-    /// `io_uring::opcode::Ftruncate` in io-uring 0.7.15) but the driver has no operation for it
-    /// yet, so it is a plain `ftruncate(2)`, which does not block on I/O for common file
-    /// systems.
-    pub fn set_len(&self, size: u64) -> io::Result<()> {
-        let size = libc::off_t::try_from(size).map_err(|_| {
+    /// Truncates or extends (with zeros) the file to `size` bytes: `IORING_OP_FTRUNCATE`
+    /// through the ring where the kernel has it (Linux 6.9+, from the opcode probe),
+    /// `ftruncate(2)` on the epoll driver's blocking pool, and a plain `ftruncate(2)` on older
+    /// kernels or outside a runtime (it does not block on I/O for common file systems).
+    pub async fn set_len(&self, size: u64) -> io::Result<()> {
+        let len = libc::off_t::try_from(size).map_err(|_| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "file size larger than off_t can hold",
             )
         })?;
+        let through_ring = Driver::current().is_some_and(|d| match d.kind() {
+            hoop_driver::DriverKind::Uring => {
+                !d.is_iopoll() && d.supports_opcode(op::Ftruncate::OPCODE)
+            }
+            _ => true,
+        });
+        if through_ring {
+            return Op::new(op::Ftruncate::new(self.raw(), size)).await;
+        }
         // SAFETY: ftruncate(2) has no memory-safety preconditions.
-        cvt_libc(unsafe { libc::ftruncate(self.raw(), size) }).map(drop)
+        cvt_libc(unsafe { libc::ftruncate(self.raw(), len) }).map(drop)
     }
 
     /// Sets the file's permission bits. Synchronous (`fchmod(2)`): io_uring has no chmod.
@@ -208,16 +232,15 @@ impl File {
     }
 }
 
-/// Reads exactly `buf.bytes_total()` bytes at `pos` from `target` (a [`File`]'s fd or a
+/// Reads exactly `buf.bytes_to_fill()` bytes at `pos` from `target` (a [`File`]'s fd or a
 /// [`FixedFile`](super::FixedFile)'s slot), in as many reads as it takes.
 pub(super) async fn read_exact_on<B: IoBufMut>(
     target: op::Target,
     buf: B,
     pos: u64,
 ) -> BufResult<(), B> {
-    let total = buf.bytes_total();
     let msg = "end of file before the buffer was filled";
-    until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, done| {
+    fill_exact(buf, msg, |s, done| {
         Op::new(op::Read::new(target, s, advance(pos, done)))
     })
     .await
@@ -295,6 +318,8 @@ impl FromRawFd for File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        // Operations of the poll-based traits first (their cancels queue ahead of the close).
+        self.io = None;
         if let Some(fd) = self.fd.take() {
             Home::close(self.home.as_ref(), fd);
         }

@@ -140,8 +140,8 @@ impl FixedFile {
         Op::new(op::Write::new(self.target(), buf, pos)).await
     }
 
-    /// Reads exactly `buf.bytes_total()` bytes at `pos`; `UnexpectedEof` if the file ends
-    /// first. See [`File::read_exact_at`].
+    /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a slice); `UnexpectedEof`
+    /// if the file ends first. See [`File::read_exact_at`].
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         read_exact_on(self.target(), buf, pos).await
     }

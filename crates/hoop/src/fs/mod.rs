@@ -30,6 +30,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -45,9 +46,6 @@ pub use fixed_file::FixedFile;
 pub use hoop_driver::AlignedBuf;
 pub use metadata::Metadata;
 pub use open_options::OpenOptions;
-
-/// Size of the buffer [`copy`] streams through.
-const COPY_BUF: usize = 64 * 1024;
 
 /// Converts a path to the NUL-terminated string the kernel reads. A path with an interior NUL
 /// byte cannot name a file: it is an `InvalidInput` error.
@@ -183,8 +181,13 @@ pub async fn write(path: impl AsRef<Path>, contents: impl IoBuf) -> io::Result<(
 /// Copies the contents of the file `from` to `to`, creating or truncating `to` and giving it
 /// the permissions of `from`. Returns the number of bytes copied.
 ///
-/// The data streams through one 64 KiB buffer, read with `read_at` and written with
-/// `write_all_at`.
+/// The file is copied in chunks of 1 MiB, 8 chunks in flight. Each chunk is spliced through
+/// a pipe of its own (`IORING_OP_SPLICE` file -> pipe, then pipe -> file: the pages are passed
+/// by reference into the pipe, so the data crosses memory once and never through user space,
+/// and the kernel runs the splices in parallel workers); where splice is unavailable (an
+/// IOPOLL ring, no pipe) each chunk is read into one of 8 reused buffers and written back at
+/// the same offset. On the epoll driver the splices run on its blocking pool. A file that
+/// changes while it is copied may be copied inconsistently, as with `std::fs::copy`.
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u64> {
     let from = from.as_ref();
     let src = File::open(from).await?;
@@ -204,24 +207,170 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
         .await?;
     // An existing destination keeps its mode on open: set it as std::fs::copy does.
     dst.set_permissions(meta.permissions())?;
-    let mut buf = Vec::with_capacity(COPY_BUF);
-    let mut pos = 0u64;
+    let chunk = usize::try_from(meta.len())
+        .unwrap_or(COPY_CHUNK)
+        .clamp(4096, COPY_CHUNK);
+    let next = std::cell::Cell::new(0u64);
+    let end = std::cell::Cell::new(u64::MAX);
+    let can_splice = hoop_driver::Driver::current().is_some_and(|d| {
+        !d.is_iopoll()
+            && (d.kind() != crate::DriverKind::Uring || d.supports_opcode(op::Splice::OPCODE))
+    });
+    let pipes: Vec<(File, File, usize)> = if can_splice {
+        (0..COPY_IN_FLIGHT)
+            .map_while(|_| copy_pipe(chunk).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let copied: u64 = if pipes.len() == COPY_IN_FLIGHT {
+        let workers = pipes
+            .iter()
+            .map(|(r, w, size)| splice_chunks(&src, &dst, (r, w), *size, &next, &end));
+        futures::future::try_join_all(workers)
+            .await?
+            .into_iter()
+            .sum()
+    } else {
+        let workers = (0..COPY_IN_FLIGHT).map(|_| copy_chunks(&src, &dst, chunk, &next, &end));
+        futures::future::try_join_all(workers)
+            .await?
+            .into_iter()
+            .sum()
+    };
+    drop(pipes);
+    dst.close().await?;
+    Ok(copied)
+}
+
+/// A pipe for [`copy`]'s splices, grown towards `chunk` bytes: (read end, write end, size).
+fn copy_pipe(chunk: usize) -> io::Result<(File, File, usize)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    hoop_driver::error::cvt_libc(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 returned two new fds that nothing else owns.
+    let (r, w) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    // Best effort: a smaller pipe only means smaller splices.
+    // SAFETY: F_SETPIPE_SZ/F_GETPIPE_SZ have no memory-safety preconditions.
+    let size = unsafe {
+        libc::fcntl(fds[0], libc::F_SETPIPE_SZ, chunk as libc::c_int);
+        libc::fcntl(fds[0], libc::F_GETPIPE_SZ)
+    };
+    let size = usize::try_from(size).unwrap_or(0);
+    if size == 0 {
+        return Err(io::Error::other("pipe of size 0"));
+    }
+    Ok((File::from(r), File::from(w), size.min(chunk)))
+}
+
+/// One of [`copy`]'s splice workers: claims the next chunk's offset until the end of the file
+/// is found, splices the chunk from `src` into its pipe and from the pipe into `dst` at the
+/// same offset. Returns the bytes it copied.
+async fn splice_chunks(
+    src: &File,
+    dst: &File,
+    (pipe_r, pipe_w): (&File, &File),
+    chunk: usize,
+    next: &std::cell::Cell<u64>,
+    end: &std::cell::Cell<u64>,
+) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let (src_fd, dst_fd) = (src.as_raw_fd(), dst.as_raw_fd());
+    let (r, w) = (pipe_r.as_raw_fd(), pipe_w.as_raw_fd());
+    let mut copied = 0u64;
     loop {
-        buf.clear();
-        let (res, b) = src.read_at(buf, pos).await;
-        buf = b;
-        match res {
-            Ok(0) => break,
-            Ok(n) => {
-                let (res, b) = dst.write_all_at(buf, pos).await;
-                buf = b;
-                res?;
-                pos += n as u64;
+        let pos = next.get();
+        if pos >= end.get() {
+            return Ok(copied);
+        }
+        next.set(pos + chunk as u64);
+        let mut got = 0usize;
+        while got < chunk {
+            let at = (pos + got as u64) as i64;
+            let want = (chunk - got) as u32;
+            let n = match Op::new(op::Splice::new(src_fd, at, w, op::splice::NO_OFFSET, want)).await
+            {
+                Ok(0) => {
+                    end.set(end.get().min(pos + got as u64));
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            // Drain the pipe into the destination at the same offset.
+            let mut out = 0usize;
+            while out < n {
+                let to = (pos + (got + out) as u64) as i64;
+                let left = (n - out) as u32;
+                match Op::new(op::Splice::new(r, op::splice::NO_OFFSET, dst_fd, to, left)).await {
+                    Ok(0) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "the destination took no byte",
+                        ))
+                    }
+                    Ok(m) => out += m,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            got += n;
+            copied += n as u64;
         }
     }
-    dst.close().await?;
-    Ok(pos)
+}
+
+/// Chunks in flight in [`copy`], and their size.
+const COPY_IN_FLIGHT: usize = 8;
+const COPY_CHUNK: usize = 1 << 20;
+
+/// One of [`copy`]'s workers: claims the next chunk's offset until the end of the file is
+/// found, reads the chunk (in as many reads as it takes) and writes it at the same offset.
+/// Returns the bytes it copied.
+async fn copy_chunks(
+    src: &File,
+    dst: &File,
+    chunk: usize,
+    next: &std::cell::Cell<u64>,
+    end: &std::cell::Cell<u64>,
+) -> io::Result<u64> {
+    let mut buf: Vec<u8> = Vec::with_capacity(chunk);
+    let mut copied = 0u64;
+    loop {
+        let pos = next.get();
+        if pos >= end.get() {
+            return Ok(copied);
+        }
+        next.set(pos + chunk as u64);
+        buf.clear();
+        // Fill the chunk; a read of 0 bytes is the end of the file.
+        while buf.len() < chunk {
+            let len = buf.len();
+            let (res, slice) = src.read_at(buf.slice(len..chunk), pos + len as u64).await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    end.set(end.get().min(pos + buf.len() as u64));
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if buf.is_empty() {
+            continue;
+        }
+        let n = buf.len() as u64;
+        let (res, b) = dst.write_all_at(buf, pos).await;
+        buf = b;
+        res?;
+        copied += n;
+    }
 }

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawF
 use hoop_driver::error::cvt_libc;
 use hoop_driver::{op, BufResult, Home, IoBuf, IoBufMut, Op, SockAddr};
 
-use crate::io_util::until_done;
+use crate::io_util::{fill_exact, until_done};
 
 /// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
 /// this tick) or with `close(2)` outside a runtime.
@@ -16,6 +16,8 @@ pub(crate) struct Socket {
     fd: Option<OwnedFd>,
     /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
     home: Option<Home>,
+    /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
+    io: Option<Box<crate::poll_io::PollIo>>,
 }
 
 impl Socket {
@@ -23,7 +25,17 @@ impl Socket {
         Socket {
             fd: Some(fd),
             home: Home::current(),
+            io: None,
         }
+    }
+
+    /// The fd and the poll-based traits' state (made on first use).
+    pub(crate) fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        let fd = self.raw();
+        let io = self.io.get_or_insert_with(|| {
+            Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::Socket))
+        });
+        (fd, io)
     }
 
     /// A new socket through the ring (`IORING_OP_SOCKET`).
@@ -127,15 +139,11 @@ impl Socket {
         .await
     }
 
-    /// Receives until the buffer is full (`bytes_total()` bytes), or fails with
-    /// `UnexpectedEof` if the peer closes first.
+    /// Receives exactly `buf.bytes_to_fill()` bytes (its length, or a slice's view), or fails
+    /// with `UnexpectedEof` if the peer closes first.
     pub(crate) async fn recv_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
-        let total = buf.bytes_total();
         let msg = "connection closed before the buffer was filled";
-        until_done(buf, total, io::ErrorKind::UnexpectedEof, msg, |s, _| {
-            self.recv(s)
-        })
-        .await
+        fill_exact(buf, msg, |s, _| self.recv(s)).await
     }
 
     pub(crate) async fn send_to<B: IoBuf>(&self, buf: B, addr: SockAddr) -> BufResult<usize, B> {
@@ -197,6 +205,8 @@ impl IntoRawFd for Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        // Operations of the poll-based traits first (their cancels queue ahead of the close).
+        self.io = None;
         if let Some(fd) = self.fd.take() {
             Home::close(self.home.as_ref(), fd);
         }

@@ -115,6 +115,32 @@ impl Incoming<'_> {
     }
 }
 
+impl futures::Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<TcpStream>>> {
+        self.op.poll_next(cx).map(|item| {
+            item.map(|r| {
+                r.map(|fd| TcpStream {
+                    socket: Socket::from_fd(fd),
+                })
+            })
+        })
+    }
+}
+
+impl futures::Stream for RecvStream<'_> {
+    type Item = io::Result<RingBuf>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<RingBuf>>> {
+        self.op.poll_next(cx)
+    }
+}
+
 /// The stream of [`TcpStream::recv_stream`].
 #[must_use = "a stream does nothing unless polled"]
 #[derive(Debug)]
@@ -131,6 +157,14 @@ impl RecvStream<'_> {
 }
 
 /// A TCP connection. Reads and writes take buffers by value and give them back.
+///
+/// It also implements `futures::io::{AsyncRead, AsyncWrite}` (tokio's too, with feature
+/// `tokio`) through two internal 16 KiB buffers made on first use: a read copies out of the
+/// read buffer (a read abandoned while in flight keeps its bytes for the next call); a write
+/// copies into the write buffer and returns at once while the kernel writes it (write-behind),
+/// so a write future dropped at any point loses or duplicates nothing; `flush` waits for every
+/// accepted byte, `close` flushes and shuts down the write half. Errors of a write-behind come
+/// back from the next write, flush or close.
 #[derive(Debug)]
 pub struct TcpStream {
     socket: Socket,
@@ -157,12 +191,15 @@ impl TcpStream {
         }
     }
 
-    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream. The
+    /// buffer's length becomes exactly the bytes read (see the crate docs' read rule).
     pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.recv(buf).await
     }
 
-    /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
+    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`);
+    /// `UnexpectedEof` if the peer closes first, the buffer's length then being the bytes that
+    /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         self.socket.recv_exact(buf).await
     }
@@ -320,6 +357,13 @@ pub(crate) use fd_traits;
 
 fd_traits!(TcpListener);
 fd_traits!(TcpStream);
+crate::poll_io::poll_io_traits!(TcpStream);
+
+impl TcpStream {
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        self.socket.poll_io()
+    }
+}
 
 impl TcpStream {
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) (a

@@ -85,8 +85,14 @@ pub struct UnixListener {
 
 impl UnixListener {
     /// Creates a socket file at `path` and listens on it (backlog 1024). Like std, fails with
-    /// `AddrInUse` if the file exists: nothing is unlinked.
-    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+    /// `AddrInUse` if the file exists: nothing is unlinked. Async like `TcpListener::bind`
+    /// and `UdpSocket::bind`; [`bind_sync`](Self::bind_sync) works outside a runtime.
+    pub async fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        Self::bind_sync(path)
+    }
+
+    /// The synchronous form of [`bind`](Self::bind), usable outside a runtime.
+    pub fn bind_sync(path: impl AsRef<Path>) -> io::Result<UnixListener> {
         let addr = unix_addr(path.as_ref())?;
         let socket = Socket::new_sync(libc::AF_UNIX, libc::SOCK_STREAM)?;
         socket.bind(&addr)?;
@@ -147,12 +153,15 @@ impl UnixStream {
         }
     }
 
-    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream. The
+    /// buffer's length becomes exactly the bytes read (see the crate docs' read rule).
     pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.recv(buf).await
     }
 
-    /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes first.
+    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`);
+    /// `UnexpectedEof` if the peer closes first, the buffer's length then being the bytes that
+    /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         self.socket.recv_exact(buf).await
     }
@@ -290,4 +299,11 @@ impl UnixDatagram {
 
 fd_traits!(UnixListener);
 fd_traits!(UnixStream);
+crate::poll_io::poll_io_traits!(UnixStream);
+
+impl UnixStream {
+    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
+        self.socket.poll_io()
+    }
+}
 fd_traits!(UnixDatagram);

@@ -8,12 +8,33 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-/// Why a task produced no output.
+/// Why a task produced no output. `Send + Sync`, and converts into an `io::Error` (kind
+/// `Other`, the panic message or "task was cancelled"), so `handle.await?` works in a function
+/// returning `io::Result`.
 pub struct JoinError {
-    panic: Option<Box<dyn std::any::Any + Send + 'static>>,
+    /// `None`: cancelled. The payload sits behind a mutex only to make the error `Sync`.
+    panic: Option<(
+        String,
+        std::sync::Mutex<Box<dyn std::any::Any + Send + 'static>>,
+    )>,
 }
 
 impl JoinError {
+    pub(crate) fn cancelled() -> JoinError {
+        JoinError { panic: None }
+    }
+
+    pub(crate) fn panicked(payload: Box<dyn std::any::Any + Send + 'static>) -> JoinError {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(non-string payload)".into());
+        JoinError {
+            panic: Some((msg, std::sync::Mutex::new(payload))),
+        }
+    }
+
     /// Whether the task panicked.
     pub fn is_panic(&self) -> bool {
         self.panic.is_some()
@@ -26,8 +47,10 @@ impl JoinError {
 
     /// The panic payload, to resume the panic with `std::panic::resume_unwind`.
     pub fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
-        self.panic
-            .unwrap_or_else(|| Box::new("task was cancelled, not panicked"))
+        match self.panic {
+            Some((_, payload)) => payload.into_inner().unwrap_or_else(|e| e.into_inner()),
+            None => Box::new("task was cancelled, not panicked"),
+        }
     }
 }
 
@@ -41,15 +64,14 @@ impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.panic {
             None => f.write_str("task was cancelled"),
-            Some(p) => {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "(non-string payload)".into());
-                write!(f, "task panicked: {msg}")
-            }
+            Some((msg, _)) => write!(f, "task panicked: {msg}"),
         }
+    }
+}
+
+impl From<JoinError> for std::io::Error {
+    fn from(e: JoinError) -> std::io::Error {
+        std::io::Error::other(e)
     }
 }
 
@@ -165,7 +187,7 @@ impl<F: Future> Future for TaskFuture<F> {
         if this.state.borrow().abort {
             // Drop the future first (its operations get cancelled), then report.
             this.future = None;
-            this.finish(Err(JoinError { panic: None }));
+            this.finish(Err(JoinError::cancelled()));
             return Poll::Ready(());
         }
         let Some(fut) = this.future.as_mut() else {
@@ -178,7 +200,7 @@ impl<F: Future> Future for TaskFuture<F> {
                 Poll::Ready(())
             }
             Err(panic) => {
-                this.finish(Err(JoinError { panic: Some(panic) }));
+                this.finish(Err(JoinError::panicked(panic)));
                 Poll::Ready(())
             }
         }
@@ -193,7 +215,7 @@ impl<F: Future> Drop for TaskFuture<F> {
             let waker = {
                 let mut s = self.state.borrow_mut();
                 if s.result.is_none() {
-                    s.result = Some(Err(JoinError { panic: None }));
+                    s.result = Some(Err(JoinError::cancelled()));
                 }
                 s.waker.take()
             };

@@ -410,6 +410,11 @@ where
     join::handle(state, Box::new(move || abort_waker.wake_by_ref()))
 }
 
+/// The id of the current thread's runtime, if there is one (ids are never reused).
+pub(crate) fn current_id() -> Option<u64> {
+    CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.id))
+}
+
 /// The driver of the current thread's runtime, if there is one.
 pub fn current_driver() -> Option<DriverKind> {
     CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.driver.kind()))
@@ -459,6 +464,13 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// Runs `f(i)` on `threads` threads, each with its own runtime (its own ring) and pinned to CPU
 /// `i % cpus`; returns every thread's output. Listeners meant to share a port across threads
 /// use `SO_REUSEPORT` (see `TcpListener::bind_reuseport`).
+///
+/// Signals: before spawning, the calling thread blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+/// SIGUSR1, SIGUSR2 and SIGWINCH, so every runtime thread inherits the mask and
+/// [`hoop::signal`](crate::signal) listeners on any of them see those signals; while the
+/// threads run, the calling thread takes them and gives any signal nobody listens for its
+/// usual disposition (Ctrl-C still ends a program that does not listen for it). The mask is
+/// restored on return. See [`signal`](crate::signal) for other signals.
 pub fn run_per_core<F, Fut>(threads: usize, f: F) -> io::Result<Vec<Fut::Output>>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
@@ -467,11 +479,14 @@ where
 {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let f = Arc::new(f);
+    let signals = crate::signal::PerCoreSignals::block()?;
     let handles: Vec<_> = (0..threads.max(1))
         .map(|i| {
             let f = f.clone();
+            let exit = signals.exit_notice();
             std::thread::Builder::new().name(format!("hoop-{i}")).spawn(
                 move || -> io::Result<Fut::Output> {
+                    let _exit = exit;
                     let _ = pin_to_cpu(i % cpus);
                     let rt = Runtime::new()?;
                     Ok(rt.block_on(f(i)))
@@ -479,6 +494,7 @@ where
             )
         })
         .collect::<io::Result<_>>()?;
+    signals.serve_until_exited(handles.len());
     let mut out = Vec::with_capacity(handles.len());
     for h in handles {
         match h.join() {

@@ -296,6 +296,46 @@ unsafe impl EpollOp for Statx {
     }
 }
 
+// SAFETY: the offsets are in a box the op owns; no other pointers.
+unsafe impl EpollOp for Splice {
+    fn create_call(&mut self) -> Call {
+        // A pipe end has no offset: a null pointer.
+        let base = self.offsets.as_mut_ptr();
+        let ptr = |i: usize, off: i64| -> libc::c_long {
+            if off < 0 {
+                0
+            } else {
+                base.wrapping_add(i) as libc::c_long
+            }
+        };
+        let p_in = ptr(0, self.offsets[0]);
+        let p_out = ptr(1, self.offsets[1]);
+        Call::new(
+            libc::SYS_splice,
+            &[
+                self.fd_in as _,
+                p_in,
+                self.fd_out as _,
+                p_out,
+                self.len as _,
+                self.flags as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl EpollOp for Ftruncate {
+    fn create_call(&mut self) -> Call {
+        Call::new(
+            libc::SYS_ftruncate,
+            &[self.fd as _, off(self.len)],
+            Mode::Blocking,
+        )
+    }
+}
+
 // SAFETY: no pointers.
 unsafe impl EpollOp for Fallocate {
     fn create_call(&mut self) -> Call {

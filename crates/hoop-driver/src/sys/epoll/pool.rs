@@ -122,6 +122,14 @@ impl Drop for Pool {
 }
 
 fn worker(shared: Arc<Shared>) {
+    // A pool thread never takes a signal: one meant for the process goes to a thread that
+    // expects it (a `hoop::signal` listener blocks its signal only in its own threads).
+    // SAFETY: sigfillset initializes the local set; pthread_sigmask reads it.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
     loop {
         let job = {
             let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());

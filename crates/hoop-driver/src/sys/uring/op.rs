@@ -155,6 +155,28 @@ unsafe impl UringOp for Fallocate {
     }
 }
 
+// SAFETY: no pointers (offsets are passed by value).
+unsafe impl UringOp for Splice {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Splice::new(
+            Fd(self.fd_in),
+            self.offsets[0],
+            Fd(self.fd_out),
+            self.offsets[1],
+            self.len,
+        )
+        .flags(self.flags)
+        .build()
+    }
+}
+
+// SAFETY: no pointers.
+unsafe impl UringOp for Ftruncate {
+    fn create_entry(&mut self) -> Entry {
+        opcode::Ftruncate::new(Fd(self.fd), self.len).build()
+    }
+}
+
 // SAFETY: the path is on the heap.
 unsafe impl UringOp for UnlinkAt {
     fn create_entry(&mut self) -> Entry {

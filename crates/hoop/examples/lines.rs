@@ -1,0 +1,122 @@
+//! A line-based protocol on `futures::io::BufReader::lines` over a hoop `TcpStream`.
+//!
+//! ```text
+//! cargo run --release -p hoop --example lines -- 127.0.0.1:7070    # serve until Ctrl-C
+//! cargo run --release -p hoop --example lines -- --self-test 50    # 50 requests, then exit
+//! ```
+//!
+//! Requests, one per line: `ADD a b` (answers the sum), `UPPER text` (answers the text in
+//! capitals), `QUIT` (closes the connection); anything else is answered `ERR ...`. The server
+//! reads with `BufReader::lines` and writes with `AsyncWriteExt::write_all` (the stream's own
+//! `write_all` takes an owned buffer; the trait's is named explicitly).
+
+use std::io;
+
+use futures::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use futures::{FutureExt, StreamExt};
+use hoop::net::{TcpListener, TcpStream};
+
+fn answer(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace();
+    match words.next() {
+        Some("ADD") => {
+            let sum: Result<i64, _> = words.map(str::parse::<i64>).sum();
+            Some(match sum {
+                Ok(s) => s.to_string(),
+                Err(e) => format!("ERR {e}"),
+            })
+        }
+        Some("UPPER") => Some(line["UPPER".len()..].trim_start().to_uppercase()),
+        Some("QUIT") => None,
+        _ => Some(format!("ERR unknown request: {line}")),
+    }
+}
+
+async fn session(stream: TcpStream) -> io::Result<()> {
+    // One stream, read through a BufReader and written through the trait: split it with
+    // futures' `AsyncReadExt::split`.
+    let (reader, mut writer) = futures::io::AsyncReadExt::split(stream);
+    let mut lines = BufReader::new(reader).lines();
+    while let Some(line) = lines.next().await {
+        let Some(reply) = answer(&line?) else { break };
+        writer.write_all(format!("{reply}\n").as_bytes()).await?;
+    }
+    writer.close().await
+}
+
+async fn serve(listener: TcpListener) -> io::Result<()> {
+    loop {
+        let (s, _) = listener.accept().await?;
+        hoop::spawn(async move {
+            if let Err(e) = session(s).await {
+                eprintln!("lines: session ended: {e}");
+            }
+        });
+    }
+}
+
+async fn self_test(requests: usize) -> io::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    hoop::spawn(serve(listener));
+    let stream = TcpStream::connect(addr).await?;
+    let (reader, mut writer) = futures::io::AsyncReadExt::split(stream);
+    let mut lines = BufReader::new(reader).lines();
+    let mut ok = 0;
+    for i in 0..requests {
+        let (req, want) = if i % 2 == 0 {
+            (
+                format!("ADD {i} {} -1", i * 2),
+                (3 * i as i64 - 1).to_string(),
+            )
+        } else {
+            (format!("UPPER hello {i}"), format!("HELLO {i}"))
+        };
+        writer.write_all(format!("{req}\n").as_bytes()).await?;
+        let got = lines.next().await.transpose()?.unwrap_or_default();
+        if got == want {
+            ok += 1;
+        } else {
+            eprintln!("{req:?}: got {got:?}, want {want:?}");
+        }
+    }
+    writer.write_all(b"QUIT\n").await?;
+    writer.flush().await?;
+    // After QUIT the server closes: the stream ends.
+    let end = lines.next().await;
+    println!(
+        "{ok} of {requests} answers correct; end of stream after QUIT: {}",
+        end.is_none()
+    );
+    if ok == requests && end.is_none() {
+        Ok(())
+    } else {
+        Err(io::Error::other("wrong answers"))
+    }
+}
+
+#[hoop::main]
+async fn main() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [flag, n] if flag == "--self-test" => {
+            let n = n
+                .parse()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{n}: {e}")))?;
+            self_test(n).await
+        }
+        [addr] => {
+            let ctrl_c = hoop::signal::ctrl_c();
+            let listener = TcpListener::bind(addr.as_str()).await?;
+            println!("listening on {}", listener.local_addr()?);
+            futures::select! {
+                r = serve(listener).fuse() => r,
+                r = ctrl_c.fuse() => r,
+            }
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "usage: lines ADDR | lines --self-test REQUESTS",
+        )),
+    }
+}

@@ -1,0 +1,175 @@
+//! Every example of `crates/hoop/examples` (but the README's echo server, which serves port
+//! 7000 forever) runs here, on io_uring and on epoll (`HOOP_DRIVER`), each in its bounded
+//! self-test mode, with a time limit; the proxy also runs in serve mode and must exit 0 on
+//! SIGINT. `cargo test` builds the examples next to the test binaries
+//! (`target/<profile>/examples/`); a missing one fails with the command to build it.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/examples-<hash> -> target/<profile>/examples/<name>
+    let path = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|p| p.join("examples").join(name))
+        .unwrap();
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo build --release -p hoop --examples` (cargo test builds it)",
+        path.display()
+    );
+    path
+}
+
+fn drivers() -> Vec<&'static str> {
+    if let Some(reason) = hoop::__private::uring_unavailable() {
+        hoop::__private::skip(hoop::DriverKind::Uring, reason);
+        vec!["epoll"]
+    } else {
+        vec!["uring", "epoll"]
+    }
+}
+
+/// Waits for `child` with the time limit (killing it past the limit) and returns its output.
+fn finish(mut child: Child, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not finish in {LIMIT:?}; stdout: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs example `name` with `args` on `driver` and returns its stdout; fails on a non-zero
+/// exit.
+fn run(name: &str, args: &[&str], driver: &str) -> String {
+    let child = Command::new(example(name))
+        .args(args)
+        .env("HOOP_DRIVER", driver)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let what = format!("{name} {args:?} on {driver}");
+    let out = finish(child, &what);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn copy_example_copies_and_benchmarks() {
+    let dir = std::env::temp_dir();
+    for driver in drivers() {
+        let out = run("copy", &["--bench", "4"], driver);
+        assert!(out.contains("ratio hoop/std"), "{out}");
+        let src = dir.join(format!("hoop-ex-copy-src-{}-{driver}", std::process::id()));
+        let dst = dir.join(format!("hoop-ex-copy-dst-{}-{driver}", std::process::id()));
+        let data: Vec<u8> = (0..100_003u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&src, &data).unwrap();
+        let out = run(
+            "copy",
+            &[src.to_str().unwrap(), dst.to_str().unwrap()],
+            driver,
+        );
+        assert!(out.contains("copied 100003 bytes"), "{out}");
+        assert!(std::fs::read(&dst).unwrap() == data);
+        let _ = std::fs::remove_file(&src);
+        let _ = std::fs::remove_file(&dst);
+    }
+}
+
+#[test]
+fn proxy_example_verifies_every_message() {
+    for driver in drivers() {
+        let out = run("proxy", &["--self-test", "10", "50"], driver);
+        assert!(out.contains("verified 500 of 500 messages"), "{out}");
+    }
+}
+
+/// Serve mode: `listening on ADDR`, traffic through it, then SIGINT: exit 0.
+#[test]
+fn proxy_example_stops_on_ctrl_c() {
+    for driver in drivers() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_addr = upstream.local_addr().unwrap();
+        let echo = std::thread::spawn(move || {
+            let (mut s, _) = upstream.accept().unwrap();
+            let mut r = s.try_clone().unwrap();
+            let _ = std::io::copy(&mut r, &mut s);
+        });
+        let mut child = Command::new(example("proxy"))
+            .args(["127.0.0.1:0", &up_addr.to_string()])
+            .env("HOOP_DRIVER", driver)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line: {line:?}"))
+            .to_string();
+        {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            c.set_read_timeout(Some(LIMIT)).unwrap();
+            c.write_all(b"through the proxy").unwrap();
+            let mut back = [0u8; 17];
+            c.read_exact(&mut back).unwrap();
+            assert_eq!(&back, b"through the proxy");
+        }
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+        child.stdout = Some(stdout.into_inner());
+        let out = finish(child, &format!("proxy serve on {driver}"));
+        assert!(out.status.success(), "proxy on {driver}: {}", out.status);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("stopping on Ctrl-C"));
+        echo.join().unwrap();
+    }
+}
+
+#[test]
+fn lines_example_answers_every_request() {
+    for driver in drivers() {
+        let out = run("lines", &["--self-test", "40"], driver);
+        assert!(out.contains("40 of 40 answers correct"), "{out}");
+        assert!(out.contains("end of stream after QUIT: true"), "{out}");
+    }
+}
+
+#[test]
+fn service_example_mixes_sockets_interval_and_signals() {
+    for driver in drivers() {
+        let out = run("service", &["--self-test"], driver);
+        assert!(
+            out.contains("self-test: tcp, udp and status answered"),
+            "{out}"
+        );
+        assert!(out.contains("stopped by SIGTERM"), "{out}");
+        assert!(out.matches("tick:").count() >= 2, "{out}");
+    }
+}

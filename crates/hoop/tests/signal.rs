@@ -1,0 +1,157 @@
+//! `hoop::signal` and `hoop::sync::CancellationToken`, on io_uring and on epoll. A signal sent
+//! to the process goes to any thread that does not block it, so this test runs without the
+//! test harness (`harness = false`): `main` runs every case on the main thread, the only
+//! thread besides those a case starts.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use futures::StreamExt;
+use hoop::signal::{ctrl_c, signal, SignalKind};
+use hoop::sync::CancellationToken;
+use hoop::time::timeout;
+use hoop::DriverKind;
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn kill_self(sig: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), sig) }, 0);
+}
+
+/// One runtime on the main thread: two listeners of one signal both see each arrival (as a
+/// `recv` and as a `Stream`), `ctrl_c` resolves on SIGINT, arrivals before a listener existed
+/// are not reported to it, and refused signals are `InvalidInput`.
+fn single_runtime(kind: DriverKind) {
+    let rt = hoop::Runtime::builder().driver(kind).build().unwrap();
+    rt.block_on(async {
+        let mut a = signal(SignalKind::user_defined1()).unwrap();
+        let mut b = signal(SignalKind::user_defined1()).unwrap();
+        for round in 0..3 {
+            kill_self(libc::SIGUSR1);
+            timeout(LIMIT, a.recv()).await.expect("listener a").unwrap();
+            let got = timeout(LIMIT, b.next()).await.expect("listener b");
+            assert_eq!(got, Some(()), "round {round}");
+        }
+        // A listener made afterwards does not see the old arrivals.
+        let mut late = signal(SignalKind::user_defined1()).unwrap();
+        assert!(timeout(Duration::from_millis(50), late.recv())
+            .await
+            .is_err());
+
+        let c = ctrl_c();
+        kill_self(libc::SIGINT);
+        timeout(LIMIT, c).await.expect("ctrl_c").unwrap();
+
+        for bad in [libc::SIGKILL, libc::SIGSTOP, libc::SIGSEGV, 0, 65] {
+            let e = signal(SignalKind::from_raw(bad)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad}: {e}");
+        }
+        let e = timeout(LIMIT, async { ctrl_c_of(libc::SIGKILL).await })
+            .await
+            .unwrap();
+        assert!(e.is_err());
+    });
+}
+
+async fn ctrl_c_of(sig: i32) -> std::io::Result<()> {
+    let mut s = signal(SignalKind::from_raw(sig))?;
+    s.recv().await;
+    Ok(())
+}
+
+static HUP_HANDLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hup(_: libc::c_int) {
+    HUP_HANDLED.store(true, Ordering::SeqCst);
+}
+
+/// `run_per_core`: a listener on every thread sees a SIGUSR2 sent by one of them, a
+/// cancellation token cancelled on one thread wakes the others, and a signal nobody listens
+/// for (SIGHUP, with a handler installed) still gets its usual disposition.
+fn per_core(kind: DriverKind) {
+    // run_per_core builds its runtimes from HOOP_DRIVER; only this thread exists now.
+    std::env::set_var("HOOP_DRIVER", kind.to_string());
+    HUP_HANDLED.store(false, Ordering::SeqCst);
+    // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
+    unsafe { libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t) };
+
+    const THREADS: usize = 3;
+    let ready = Arc::new(Barrier::new(THREADS));
+    let seen = Arc::new(AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let (ready2, seen2, stop2) = (ready.clone(), seen.clone(), stop.clone());
+    let out = hoop::run_per_core(THREADS, move |i| {
+        let (ready, seen, stop) = (ready2.clone(), seen2.clone(), stop2.clone());
+        async move {
+            assert_eq!(hoop::runtime::current_driver(), Some(kind));
+            let mut usr2 = signal(SignalKind::user_defined2()).unwrap();
+            // Every listener exists before the signal is sent.
+            ready.wait();
+            if i == 0 {
+                kill_self(libc::SIGUSR2);
+            }
+            timeout(LIMIT, usr2.recv())
+                .await
+                .expect("SIGUSR2 on every thread");
+            if seen.fetch_add(1, Ordering::SeqCst) + 1 == THREADS {
+                kill_self(libc::SIGHUP);
+                stop.cancel();
+            }
+            timeout(LIMIT, stop.cancelled())
+                .await
+                .expect("cancelled everywhere");
+            assert!(stop.is_cancelled());
+            i
+        }
+    })
+    .unwrap();
+    assert_eq!(out, (0..THREADS).collect::<Vec<_>>());
+    assert_eq!(seen.load(Ordering::SeqCst), THREADS);
+    assert!(
+        HUP_HANDLED.load(Ordering::SeqCst),
+        "SIGHUP, listened for by nobody, reached its handler"
+    );
+    std::env::remove_var("HOOP_DRIVER");
+}
+
+/// A token cancelled from a plain thread wakes a task on a sleeping runtime; a dropped
+/// `cancelled()` future unregisters itself.
+fn token_from_another_thread(kind: DriverKind) {
+    let rt = hoop::Runtime::builder().driver(kind).build().unwrap();
+    let token = CancellationToken::new();
+    let t2 = token.clone();
+    rt.block_on(async {
+        // Dropped before the cancel: must not matter.
+        drop(token.cancelled());
+        let th = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            t2.cancel();
+        });
+        timeout(LIMIT, token.cancelled()).await.expect("woken");
+        th.join().unwrap();
+    });
+}
+
+fn main() {
+    let mut drivers = vec![DriverKind::Uring, DriverKind::Epoll];
+    if let Some(reason) = hoop::__private::uring_unavailable() {
+        hoop::__private::skip(
+            DriverKind::Uring,
+            &format!("io_uring unavailable: {reason}"),
+        );
+        drivers.remove(0);
+    }
+    for kind in drivers {
+        for (name, case) in [
+            ("single_runtime", single_runtime as fn(DriverKind)),
+            ("per_core", per_core),
+            ("token_from_another_thread", token_from_another_thread),
+        ] {
+            eprint!("test signal::{name} on {kind} ... ");
+            case(kind);
+            eprintln!("ok");
+        }
+    }
+}
