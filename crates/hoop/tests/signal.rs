@@ -134,12 +134,15 @@ fn token_from_another_thread(kind: DriverKind) {
     });
 }
 
+/// A case: its name and its body, run once per driver.
+type Case = (&'static str, fn(DriverKind));
+
 fn main() {
     // The harness's arguments that matter here: `--list`, and a name filter.
     let args: Vec<String> = std::env::args().skip(1).collect();
     let list = args.iter().any(|a| a == "--list");
     let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
-    let cases: [(&str, fn(DriverKind)); 3] = [
+    let cases: [Case; 3] = [
         ("single_runtime", single_runtime),
         ("per_core", per_core),
         ("token_from_another_thread", token_from_another_thread),
