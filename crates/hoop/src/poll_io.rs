@@ -15,7 +15,8 @@
 //!   dropped at any point neither loses accepted bytes nor duplicates them. An error of a
 //!   write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`.
 //!   `poll_flush` waits for every accepted byte; `poll_close` flushes, then shuts down the
-//!   write half of a socket. Dropping the value with a write in flight cancels it: flush first.
+//!   write half of a socket. `poll_read` also pushes a write-behind on (the rest of a short
+//!   write), so a request written and not flushed still goes out while its reply is awaited. Dropping the value with a write in flight cancels it: flush first.
 //!
 //! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like `std::fs::File`.
 
@@ -162,6 +163,11 @@ impl PollIo {
         dst: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         self.check_thread()?;
+        // A reader waiting for a reply must not wait on a request whose tail is still ours
+        // to send: push the write-behind on (its error stays for the next write or flush).
+        if self.write_op.is_some() {
+            let _ = self.drive_write(fd, cx);
+        }
         if dst.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -200,8 +206,9 @@ impl PollIo {
         }
     }
 
-    /// Drives the write in flight (and the rest of a short write) to its end.
-    fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// Drives the write in flight (and the rest of a short write) as far as it goes without
+    /// waiting; an error is kept in `write_err`. `Ready` once nothing is in flight.
+    fn drive_write(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if let Some(op) = &mut self.write_op {
                 let (res, slice) = std::task::ready!(op.poll(cx));
@@ -228,17 +235,26 @@ impl PollIo {
                 }
                 self.write_buf = Some(buf);
             }
-            if let Some(e) = self.write_err.take() {
+            if self.write_err.is_some() {
                 self.write_done = 0;
-                return Poll::Ready(Err(e));
+                return Poll::Ready(());
             }
             match self.write_buf.take() {
                 Some(buf) if !buf.is_empty() => self.submit_write(fd, buf, cx),
                 other => {
                     self.write_buf = other;
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(());
                 }
             }
+        }
+    }
+
+    /// Drives the write in flight to its end, then reports its error if it had one.
+    fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.drive_write(fd, cx));
+        match self.write_err.take() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Poll::Ready(Ok(())),
         }
     }
 

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
-pub use crate::runtime::{spawn, yield_now, JoinError, JoinHandle};
+pub use crate::runtime::{spawn, yield_now, AbortHandle, JoinError, JoinHandle};
 
 /// A set of tasks spawned on the current thread's runtime, awaited in the order they finish
 /// (tokio's `JoinSet`). Dropping the set aborts the tasks still in it.
@@ -53,15 +53,19 @@ impl<T: 'static> JoinSet<T> {
         }
     }
 
-    /// Spawns `task` on the current thread's runtime (see [`spawn`]) and adds it to the set.
+    /// Spawns `task` on the current thread's runtime (see [`spawn`]) and adds it to the set;
+    /// the returned handle aborts it without taking it out of the set.
     ///
     /// # Panics
     /// Outside a hoop runtime, as [`spawn`] does.
-    pub fn spawn<F>(&mut self, task: F)
+    pub fn spawn<F>(&mut self, task: F) -> AbortHandle
     where
         F: Future<Output = T> + 'static,
     {
-        self.tasks.push(spawn(task));
+        let handle = spawn(task);
+        let abort = handle.abort_handle();
+        self.tasks.push(handle);
+        abort
     }
 
     /// The output of the next task to finish (`Err` if it panicked or was aborted), or `None`

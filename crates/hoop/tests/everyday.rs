@@ -33,9 +33,10 @@ async fn join_set_returns_outputs_as_tasks_finish() {
 #[hoop::test]
 async fn join_set_abort_panic_and_drop() {
     let mut set = JoinSet::new();
-    set.spawn(async { std::future::pending::<u32>().await });
+    let pending = set.spawn(async { std::future::pending::<u32>().await });
     set.spawn(async { panic!("boom") });
     set.spawn(async { 7u32 });
+    assert!(!pending.is_finished());
     let (mut ok, mut panicked) = (0, 0);
     for _ in 0..2 {
         match timeout(LIMIT, set.join_next()).await.unwrap().unwrap() {
@@ -51,9 +52,11 @@ async fn join_set_abort_panic_and_drop() {
         }
     }
     assert_eq!((ok, panicked), (1, 1));
-    set.abort_all();
+    pending.abort();
     let e = set.join_next().await.unwrap().unwrap_err();
     assert!(e.is_cancelled());
+    assert!(pending.is_finished());
+    set.abort_all();
     assert!(set.try_join_next().is_none());
 
     // Dropping a set aborts what is in it: the task's future is dropped (its guard runs).

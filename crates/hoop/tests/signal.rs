@@ -134,7 +134,25 @@ fn token_from_another_thread(kind: DriverKind) {
     });
 }
 
+/// A case: its name and its body, run once per driver.
+type Case = (&'static str, fn(DriverKind));
+
 fn main() {
+    // The harness's arguments that matter here: `--list`, and a name filter.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = args.iter().any(|a| a == "--list");
+    let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let cases: [Case; 3] = [
+        ("single_runtime", single_runtime),
+        ("per_core", per_core),
+        ("token_from_another_thread", token_from_another_thread),
+    ];
+    if list {
+        for (name, _) in cases {
+            println!("signal::{name}: test");
+        }
+        return;
+    }
     let mut drivers = vec![DriverKind::Uring, DriverKind::Epoll];
     if let Some(reason) = hoop::__private::uring_unavailable() {
         hoop::__private::skip(
@@ -144,11 +162,10 @@ fn main() {
         drivers.remove(0);
     }
     for kind in drivers {
-        for (name, case) in [
-            ("single_runtime", single_runtime as fn(DriverKind)),
-            ("per_core", per_core),
-            ("token_from_another_thread", token_from_another_thread),
-        ] {
+        for (name, case) in cases {
+            if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+                continue;
+            }
             eprint!("test signal::{name} on {kind} ... ");
             case(kind);
             eprintln!("ok");

@@ -84,12 +84,42 @@ pub(crate) struct JoinState<T> {
     result: Option<Result<T, JoinError>>,
     waker: Option<Waker>,
     pub(crate) abort: bool,
+    /// The task finished (its result may have been taken since).
+    done: bool,
 }
 
 /// Owned permission to wait for a spawned task's output. Dropping it detaches the task.
 pub struct JoinHandle<T> {
     state: Rc<RefCell<JoinState<T>>>,
-    abort: Option<Box<dyn Fn()>>,
+    abort: Option<Rc<dyn Fn()>>,
+}
+
+/// Permission to abort a spawned task without awaiting it (from
+/// [`JoinHandle::abort_handle`] or `JoinSet::spawn`). Not `Send`: use it on the task's thread.
+#[derive(Clone)]
+pub struct AbortHandle {
+    abort: Rc<dyn Fn()>,
+    finished: Rc<dyn Fn() -> bool>,
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle")
+            .field("finished", &(self.finished)())
+            .finish()
+    }
+}
+
+impl AbortHandle {
+    /// Cancels the task, as [`JoinHandle::abort`].
+    pub fn abort(&self) {
+        (self.abort)()
+    }
+
+    /// Whether the task finished (with output, panic or abort).
+    pub fn is_finished(&self) -> bool {
+        (self.finished)()
+    }
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -103,18 +133,26 @@ impl<T> fmt::Debug for JoinHandle<T> {
 impl<T> JoinHandle<T> {
     /// Whether the task finished (with output, panic or abort).
     pub fn is_finished(&self) -> bool {
-        self.state.borrow().result.is_some()
+        self.state.borrow().done
     }
 
     /// Cancels the task: its future is dropped on the runtime's next tick (which cancels its
     /// operations), and awaiting the handle gives a cancelled `JoinError`.
     pub fn abort(&self) {
-        if self.is_finished() {
-            return;
-        }
-        self.state.borrow_mut().abort = true;
         if let Some(f) = &self.abort {
             f();
+        }
+    }
+
+    /// A handle that can abort the task without awaiting it.
+    pub fn abort_handle(&self) -> AbortHandle
+    where
+        T: 'static,
+    {
+        let state = self.state.clone();
+        AbortHandle {
+            abort: self.abort.clone().unwrap_or_else(|| Rc::new(|| {})),
+            finished: Rc::new(move || state.borrow().done),
         }
     }
 }
@@ -148,6 +186,7 @@ pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Shared<F::Output>) {
         result: None,
         waker: None,
         abort: false,
+        done: false,
     }));
     (
         TaskFuture {
@@ -158,7 +197,19 @@ pub(crate) fn pair<F: Future>(future: F) -> (TaskFuture<F>, Shared<F::Output>) {
     )
 }
 
-pub(crate) fn handle<T>(state: Rc<RefCell<JoinState<T>>>, abort: Box<dyn Fn()>) -> JoinHandle<T> {
+pub(crate) fn handle<T: 'static>(
+    state: Rc<RefCell<JoinState<T>>>,
+    wake: Box<dyn Fn()>,
+) -> JoinHandle<T> {
+    let st = state.clone();
+    // Marks the task aborted (unless it finished) and wakes it so the executor drops it.
+    let abort: Rc<dyn Fn()> = Rc::new(move || {
+        if st.borrow().done {
+            return;
+        }
+        st.borrow_mut().abort = true;
+        wake();
+    });
     JoinHandle {
         state,
         abort: Some(abort),
@@ -171,6 +222,7 @@ impl<F: Future> TaskFuture<F> {
         let waker = {
             let mut s = self.state.borrow_mut();
             s.result = Some(r);
+            s.done = true;
             s.waker.take()
         };
         if let Some(w) = waker {
@@ -214,9 +266,10 @@ impl<F: Future> Drop for TaskFuture<F> {
             self.future = None;
             let waker = {
                 let mut s = self.state.borrow_mut();
-                if s.result.is_none() {
+                if s.result.is_none() && !s.done {
                     s.result = Some(Err(JoinError::cancelled()));
                 }
+                s.done = true;
                 s.waker.take()
             };
             if let Some(w) = waker {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use hoop_driver::{Config, Counters, Driver, DriverKind, ShutdownReport};
 
-pub use join::{JoinError, JoinHandle};
+pub use join::{AbortHandle, JoinError, JoinHandle};
 use task::{Header, Remote, Task, TaskId, Tasks, LOCAL_QUEUE, MAIN};
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
