@@ -278,6 +278,23 @@ unsafe impl EpollOp for Fsync {
     }
 }
 
+// SAFETY: the path and the open_how are on the heap.
+unsafe impl EpollOp for OpenAt2 {
+    fn create_call(&mut self) -> Call {
+        let how: *const libc::open_how = &*self.how;
+        Call::new(
+            libc::SYS_openat2,
+            &[
+                self.dirfd as _,
+                self.path.as_ptr() as _,
+                how as _,
+                std::mem::size_of::<libc::open_how>() as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
 // SAFETY: the path and the statx buffer are on the heap.
 unsafe impl EpollOp for Statx {
     fn create_call(&mut self) -> Call {

@@ -113,6 +113,15 @@ unsafe impl UringOp for OpenAt {
     }
 }
 
+// SAFETY: the CString's bytes and the open_how are on the heap.
+unsafe impl UringOp for OpenAt2 {
+    fn create_entry(&mut self) -> Entry {
+        let how: *const libc::open_how = &*self.how;
+        // `types::OpenHow` is a transparent wrapper of the kernel's open_how, as libc's is.
+        opcode::OpenAt2::new(Fd(self.dirfd), self.path.as_ptr(), how.cast()).build()
+    }
+}
+
 // SAFETY: no pointers.
 unsafe impl UringOp for Close {
     fn create_entry(&mut self) -> Entry {
