@@ -837,3 +837,49 @@ fn close_op_dropped_before_it_is_polled_still_closes_the_fd() {
     drop(op);
     assert_eq!(fd_count(), before - 1, "dropping the op closed the fd");
 }
+
+/// `op::OpenAt2` with `RESOLVE_BENEATH`: a path inside the directory opens; `..` and a symlink
+/// leading out are refused by the kernel with `EXDEV`, on both drivers.
+#[test]
+fn openat2_resolve_beneath_keeps_paths_inside() {
+    use hoop::driver::{op, Op};
+    use std::ffi::CString;
+    let _g = lock();
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("openat2-{kind}"));
+        std::fs::create_dir(dir.join("root")).unwrap();
+        std::fs::write(dir.join("root/in.txt"), b"inside").unwrap();
+        std::fs::write(dir.join("out.txt"), b"outside").unwrap();
+        std::os::unix::fs::symlink("../out.txt", dir.join("root/link")).unwrap();
+        let root = std::fs::File::open(dir.join("root")).unwrap();
+        let rootfd = root.as_raw_fd();
+        run(kind, async move {
+            let open = |p: &str| {
+                Op::new(op::OpenAt2::new(
+                    rootfd,
+                    CString::new(p).unwrap(),
+                    libc::O_RDONLY,
+                    0,
+                    libc::RESOLVE_BENEATH,
+                ))
+            };
+            match open("in.txt").await {
+                Ok(fd) => {
+                    let f = File::from(fd);
+                    let (res, buf) = f.read_at(Vec::with_capacity(16), 0).await;
+                    assert_eq!(&buf[..res.unwrap()], b"inside");
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    eprintln!("skip on {kind}: openat2 not in this kernel");
+                    return;
+                }
+                Err(e) => panic!("open in.txt: {e}"),
+            }
+            for p in ["../out.txt", "link", "/etc/hostname"] {
+                let e = open(p).await.unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{p}: {e}");
+            }
+        });
+        drop(root);
+    });
+}

@@ -302,3 +302,79 @@ mod tests {
         assert_eq!(parse_u64(b""), None);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::{parse, Parsed};
+    use crate::http::resolve::decode;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        /// Any bytes: no panic, and a complete request never claims more than it was given.
+        #[test]
+        fn random_bytes_never_panic(bytes in vec(any::<u8>(), 0..4096)) {
+            if let Parsed::Complete { len_bytes, .. } = parse(&bytes) {
+                prop_assert!(len_bytes <= bytes.len());
+            }
+            let _ = decode(&bytes);
+        }
+
+        /// Well-formed requests parse whole, and none of their proper prefixes is complete.
+        #[test]
+        fn requests_and_their_prefixes(
+            method in "[A-Z]{1,7}",
+            path in "/[!-~]{0,60}",
+            minor in 0u8..2,
+            headers in vec(("[A-Za-z][A-Za-z0-9-]{0,15}", "[!-~]([ -~]{0,30}[!-~])?"), 0..12),
+        ) {
+            let mut req = format!("{method} {path} HTTP/1.{minor}\r\n");
+            for (k, v) in &headers {
+                req.push_str(&format!("{k}: {v}\r\n"));
+            }
+            req.push_str("\r\n");
+            let bytes = req.as_bytes();
+            let whole = parse(bytes);
+            match &whole {
+                Parsed::Complete { len_bytes, request } => {
+                    prop_assert_eq!(*len_bytes, bytes.len());
+                    prop_assert_eq!(request.target.as_slice(), path.as_bytes());
+                }
+                // Header values the parser refuses (a bad Content-Length, say).
+                Parsed::Invalid(_) => {}
+                Parsed::Partial => prop_assert!(false, "a whole request read as partial"),
+            }
+            for cut in 0..bytes.len() {
+                let p = parse(&bytes[..cut]);
+                prop_assert!(
+                    !matches!(p, Parsed::Complete { .. }),
+                    "a prefix of {} bytes read as complete", cut
+                );
+            }
+        }
+
+        /// Whatever a target decodes to stays beneath the root: no `..` or `.` segment, no
+        /// absolute path, no NUL.
+        #[test]
+        fn decoded_targets_stay_beneath_the_root(
+            parts in vec(prop_oneof![
+                Just("..".to_string()), Just("%2e%2e".to_string()), Just("%2E.".to_string()),
+                Just(".".to_string()), Just("%2f".to_string()), Just("\\".to_string()),
+                Just("%00".to_string()), Just("%5c..".to_string()), "[a-z%0-9.]{0,6}",
+            ], 0..10)
+        ) {
+            let target = format!("/{}", parts.join("/"));
+            if let Ok(t) = decode(target.as_bytes()) {
+                prop_assert!(!t.rel.starts_with(b"/"));
+                prop_assert!(!t.rel.contains(&0));
+                for seg in t.rel.split(|&b| b == b'/') {
+                    prop_assert!(seg != b".." && seg != b".", "{:?}", target);
+                    prop_assert!(!seg.is_empty() || t.rel.is_empty(), "{:?}", target);
+                }
+            }
+        }
+    }
+}
