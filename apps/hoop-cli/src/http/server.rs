@@ -62,6 +62,19 @@ pub struct HttpArgs {
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long)]
     pub access_log: bool,
+    /// Which server: hoop, or the tokio+hyper baseline of `hoop bench http` (one thread,
+    /// GET of whole files only).
+    #[arg(long, value_enum, default_value_t = HttpServerKind::Hoop)]
+    pub server: HttpServerKind,
+}
+
+/// Which server `hoop serve http` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HttpServerKind {
+    /// hoop's server.
+    Hoop,
+    /// The tokio + hyper baseline (benchmarks only).
+    Hyper,
 }
 
 /// Buffers in each thread's provided buffer ring, and their size.
@@ -106,6 +119,22 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         ));
     }
     let root = Arc::new(Root::open(&args.root)?);
+    if args.server == HttpServerKind::Hyper {
+        if args.threads != 1 || args.driver.is_some() {
+            return Err(invalid(
+                "the hyper baseline runs on one tokio thread: no --threads or --driver".into(),
+            ));
+        }
+        let signals = Signals::block()?;
+        raise_nofile_limit();
+        let dir = args.root.clone();
+        return crate::serve::echo::run_baseline(
+            &args.addr,
+            "hyper",
+            Box::new(move |l| crate::bench::http::hyper_server::run(l, dir)),
+            &signals,
+        );
+    }
     let cfg = Arc::new(Config {
         header_timeout: Duration::from_millis(args.header_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),

@@ -157,10 +157,18 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
             });
             run_threads("echo", &args.addr, args.threads, kind, &signals, serve)
         }
-        ServerKind::Tokio => run_baseline(&args.addr, "tokio", baseline::run_tokio_echo, &signals),
-        ServerKind::Monoio => {
-            run_baseline(&args.addr, "monoio", baseline::run_monoio_echo, &signals)
-        }
+        ServerKind::Tokio => run_baseline(
+            &args.addr,
+            "tokio",
+            Box::new(baseline::run_tokio_echo),
+            &signals,
+        ),
+        ServerKind::Monoio => run_baseline(
+            &args.addr,
+            "monoio",
+            Box::new(baseline::run_monoio_echo),
+            &signals,
+        ),
     }
 }
 
@@ -257,10 +265,10 @@ async fn echo_conn(stream: TcpStream) {
 
 /// A baseline server on its own thread; the main thread waits for a signal, then returns (the
 /// process exits, which closes the baseline's sockets).
-fn run_baseline(
+pub(crate) fn run_baseline(
     addr: &str,
     name: &'static str,
-    serve: fn(std::net::TcpListener) -> io::Result<()>,
+    serve: Box<dyn FnOnce(std::net::TcpListener) -> io::Result<()> + Send>,
     signals: &Signals,
 ) -> io::Result<()> {
     // Bound like hoop's listener (SO_REUSEADDR, backlog 1024) so the comparison is fair.
@@ -269,7 +277,7 @@ fn run_baseline(
     let local = listener.local_addr()?;
     let listener = std::net::TcpListener::from(std::os::fd::OwnedFd::from(listener));
     let server = std::thread::Builder::new()
-        .name(format!("{name}-echo"))
+        .name(format!("{name}-server"))
         .spawn(move || serve(listener))
         .map_err(|e| with_context(e, format!("cannot start the {name} thread")))?;
     announce(local)?;
