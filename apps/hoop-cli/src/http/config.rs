@@ -28,6 +28,9 @@ pub struct Config {
     /// A response whose header and body together fit in this many bytes is copied into one
     /// buffer and sent with one send; bigger bodies are sent from where they are.
     pub one_send_max_bytes: usize,
+    /// Files of at least this many bytes are spliced (file -> pipe -> socket) on io_uring
+    /// rather than cached or read and sent (see DESIGN.md for the measured crossover).
+    pub splice_min_bytes: u64,
     /// Chunk size when streaming a file that is not cached (read into memory, then sent).
     pub stream_chunk_bytes: usize,
     /// Responses of pipelined requests are gathered up to this many bytes before one send.
@@ -46,7 +49,8 @@ impl Default for Config {
             max_conns: 10_000,
             cache_bytes: 64 << 20,
             cache_max_file_bytes: 1 << 20,
-            one_send_max_bytes: 64 * 1024,
+            one_send_max_bytes: 128 * 1024,
+            splice_min_bytes: 256 * 1024,
             stream_chunk_bytes: 256 * 1024,
             out_batch_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(5),

@@ -28,6 +28,7 @@ use super::deadline::{Deadlines, Timer};
 use super::parse::{parse, Method, Parsed, Request};
 use super::resolve::{decode, open_error_status, Root};
 use super::response::{decide, write_status, Decision, FileMeta, Head};
+use super::splice::PipePool;
 use super::status::Status;
 
 /// What the connections of one server thread share.
@@ -49,6 +50,9 @@ pub struct Shared {
     pub stopping: Cell<bool>,
     /// Open connections over every thread (for `--max-conns`).
     pub open_conns: Arc<AtomicUsize>,
+    /// Pipes for splicing big files; `None` where splice is not used (the epoll driver, or a
+    /// kernel without `IORING_OP_SPLICE`).
+    pub pipes: Option<PipePool>,
 }
 
 /// Counts the connection as open until dropped.
@@ -358,8 +362,10 @@ impl Conn<'_> {
         if !meta.is_file() {
             return Err(Status::NotFound);
         }
-        let cacheable =
-            meta.size <= sh.cfg.cache_max_file_bytes && sh.cache.borrow().fits(meta.size);
+        let splice = sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        let cacheable = !splice
+            && meta.size <= sh.cfg.cache_max_file_bytes
+            && sh.cache.borrow().fits(meta.size);
         if cacheable {
             let Some(body) = read_whole(&file, meta.size).await else {
                 return Err(Status::InternalServerError);
@@ -386,6 +392,23 @@ impl Conn<'_> {
             self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), ctype);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
+        }
+        if let (true, Some(pipes)) = (splice, &sh.pipes) {
+            if !self.flush().await {
+                return Ok(None);
+            }
+            let idle = sh.cfg.idle_timeout;
+            let sent = super::splice::send_file(
+                pipes,
+                self.stream,
+                &file,
+                range.0,
+                range.1,
+                self.timer,
+                idle,
+            )
+            .await;
+            return Ok(sent.then_some(status));
         }
         if self.stream_file(&file, range.0, range.1).await {
             Ok(Some(status))

@@ -7,7 +7,8 @@
 //! 3. [`response`]: `statx` gives size and validators; conditionals and ranges decide the
 //!    answer, and the head is written;
 //! 4. [`conn`]: the body goes out: from the [`cache`] with the head in one send when small,
-//!    streamed from the file otherwise; pipelined responses in order.
+//!    by [`splice`] (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
+//!    pipelined responses in order.
 //!
 //! [`server`] runs it: threads, driver, accept, limits ([`config`]) and shutdown.
 
@@ -21,4 +22,5 @@ pub mod parse;
 pub mod resolve;
 pub mod response;
 pub mod server;
+pub mod splice;
 pub mod status;

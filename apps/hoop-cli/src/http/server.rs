@@ -159,6 +159,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             busy: Cell::new(0),
             stopping: Cell::new(false),
             open_conns: open_conns.clone(),
+            pipes: None,
         });
         Box::pin(serve_thread(i, listener, stop, sh))
     });
@@ -166,7 +167,24 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
 }
 
 /// One thread: accept until stopped, then let the responses in flight finish.
-async fn serve_thread(i: usize, listener: TcpListener, stop: Arc<Stop>, sh: Rc<Shared>) {
+async fn serve_thread(i: usize, listener: TcpListener, stop: Arc<Stop>, mut sh: Rc<Shared>) {
+    let splice = hoop::driver::Driver::current().is_some_and(|d| {
+        d.kind() == hoop::DriverKind::Uring && d.supports_opcode(io_uring::opcode::Splice::CODE)
+    }) && std::env::var_os("HOOP_HTTP_NO_SPLICE").is_none();
+    if splice {
+        if let Some(s) = Rc::get_mut(&mut sh) {
+            s.pipes = Some(super::splice::PipePool::default());
+        }
+    }
+    let mut cfg_override = None;
+    if let Some(v) = std::env::var_os("HOOP_HTTP_SPLICE_MIN_BYTES") {
+        cfg_override = v.to_str().and_then(|v| v.parse::<u64>().ok());
+    }
+    if let (Some(min), Some(s)) = (cfg_override, Rc::get_mut(&mut sh)) {
+        let mut cfg = (*s.cfg).clone();
+        cfg.splice_min_bytes = min;
+        s.cfg = Arc::new(cfg);
+    }
     let ring = match BufRing::new(RING_ENTRIES, RING_BUF_BYTES) {
         Ok(r) => Some(r),
         Err(e) => {

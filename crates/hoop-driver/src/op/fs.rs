@@ -219,6 +219,54 @@ impl OpCode for OpenAt2 {
     }
 }
 
+/// Moves up to `len` bytes between two fds without copying through user space (`splice(2)`):
+/// one of them must be a pipe. `off_in`/`off_out` are file offsets, or `None` for a pipe or a
+/// socket (their current position). On io_uring this is `IORING_OP_SPLICE` and either fd may
+/// be a registered slot ([`Target::Fixed`]); on the epoll driver a splice out of a pipe waits
+/// for `fd_out` to be writable (with `SPLICE_F_NONBLOCK`, so `fd_out` must be non-blocking, as
+/// the epoll driver's sockets are) and any other splice runs on the blocking pool.
+#[derive(Debug)]
+pub struct Splice {
+    pub(crate) fd_in: Target,
+    pub(crate) fd_out: Target,
+    /// The offsets the kernel reads (and, for the epoll driver's splice(2), updates): boxed so
+    /// their addresses survive moves.
+    pub(crate) off_in: Box<i64>,
+    pub(crate) off_out: Box<i64>,
+    pub(crate) len: u32,
+    pub(crate) flags: u32,
+}
+
+impl Splice {
+    /// Moves up to `len` bytes from `fd_in` (at `off_in`) to `fd_out` (at `off_out`), with
+    /// `SPLICE_F_*` `flags`.
+    pub fn new(
+        fd_in: impl Into<Target>,
+        off_in: Option<u64>,
+        fd_out: impl Into<Target>,
+        off_out: Option<u64>,
+        len: u32,
+        flags: u32,
+    ) -> Self {
+        let off = |o: Option<u64>| Box::new(o.map_or(-1, |v| v.min(i64::MAX as u64) as i64));
+        Splice {
+            fd_in: fd_in.into(),
+            fd_out: fd_out.into(),
+            off_in: off(off_in),
+            off_out: off(off_out),
+            len,
+            flags,
+        }
+    }
+}
+
+impl OpCode for Splice {
+    type Output = io::Result<usize>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(|n| n as usize)
+    }
+}
+
 /// Closes an fd (`IORING_OP_CLOSE`). The op owns the fd from its creation: a kernel's
 /// completion consumes it, and an op dropped before it reached a kernel (never polled, or
 /// dropped while waiting for room) closes it with `close(2)`, so the fd never leaks.

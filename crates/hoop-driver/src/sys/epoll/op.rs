@@ -295,6 +295,42 @@ unsafe impl EpollOp for OpenAt2 {
     }
 }
 
+// SAFETY: the offsets are boxed; splice(2) reads and updates them there.
+unsafe impl EpollOp for Splice {
+    fn create_call(&mut self) -> Call {
+        let (Target::Fd(fd_in), Target::Fd(fd_out)) = (self.fd_in, self.fd_out) else {
+            return no_direct_descriptors();
+        };
+        let ptr = |off: &mut Box<i64>| -> libc::c_long {
+            if **off < 0 {
+                0
+            } else {
+                let p: *mut i64 = &mut **off;
+                p as _
+            }
+        };
+        let (off_in, off_out) = (ptr(&mut self.off_in), ptr(&mut self.off_out));
+        let from_pipe = *self.off_in < 0;
+        let (flags, mode) = if from_pipe {
+            (self.flags | libc::SPLICE_F_NONBLOCK, Mode::Writable(fd_out))
+        } else {
+            (self.flags, Mode::Blocking)
+        };
+        Call::new(
+            libc::SYS_splice,
+            &[
+                fd_in as _,
+                off_in,
+                fd_out as _,
+                off_out,
+                self.len as _,
+                flags as _,
+            ],
+            mode,
+        )
+    }
+}
+
 // SAFETY: the path and the statx buffer are on the heap.
 unsafe impl EpollOp for Statx {
     fn create_call(&mut self) -> Call {

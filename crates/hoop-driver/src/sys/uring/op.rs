@@ -122,6 +122,34 @@ unsafe impl UringOp for OpenAt2 {
     }
 }
 
+// SAFETY: no pointers (the offsets are passed by value).
+unsafe impl UringOp for Splice {
+    fn create_entry(&mut self) -> Entry {
+        let (off_in, off_out, len) = (*self.off_in, *self.off_out, self.len);
+        let flags = self.flags;
+        match (self.fd_in, self.fd_out) {
+            (Target::Fd(i), Target::Fd(o)) => {
+                opcode::Splice::new(Fd(i), off_in, Fd(o), off_out, len)
+            }
+            (Target::Fd(i), Target::Fixed(o)) => {
+                opcode::Splice::new(Fd(i), off_in, io_uring::types::Fixed(o), off_out, len)
+            }
+            (Target::Fixed(i), Target::Fd(o)) => {
+                opcode::Splice::new(io_uring::types::Fixed(i), off_in, Fd(o), off_out, len)
+            }
+            (Target::Fixed(i), Target::Fixed(o)) => opcode::Splice::new(
+                io_uring::types::Fixed(i),
+                off_in,
+                io_uring::types::Fixed(o),
+                off_out,
+                len,
+            ),
+        }
+        .flags(flags)
+        .build()
+    }
+}
+
 // SAFETY: no pointers.
 unsafe impl UringOp for Close {
     fn create_entry(&mut self) -> Entry {
