@@ -860,6 +860,42 @@ fn files_changing_while_served_epoll() {
     changing_file("epoll", "0");
 }
 
+/// A sparse file over 4 GiB: its length, a range past 4 GiB, and a suffix range, with 64-bit
+/// sizes and offsets throughout (only the ranges' bytes are read).
+fn over_4_gib(driver: &str) {
+    let (_base, root) = make_root(&format!("big-{driver}"));
+    let size: u64 = (5 << 30) + 3;
+    let f = std::fs::File::create(root.join("huge.bin")).unwrap();
+    f.set_len(size).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"tail!", size - 5).unwrap();
+    f.write_all_at(b"past4", 1 << 32).unwrap();
+    drop(f);
+    let server = Server::start(&root, &["--driver", driver]);
+    let mut s = server.connect();
+    let r = ask(&mut s, "HEAD /huge.bin HTTP/1.1\r\n\r\n");
+    assert_eq!(r.header("content-length"), Some(size.to_string().as_str()));
+    let r = ask(
+        &mut s,
+        "GET /huge.bin HTTP/1.1\r\nRange: bytes=4294967296-4294967300\r\n\r\n",
+    );
+    assert_eq!((r.status, r.body.as_slice()), (206, &b"past4"[..]));
+    let want = format!("bytes 4294967296-4294967300/{size}");
+    assert_eq!(r.header("content-range"), Some(want.as_str()));
+    let r = ask(&mut s, "GET /huge.bin HTTP/1.1\r\nRange: bytes=-5\r\n\r\n");
+    assert_eq!((r.status, r.body.as_slice()), (206, &b"tail!"[..]));
+}
+
+#[test]
+fn files_over_4_gib_uring() {
+    over_4_gib("auto");
+}
+
+#[test]
+fn files_over_4_gib_epoll() {
+    over_4_gib("epoll");
+}
+
 // ===== pipelining =====
 
 /// Three pipelined requests sent in two writes, split at every byte boundary: the three

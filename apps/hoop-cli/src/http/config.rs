@@ -49,7 +49,7 @@ impl Default for Config {
             max_conns: 10_000,
             cache_bytes: 64 << 20,
             cache_max_file_bytes: 1 << 20,
-            one_send_max_bytes: 128 * 1024,
+            one_send_max_bytes: 16 * 1024,
             splice_min_bytes: 256 * 1024,
             stream_chunk_bytes: 256 * 1024,
             out_batch_bytes: 64 * 1024,

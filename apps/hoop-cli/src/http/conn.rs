@@ -150,9 +150,9 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
         Some(r) => Reader::Ring(stream.recv_stream(r)),
         None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
     };
-    let clean = conn.run(&mut reader).await;
+    let linger = conn.run(&mut reader).await;
     drop(reader);
-    if clean {
+    if linger {
         conn.linger().await;
     }
 }
@@ -167,8 +167,10 @@ struct Conn<'a> {
 }
 
 impl Conn<'_> {
-    /// The request loop. Returns whether the connection ends with a response the client should
-    /// read (so the close lingers), rather than a timeout, an error or the client's close.
+    /// The request loop. Returns whether the close should linger: the connection ends with a
+    /// response the client should read while request bytes may still be unread (an error
+    /// status, a body not taken, pipelined requests after a `Connection: close`); a clean
+    /// close, a timeout, an error or the client's close return false.
     async fn run(&mut self, reader: &mut Reader<'_>) -> bool {
         let cfg = self.sh.cfg.clone();
         let mut input: Vec<u8> = Vec::new();
@@ -194,6 +196,7 @@ impl Conn<'_> {
             let busy = BusyGuard::new(&self.sh.busy);
             let mut start = 0;
             let mut close = false;
+            let mut unread = false;
             loop {
                 match parse(&input[start..]) {
                     Parsed::Complete { request, len_bytes } => {
@@ -205,6 +208,7 @@ impl Conn<'_> {
                         };
                         if !keep {
                             close = true;
+                            unread = request.has_body || start < input.len();
                             break;
                         }
                         if self.out.len() >= cfg.out_batch_bytes && !self.flush().await {
@@ -217,6 +221,7 @@ impl Conn<'_> {
                         write_status(&mut self.out, Head::new(status, &date, false), false);
                         self.log_line(b"-", status);
                         close = true;
+                        unread = true;
                         break;
                     }
                 }
@@ -232,7 +237,7 @@ impl Conn<'_> {
             }
             drop(busy);
             if close {
-                return true;
+                return unread;
             }
             if self.sh.stopping.get() {
                 return false;
