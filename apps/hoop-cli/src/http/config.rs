@@ -28,8 +28,8 @@ pub struct Config {
     /// A response whose header and body together fit in this many bytes is copied into one
     /// buffer and sent with one send; bigger bodies are sent from where they are.
     pub one_send_max_bytes: usize,
-    /// Files of at least this many bytes are spliced (file -> pipe -> socket) on io_uring
-    /// rather than cached or read and sent (see DESIGN.md for the measured crossover).
+    /// Files of at least this many bytes are spliced (file -> pipe -> socket) rather than
+    /// cached or read and sent (see DESIGN.md for the measured crossover).
     pub splice_min_bytes: u64,
     /// Chunk size when streaming a file that is not cached (read into memory, then sent).
     pub stream_chunk_bytes: usize,

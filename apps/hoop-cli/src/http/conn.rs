@@ -50,8 +50,8 @@ pub struct Shared {
     pub stopping: Cell<bool>,
     /// Open connections over every thread (for `--max-conns`).
     pub open_conns: Arc<AtomicUsize>,
-    /// Pipes for splicing big files; `None` where splice is not used (the epoll driver, or a
-    /// kernel without `IORING_OP_SPLICE`).
+    /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
+    /// `IORING_OP_SPLICE`, or `HOOP_HTTP_NO_SPLICE` set).
     pub pipes: Option<PipePool>,
 }
 

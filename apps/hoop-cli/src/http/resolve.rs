@@ -9,7 +9,8 @@
 //! with `openat2(root, path, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` — through
 //! `IORING_OP_OPENAT2` on io_uring, the system call on the epoll driver's pool — so the kernel
 //! refuses any symlink that leads out of the root (`EXDEV`, answered 404). On a kernel without
-//! openat2 (before 5.6), the file is opened with `openat` and its real path, read back from
+//! openat2 (before 5.6: `ENOSYS`, or a ring without the opcode) or where seccomp refuses it
+//! (`EPERM`), the file is opened with `openat` and its real path, read back from
 //! `/proc/self/fd`, must lie under the root's real path, or the fd is closed and the answer is
 //! 404.
 
@@ -186,7 +187,9 @@ impl Root {
             ))
             .await;
             match opened {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                // No openat2 in this kernel (ENOSYS), or a seccomp filter that refuses it
+                // (EPERM: openat2 itself never says EPERM for a read-only open).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
                     OPENAT2.store(NO, Ordering::Relaxed);
                 }
                 other => return other,
@@ -223,6 +226,14 @@ const NO: u8 = 2;
 static OPENAT2: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 fn openat2_usable() -> bool {
+    // A ring without IORING_OP_OPENAT2 (before 5.6) would fail it with EINVAL: use the
+    // fallback there (the epoll driver's system call says ENOSYS by itself).
+    let ring_lacks_it = hoop::driver::Driver::current().is_some_and(|d| {
+        d.kind() == hoop::DriverKind::Uring && !d.supports_opcode(io_uring::opcode::OpenAt2::CODE)
+    });
+    if ring_lacks_it {
+        return false;
+    }
     match OPENAT2.load(Ordering::Relaxed) {
         UNKNOWN => {
             let off = std::env::var_os("HOOP_HTTP_NO_OPENAT2").is_some_and(|v| v == "1");

@@ -168,8 +168,9 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
 
 /// One thread: accept until stopped, then let the responses in flight finish.
 async fn serve_thread(i: usize, listener: TcpListener, stop: Arc<Stop>, mut sh: Rc<Shared>) {
+    // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
     let splice = hoop::driver::Driver::current().is_some_and(|d| {
-        d.kind() == hoop::DriverKind::Uring && d.supports_opcode(io_uring::opcode::Splice::CODE)
+        d.kind() == hoop::DriverKind::Epoll || d.supports_opcode(io_uring::opcode::Splice::CODE)
     }) && std::env::var_os("HOOP_HTTP_NO_SPLICE").is_none();
     if splice {
         if let Some(s) = Rc::get_mut(&mut sh) {

@@ -1,12 +1,12 @@
-//! Big files without copying through user space: `IORING_OP_SPLICE` from the file into a pipe,
-//! then from the pipe into the socket (a direct descriptor's slot, or its fd), a pipe's worth
-//! at a time. The page cache's pages travel by reference; only the receiver copies them (on
+//! Big files without copying through user space: a splice from the file into a pipe, then from
+//! the pipe into the socket (a direct descriptor's slot, or its fd), a pipe's worth at a time:
+//! `IORING_OP_SPLICE` on io_uring, splice(2) on the epoll driver (file -> pipe on its blocking
+//! pool, pipe -> socket when the socket is writable). The page cache's pages travel by reference; only the receiver copies them (on
 //! loopback the receiving socket's copy is the only one), where read + send copies the body
 //! twice more (into user memory, then into the socket).
 //!
 //! Each thread keeps a few pipes (grown to 1 MiB with `F_SETPIPE_SZ` where allowed). A pipe is
 //! returned to the pool only empty; one that held bytes when its response failed is closed.
-//! Used on the io_uring driver only (the epoll driver reads and sends).
 
 use std::cell::RefCell;
 use std::io;
