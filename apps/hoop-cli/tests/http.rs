@@ -1030,3 +1030,49 @@ fn bad_root_or_flag_exits_one_with_one_line() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--access-log`: one line per request on stdout, after the `listening on` line.
+#[test]
+fn access_log_lines_follow_the_listening_line() {
+    let (_base, root) = make_root("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        .args([
+            "serve",
+            "http",
+            "--addr",
+            "127.0.0.1:0",
+            "--access-log",
+            "--root",
+        ])
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(START_TIMEOUT).unwrap();
+    let addr: SocketAddr = first
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut s = connect(addr);
+    assert_eq!(ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n").status, 200);
+    assert_eq!(ask(&mut s, "GET /nope HTTP/1.1\r\n\r\n").status, 404);
+    let a = rx.recv_timeout(IO_TIMEOUT).unwrap();
+    let b = rx.recv_timeout(IO_TIMEOUT).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(a.contains("\"GET /a.txt HTTP/1.1\" 200"), "{a}");
+    assert!(b.contains("\"GET /nope HTTP/1.1\" 404"), "{b}");
+}
