@@ -5,6 +5,7 @@
 
 mod baseline;
 mod bench;
+mod http;
 mod probe;
 mod serve;
 
@@ -31,7 +32,27 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp
+            | clap::error::ErrorKind::DisplayVersion
+            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+            // One line saying what is wrong, exit 1 (clap's own message runs to several).
+            _ => {
+                let text = e.to_string();
+                let line: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .skip_while(|l| l.is_empty())
+                    .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+                    .collect();
+                let line = line.join(" ");
+                eprintln!("hoop: {}", line.trim_start_matches("error: "));
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let res = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(*args),

@@ -2,12 +2,13 @@
 //!
 //! Every server prints exactly one line on stdout once it listens, `listening on IP:PORT` (with
 //! the real port when port 0 was asked), and exits 0 on SIGINT or SIGTERM after closing its
-//! sockets. See [`echo`] for the echo server.
+//! sockets. See [`echo`] for the echo server and [`crate::http`] for the HTTP server.
 
 use std::io;
 
 pub mod echo;
-mod signal;
+pub(crate) mod signal;
+pub(crate) mod threads;
 
 /// Arguments of `hoop serve`.
 #[derive(Debug, clap::Args)]
@@ -22,11 +23,14 @@ pub struct ServeArgs {
 pub enum ServeCommand {
     /// TCP echo: every byte received on a connection is sent back on it.
     Echo(echo::EchoArgs),
+    /// Static files over HTTP/1.1 from a root directory.
+    Http(crate::http::server::HttpArgs),
 }
 
 /// Runs `hoop serve`.
 pub fn run(args: ServeArgs) -> io::Result<()> {
     match args.command {
         ServeCommand::Echo(args) => echo::run(args),
+        ServeCommand::Http(args) => crate::http::server::run(args),
     }
 }

@@ -356,6 +356,8 @@ fn the_suite_writes_a_report() {
         "16M",
         "--file-secs",
         "0.2",
+        "--http-secs",
+        "0.2",
         "--out",
         &dir_arg,
         "--json",
@@ -373,7 +375,21 @@ fn the_suite_writes_a_report() {
     let lines = json_lines(&out);
     let (file, others): (Vec<&Value>, Vec<&Value>) =
         lines.iter().partition(|v| v["bench"] == "file");
+    let (http, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "http");
     assert_eq!(others.len(), 10, "{}", String::from_utf8_lossy(&out.stdout));
+    // The quick HTTP matrix: 5 configurations x 2 rounds for each server that ran (nginx only
+    // where installed), plus one wrk cell where wrk is installed.
+    let hoop_client: Vec<&&Value> = http.iter().filter(|v| v["client"] == "hoop").collect();
+    for server in ["hoop", "hoop-epoll", "hyper"] {
+        let n = hoop_client.iter().filter(|v| v["server"] == server).count();
+        assert_eq!(n, 10, "{server}: {http:?}");
+    }
+    for v in &hoop_client {
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["verified_bytes"].as_bool(), Some(true), "{v}");
+    }
     let engines = |direct: bool| -> Vec<&str> {
         file.iter()
             .filter(|v| v["direct"] == direct)
@@ -419,11 +435,14 @@ fn the_suite_writes_a_report() {
     }
     assert!(report.contains("## File random reads"), "{report}");
     assert!(report.contains("uring-fixed/linux-aio IOPS"), "{report}");
+    assert!(report.contains("## HTTP static files"), "{report}");
+    assert!(report.contains("- http: hoop (io_uring)"), "{report}");
     for svg in [
         "echo_rps.svg",
         "echo_latency.svg",
         "nop.svg",
         "file_iops.svg",
+        "http_rps.svg",
     ] {
         let s = std::fs::read_to_string(dir.join(svg)).unwrap();
         assert!(s.contains("<svg"), "{svg}");

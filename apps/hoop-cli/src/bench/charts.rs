@@ -39,6 +39,7 @@ pub(crate) fn write_charts(
     servers: &[String],
     nop: &[NopResult],
     file: &FileSuite,
+    http: &[super::http::HttpResult],
 ) -> io::Result<Vec<String>> {
     let mut written = Vec::new();
     let mut go = |name: &str, f: &dyn Fn(&Path) -> Res<()>| -> io::Result<()> {
@@ -99,6 +100,9 @@ pub(crate) fn write_charts(
     if file.all().next().is_some() {
         go("file_iops.svg", &|p| single(p, &file_bars(file)))?;
     }
+    if !http.is_empty() {
+        go("http_rps.svg", &|p| single(p, &http_bars(http)))?;
+    }
     Ok(written)
 }
 
@@ -126,6 +130,40 @@ fn file_bars(file: &FileSuite) -> Bars<'static> {
     Bars {
         title: "file: 4 KiB random reads, QD 32, IOPS",
         y_desc: "IOPS",
+        groups,
+        series,
+    }
+}
+
+/// The HTTP chart: one group per configuration, one bar per server, median requests/s.
+fn http_bars(http: &[super::http::HttpResult]) -> Bars<'static> {
+    use super::http::{cells_of, label, med, size_label, SERVERS};
+    let cells = cells_of(http);
+    let groups = cells
+        .iter()
+        .map(|c| {
+            format!(
+                "{} c{} {}",
+                size_label(c.file_bytes),
+                c.conns,
+                if c.close { "close" } else { "ka" }
+            )
+        })
+        .collect();
+    let series = SERVERS
+        .iter()
+        .filter(|s| http.iter().any(|r| r.server == **s))
+        .map(|s| {
+            let vals = cells
+                .iter()
+                .map(|c| med(http, s, c, |r| Some(r.rps)))
+                .collect();
+            (label(s).to_string(), vals)
+        })
+        .collect();
+    Bars {
+        title: "http: requests/s (median of rounds)",
+        y_desc: "requests/s",
         groups,
         series,
     }

@@ -236,13 +236,13 @@ impl Shared {
 
 /// Opens once; tasks waiting on it are woken then.
 #[derive(Default)]
-struct Gate {
+pub(crate) struct Gate {
     open: Cell<bool>,
     waiters: RefCell<Vec<Waker>>,
 }
 
 impl Gate {
-    async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         poll_fn(|cx| {
             if self.open.get() {
                 Poll::Ready(())
@@ -254,7 +254,7 @@ impl Gate {
         .await
     }
 
-    fn open(&self) {
+    pub(crate) fn open(&self) {
         self.open.set(true);
         let waiters = self.waiters.take();
         for w in waiters {

@@ -11,7 +11,9 @@
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
-//! * `hoop bench file`: random file I/O through several engines ([`file`]).
+//! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
+//!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
+//!   ([`http`]).
 //! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, tables, and a report written to
 //!   `target/hoop-report/` ([`suite`]).
 //!
@@ -24,6 +26,7 @@ use std::path::PathBuf;
 mod charts;
 mod echo_client;
 mod file;
+pub(crate) mod http;
 mod nop;
 mod output;
 mod report;
@@ -79,6 +82,12 @@ pub struct BenchArgs {
     /// Suite only: skip the quick file run.
     #[arg(long)]
     pub no_file: bool,
+    /// Suite only: seconds per run of the quick HTTP matrix.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub http_secs: f64,
+    /// Suite only: skip the quick HTTP run.
+    #[arg(long)]
+    pub no_http: bool,
 }
 
 /// The benchmarks of `hoop bench`.
@@ -94,6 +103,10 @@ pub enum BenchCommand {
     /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
     /// io_uring engines and fio, with the same metrics; every read is verified.
     File(file::FileArgs),
+    /// HTTP: load a static-file server (--url), or run hoop (io_uring and epoll), nginx and
+    /// tokio+hyper side by side; every response checked.
+    #[command(after_help = EXIT_CODES)]
+    Http(http::HttpBenchArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -151,6 +164,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
+        Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,
@@ -161,6 +175,8 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             file_secs: args.file_secs,
             file_size: args.file_size,
             no_file: args.no_file,
+            http_secs: args.http_secs,
+            no_http: args.no_http,
         }),
     }
 }

@@ -32,6 +32,12 @@ pub(crate) struct ReportData<'a> {
     pub nop_table: &'a str,
     /// The quick file run (empty when skipped).
     pub file: &'a FileSuite,
+    /// HTTP measurements (empty when skipped).
+    pub http: &'a [super::http::HttpResult],
+    /// The HTTP table (markdown).
+    pub http_table: &'a str,
+    /// Seconds per HTTP run (none: skipped).
+    pub http_secs: Option<f64>,
     /// Runs that could not be measured.
     pub failures: &'a [String],
     /// Phase timings.
@@ -55,13 +61,16 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     for r in d.file.all() {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
+    for r in d.http {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
     let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
     let path = dir.join("results.json");
     std::fs::write(&path, json + "\n")?;
     written.push(path);
 
     let (charts, chart_error) =
-        match super::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file) {
+        match super::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
             Ok(c) => (c, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
@@ -171,6 +180,21 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
 
     if d.file.all().next().is_some() || !d.file.failures.is_empty() {
         m.push_str(&quick::section(d.file));
+    }
+
+    if let Some(secs) = d.http_secs {
+        let _ = writeln!(
+            m,
+            "## HTTP static files\n\n\
+             `hoop serve http` on io_uring and on epoll, nginx (one process, sendfile on, access \
+             log off, keep-alive unlimited; its configuration is written under the report \
+             directory) and a tokio + hyper 1.x server (tokio::fs, one thread), each a child \
+             process pinned like the echo servers, loaded by `hoop bench http`'s client on the \
+             other CPU; {secs} s per run, 2 rounds in alternating order, medians. Every response \
+             is checked: status 200, Content-Length, and every body byte against the file. \
+             Full matrix (adds 10,000 connections): `hoop bench http --full`.\n\n{}\n",
+            d.http_table
+        );
     }
 
     let _ = writeln!(m, "## Speed targets\n");
@@ -296,6 +320,11 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
     if d.file.all().next().is_some() {
         for t in quick::targets(d.file) {
             let _ = writeln!(m, "{t}");
+        }
+    }
+    if !d.http.is_empty() {
+        for t in super::http::targets(d.http) {
+            let _ = writeln!(m, "- http: {t}");
         }
     }
     m.push('\n');

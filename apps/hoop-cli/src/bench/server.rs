@@ -17,6 +17,15 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(3);
 /// How much of a server's stderr is kept for error messages.
 const STDERR_KEEP: usize = 4096;
 
+/// How a started server shows it is ready.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ready {
+    /// It prints `listening on IP:PORT` first (hoop's servers).
+    ListeningLine,
+    /// A TCP connect to this address succeeds (nginx).
+    Connect(SocketAddr),
+}
+
 /// A running echo server (`hoop serve echo --addr 127.0.0.1:0` with [`serve_args`]). Dropping it
 /// stops the process (SIGTERM, then SIGKILL) and waits for it.
 pub(crate) struct ServerChild {
@@ -34,8 +43,19 @@ impl ServerChild {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.args(["serve", "echo", "--addr", "127.0.0.1:0"])
-            .args(serve_args(name))
-            .stdin(Stdio::null())
+            .args(serve_args(name));
+        ServerChild::spawn_cmd(name, cmd, cpu, Ready::ListeningLine)
+    }
+
+    /// Starts `cmd` as server `name`, pinned to `cpu` when given, and waits until it is ready:
+    /// its `listening on` line, or a TCP connect to a given address succeeding.
+    pub(crate) fn spawn_cmd(
+        name: &str,
+        mut cmd: Command,
+        cpu: Option<usize>,
+        ready: Ready,
+    ) -> io::Result<ServerChild> {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(cpu) = cpu {
@@ -78,6 +98,23 @@ impl ServerChild {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             stderr,
         };
+        if let Ready::Connect(addr) = ready {
+            let until = Instant::now() + START_TIMEOUT;
+            loop {
+                if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    server.addr = addr;
+                    return Ok(server);
+                }
+                server.check_alive()?;
+                if Instant::now() >= until {
+                    return Err(server.failure(&format!(
+                        "not listening on {addr} within {}s",
+                        START_TIMEOUT.as_secs()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let line = match rx.recv_timeout(START_TIMEOUT) {
             Ok(Ok(line)) => line,
             Ok(Err(e)) => return Err(server.failure(&format!("reading its stdout failed: {e}"))),

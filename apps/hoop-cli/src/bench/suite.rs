@@ -1,5 +1,6 @@
 //! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench, a quick file run
-//! (4 KiB random reads, O_DIRECT and buffered), tables, and the
+//! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
+//! static servers side by side), tables, and the
 //! report in `target/hoop-report/`. Every phase is timed.
 
 use std::io;
@@ -7,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::file::quick::{self, FileSuite, QuickOptions};
+use super::http;
 use super::nop::{self, NopConfig};
 use super::output::Out;
 use super::report::{self, ReportData};
@@ -35,6 +37,10 @@ pub(crate) struct SuiteOptions {
     pub file_size: String,
     /// Skip the quick file run.
     pub no_file: bool,
+    /// Seconds per HTTP run.
+    pub http_secs: f64,
+    /// Skip the quick HTTP run.
+    pub no_http: bool,
 }
 
 /// Runs the suite.
@@ -43,6 +49,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     check_secs("--nop-secs", o.nop_secs)?;
     check_rounds(o.rounds)?;
     check_secs("--file-secs", o.file_secs)?;
+    check_secs("--http-secs", o.http_secs)?;
     let file_opts = (!o.no_file)
         .then(|| -> io::Result<QuickOptions> {
             Ok(QuickOptions {
@@ -78,9 +85,18 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         batch: 32,
         entries: 128,
     };
+    let http_plan = (!o.no_http).then(|| http::Plan {
+        cells: http::quick_cells(),
+        servers: http::SERVERS.iter().map(|s| s.to_string()).collect(),
+        secs: o.http_secs,
+        rounds: 2,
+        pipeline: 1,
+        dir: dir.join("http"),
+    });
     let planned = matrix.planned_secs()
         + 2.0 * nop_cfg.secs
-        + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs);
+        + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
+        + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs);
     let out = Out::new(o.json, planned);
     let pinning = pinning_text();
     out.note(&format!(
@@ -114,6 +130,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         }
         None => FileSuite::default(),
     };
+
+    let t = Instant::now();
+    let http_outcome = match &http_plan {
+        Some(plan) => {
+            let o = http::run_side_by_side(plan, &out);
+            failures.extend(o.failures.iter().cloned());
+            phases.push(("http".into(), t.elapsed()));
+            o
+        }
+        None => http::Outcome::default(),
+    };
     out.finish();
 
     let echo_table = side_by_side::summary_table(&echo.results, &servers);
@@ -125,6 +152,21 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     out.human(&format!("## No-op batches\n\n{nop_table}"));
     if file_opts.is_some() {
         out.human(&quick::section(&file));
+    }
+    let http_table = if http_plan.is_some() {
+        http::summary_table(
+            &http_outcome.results,
+            &http::SERVERS.map(String::from),
+            &http_outcome.notes,
+        )
+    } else {
+        String::new()
+    };
+    if http_plan.is_some() {
+        out.human(&format!(
+            "## HTTP static files (quick matrix, {} s per run, 2 rounds, medians)\n\n{http_table}",
+            o.http_secs
+        ));
     }
 
     let t = Instant::now();
@@ -141,6 +183,9 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             nop: &nop_results,
             nop_table: &nop_table,
             file: &file,
+            http: &http_outcome.results,
+            http_table: &http_table,
+            http_secs: http_plan.as_ref().map(|p| p.secs),
             failures: &failures,
             phases: &phases,
         },
@@ -164,6 +209,16 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         results: echo.results,
         failures,
     })?;
+    let http_bad = http_outcome
+        .results
+        .iter()
+        .filter(|r| r.errors > 0 || r.requests == 0)
+        .count();
+    if http_bad > 0 {
+        return Err(io::Error::other(format!(
+            "{http_bad} HTTP run(s) counted errors or verified no request"
+        )));
+    }
     let file_errors: u64 = file.all().map(|r| r.errors).sum();
     if file_errors > 0 {
         return Err(io::Error::other(format!(

@@ -20,32 +20,25 @@
 //! process exits 0.
 
 use std::future::Future;
-use std::io::{self, Write};
-use std::net::SocketAddr;
-use std::pin::{pin, Pin};
-use std::sync::{mpsc, Arc};
-use std::task::Poll;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use hoop::net::{TcpListener, TcpStream};
 use hoop::DriverKind;
 
-use super::signal::{Signals, Stop};
+use super::signal::Signals;
+use super::threads::{
+    announce, raise_nofile_limit, run_threads, settle_driver, until_stopped, with_context,
+    AcceptPacing,
+};
 use crate::baseline;
 
 /// Per-connection buffer: one read returns at most this many bytes.
 const BUF_SIZE: usize = 64 * 1024;
 
 /// Most runtime threads `--threads` accepts.
-const MAX_THREADS: usize = 1024;
-
-/// Pause after `accept` failed for want of descriptors or memory.
-const EXHAUSTED_BACKOFF: Duration = Duration::from_millis(1);
-
-/// First and largest pause after any other `accept` failure (doubling in between).
-const MIN_BACKOFF: Duration = Duration::from_millis(1);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const MAX_THREADS: usize = 1024;
 
 /// Which runtime serves the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -152,171 +145,37 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
     raise_nofile_limit();
     match args.server {
         ServerKind::Hoop => {
-            let kind = settle_driver(args.driver)?;
-            run_hoop(&args.addr, args.threads, kind, args.basic, &signals)
+            let kind = settle_driver("echo", args.driver)?;
+            let basic = args.basic;
+            let serve: super::threads::Serve = Arc::new(move |i, listener, stop| {
+                let accept: Pin<Box<dyn Future<Output = ()>>> = if basic {
+                    Box::pin(accept_loop(listener, i))
+                } else {
+                    Box::pin(accept_loop_best(listener, i))
+                };
+                Box::pin(async move { until_stopped(&stop, accept).await })
+            });
+            run_threads("echo", &args.addr, args.threads, kind, &signals, serve)
         }
-        ServerKind::Tokio => run_baseline(&args.addr, "tokio", baseline::run_tokio_echo, &signals),
-        ServerKind::Monoio => {
-            run_baseline(&args.addr, "monoio", baseline::run_monoio_echo, &signals)
-        }
+        ServerKind::Tokio => run_baseline(
+            &args.addr,
+            "tokio",
+            Box::new(baseline::run_tokio_echo),
+            &signals,
+        ),
+        ServerKind::Monoio => run_baseline(
+            &args.addr,
+            "monoio",
+            Box::new(baseline::run_monoio_echo),
+            &signals,
+        ),
     }
-}
-
-/// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
-/// Sets up one runtime here, on the main thread, so that `auto` tries io_uring (and says why it
-/// falls back) once rather than once per thread, and a forced `uring` that cannot run fails
-/// before anything is bound or printed. Names the driver in one line on stderr and returns it
-/// (`Uring` or `Epoll`, never `Auto`).
-fn settle_driver(arg: Option<DriverArg>) -> io::Result<DriverKind> {
-    let (requested, source) = match arg {
-        Some(d) => {
-            let k = DriverKind::from(d);
-            (k, format!("--driver {k}"))
-        }
-        None => match DriverKind::from_env()
-            .map_err(|e| with_context(e, "invalid HOOP_DRIVER".to_string()))?
-        {
-            Some(k) => (k, format!("HOOP_DRIVER={k}")),
-            None => (DriverKind::Auto, "the default, auto".to_string()),
-        },
-    };
-    let rt = hoop::Runtime::builder()
-        .driver(requested)
-        .build()
-        .map_err(|e| {
-            let hint = match requested {
-                DriverKind::Uring => "; `--driver epoll` (or `auto`) runs without io_uring",
-                _ => "",
-            };
-            let e = with_context(e, format!("cannot start the {requested} driver ({source})"));
-            io::Error::new(e.kind(), format!("{e}{hint}"))
-        })?;
-    let kind = rt.driver_kind();
-    let detail = match kind {
-        DriverKind::Uring => {
-            let (sq, cq) = rt.ring_sizes();
-            format!("setup flags {}, SQ {sq}, CQ {cq}; ", rt.setup_flags())
-        }
-        _ => String::new(),
-    };
-    drop(rt);
-    eprintln!("hoop serve echo: driver {kind} ({detail}from {source})");
-    Ok(kind)
-}
-
-/// The hoop server: `threads` runtime threads until a signal (or until one of them fails).
-fn run_hoop(
-    addr: &str,
-    threads: usize,
-    kind: DriverKind,
-    basic: bool,
-    signals: &Signals,
-) -> io::Result<()> {
-    let first = TcpListener::bind_with(addr, threads > 1)
-        .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
-    let local = first.local_addr()?;
-    let mut listeners = vec![first];
-    for _ in 1..threads {
-        let l = TcpListener::bind_with(local, true)
-            .map_err(|e| with_context(e, format!("cannot listen on {local} (SO_REUSEPORT)")))?;
-        listeners.push(l);
-    }
-
-    let stop = Arc::new(Stop::new());
-    let cpus = allowed_cpus();
-    let mut workers: Vec<JoinHandle<io::Result<()>>> = Vec::with_capacity(threads);
-    let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    for (i, listener) in listeners.into_iter().enumerate() {
-        let stop_w = stop.clone();
-        let ready = ready_tx.clone();
-        let cpu = cpus[i % cpus.len()];
-        let spawned = std::thread::Builder::new()
-            .name(format!("hoop-echo-{i}"))
-            .spawn(move || worker(i, cpu, kind, basic, listener, ready, &stop_w));
-        match spawned {
-            Ok(h) => workers.push(h),
-            Err(e) => {
-                stop.stop();
-                let _ = join_workers(workers);
-                return Err(with_context(e, format!("cannot start thread {i}")));
-            }
-        }
-    }
-    drop(ready_tx);
-
-    // Announce only once every runtime is up: a thread whose runtime cannot start ends (and
-    // drops its sender) without a ready message, so the count falls short.
-    let ready = ready_rx.iter().take(threads).count();
-    if ready < threads {
-        stop.stop();
-        return join_workers(workers).and(Err(io::Error::other(
-            "a server thread stopped before its runtime started",
-        )));
-    }
-
-    let announced = announce(local);
-    let waited = match announced {
-        Ok(()) => signals.wait(|| workers.iter().any(|w| w.is_finished())),
-        Err(e) => Err(e),
-    };
-    stop.stop();
-    let joined = join_workers(workers);
-    match waited {
-        // A signal: the normal way out.
-        Ok(Some(_)) => joined,
-        // A thread ended on its own: its error, or say that it stopped.
-        Ok(None) => joined.and(Err(io::Error::other(
-            "a server thread stopped unexpectedly",
-        ))),
-        Err(e) => Err(e),
-    }
-}
-
-/// One runtime thread on driver `kind`: says it is ready once its runtime is up, then serves
-/// `listener` until `stop` is raised.
-fn worker(
-    i: usize,
-    cpu: usize,
-    kind: DriverKind,
-    basic: bool,
-    listener: TcpListener,
-    ready: mpsc::Sender<()>,
-    stop: &Stop,
-) -> io::Result<()> {
-    if let Err(e) = hoop::runtime::pin_to_cpu(cpu) {
-        eprintln!("hoop echo: thread {i}: cannot pin to CPU {cpu}: {e}; running unpinned");
-    }
-    let rt = hoop::Runtime::builder()
-        .driver(kind)
-        .build()
-        .map_err(|e| with_context(e, format!("thread {i}: cannot start the {kind} runtime")))?;
-    // The main thread may have given up already; serving on is still right until `stop`.
-    let _ = ready.send(());
-    drop(ready);
-    rt.block_on(async {
-        let mut accept: Pin<Box<dyn Future<Output = ()>>> = if basic {
-            Box::pin(accept_loop(listener, i))
-        } else {
-            Box::pin(accept_loop_best(listener, i))
-        };
-        let mut stopped = pin!(stop.wait());
-        std::future::poll_fn(|cx| {
-            if stopped.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            accept.as_mut().poll(cx)
-        })
-        .await
-    });
-    // Cancels every connection's operations and closes every socket.
-    drop(rt);
-    Ok(())
 }
 
 /// Accepts forever, one echo task per connection. Failures never end the loop: running out of
 /// descriptors or memory waits 1 ms, anything else is logged and retried with a backoff.
 async fn accept_loop(listener: TcpListener, worker: usize) {
-    let mut pacing = AcceptPacing::new(worker);
+    let mut pacing = AcceptPacing::new("echo", worker);
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
@@ -325,49 +184,6 @@ async fn accept_loop(listener: TcpListener, worker: usize) {
                 drop(hoop::spawn(echo_conn(stream)));
             }
             Err(e) => pacing.failed(e).await,
-        }
-    }
-}
-
-/// How an accept loop paces itself after failures: running out of descriptors or memory waits
-/// 1 ms (logged once per episode), anything else is logged and retried with a doubling backoff.
-struct AcceptPacing {
-    worker: usize,
-    backoff: Duration,
-    exhausted_logged: bool,
-}
-
-impl AcceptPacing {
-    fn new(worker: usize) -> AcceptPacing {
-        AcceptPacing {
-            worker,
-            backoff: MIN_BACKOFF,
-            exhausted_logged: false,
-        }
-    }
-
-    /// An accept succeeded: the next failure starts afresh.
-    fn ok(&mut self) {
-        self.backoff = MIN_BACKOFF;
-        self.exhausted_logged = false;
-    }
-
-    /// An accept failed with `e`: log and wait as the error says.
-    async fn failed(&mut self, e: io::Error) {
-        let worker = self.worker;
-        match e.raw_os_error() {
-            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                if !self.exhausted_logged {
-                    eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                    self.exhausted_logged = true;
-                }
-                hoop::time::sleep(EXHAUSTED_BACKOFF).await;
-            }
-            _ => {
-                eprintln!("hoop echo: thread {worker}: accept failed: {e}; retrying");
-                hoop::time::sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            }
         }
     }
 }
@@ -387,7 +203,7 @@ async fn accept_loop_best(listener: TcpListener, worker: usize) {
             return accept_loop(listener, worker).await;
         }
     };
-    let mut pacing = AcceptPacing::new(worker);
+    let mut pacing = AcceptPacing::new("echo", worker);
     // Accepted sockets inherit TCP_NODELAY from the listener: direct descriptors (connections
     // accepted straight into the ring's fixed-file table, where supported) cannot be set one
     // by one. Best effort: without it only latency suffers.
@@ -449,10 +265,10 @@ async fn echo_conn(stream: TcpStream) {
 
 /// A baseline server on its own thread; the main thread waits for a signal, then returns (the
 /// process exits, which closes the baseline's sockets).
-fn run_baseline(
+pub(crate) fn run_baseline(
     addr: &str,
     name: &'static str,
-    serve: fn(std::net::TcpListener) -> io::Result<()>,
+    serve: Box<dyn FnOnce(std::net::TcpListener) -> io::Result<()> + Send>,
     signals: &Signals,
 ) -> io::Result<()> {
     // Bound like hoop's listener (SO_REUSEADDR, backlog 1024) so the comparison is fair.
@@ -461,7 +277,7 @@ fn run_baseline(
     let local = listener.local_addr()?;
     let listener = std::net::TcpListener::from(std::os::fd::OwnedFd::from(listener));
     let server = std::thread::Builder::new()
-        .name(format!("{name}-echo"))
+        .name(format!("{name}-server"))
         .spawn(move || serve(listener))
         .map_err(|e| with_context(e, format!("cannot start the {name} thread")))?;
     announce(local)?;
@@ -475,74 +291,4 @@ fn run_baseline(
             Err(_) => Err(io::Error::other(format!("the {name} server panicked"))),
         },
     }
-}
-
-/// The CPUs this process may run on, in order: thread `i` is pinned to the `i % len`-th, which
-/// is CPU `i % cpus` on an unrestricted machine and stays inside a mask set from outside
-/// (`taskset`, or the benchmark pinning its server). Never empty.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain old data; all-zero is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sched_getaffinity writes at most the size given into the valid set above.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    let mut cpus = Vec::new();
-    if r == 0 {
-        for cpu in 0..libc::CPU_SETSIZE as usize {
-            // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
-            if unsafe { libc::CPU_ISSET(cpu, &set) } {
-                cpus.push(cpu);
-            }
-        }
-    }
-    if cpus.is_empty() {
-        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        cpus.extend(0..n);
-    }
-    cpus
-}
-
-/// Joins every worker; the first error (or panic) wins.
-fn join_workers(workers: Vec<JoinHandle<io::Result<()>>>) -> io::Result<()> {
-    let mut result = Ok(());
-    for (i, w) in workers.into_iter().enumerate() {
-        let r = match w.join() {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::other(format!("server thread {i} panicked"))),
-        };
-        if result.is_ok() {
-            result = r;
-        }
-    }
-    result
-}
-
-/// Prints the one line the scripts and tests wait for, and flushes it.
-fn announce(addr: SocketAddr) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    writeln!(out, "listening on {addr}")
-        .and_then(|()| out.flush())
-        .map_err(|e| with_context(e, "cannot write to stdout".to_string()))
-}
-
-/// Raises the soft limit on open files to the hard limit (best effort): a server with more
-/// than about a thousand connections needs it.
-fn raise_nofile_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the valid rlimit above.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
-        return;
-    }
-    lim.rlim_cur = lim.rlim_max;
-    // SAFETY: setrlimit reads the valid rlimit above; failure leaves the limit as it was.
-    let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-}
-
-/// `e` with `what` in front of its message, keeping its kind.
-fn with_context(e: io::Error, what: String) -> io::Error {
-    io::Error::new(e.kind(), format!("{what}: {e}"))
 }

@@ -181,6 +181,97 @@ impl OpCode for OpenAt {
     }
 }
 
+/// Opens a file with `openat2(2)`: the flags of [`OpenAt`] plus `resolve` flags
+/// (`RESOLVE_BENEATH`, `RESOLVE_IN_ROOT`, `RESOLVE_NO_SYMLINKS`, ...) that the kernel enforces
+/// on every component of the path, symlinks included (Linux 5.6+; `IORING_OP_OPENAT2` on
+/// io_uring, the system call on the epoll driver's blocking pool). The fd is owned by the
+/// result, as for [`OpenAt`]. A kernel without openat2 completes it with `ENOSYS` (or
+/// `EINVAL` for unknown resolve flags).
+#[derive(Debug)]
+pub struct OpenAt2 {
+    pub(crate) dirfd: RawFd,
+    pub(crate) path: CString,
+    /// The `open_how` the kernel reads; boxed so its address survives moves.
+    pub(crate) how: Box<libc::open_how>,
+}
+
+impl OpenAt2 {
+    /// Opens `path` relative to `dirfd` with `flags` (`O_CLOEXEC` always added), `mode` (for
+    /// `O_CREAT`) and `resolve` (`libc::RESOLVE_*`).
+    pub fn new(dirfd: RawFd, path: CString, flags: i32, mode: u32, resolve: u64) -> Self {
+        // SAFETY: open_how is plain old data; all-zero is a valid value (set below).
+        let mut how: Box<libc::open_how> = Box::new(unsafe { std::mem::zeroed() });
+        how.flags = (flags | libc::O_CLOEXEC) as u32 as u64;
+        how.mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+            u64::from(mode)
+        } else {
+            // openat2 refuses a mode without O_CREAT/O_TMPFILE.
+            0
+        };
+        how.resolve = resolve;
+        OpenAt2 { dirfd, path, how }
+    }
+}
+
+impl OpCode for OpenAt2 {
+    type Output = io::Result<OwnedFd>;
+    fn complete(self, c: Completion) -> Self::Output {
+        // SAFETY: a non-negative result of openat2 is a new fd that nothing else owns.
+        cvt(c.res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+}
+
+/// Moves up to `len` bytes between two fds without copying through user space (`splice(2)`):
+/// one of them must be a pipe. `off_in`/`off_out` are file offsets, or `None` for a pipe or a
+/// socket (their current position). On io_uring this is `IORING_OP_SPLICE` and either fd may
+/// be a registered slot ([`Target::Fixed`]); on the epoll driver a splice out of a pipe waits
+/// for `fd_out` to be writable (with `SPLICE_F_NONBLOCK`, so `fd_out` must be non-blocking, as
+/// the epoll driver's sockets are) and any other splice runs on the blocking pool.
+#[derive(Debug)]
+pub struct Splice {
+    pub(crate) fd_in: Target,
+    pub(crate) fd_out: Target,
+    /// The offsets the kernel reads (and, for the epoll driver's splice(2), updates): boxed so
+    /// their addresses survive moves.
+    pub(crate) off_in: Box<i64>,
+    pub(crate) off_out: Box<i64>,
+    pub(crate) len: u32,
+    pub(crate) flags: u32,
+}
+
+impl Splice {
+    /// Its io_uring opcode, for `Driver::supports_opcode`.
+    pub const OPCODE: u8 = io_uring::opcode::Splice::CODE;
+
+    /// Moves up to `len` bytes from `fd_in` (at `off_in`) to `fd_out` (at `off_out`), with
+    /// `SPLICE_F_*` `flags`.
+    pub fn new(
+        fd_in: impl Into<Target>,
+        off_in: Option<u64>,
+        fd_out: impl Into<Target>,
+        off_out: Option<u64>,
+        len: u32,
+        flags: u32,
+    ) -> Self {
+        let off = |o: Option<u64>| Box::new(o.map_or(-1, |v| v.min(i64::MAX as u64) as i64));
+        Splice {
+            fd_in: fd_in.into(),
+            fd_out: fd_out.into(),
+            off_in: off(off_in),
+            off_out: off(off_out),
+            len,
+            flags,
+        }
+    }
+}
+
+impl OpCode for Splice {
+    type Output = io::Result<usize>;
+    fn complete(self, c: Completion) -> Self::Output {
+        cvt(c.res).map(|n| n as usize)
+    }
+}
+
 /// Closes an fd (`IORING_OP_CLOSE`). The op owns the fd from its creation: a kernel's
 /// completion consumes it, and an op dropped before it reached a kernel (never polled, or
 /// dropped while waiting for room) closes it with `close(2)`, so the fd never leaks.

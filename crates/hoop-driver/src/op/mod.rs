@@ -23,7 +23,6 @@ pub mod link;
 pub mod multishot;
 pub mod net;
 pub mod nop;
-pub mod splice;
 pub mod time;
 pub mod zc;
 
@@ -34,7 +33,6 @@ pub use link::Deadline;
 pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;
-pub use splice::Splice;
 pub use time::Timeout;
 pub use zc::*;
 

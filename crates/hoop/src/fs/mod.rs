@@ -271,6 +271,9 @@ fn copy_pipe(chunk: usize) -> io::Result<(File, File, usize)> {
 /// One of [`copy`]'s splice workers: claims the next chunk's offset until the end of the file
 /// is found, splices the chunk from `src` into its pipe and from the pipe into `dst` at the
 /// same offset. Returns the bytes it copied.
+/// `SPLICE_F_MOVE`: move pages rather than copy where the kernel can.
+const MOVE: u32 = libc::SPLICE_F_MOVE;
+
 async fn splice_chunks(
     src: &File,
     dst: &File,
@@ -291,10 +294,9 @@ async fn splice_chunks(
         next.set(pos + chunk as u64);
         let mut got = 0usize;
         while got < chunk {
-            let at = (pos + got as u64) as i64;
+            let at = pos + got as u64;
             let want = (chunk - got) as u32;
-            let n = match Op::new(op::Splice::new(src_fd, at, w, op::splice::NO_OFFSET, want)).await
-            {
+            let n = match Op::new(op::Splice::new(src_fd, Some(at), w, None, want, MOVE)).await {
                 Ok(0) => {
                     end.set(end.get().min(pos + got as u64));
                     break;
@@ -306,9 +308,9 @@ async fn splice_chunks(
             // Drain the pipe into the destination at the same offset.
             let mut out = 0usize;
             while out < n {
-                let to = (pos + (got + out) as u64) as i64;
+                let to = pos + (got + out) as u64;
                 let left = (n - out) as u32;
-                match Op::new(op::Splice::new(r, op::splice::NO_OFFSET, dst_fd, to, left)).await {
+                match Op::new(op::Splice::new(r, None, dst_fd, Some(to), left, MOVE)).await {
                     Ok(0) => {
                         return Err(io::Error::new(
                             io::ErrorKind::WriteZero,

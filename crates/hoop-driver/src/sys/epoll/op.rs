@@ -278,6 +278,61 @@ unsafe impl EpollOp for Fsync {
     }
 }
 
+// SAFETY: the path and the open_how are on the heap.
+unsafe impl EpollOp for OpenAt2 {
+    fn create_call(&mut self) -> Call {
+        let how: *const libc::open_how = &*self.how;
+        Call::new(
+            libc::SYS_openat2,
+            &[
+                self.dirfd as _,
+                self.path.as_ptr() as _,
+                how as _,
+                std::mem::size_of::<libc::open_how>() as _,
+            ],
+            Mode::Blocking,
+        )
+    }
+}
+
+// SAFETY: the offsets are boxed; splice(2) reads and updates them there.
+unsafe impl EpollOp for Splice {
+    fn create_call(&mut self) -> Call {
+        let (Target::Fd(fd_in), Target::Fd(fd_out)) = (self.fd_in, self.fd_out) else {
+            return no_direct_descriptors();
+        };
+        let ptr = |off: &mut Box<i64>| -> libc::c_long {
+            if **off < 0 {
+                0
+            } else {
+                let p: *mut i64 = &mut **off;
+                p as _
+            }
+        };
+        let (off_in, off_out) = (ptr(&mut self.off_in), ptr(&mut self.off_out));
+        // Out of a pipe into a stream (a socket, a pipe: no offset), wait until it is
+        // writable; anything else (a file on either side) runs on the blocking pool.
+        let pipe_to_stream = *self.off_in < 0 && *self.off_out < 0;
+        let (flags, mode) = if pipe_to_stream {
+            (self.flags | libc::SPLICE_F_NONBLOCK, Mode::Writable(fd_out))
+        } else {
+            (self.flags, Mode::Blocking)
+        };
+        Call::new(
+            libc::SYS_splice,
+            &[
+                fd_in as _,
+                off_in,
+                fd_out as _,
+                off_out,
+                self.len as _,
+                flags as _,
+            ],
+            mode,
+        )
+    }
+}
+
 // SAFETY: the path and the statx buffer are on the heap.
 unsafe impl EpollOp for Statx {
     fn create_call(&mut self) -> Call {
@@ -290,35 +345,6 @@ unsafe impl EpollOp for Statx {
                 self.flags as _,
                 self.mask as _,
                 buf as _,
-            ],
-            Mode::Blocking,
-        )
-    }
-}
-
-// SAFETY: the offsets are in a box the op owns; no other pointers.
-unsafe impl EpollOp for Splice {
-    fn create_call(&mut self) -> Call {
-        // A pipe end has no offset: a null pointer.
-        let base = self.offsets.as_mut_ptr();
-        let ptr = |i: usize, off: i64| -> libc::c_long {
-            if off < 0 {
-                0
-            } else {
-                base.wrapping_add(i) as libc::c_long
-            }
-        };
-        let p_in = ptr(0, self.offsets[0]);
-        let p_out = ptr(1, self.offsets[1]);
-        Call::new(
-            libc::SYS_splice,
-            &[
-                self.fd_in as _,
-                p_in,
-                self.fd_out as _,
-                p_out,
-                self.len as _,
-                self.flags as _,
             ],
             Mode::Blocking,
         )

@@ -113,6 +113,43 @@ unsafe impl UringOp for OpenAt {
     }
 }
 
+// SAFETY: the CString's bytes and the open_how are on the heap.
+unsafe impl UringOp for OpenAt2 {
+    fn create_entry(&mut self) -> Entry {
+        let how: *const libc::open_how = &*self.how;
+        // `types::OpenHow` is a transparent wrapper of the kernel's open_how, as libc's is.
+        opcode::OpenAt2::new(Fd(self.dirfd), self.path.as_ptr(), how.cast()).build()
+    }
+}
+
+// SAFETY: no pointers (the offsets are passed by value).
+unsafe impl UringOp for Splice {
+    fn create_entry(&mut self) -> Entry {
+        let (off_in, off_out, len) = (*self.off_in, *self.off_out, self.len);
+        let flags = self.flags;
+        match (self.fd_in, self.fd_out) {
+            (Target::Fd(i), Target::Fd(o)) => {
+                opcode::Splice::new(Fd(i), off_in, Fd(o), off_out, len)
+            }
+            (Target::Fd(i), Target::Fixed(o)) => {
+                opcode::Splice::new(Fd(i), off_in, io_uring::types::Fixed(o), off_out, len)
+            }
+            (Target::Fixed(i), Target::Fd(o)) => {
+                opcode::Splice::new(io_uring::types::Fixed(i), off_in, Fd(o), off_out, len)
+            }
+            (Target::Fixed(i), Target::Fixed(o)) => opcode::Splice::new(
+                io_uring::types::Fixed(i),
+                off_in,
+                io_uring::types::Fixed(o),
+                off_out,
+                len,
+            ),
+        }
+        .flags(flags)
+        .build()
+    }
+}
+
 // SAFETY: no pointers.
 unsafe impl UringOp for Close {
     fn create_entry(&mut self) -> Entry {
@@ -152,21 +189,6 @@ unsafe impl UringOp for Fallocate {
             .offset(self.offset)
             .mode(self.mode)
             .build()
-    }
-}
-
-// SAFETY: no pointers (offsets are passed by value).
-unsafe impl UringOp for Splice {
-    fn create_entry(&mut self) -> Entry {
-        opcode::Splice::new(
-            Fd(self.fd_in),
-            self.offsets[0],
-            Fd(self.fd_out),
-            self.offsets[1],
-            self.len,
-        )
-        .flags(self.flags)
-        .build()
     }
 }
 

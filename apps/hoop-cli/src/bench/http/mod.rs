@@ -1,0 +1,555 @@
+//! `hoop bench http`: the HTTP load generator ([`client`]) against one server (`--url`), or
+//! side by side: hoop (io_uring), hoop (epoll), nginx when installed ([`nginx`]) and a
+//! tokio + hyper static server ([`hyper_server`]), each a child process pinned to the first
+//! CPU, the client on the second, in alternating order (A B C D A B C D), each configuration
+//! at least twice, on files the bench creates (1 KiB, 64 KiB, 1 MiB, every response verified
+//! byte for byte). When `wrk` is installed, one cell also runs wrk against hoop.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::output::Out;
+use super::server::{ServerMetrics, ServerProbe};
+use super::stats;
+use super::{check_conns, check_rounds, check_secs, invalid};
+
+pub(crate) mod client;
+pub(crate) mod hyper_server;
+pub(crate) mod nginx;
+mod side_by_side;
+mod table;
+
+pub(crate) use side_by_side::{finish_status, run_side_by_side, Outcome, Plan};
+pub(crate) use table::{cells_of, med, size_label, summary_table, targets};
+
+use client::{HttpClientConfig, HttpOutcome};
+
+/// Most requests in flight per connection (`--pipeline`).
+const MAX_PIPELINE: usize = 1024;
+/// Planned overhead of one run (connect phase, stop), for the progress bar.
+const RUN_OVERHEAD_SECS: f64 = 0.3;
+
+/// The servers of the side-by-side runs, in run order.
+pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "nginx", "hyper"];
+
+/// How a server is named in tables and charts.
+pub(crate) fn label(server: &str) -> &str {
+    match server {
+        "hoop" => "hoop (io_uring)",
+        "hoop-epoll" => "hoop (epoll)",
+        "hyper" => "tokio+hyper",
+        other => other,
+    }
+}
+
+/// Arguments of `hoop bench http`.
+#[derive(Debug, clap::Args)]
+pub struct HttpBenchArgs {
+    /// The file to load (`http://IP:PORT/path`). Without it: hoop (io_uring and epoll), nginx
+    /// and tokio+hyper side by side on files the bench creates.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Connections [default: 50; side by side: 50 and 500 keep-alive, 50 connection-per-request].
+    #[arg(short = 'c', long = "conns", value_name = "CONNS")]
+    pub conns: Option<usize>,
+    /// Seconds per run [default: 5; side by side: 2].
+    #[arg(short = 't', long = "secs", value_name = "SECS")]
+    pub secs: Option<f64>,
+    /// A new connection for every request (`Connection: close`).
+    #[arg(long)]
+    pub close: bool,
+    /// Requests in flight per keep-alive connection, sent together.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub pipeline: usize,
+    /// With --url: compare every body byte for byte with this file (its size is the expected
+    /// Content-Length; without it, the first response's length is expected of every response).
+    #[arg(long, value_name = "FILE")]
+    pub verify: Option<PathBuf>,
+    /// With --url: the server's PID, to measure its CPU time and syscalls per request.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Side by side: the full matrix (adds 10,000 keep-alive connections).
+    #[arg(long)]
+    pub full: bool,
+    /// Side by side: repetitions of each configuration (at least 2).
+    #[arg(long, value_name = "R", default_value_t = 2)]
+    pub rounds: u32,
+    /// Side by side: the servers, comma-separated (hoop, hoop-epoll, nginx, hyper).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub servers: Option<Vec<String>>,
+    /// Side by side: where the files and nginx's configuration go (default:
+    /// target/hoop-report/http).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// One HTTP measurement: one server, one configuration, one round (a JSON line).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct HttpResult {
+    /// Always "http".
+    pub bench: &'static str,
+    /// "hoop" (io_uring), "hoop-epoll", "nginx", "hyper", or "external" (--url).
+    pub server: String,
+    /// "hoop" (this load generator) or "wrk".
+    pub client: &'static str,
+    /// The URL loaded.
+    pub url: String,
+    /// Repetition index within its configuration (0-based).
+    pub round: u32,
+    /// Size of the file served.
+    pub file_bytes: u64,
+    /// Connections.
+    pub conns: usize,
+    /// "keep-alive" or "close" (a connection per request).
+    pub mode: &'static str,
+    /// Requests in flight per keep-alive connection.
+    pub pipeline: usize,
+    /// Length of the window, seconds.
+    pub secs: f64,
+    /// Verified requests (status 200, right length, whole body; bytes with verification).
+    pub requests: u64,
+    /// Errors of every kind.
+    pub errors: u64,
+    /// Errors by kind (connect, read, write, eof, parse, status, length, body).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// The first error seen.
+    pub first_error: Option<String>,
+    /// Whether every body byte was compared with the file.
+    pub verified_bytes: bool,
+    /// requests / secs.
+    pub rps: f64,
+    /// Body MiB/s of verified requests.
+    pub mib_s: f64,
+    /// Latency percentiles, microseconds (null with no request or from wrk).
+    pub p50_us: Option<f64>,
+    /// 99th percentile.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile.
+    pub p999_us: Option<f64>,
+    /// Largest latency.
+    pub max_us: Option<f64>,
+    /// Client CPU over the window, % of wall time.
+    pub client_cpu_pct: Option<f64>,
+    /// Server CPU over the window, % of wall time.
+    pub server_cpu_pct: Option<f64>,
+    /// Server CPU per verified request, microseconds.
+    pub server_cpu_us_per_req: Option<f64>,
+    /// Server syscalls per verified request (perf; null without it).
+    pub syscalls_per_req: Option<f64>,
+    /// Client CPU >= 90% of wall time while the server's was under 90%.
+    pub client_bound: bool,
+    /// Server and client pinned to different CPUs.
+    pub pinned: bool,
+    /// Connections established when the window opened (keep-alive).
+    pub connected: usize,
+}
+
+/// One side-by-side configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cell {
+    /// File size.
+    pub file_bytes: u64,
+    /// Connections.
+    pub conns: usize,
+    /// Connection per request.
+    pub close: bool,
+}
+
+impl Cell {
+    fn mode(&self) -> &'static str {
+        if self.close {
+            "close"
+        } else {
+            "keep-alive"
+        }
+    }
+}
+
+/// The files of the side-by-side runs.
+pub(crate) const FILES: [u64; 3] = [1024, 64 * 1024, 1 << 20];
+
+/// The quick matrix (the main job's): 1 KiB at 50 and 500 keep-alive, 64 KiB and 1 MiB at 50,
+/// 1 KiB connection-per-request at 50.
+pub(crate) fn quick_cells() -> Vec<Cell> {
+    let c = |file_bytes, conns, close| Cell {
+        file_bytes,
+        conns,
+        close,
+    };
+    vec![
+        c(1024, 50, false),
+        c(1024, 500, false),
+        c(64 * 1024, 50, false),
+        c(1 << 20, 50, false),
+        c(1024, 50, true),
+    ]
+}
+
+/// The full matrix: every file at 50 and 500 keep-alive and 50 connection-per-request, and
+/// 1 KiB at 10,000 keep-alive.
+pub(crate) fn full_cells() -> Vec<Cell> {
+    let mut v = Vec::new();
+    for &f in &FILES {
+        for (conns, close) in [(50, false), (500, false), (50, true)] {
+            v.push(Cell {
+                file_bytes: f,
+                conns,
+                close,
+            });
+        }
+    }
+    v.push(Cell {
+        file_bytes: 1024,
+        conns: 10_000,
+        close: false,
+    });
+    v
+}
+
+/// Name of the test file of `size` bytes.
+fn file_name(size: u64) -> String {
+    format!("f{size}.bin")
+}
+
+/// Deterministic content of the test file of `size` bytes.
+fn file_content(size: u64) -> Vec<u8> {
+    let mut x: u64 = size.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = Vec::with_capacity(size as usize + 8);
+    while (v.len() as u64) < size {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    v.truncate(size as usize);
+    v
+}
+
+/// Runs `hoop bench http`.
+pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()> {
+    if let Some(c) = args.conns {
+        check_conns(c)?;
+    }
+    if args.pipeline == 0 || args.pipeline > MAX_PIPELINE {
+        return Err(invalid(format!(
+            "--pipeline must be between 1 and {MAX_PIPELINE} (got {})",
+            args.pipeline
+        )));
+    }
+    if args.close && args.pipeline > 1 {
+        return Err(invalid(
+            "--pipeline applies to keep-alive connections, not with --close",
+        ));
+    }
+    super::sysinfo::raise_nofile_limit();
+    match &args.url {
+        Some(url) => {
+            let secs = args.secs.unwrap_or(5.0);
+            check_secs("-t/--secs", secs)?;
+            run_external(url, &args, secs, json)
+        }
+        None => {
+            if args.verify.is_some() || args.server_pid.is_some() {
+                return Err(invalid("--verify and --server-pid go with --url"));
+            }
+            check_rounds(args.rounds)?;
+            let secs = args.secs.unwrap_or(2.0);
+            check_secs("-t/--secs", secs)?;
+            let servers = parse_servers(args.servers.clone())?;
+            let mut cells = if args.full {
+                full_cells()
+            } else {
+                quick_cells()
+            };
+            if let Some(c) = args.conns {
+                cells.retain(|cell| cell.close == args.close);
+                for cell in &mut cells {
+                    cell.conns = c;
+                }
+                cells.dedup();
+            }
+            let dir = args
+                .dir
+                .clone()
+                .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http"));
+            let plan = Plan {
+                cells,
+                servers,
+                secs,
+                rounds: args.rounds,
+                pipeline: args.pipeline,
+                dir,
+            };
+            let out = Out::new(json, plan.planned_secs());
+            let outcome = run_side_by_side(&plan, &out);
+            out.finish();
+            out.human(&summary_table(
+                &outcome.results,
+                &plan.servers,
+                &outcome.notes,
+            ));
+            finish_status(&outcome)
+        }
+    }
+}
+
+/// Checks `--servers` (default: all four).
+fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
+    let list = list.unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
+    let mut out: Vec<String> = Vec::new();
+    for s in list {
+        let s = s.trim().to_ascii_lowercase();
+        if !SERVERS.contains(&s.as_str()) {
+            return Err(invalid(format!(
+                "unknown server {s:?} in --servers (known: {})",
+                SERVERS.join(", ")
+            )));
+        }
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid("--servers needs at least one server"));
+    }
+    Ok(out)
+}
+
+/// `http://HOST:PORT/path` -> (address, host header, path).
+fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String)> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| invalid(format!("--url must start with http:// (got {url:?})")))?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if host.is_empty() {
+        return Err(invalid(format!("--url has no host: {url:?}")));
+    }
+    let with_port = if host.contains(':') && !host.ends_with(']') {
+        host.to_string()
+    } else {
+        format!("{host}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| invalid(format!("cannot resolve {host}: {e}")))?
+        .next()
+        .ok_or_else(|| invalid(format!("{host} resolves to nothing")))?;
+    Ok((addr, host.to_string(), path.to_string()))
+}
+
+/// The size of the body at `path`, from one plain request (the length every response must
+/// have when no file is given to verify against).
+fn probe_length(addr: SocketAddr, host: &str, path: &str) -> io::Result<u64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}")))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(&client::request_bytes(host, path, true))?;
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+        if s.read(&mut b)? == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    match resp.parse(&head) {
+        Ok(httparse::Status::Complete(_)) if resp.code == Some(200) => resp
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+            .ok_or_else(|| io::Error::other(format!("{path}: no Content-Length in the response"))),
+        Ok(httparse::Status::Complete(_)) => Err(io::Error::other(format!(
+            "{path}: status {}, not 200",
+            resp.code.unwrap_or(0)
+        ))),
+        _ => Err(io::Error::other(format!("{path}: no valid response head"))),
+    }
+}
+
+/// `--url`: one measurement.
+fn run_external(url: &str, args: &HttpBenchArgs, secs: f64, json: bool) -> io::Result<()> {
+    let (addr, host, path) = parse_url(url)?;
+    let verify: Option<Arc<[u8]>> = match &args.verify {
+        Some(p) => Some(
+            std::fs::read(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("--verify {}: {e}", p.display())))?
+                .into(),
+        ),
+        None => None,
+    };
+    let file_bytes = match &verify {
+        Some(v) => v.len() as u64,
+        None => probe_length(addr, &host, &path)?,
+    };
+    let cfg = HttpClientConfig {
+        addr,
+        host,
+        path,
+        conns: args.conns.unwrap_or(50),
+        secs: Duration::from_secs_f64(secs),
+        close: args.close,
+        pipeline: args.pipeline,
+        file_bytes,
+        verify,
+    };
+    let out = Out::new(json, secs);
+    out.start(&format!("http {url}"), secs);
+    let mut probe = None;
+    let outcome = client::run_client(&cfg, None, || {
+        probe = args.server_pid.map(|pid| ServerProbe::start(pid, cfg.secs));
+    })?;
+    let metrics = probe
+        .map(|p| p.finish(outcome.wall, outcome.requests))
+        .unwrap_or_default();
+    out.finish();
+    let r = make_result("external", url, 0, &cfg, &outcome, metrics, false);
+    out.measurement(&r);
+    out.human(&describe(&r));
+    if r.errors > 0 {
+        return Err(io::Error::other(format!(
+            "{} error(s) during the run (first: {}); {} verified request(s)",
+            r.errors,
+            r.first_error.as_deref().unwrap_or("?"),
+            r.requests
+        )));
+    }
+    if r.requests == 0 {
+        return Err(io::Error::other("no request was verified in the window"));
+    }
+    Ok(())
+}
+
+fn make_result(
+    server: &str,
+    url: &str,
+    round: u32,
+    cfg: &HttpClientConfig,
+    o: &HttpOutcome,
+    m: ServerMetrics,
+    pinned: bool,
+) -> HttpResult {
+    let secs = cfg.secs.as_secs_f64();
+    let wall = o.wall.as_secs_f64();
+    let client_cpu_pct = (wall > 0.0).then(|| stats::round3(o.cpu.as_secs_f64() / wall * 100.0));
+    HttpResult {
+        bench: "http",
+        server: server.to_string(),
+        client: "hoop",
+        url: url.to_string(),
+        round,
+        file_bytes: cfg.file_bytes,
+        conns: cfg.conns,
+        mode: if cfg.close { "close" } else { "keep-alive" },
+        pipeline: if cfg.close { 1 } else { cfg.pipeline },
+        secs,
+        requests: o.requests,
+        errors: o.error_count(),
+        errors_by_kind: o.errors.clone(),
+        first_error: o.first_error.clone(),
+        verified_bytes: cfg.verify.is_some(),
+        rps: stats::round3(o.requests as f64 / secs),
+        mib_s: stats::round3(o.body_bytes as f64 / secs / (1 << 20) as f64),
+        p50_us: stats::quantile_us(&o.hist, 0.5),
+        p99_us: stats::quantile_us(&o.hist, 0.99),
+        p999_us: stats::quantile_us(&o.hist, 0.999),
+        max_us: stats::max_us(&o.hist),
+        client_cpu_pct,
+        server_cpu_pct: m.cpu_pct,
+        server_cpu_us_per_req: m.cpu_us_per_req,
+        syscalls_per_req: m.syscalls_per_req,
+        client_bound: client_cpu_pct.is_some_and(|c| c >= 90.0)
+            && m.cpu_pct.is_none_or(|s| s < 90.0),
+        pinned,
+        connected: o.connected,
+    }
+}
+
+fn describe(r: &HttpResult) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let mut s = format!(
+        "http {} {} ({} B, {} conns, {}{}): {} verified requests ({:.0} req/s, {:.1} MiB/s), {} errors {:?}\n\
+         latency µs: p50 {}  p99 {}  p99.9 {}  max {}\n\
+         client CPU {}%  server CPU {}%  server CPU µs/req {}  syscalls/req {}",
+        r.server,
+        r.url,
+        r.file_bytes,
+        r.conns,
+        r.mode,
+        if r.pipeline > 1 {
+            format!(", pipeline {}", r.pipeline)
+        } else {
+            String::new()
+        },
+        r.requests,
+        r.rps,
+        r.mib_s,
+        r.errors,
+        r.errors_by_kind,
+        f(r.p50_us),
+        f(r.p99_us),
+        f(r.p999_us),
+        f(r.max_us),
+        f(r.client_cpu_pct),
+        f(r.server_cpu_pct),
+        r.server_cpu_us_per_req
+            .map_or("-".into(), |x| format!("{x:.2}")),
+        r.syscalls_per_req.map_or("-".into(), |x| format!("{x:.2}")),
+    );
+    if let Some(e) = &r.first_error {
+        s.push_str(&format!("\nfirst error: {e}"));
+    }
+    if r.client_bound {
+        s.push_str("\nnote: the client was the bottleneck (its CPU near 100%, the server's not)");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::side_by_side::parse_wrk;
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        let (a, h, p) = parse_url("http://127.0.0.1:8080/f.bin").unwrap();
+        assert_eq!(a, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!((h.as_str(), p.as_str()), ("127.0.0.1:8080", "/f.bin"));
+        let (_, _, p) = parse_url("http://127.0.0.1:1").unwrap();
+        assert_eq!(p, "/");
+        assert!(parse_url("https://x/").is_err());
+        assert!(parse_url("http:///x").is_err());
+    }
+
+    #[test]
+    fn wrk_output_parses() {
+        let text = "Running 2s test @ http://127.0.0.1:1/f\n  1 threads and 50 connections\n\
+                    \x20 98765 requests in 2.00s, 100.00MB read\n\
+                    \x20 Socket errors: connect 0, read 2, write 0, timeout 1\n\
+                    \x20 Non-2xx or 3xx responses: 3\n\
+                    Requests/sec:  49382.50\nTransfer/sec:     50.00MB\n";
+        assert_eq!(parse_wrk(text), Some((98765, 49382.5, 6)));
+    }
+
+    #[test]
+    fn matrices() {
+        assert_eq!(quick_cells().len(), 5);
+        assert!(full_cells().iter().any(|c| c.conns == 10_000));
+        assert_eq!(file_content(1000), file_content(1000));
+        assert_ne!(file_content(1024)[..8], file_content(2048)[..8]);
+        assert_eq!(size_label(1 << 20), "1 MiB");
+        assert_eq!(size_label(65536), "64 KiB");
+    }
+}

@@ -1,0 +1,375 @@
+//! The side-by-side runs of `hoop bench http`: the test files, the servers (hoop on io_uring
+//! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
+//! first CPU, every configuration run `rounds` times in alternating server order by the client
+//! on the second CPU, and one cell with wrk as the client when it is installed.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::{self, HttpClientConfig};
+use super::{
+    file_content, file_name, make_result, nginx, Cell, HttpResult, FILES, RUN_OVERHEAD_SECS,
+};
+use crate::bench::invalid;
+use crate::bench::output::Out;
+use crate::bench::server::{Ready, ServerChild, ServerProbe};
+use crate::bench::stats::{self, median};
+
+/// A side-by-side plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Configurations.
+    pub cells: Vec<Cell>,
+    /// Servers, in run order.
+    pub servers: Vec<String>,
+    /// Seconds per run.
+    pub secs: f64,
+    /// Rounds per configuration.
+    pub rounds: u32,
+    /// Requests in flight per keep-alive connection.
+    pub pipeline: usize,
+    /// Files and nginx's prefix.
+    pub dir: PathBuf,
+}
+
+impl Plan {
+    /// Planned seconds, for progress bars.
+    pub(crate) fn planned_secs(&self) -> f64 {
+        let runs = self.cells.len() * self.servers.len() * self.rounds as usize;
+        runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
+    }
+}
+
+/// What a side-by-side run produced.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Every measurement.
+    pub results: Vec<HttpResult>,
+    /// Runs that could not be measured, with why.
+    pub failures: Vec<String>,
+    /// Lines for the table (nginx missing, fd limit, wrk).
+    pub notes: Vec<String>,
+}
+
+/// The exit status: an error if a run failed or counted errors.
+pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
+    let bad = o
+        .results
+        .iter()
+        .filter(|r| r.errors > 0 || r.requests == 0)
+        .count();
+    if o.results.is_empty() || !o.failures.is_empty() || bad > 0 {
+        return Err(io::Error::other(format!(
+            "{} run(s) measured, {} failed, {} counted errors or no verified request{}",
+            o.results.len(),
+            o.failures.len(),
+            bad,
+            o.failures
+                .first()
+                .map_or(String::new(), |f| format!("; first failure: {f}"))
+        )));
+    }
+    Ok(())
+}
+
+/// Starts server `name` pinned to `cpu`, serving `root`.
+fn start_server(
+    name: &str,
+    root: &Path,
+    dir: &Path,
+    cpu: Option<usize>,
+) -> io::Result<Option<ServerChild>> {
+    let exe = std::env::current_exe()?;
+    let hoop = |extra: &[&str]| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+            .arg(root)
+            .args(extra);
+        cmd
+    };
+    let (cmd, ready) = match name {
+        "hoop" => (hoop(&["--driver", "uring"]), Ready::ListeningLine),
+        "hoop-epoll" => (hoop(&["--driver", "epoll"]), Ready::ListeningLine),
+        "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
+        "nginx" => {
+            let Some(bin) = nginx::find() else {
+                return Ok(None);
+            };
+            let addr = nginx::free_addr()?;
+            let root = std::fs::canonicalize(root)?;
+            (
+                nginx::command(&bin, &dir.join("nginx"), &root, addr)?,
+                Ready::Connect(addr),
+            )
+        }
+        other => return Err(invalid(format!("unknown server {other}"))),
+    };
+    ServerChild::spawn_cmd(name, cmd, cpu, ready).map(Some)
+}
+
+/// The test files' contents by size.
+type Files = BTreeMap<u64, Arc<[u8]>>;
+
+/// Writes the test files into `dir/root` (kept between runs when already right).
+fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root)?;
+    let mut files = BTreeMap::new();
+    for &size in &FILES {
+        let data = file_content(size);
+        let path = root.join(file_name(size));
+        if std::fs::read(&path).ok().as_deref() != Some(&data[..]) {
+            std::fs::write(&path, &data)?;
+        }
+        files.insert(size, Arc::from(data));
+    }
+    Ok((root, files))
+}
+
+/// The soft fd limit, after raising it to the hard one.
+fn nofile_limit() -> u64 {
+    // SAFETY: rlimit is plain old data.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes one rlimit into the valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    lim.rlim_cur
+}
+
+/// Runs the plan: servers started once (pinned to the first CPU), each configuration `rounds`
+/// times with the servers in alternating order; then the wrk cell when wrk is installed.
+pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
+    let mut o = Outcome::default();
+    let (server_cpu, client_cpu) = crate::bench::sysinfo::pin_plan();
+    let (root, files) = match make_files(&plan.dir) {
+        Ok(f) => f,
+        Err(e) => {
+            o.failures.push(format!(
+                "cannot write the test files under {}: {e}",
+                plan.dir.display()
+            ));
+            return o;
+        }
+    };
+    let mut cells = plan.cells.clone();
+    let limit = nofile_limit();
+    if let Some(big) = cells.iter().map(|c| c.conns).max() {
+        // Client and server each need one fd per connection (and a few more).
+        if (big as u64) + 64 > limit {
+            o.notes.push(format!(
+                "the open-file limit is {limit} (hard limit reached): runs of more than {} \
+                 connections are skipped; raise it with `ulimit -Hn`",
+                limit.saturating_sub(64)
+            ));
+            cells.retain(|c| (c.conns as u64) + 64 <= limit);
+        }
+    }
+    let mut servers: Vec<(String, ServerChild)> = Vec::new();
+    for name in &plan.servers {
+        match start_server(name, &root, &plan.dir, server_cpu) {
+            Ok(Some(child)) => servers.push((name.clone(), child)),
+            Ok(None) => o.notes.push(nginx::MISSING.to_string()),
+            Err(e) => {
+                out.note(&format!("warning: {e}"));
+                o.failures.push(e.to_string());
+            }
+        }
+    }
+    for cell in &cells {
+        for round in 0..plan.rounds {
+            for (name, child) in servers.iter_mut() {
+                let what = format!(
+                    "http {name}: {} B, c={} {} round {}",
+                    cell.file_bytes,
+                    cell.conns,
+                    cell.mode(),
+                    round + 1
+                );
+                out.start(&what, plan.secs + RUN_OVERHEAD_SECS);
+                let cfg = HttpClientConfig {
+                    addr: child.addr,
+                    host: child.addr.to_string(),
+                    path: format!("/{}", file_name(cell.file_bytes)),
+                    conns: cell.conns,
+                    secs: Duration::from_secs_f64(plan.secs),
+                    close: cell.close,
+                    pipeline: if cell.close { 1 } else { plan.pipeline },
+                    file_bytes: cell.file_bytes,
+                    verify: files.get(&cell.file_bytes).cloned(),
+                };
+                let url = format!("http://{}{}", cfg.host, cfg.path);
+                let pid = child.pid();
+                let mut probe = None;
+                let run = client::run_client(&cfg, client_cpu, || {
+                    probe = Some(ServerProbe::start(pid, cfg.secs));
+                });
+                match run.and_then(|outcome| {
+                    let m = probe
+                        .take()
+                        .map(|p| p.finish(outcome.wall, outcome.requests))
+                        .unwrap_or_default();
+                    child.check_alive()?;
+                    let pinned = server_cpu.is_some() && client_cpu.is_some();
+                    Ok(make_result(name, &url, round, &cfg, &outcome, m, pinned))
+                }) {
+                    Ok(r) => {
+                        out.measurement(&r);
+                        if r.errors > 0 || r.requests == 0 {
+                            out.note(&format!(
+                                "warning: {what}: {} verified, {} error(s), first: {}",
+                                r.requests,
+                                r.errors,
+                                r.first_error.as_deref().unwrap_or("-")
+                            ));
+                        }
+                        o.results.push(r);
+                    }
+                    Err(e) => {
+                        out.note(&format!("warning: {what}: {e}"));
+                        o.failures.push(format!("{what}: {e}"));
+                    }
+                }
+                out.done(plan.secs + RUN_OVERHEAD_SECS);
+            }
+        }
+    }
+    // One cell with wrk as the client, so a reader sees the two clients agree.
+    if let Some((_, hoop)) = servers.iter().find(|(n, _)| n == "hoop") {
+        match wrk_path() {
+            Some(wrk) => match run_wrk(&wrk, hoop, plan.secs, client_cpu, server_cpu) {
+                Ok(r) => {
+                    o.notes.push(format!(
+                        "wrk -t1 -c50 against hoop (io_uring), 1 KiB keep-alive: {:.0} req/s \
+                         ({} errors); hoop's client in the same cell: {}",
+                        r.rps,
+                        r.errors,
+                        median(
+                            &o.results
+                                .iter()
+                                .filter(|x| x.server == "hoop"
+                                    && x.file_bytes == 1024
+                                    && x.conns == 50
+                                    && x.mode == "keep-alive")
+                                .map(|x| x.rps)
+                                .collect::<Vec<_>>()
+                        )
+                        .map_or("-".into(), |v| format!("{v:.0} req/s"))
+                    ));
+                    out.measurement(&r);
+                    o.results.push(r);
+                }
+                Err(e) => o.notes.push(format!("wrk failed: {e}")),
+            },
+            None => o
+                .notes
+                .push("wrk not installed (apt-get install wrk): no second client".into()),
+        }
+    }
+    drop(servers);
+    o
+}
+
+fn wrk_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("wrk"))
+        .find(|p| p.is_file())
+}
+
+/// wrk -t1 -c50 on the 1 KiB file, pinned to the client CPU.
+fn run_wrk(
+    wrk: &Path,
+    server: &ServerChild,
+    secs: f64,
+    client_cpu: Option<usize>,
+    server_cpu: Option<usize>,
+) -> io::Result<HttpResult> {
+    let url = format!("http://{}/{}", server.addr, file_name(1024));
+    let secs_whole = secs.ceil().max(1.0) as u64;
+    let mut cmd = match client_cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(wrk);
+            c
+        }
+        None => Command::new(wrk),
+    };
+    cmd.args(["-t1", "-c50"])
+        .arg(format!("-d{secs_whole}s"))
+        .arg(&url);
+    let probe = ServerProbe::start(server.pid(), Duration::from_secs(secs_whole));
+    let outp = cmd.output()?;
+    let text = String::from_utf8_lossy(&outp.stdout).to_string();
+    let (requests, rps, errors) = parse_wrk(&text)
+        .ok_or_else(|| io::Error::other(format!("cannot read wrk's output: {text}")))?;
+    let m = probe.finish(Duration::from_secs(secs_whole), requests);
+    Ok(HttpResult {
+        bench: "http",
+        server: "hoop".into(),
+        client: "wrk",
+        url,
+        round: 0,
+        file_bytes: 1024,
+        conns: 50,
+        mode: "keep-alive",
+        pipeline: 1,
+        secs: secs_whole as f64,
+        requests,
+        errors,
+        errors_by_kind: BTreeMap::new(),
+        first_error: None,
+        verified_bytes: false,
+        rps,
+        mib_s: stats::round3(rps * 1024.0 / (1 << 20) as f64),
+        p50_us: None,
+        p99_us: None,
+        p999_us: None,
+        max_us: None,
+        client_cpu_pct: None,
+        server_cpu_pct: m.cpu_pct,
+        server_cpu_us_per_req: m.cpu_us_per_req,
+        syscalls_per_req: m.syscalls_per_req,
+        client_bound: false,
+        pinned: client_cpu.is_some() && server_cpu.is_some(),
+        connected: 50,
+    })
+}
+
+/// (requests, requests/s, errors) from wrk's summary.
+pub(super) fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
+    let requests = text
+        .lines()
+        .find(|l| l.contains("requests in"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let rps = text
+        .lines()
+        .find(|l| l.starts_with("Requests/sec:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let mut errors = 0u64;
+    for l in text.lines() {
+        if let Some(v) = l.trim().strip_prefix("Non-2xx or 3xx responses:") {
+            errors += v.trim().parse::<u64>().unwrap_or(0);
+        }
+        if let Some(v) = l.trim().strip_prefix("Socket errors:") {
+            for part in v.split(',') {
+                errors += part
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Some((requests, rps, errors))
+}

@@ -1,0 +1,617 @@
+//! One connection, from its first byte to its close: read, parse every complete request,
+//! answer them in order (pipelined responses gathered into one send), wait for more under the
+//! header or idle deadline, and close cleanly.
+//!
+//! Memory per connection is bounded: the unparsed input never exceeds one request head's limits
+//! plus one received buffer (a longer head is refused with 414 or 431), and responses are sent
+//! before more input is parsed, so a client that stops reading holds at most the responses
+//! that fit its socket buffers and one batch, then its connection is closed at the idle
+//! deadline.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::CString;
+use std::io::{self, Write as _};
+use std::net::Shutdown;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hoop::driver::{op, Op};
+use hoop::net::{DirectRecvStream, DirectTcpStream};
+use hoop::{BufRing, IoBuf};
+
+use super::cache::{Cache, Entry};
+use super::config::Config;
+use super::date::DateCache;
+use super::deadline::{Deadlines, Timer};
+use super::parse::{parse, Method, Parsed, Request};
+use super::resolve::{decode, open_error_status, Root};
+use super::response::{decide, write_status, Decision, FileMeta, Head};
+use super::splice::PipePool;
+use super::status::Status;
+
+/// What the connections of one server thread share.
+#[derive(Debug)]
+pub struct Shared {
+    /// Limits and timeouts.
+    pub cfg: Arc<Config>,
+    /// The served directory.
+    pub root: Arc<Root>,
+    /// This thread's file cache.
+    pub cache: RefCell<Cache>,
+    /// This thread's connection deadlines.
+    pub deadlines: Rc<Deadlines>,
+    /// The formatted `Date`.
+    pub date: RefCell<DateCache>,
+    /// Connections of this thread answering a request right now (shutdown waits for them).
+    pub busy: Cell<usize>,
+    /// Shutdown began: answer what is in hand with `Connection: close`, take nothing new.
+    pub stopping: Cell<bool>,
+    /// Open connections over every thread (for `--max-conns`).
+    pub open_conns: Arc<AtomicUsize>,
+    /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
+    /// `IORING_OP_SPLICE`, or `HOOP_HTTP_NO_SPLICE` set).
+    pub pipes: Option<PipePool>,
+}
+
+/// Counts the connection as open until dropped.
+struct OpenGuard(Arc<AtomicUsize>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts the connection as busy until dropped.
+struct BusyGuard<'a>(&'a Cell<usize>);
+
+impl<'a> BusyGuard<'a> {
+    fn new(c: &'a Cell<usize>) -> Self {
+        c.set(c.get() + 1);
+        BusyGuard(c)
+    }
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Where received bytes come from: a multishot recv on the thread's buffer ring (the best
+/// path), or single reads into a buffer of the connection's own.
+enum Reader<'a> {
+    Ring(DirectRecvStream<'a>),
+    Plain(&'a DirectTcpStream, Vec<u8>),
+}
+
+/// Bytes one single read asks for.
+const READ_BYTES: usize = 16 * 1024;
+
+impl Reader<'_> {
+    /// Appends what arrives next to `input`; 0 at end of stream.
+    async fn read_into(&mut self, input: &mut Vec<u8>) -> io::Result<usize> {
+        match self {
+            Reader::Ring(rx) => match rx.next().await {
+                Some(Ok(buf)) => {
+                    input.extend_from_slice(&buf);
+                    Ok(buf.len())
+                }
+                Some(Err(e)) => Err(e),
+                None => Ok(0),
+            },
+            Reader::Plain(stream, buf) => {
+                let mut b = std::mem::take(buf);
+                b.clear();
+                let (res, b) = stream.read(b).await;
+                *buf = b;
+                let n = res?;
+                input.extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+        }
+    }
+}
+
+/// A cached body (or a range of it) sent without copying it.
+struct BodySlice {
+    body: Rc<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+// SAFETY: the bytes live in the `Rc`'s heap allocation, which never moves and is never written
+// (an `Rc<[u8]>` is immutable); the value keeps it alive; `start..end` is inside it.
+unsafe impl IoBuf for BodySlice {
+    fn stable_ptr(&self) -> *const u8 {
+        self.body[self.start..].as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.end - self.start
+    }
+    fn bytes_total(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+/// Serves one accepted connection until it closes. `ring`: the thread's buffer ring, if any.
+pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared>) {
+    let _open = OpenGuard(sh.open_conns.clone());
+    let timer = sh.deadlines.register();
+    let mut conn = Conn {
+        sh: &sh,
+        stream: &stream,
+        timer: &timer,
+        out: Vec::with_capacity(4096),
+    };
+    let mut reader = match &ring {
+        Some(r) => Reader::Ring(stream.recv_stream(r)),
+        None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
+    };
+    let linger = conn.run(&mut reader).await;
+    drop(reader);
+    if linger {
+        conn.linger().await;
+    }
+}
+
+/// One connection's state while it is served.
+struct Conn<'a> {
+    sh: &'a Shared,
+    stream: &'a DirectTcpStream,
+    timer: &'a Timer,
+    /// Responses not sent yet.
+    out: Vec<u8>,
+}
+
+impl Conn<'_> {
+    /// The request loop. Returns whether the close should linger: the connection ends with a
+    /// response the client should read while request bytes may still be unread (an error
+    /// status, a body not taken, pipelined requests after a `Connection: close`); a clean
+    /// close, a timeout, an error or the client's close return false.
+    async fn run(&mut self, reader: &mut Reader<'_>) -> bool {
+        let cfg = self.sh.cfg.clone();
+        let mut input: Vec<u8> = Vec::new();
+        // The head being received must be complete by this time (the first one counts from
+        // the connection's start, later ones from their first byte).
+        let mut head_deadline = Instant::now() + cfg.header_timeout;
+        let mut awaiting_first = true;
+        loop {
+            let had_request = start_of_request(&input);
+            self.timer.set(if awaiting_first || had_request {
+                head_deadline
+            } else {
+                Instant::now() + cfg.idle_timeout
+            });
+            match self.timer.run(reader.read_into(&mut input)).await {
+                Some(Ok(n)) if n > 0 => {}
+                // End of stream, an error, or the deadline passed.
+                _ => return false,
+            }
+            if !had_request && !awaiting_first && start_of_request(&input) {
+                head_deadline = Instant::now() + cfg.header_timeout;
+            }
+            let busy = BusyGuard::new(&self.sh.busy);
+            let mut start = 0;
+            let mut close = false;
+            let mut unread = false;
+            loop {
+                match parse(&input[start..]) {
+                    Parsed::Complete { request, len_bytes } => {
+                        start += len_bytes;
+                        awaiting_first = false;
+                        let keep = match self.respond(&request).await {
+                            Some(k) => k,
+                            None => return false,
+                        };
+                        if !keep {
+                            close = true;
+                            unread = request.has_body || start < input.len();
+                            break;
+                        }
+                        if self.out.len() >= cfg.out_batch_bytes && !self.flush().await {
+                            return false;
+                        }
+                    }
+                    Parsed::Partial => break,
+                    Parsed::Invalid(status) => {
+                        let date = self.sh.date.borrow_mut().now().to_string();
+                        write_status(&mut self.out, Head::new(status, &date, false), false);
+                        self.log_line(b"-", status);
+                        close = true;
+                        unread = true;
+                        break;
+                    }
+                }
+            }
+            if start > 0 {
+                input.drain(..start);
+                if start_of_request(&input) {
+                    head_deadline = Instant::now() + cfg.header_timeout;
+                }
+            }
+            if !self.out.is_empty() && !self.flush().await {
+                return false;
+            }
+            drop(busy);
+            if close {
+                return unread;
+            }
+            if self.sh.stopping.get() {
+                return false;
+            }
+        }
+    }
+
+    /// Sends everything in `out`, under the idle deadline; false if that failed.
+    async fn flush(&mut self) -> bool {
+        let out = std::mem::take(&mut self.out);
+        self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+        let Some((res, mut out)) = self.timer.run(self.stream.write_all(out)).await else {
+            return false;
+        };
+        out.clear();
+        self.out = out;
+        res.is_ok()
+    }
+
+    /// After a final response: stop sending, and read (and drop) what the client still sends
+    /// for a moment, so that unread request bytes do not make the kernel reset the connection
+    /// before the client has read the response.
+    async fn linger(&mut self) {
+        if self.stream.shutdown(Shutdown::Write).await.is_err() {
+            return;
+        }
+        self.timer.set(Instant::now() + LINGER);
+        let mut left = LINGER_BYTES;
+        while left > 0 {
+            let buf = Vec::with_capacity(READ_BYTES);
+            match self.timer.run(self.stream.read(buf)).await {
+                Some((Ok(n), _)) if n > 0 => left = left.saturating_sub(n),
+                _ => return,
+            }
+        }
+    }
+
+    /// Answers one request: appends the response to `out` (sending first whatever must go
+    /// before a large body). Returns whether the connection stays open, or `None` if it failed.
+    async fn respond(&mut self, req: &Request) -> Option<bool> {
+        let keep = req.keep_alive && !self.sh.stopping.get();
+        let head_only = req.method == Method::Head;
+        let date = self.sh.date.borrow_mut().now().to_string();
+        if req.method == Method::Other {
+            let keep = keep && !req.has_body;
+            let head = Head::new(Status::MethodNotAllowed, &date, keep);
+            write_status(&mut self.out, head, false);
+            self.log(req, Status::MethodNotAllowed);
+            return Some(keep);
+        }
+        if req.has_body {
+            let head = Head::new(Status::PayloadTooLarge, &date, false);
+            write_status(&mut self.out, head, head_only);
+            self.log(req, Status::PayloadTooLarge);
+            return Some(false);
+        }
+        let status = match self.respond_file(req, &date, keep, head_only).await {
+            Ok(Some(status)) => {
+                self.log(req, status);
+                return Some(keep);
+            }
+            Ok(None) => return None,
+            Err(status) => status,
+        };
+        let keep = keep && !status.closes_connection();
+        write_status(&mut self.out, Head::new(status, &date, keep), head_only);
+        self.log(req, status);
+        Some(keep)
+    }
+
+    /// Serves the file the request names. `Ok(Some(status))`: a response was written;
+    /// `Ok(None)`: the connection failed; `Err(status)`: answer with that error instead.
+    async fn respond_file(
+        &mut self,
+        req: &Request,
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Result<Option<Status>, Status> {
+        let target = decode(&req.target)?;
+        let rel = target.file_rel();
+        let sh = self.sh;
+
+        // A cached copy, if the file is still the one that was read.
+        let cached = sh.cache.borrow_mut().get(&rel).cloned();
+        if let Some(entry) = cached {
+            match stat_path(sh.root.raw_fd(), &rel).await {
+                Ok(meta) if meta == entry.meta => {
+                    return Ok(self
+                        .send_cached(req, &entry, &rel, date, keep, head_only)
+                        .await);
+                }
+                _ => sh.cache.borrow_mut().remove(&rel),
+            }
+        }
+
+        let fd = match sh.root.open_beneath(&rel, false).await {
+            Ok(fd) => fd,
+            Err(e) => {
+                let status = open_error_status(&e);
+                // `/dir/` without an index: 403 if the directory exists (no listings).
+                if target.dir_form
+                    && status == Status::NotFound
+                    && sh.root.open_beneath(&target.rel, true).await.is_ok()
+                {
+                    return Err(Status::Forbidden);
+                }
+                return Err(status);
+            }
+        };
+        let file = hoop::fs::File::from(fd);
+        let meta = match file.metadata().await {
+            Ok(m) => FileMeta::from_statx(m.as_statx()),
+            Err(_) => return Err(Status::InternalServerError),
+        };
+        if meta.is_dir() {
+            if target.dir_form {
+                return Err(Status::Forbidden);
+            }
+            let head = Head {
+                location: Some((&target.raw_path, &target.raw_query)),
+                ..Head::new(Status::MovedPermanently, date, keep)
+            };
+            write_status(&mut self.out, head, head_only);
+            return Ok(Some(Status::MovedPermanently));
+        }
+        if !meta.is_file() {
+            return Err(Status::NotFound);
+        }
+        let splice = sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        let cacheable = !splice
+            && meta.size <= sh.cfg.cache_max_file_bytes
+            && sh.cache.borrow().fits(meta.size);
+        if cacheable {
+            let Some(body) = read_whole(&file, meta.size).await else {
+                return Err(Status::InternalServerError);
+            };
+            let entry = if body.len() as u64 == meta.size {
+                sh.cache.borrow_mut().insert(rel.clone(), meta, body.into())
+            } else {
+                // The file changed size while it was read: serve what was read, keep nothing.
+                let meta = FileMeta {
+                    size: body.len() as u64,
+                    ..meta
+                };
+                Cache::new(0).insert(rel.clone(), meta, body.into())
+            };
+            return Ok(self
+                .send_cached(req, &entry, &rel, date, keep, head_only)
+                .await);
+        }
+        let etag = meta.etag();
+        let last_modified = super::date::format(meta.mtime_secs);
+        let decision = decide(req, &meta, &etag);
+        let ctype = super::mime::content_type(&rel);
+        let (status, range) =
+            self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), ctype);
+        if head_only || range.1 == 0 {
+            return Ok(Some(status));
+        }
+        if let (true, Some(pipes)) = (splice, &sh.pipes) {
+            if !self.flush().await {
+                return Ok(None);
+            }
+            let idle = sh.cfg.idle_timeout;
+            let sent = super::splice::send_file(
+                pipes,
+                self.stream,
+                &file,
+                range.0,
+                range.1,
+                self.timer,
+                idle,
+            )
+            .await;
+            return Ok(sent.then_some(status));
+        }
+        if self.stream_file(&file, range.0, range.1).await {
+            Ok(Some(status))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Answers from a cached file: header and body copied into one send when they fit,
+    /// else the body sent from the cache as it is.
+    async fn send_cached(
+        &mut self,
+        req: &Request,
+        entry: &Entry,
+        rel: &[u8],
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Option<Status> {
+        let ctype = super::mime::content_type(rel);
+        let decision = decide(req, &entry.meta, &entry.etag);
+        let (status, (start, len)) = self.write_file_head(
+            decision,
+            &entry.meta,
+            date,
+            keep,
+            (&entry.etag, &entry.last_modified),
+            ctype,
+        );
+        if head_only || len == 0 {
+            return Some(status);
+        }
+        let (start, end) = (start as usize, (start + len) as usize);
+        if self.out.len() + (end - start) <= self.sh.cfg.one_send_max_bytes {
+            self.out.extend_from_slice(&entry.body[start..end]);
+            return Some(status);
+        }
+        if !self.flush().await {
+            return None;
+        }
+        let body = BodySlice {
+            body: entry.body.clone(),
+            start,
+            end,
+        };
+        self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+        match self.timer.run(self.stream.write_all(body)).await {
+            Some((Ok(()), _)) => Some(status),
+            _ => None,
+        }
+    }
+
+    /// Sends `len` bytes of `file` from `start` after what `out` holds, a chunk at a time: each
+    /// read lands behind the pending bytes, so the head goes out with the first chunk. A file
+    /// that ends early (it shrank) ends the connection: the promised length cannot be kept.
+    async fn stream_file(&mut self, file: &hoop::fs::File, start: u64, len: u64) -> bool {
+        let chunk = self.sh.cfg.stream_chunk_bytes as u64;
+        let (mut pos, end) = (start, start + len);
+        while pos < end {
+            let want = chunk.min(end - pos) as usize;
+            let mut out = std::mem::take(&mut self.out);
+            let at = out.len();
+            out.reserve(want);
+            let (res, slice) = file.read_at(out.slice(at..at + want), pos).await;
+            self.out = slice.into_inner();
+            match res {
+                Ok(n) if n > 0 => pos += n as u64,
+                _ => return false,
+            }
+            if !self.flush().await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The access log line for `req` (with `--access-log`).
+    fn log(&self, req: &Request, status: Status) {
+        if self.sh.cfg.access_log {
+            let method = match req.method {
+                Method::Get => "GET",
+                Method::Head => "HEAD",
+                Method::Other => "OTHER",
+            };
+            let mut line = format!("{method} ").into_bytes();
+            line.extend_from_slice(&req.target);
+            let _ = write!(line, " HTTP/1.{}", req.minor_version);
+            self.log_line(&line, status);
+        }
+    }
+
+    /// Writes `"REQUEST" STATUS` after the date on stdout (with `--access-log`).
+    fn log_line(&self, request: &[u8], status: Status) {
+        if self.sh.cfg.access_log {
+            let date = self.sh.date.borrow_mut().now().to_string();
+            let mut out = io::stdout().lock();
+            let _ = write!(out, "[{date}] \"");
+            let _ = out.write_all(request);
+            let _ = writeln!(out, "\" {}", status.code());
+        }
+    }
+
+    /// Appends the head for `decision`; returns the status and the body range to send.
+    fn write_file_head(
+        &mut self,
+        decision: Decision,
+        meta: &FileMeta,
+        date: &str,
+        keep: bool,
+        (etag, last_modified): (&str, &str),
+        content_type: &'static str,
+    ) -> (Status, (u64, u64)) {
+        let base = Head {
+            content_type,
+            validators: Some((last_modified, etag)),
+            accept_ranges: true,
+            ..Head::new(Status::Ok, date, keep)
+        };
+        match decision {
+            Decision::NotModified => {
+                Head {
+                    status: Status::NotModified,
+                    ..base
+                }
+                .write(&mut self.out);
+                (Status::NotModified, (0, 0))
+            }
+            Decision::Unsatisfiable => {
+                let head = Head {
+                    status: Status::RangeNotSatisfiable,
+                    content_range: Some((0, 0, meta.size)),
+                    validators: None,
+                    ..base
+                };
+                write_status(&mut self.out, head, false);
+                (Status::RangeNotSatisfiable, (0, 0))
+            }
+            Decision::Full => {
+                Head {
+                    content_length: Some(meta.size),
+                    ..base
+                }
+                .write(&mut self.out);
+                (Status::Ok, (0, meta.size))
+            }
+            Decision::Partial { start, len } => {
+                Head {
+                    status: Status::PartialContent,
+                    content_length: Some(len),
+                    content_range: Some((start, len, meta.size)),
+                    ..base
+                }
+                .write(&mut self.out);
+                (Status::PartialContent, (start, len))
+            }
+        }
+    }
+}
+
+/// How long a closing connection keeps reading, and how much.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Whether `input` holds only the start of a request (not just empty lines).
+fn start_of_request(input: &[u8]) -> bool {
+    input.iter().any(|&b| b != b'\r' && b != b'\n')
+}
+
+/// `statx` of `rel` under the root fd (following symlinks; identity is checked by the caller).
+async fn stat_path(root: i32, rel: &[u8]) -> io::Result<FileMeta> {
+    let path = if rel.is_empty() {
+        CString::from(c".")
+    } else {
+        CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?
+    };
+    let stx = Op::new(op::Statx::new(
+        root,
+        path,
+        libc::AT_STATX_SYNC_AS_STAT,
+        libc::STATX_BASIC_STATS,
+    ))
+    .await?;
+    Ok(FileMeta::from_statx(&stx))
+}
+
+/// Reads up to `size` bytes from the start of `file` (fewer if it shrank meanwhile).
+async fn read_whole(file: &hoop::fs::File, size: u64) -> Option<Vec<u8>> {
+    let size = usize::try_from(size).ok()?;
+    let mut buf: Vec<u8> = Vec::with_capacity(size);
+    while buf.len() < size {
+        let at = buf.len();
+        let (res, b) = file.read_at(buf.slice(at..size), at as u64).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(buf)
+}

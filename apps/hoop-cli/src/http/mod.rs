@@ -1,0 +1,26 @@
+//! `hoop serve http`: a static-file HTTP/1.1 server on hoop.
+//!
+//! A request's story, one module per step:
+//! 1. [`parse`]: received bytes become a request (httparse), or the status that refuses them;
+//! 2. [`resolve`]: the target is percent-decoded once and opened beneath the root
+//!    (`openat2` with `RESOLVE_BENEATH` through the ring);
+//! 3. [`response`]: `statx` gives size and validators; conditionals and ranges decide the
+//!    answer, and the head is written;
+//! 4. [`conn`]: the body goes out: from the [`cache`] with the head in one send when small,
+//!    by [`splice`] (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
+//!    pipelined responses in order.
+//!
+//! [`server`] runs it: threads, driver, accept, limits ([`config`]) and shutdown.
+
+pub mod cache;
+pub mod config;
+pub mod conn;
+pub mod date;
+pub mod deadline;
+pub mod mime;
+pub mod parse;
+pub mod resolve;
+pub mod response;
+pub mod server;
+pub mod splice;
+pub mod status;

@@ -1,0 +1,328 @@
+//! Step 3 of a request's story: what to answer for a file (conditionals, ranges) and the bytes
+//! of the response head.
+
+use std::io::Write;
+
+use super::parse::Request;
+use super::status::Status;
+
+/// What the server knows of a file it serves (from `statx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime_secs: i64,
+    /// Nanoseconds of the modification time.
+    pub mtime_nsec: u32,
+    /// Inode number.
+    pub ino: u64,
+    /// Device (major << 32 | minor).
+    pub dev: u64,
+    /// File type bits (`S_IFMT` part of the mode).
+    pub kind: u32,
+}
+
+impl FileMeta {
+    /// From a statx result.
+    pub fn from_statx(s: &libc::statx) -> FileMeta {
+        FileMeta {
+            size: s.stx_size,
+            mtime_secs: s.stx_mtime.tv_sec,
+            mtime_nsec: s.stx_mtime.tv_nsec,
+            ino: s.stx_ino,
+            dev: u64::from(s.stx_dev_major) << 32 | u64::from(s.stx_dev_minor),
+            kind: u32::from(s.stx_mode) & libc::S_IFMT,
+        }
+    }
+
+    /// A regular file.
+    pub fn is_file(&self) -> bool {
+        self.kind == libc::S_IFREG
+    }
+
+    /// A directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == libc::S_IFDIR
+    }
+
+    /// A strong validator: changes whenever the inode, size or modification time does.
+    pub fn etag(&self) -> String {
+        format!(
+            "\"{:x}-{:x}-{:x}.{:x}\"",
+            self.ino, self.size, self.mtime_secs, self.mtime_nsec
+        )
+    }
+}
+
+/// The answer for a file that exists, before any byte of it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// 304.
+    NotModified,
+    /// 200, the whole file.
+    Full,
+    /// 206, `len` bytes from `start`.
+    Partial {
+        /// First byte.
+        start: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// 416.
+    Unsatisfiable,
+}
+
+/// Applies `If-None-Match` (which, when present, overrides `If-Modified-Since`), then
+/// `If-Modified-Since`, then `Range` (with `If-Range`).
+pub fn decide(req: &Request, meta: &FileMeta, etag: &str) -> Decision {
+    if let Some(inm) = &req.if_none_match {
+        if etag_matches(inm, etag) {
+            return Decision::NotModified;
+        }
+    } else if let Some(ims) = req
+        .if_modified_since
+        .as_deref()
+        .and_then(super::date::parse)
+    {
+        if meta.mtime_secs <= ims {
+            return Decision::NotModified;
+        }
+    }
+    let Some(range) = &req.range else {
+        return Decision::Full;
+    };
+    if let Some(ir) = &req.if_range {
+        let same = if ir.first() == Some(&b'"') {
+            ir.as_slice() == etag.as_bytes()
+        } else {
+            super::date::parse(ir) == Some(meta.mtime_secs)
+        };
+        if !same {
+            return Decision::Full;
+        }
+    }
+    parse_range(range, meta.size)
+}
+
+/// `If-None-Match`: `*`, or a list of entity tags compared weakly (a `W/` prefix ignored).
+fn etag_matches(header: &[u8], etag: &str) -> bool {
+    header.split(|&b| b == b',').any(|t| {
+        let t = super::parse::trim(t);
+        t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == etag.as_bytes()
+    })
+}
+
+/// One `bytes=` range against a file of `size` bytes. Several ranges, another unit or a
+/// malformed value are answered with the whole file.
+pub fn parse_range(value: &[u8], size: u64) -> Decision {
+    let value = super::parse::trim(value);
+    let Some(eq) = value.iter().position(|&b| b == b'=') else {
+        return Decision::Full;
+    };
+    if !super::parse::trim(&value[..eq]).eq_ignore_ascii_case(b"bytes") {
+        return Decision::Full;
+    }
+    let spec = super::parse::trim(&value[eq + 1..]);
+    if spec.contains(&b',') {
+        return Decision::Full;
+    }
+    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
+        return Decision::Full;
+    };
+    let (first, last) = (
+        super::parse::trim(&spec[..dash]),
+        super::parse::trim(&spec[dash + 1..]),
+    );
+    use super::parse::parse_u64;
+    match (first.is_empty(), last.is_empty()) {
+        // bytes=-N: the last N bytes.
+        (true, false) => match parse_u64(last) {
+            None => Decision::Full,
+            Some(0) => Decision::Unsatisfiable,
+            Some(_) if size == 0 => Decision::Unsatisfiable,
+            Some(n) => {
+                let len = n.min(size);
+                Decision::Partial {
+                    start: size - len,
+                    len,
+                }
+            }
+        },
+        // bytes=A- and bytes=A-B.
+        (false, _) => {
+            let Some(a) = parse_u64(first) else {
+                return Decision::Full;
+            };
+            let b = if last.is_empty() {
+                u64::MAX
+            } else {
+                match parse_u64(last) {
+                    Some(b) if b >= a => b,
+                    _ => return Decision::Full,
+                }
+            };
+            if a >= size {
+                return Decision::Unsatisfiable;
+            }
+            let end = b.min(size - 1);
+            Decision::Partial {
+                start: a,
+                len: end - a + 1,
+            }
+        }
+        (true, true) => Decision::Full,
+    }
+}
+
+/// The fields of a response head.
+#[derive(Debug)]
+pub struct Head<'a> {
+    /// Status.
+    pub status: Status,
+    /// `Date`.
+    pub date: &'a str,
+    /// `Connection: keep-alive` (else `close`).
+    pub keep_alive: bool,
+    /// `Content-Type`.
+    pub content_type: &'a str,
+    /// `Content-Length`, none for 304.
+    pub content_length: Option<u64>,
+    /// `Last-Modified` and `ETag`, for a file.
+    pub validators: Option<(&'a str, &'a str)>,
+    /// `Content-Range`: `(start, len, size)` for 206, `(0, 0, size)` for 416's `*/size`.
+    pub content_range: Option<(u64, u64, u64)>,
+    /// `Accept-Ranges: bytes`.
+    pub accept_ranges: bool,
+    /// `Location` (301): the path as sent, then the query.
+    pub location: Option<(&'a [u8], &'a [u8])>,
+}
+
+impl<'a> Head<'a> {
+    /// A head with only the fields every response has.
+    pub fn new(status: Status, date: &'a str, keep_alive: bool) -> Head<'a> {
+        Head {
+            status,
+            date,
+            keep_alive,
+            content_type: "text/plain",
+            content_length: None,
+            validators: None,
+            content_range: None,
+            accept_ranges: false,
+            location: None,
+        }
+    }
+
+    /// Appends the head, ending with the empty line, to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\nServer: hoop\r\nDate: {}\r\n",
+            self.status.code(),
+            self.status.reason(),
+            self.date
+        );
+        if self.status != Status::NotModified {
+            let _ = write!(out, "Content-Type: {}\r\n", self.content_type);
+        }
+        if let Some(n) = self.content_length {
+            let _ = write!(out, "Content-Length: {n}\r\n");
+        }
+        if let Some((lm, etag)) = self.validators {
+            let _ = write!(out, "Last-Modified: {lm}\r\nETag: {etag}\r\n");
+        }
+        match self.content_range {
+            Some((_, _, size)) if self.status == Status::RangeNotSatisfiable => {
+                let _ = write!(out, "Content-Range: bytes */{size}\r\n");
+            }
+            Some((start, len, size)) => {
+                let _ = write!(
+                    out,
+                    "Content-Range: bytes {start}-{}/{size}\r\n",
+                    start + len - 1
+                );
+            }
+            None => {}
+        }
+        if self.accept_ranges {
+            out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+        }
+        if self.status == Status::MethodNotAllowed {
+            out.extend_from_slice(b"Allow: GET, HEAD\r\n");
+        }
+        if let Some((path, query)) = self.location {
+            out.extend_from_slice(b"Location: ");
+            out.extend_from_slice(path);
+            out.push(b'/');
+            out.extend_from_slice(query);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(if self.keep_alive {
+            b"Connection: keep-alive\r\n\r\n"
+        } else {
+            b"Connection: close\r\n\r\n"
+        });
+    }
+}
+
+/// Appends a complete short-text response for `status` (`head_only`: HEAD, no body).
+pub fn write_status(out: &mut Vec<u8>, head: Head<'_>, head_only: bool) {
+    let status = head.status;
+    let body = format!("{} {}\n", status.code(), status.reason());
+    let head = Head {
+        content_length: Some(body.len() as u64),
+        ..head
+    };
+    head.write(out);
+    if !head_only {
+        out.extend_from_slice(body.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        use Decision::*;
+        assert_eq!(
+            parse_range(b"bytes=0-9", 100),
+            Partial { start: 0, len: 10 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=90-", 100),
+            Partial { start: 90, len: 10 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=90-1000", 100),
+            Partial { start: 90, len: 10 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=-10", 100),
+            Partial { start: 90, len: 10 }
+        );
+        assert_eq!(
+            parse_range(b"bytes=-1000", 100),
+            Partial { start: 0, len: 100 }
+        );
+        assert_eq!(parse_range(b"bytes=100-", 100), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 100), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-5", 0), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), Full);
+        assert_eq!(parse_range(b"bytes=5-1", 100), Full);
+        assert_eq!(parse_range(b"items=0-1", 100), Full);
+        assert_eq!(parse_range(b"bytes=x-1", 100), Full);
+        assert_eq!(parse_range(b"bytes=-", 100), Full);
+        let big = 5u64 << 30;
+        assert_eq!(
+            parse_range(b"bytes=4294967296-", big),
+            Partial {
+                start: 1 << 32,
+                len: big - (1 << 32)
+            }
+        );
+    }
+}

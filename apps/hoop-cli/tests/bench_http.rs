@@ -1,0 +1,181 @@
+//! `hoop bench http` against a running `hoop serve http`: the JSON contract, keep-alive,
+//! connection per request, pipelining, byte verification, and clear failures.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+struct Setup {
+    dir: PathBuf,
+    server: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn setup(name: &str) -> Setup {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.join("f.bin"), &data).unwrap();
+    let mut other = data.clone();
+    other[69_999] ^= 1;
+    std::fs::write(dir.join("other.bin"), &other).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    Setup { dir, server, addr }
+}
+
+fn hoop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hoop"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .expect("a JSON line");
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn json_contract_keep_alive_close_and_pipeline() {
+    let s = setup("modes");
+    let url = format!("http://{}/f.bin", s.addr);
+    let verify = s.dir.join("f.bin");
+    let verify = verify.to_str().unwrap();
+    for (extra, mode, pipeline) in [
+        (vec![], "keep-alive", 1),
+        (vec!["--close"], "close", 1),
+        (vec!["--pipeline", "4"], "keep-alive", 4),
+        (vec!["--verify", verify], "keep-alive", 1),
+    ] {
+        let mut args = vec![
+            "bench", "http", "--url", &url, "-c", "4", "-t", "0.3", "--json",
+        ];
+        args.extend_from_slice(&extra);
+        let out = hoop(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
+        let v = json(&out);
+        for field in [
+            "bench",
+            "server",
+            "file_bytes",
+            "conns",
+            "mode",
+            "rps",
+            "mib_s",
+            "p99_us",
+            "errors",
+            "server_cpu_us_per_req",
+            "client_bound",
+        ] {
+            assert!(v.get(field).is_some(), "{field} in {v}");
+        }
+        assert_eq!(v["bench"], "http");
+        assert_eq!(v["file_bytes"].as_u64(), Some(70_000), "{v}");
+        assert_eq!(v["conns"].as_u64(), Some(4), "{v}");
+        assert_eq!(v["mode"], mode, "{v}");
+        assert_eq!(v["pipeline"].as_u64(), Some(pipeline), "{v}");
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
+        assert!(v["rps"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["mib_s"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["client_bound"].is_boolean(), "{v}");
+    }
+}
+
+#[test]
+fn wrong_bodies_and_missing_files_are_errors_not_requests() {
+    let s = setup("errors");
+    // Every byte compared: the last one differs.
+    let url = format!("http://{}/other.bin", s.addr);
+    let verify = s.dir.join("f.bin");
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--url",
+        &url,
+        "-c",
+        "2",
+        "-t",
+        "0.3",
+        "--json",
+        "--verify",
+        verify.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["requests"].as_u64(), Some(0), "{v}");
+    assert!(v["errors_by_kind"]["body"].as_u64().unwrap() > 0, "{v}");
+    // A missing file: the probe says so.
+    let url = format!("http://{}/nope.bin", s.addr);
+    let out = hoop(&["bench", "http", "--url", &url, "-t", "0.2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"));
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    for (args, needle) in [
+        (vec!["--url", "ftp://x/"], "http://"),
+        (
+            vec!["--url", "http://127.0.0.1:1/", "--pipeline", "0"],
+            "--pipeline",
+        ),
+        (
+            vec!["--url", "http://127.0.0.1:1/", "--close", "--pipeline", "2"],
+            "--pipeline",
+        ),
+        (vec!["--url", "http://127.0.0.1:1/", "-t", "0"], "-t/--secs"),
+        (vec!["--url", "http://127.0.0.1:1/"], "cannot connect"),
+        (vec!["--servers", "apache"], "apache"),
+        (vec!["--rounds", "1"], "--rounds"),
+    ] {
+        let mut all = vec!["bench", "http"];
+        all.extend_from_slice(&args);
+        let out = hoop(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
