@@ -7,9 +7,9 @@
 //! signalfd (epoll: no ring to set up, no fallback message; the servers' own threads use the
 //! driver chosen on the command line).
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::io;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -22,8 +22,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Listeners of SIGINT and SIGTERM, which are blocked in the calling thread (and every thread
 /// it spawns afterwards). Arrivals from `block()` on are kept until `wait` reports them.
 pub struct Signals {
-    int: RefCell<Signal>,
-    term: RefCell<Signal>,
+    // Mutexes keep `Signals` `Send + Sync` (as it was); only `wait` locks them.
+    int: Mutex<Signal>,
+    term: Mutex<Signal>,
 }
 
 impl Signals {
@@ -36,8 +37,8 @@ impl Signals {
         let term =
             signal(SignalKind::terminate()).map_err(|e| with("cannot listen for SIGTERM", e))?;
         Ok(Signals {
-            int: RefCell::new(int),
-            term: RefCell::new(term),
+            int: Mutex::new(int),
+            term: Mutex::new(term),
         })
     }
 
@@ -48,7 +49,7 @@ impl Signals {
             .driver(hoop::DriverKind::Epoll)
             .build()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot wait for signals: {e}")))?;
-        let (mut int, mut term) = (self.int.borrow_mut(), self.term.borrow_mut());
+        let (mut int, mut term) = (lock(&self.int), lock(&self.term));
         rt.block_on(async {
             loop {
                 if stopped() {
@@ -62,6 +63,11 @@ impl Signals {
             }
         })
     }
+}
+
+/// Locks a listener; a panic while it was held leaves a listener that is still valid.
+fn lock(m: &Mutex<Signal>) -> MutexGuard<'_, Signal> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A stop request that any thread can make and that tasks on any runtime can await: a

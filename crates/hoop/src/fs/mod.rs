@@ -181,7 +181,8 @@ pub async fn write(path: impl AsRef<Path>, contents: impl IoBuf) -> io::Result<(
 /// Copies the contents of the file `from` to `to`, creating or truncating `to` and giving it
 /// the permissions of `from`. Returns the number of bytes copied.
 ///
-/// The file is copied in chunks of 1 MiB, 8 chunks in flight. Each chunk is spliced through
+/// The destination's blocks are reserved first (`fallocate`, best effort), then the file is
+/// copied in chunks of 1 MiB, 8 chunks in flight. Each chunk is spliced through
 /// a pipe of its own (`IORING_OP_SPLICE` file -> pipe, then pipe -> file: the pages are passed
 /// by reference into the pipe, so the data crosses memory once and never through user space,
 /// and the kernel runs the splices in parallel workers); where splice is unavailable (an
@@ -207,6 +208,11 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
         .await?;
     // An existing destination keeps its mode on open: set it as std::fs::copy does.
     dst.set_permissions(meta.permissions())?;
+    // Reserve the destination's blocks in one call rather than block by block as the
+    // writes land (best effort: a file system without fallocate just skips it).
+    if meta.len() > 0 {
+        let _ = dst.fallocate(0, meta.len(), 0).await;
+    }
     let chunk = usize::try_from(meta.len())
         .unwrap_or(COPY_CHUNK)
         .clamp(4096, COPY_CHUNK);
@@ -239,6 +245,10 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
             .sum()
     };
     drop(pipes);
+    if copied < meta.len() {
+        // The source shrank while it was copied: do not keep the reserved length.
+        dst.set_len(copied).await?;
+    }
     dst.close().await?;
     Ok(copied)
 }
