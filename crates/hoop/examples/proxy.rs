@@ -37,20 +37,47 @@ fn timed_out(what: &str, d: Duration) -> io::Error {
 /// shuts down `to`'s write half so the other side sees the end too.
 async fn pump(from: Rc<TcpStream>, to: Rc<TcpStream>) -> io::Result<()> {
     let mut buf = Vec::with_capacity(16 * 1024);
+    let mode = deadlines();
     loop {
-        let (res, b) = timeout(IDLE, from.read(buf))
-            .await
-            .map_err(|_| timed_out("read", IDLE))?;
+        let (res, b) = match mode {
+            Deadlines::Off => from.read(buf).await,
+            Deadlines::Timer => timeout(IDLE, from.read(buf))
+                .await
+                .map_err(|_| timed_out("read", IDLE))?,
+            Deadlines::Linked => from.read_timeout(buf, IDLE).await,
+        };
         buf = b;
         if res? == 0 {
             let _ = to.shutdown(std::net::Shutdown::Write).await;
             return Ok(());
         }
-        let (res, b) = timeout(WRITE, to.write_all(buf))
-            .await
-            .map_err(|_| timed_out("write", WRITE))?;
+        let (res, b) = match mode {
+            Deadlines::Off => to.write_all(buf).await,
+            Deadlines::Timer => timeout(WRITE, to.write_all(buf))
+                .await
+                .map_err(|_| timed_out("write", WRITE))?,
+            Deadlines::Linked => to.write_all_timeout(buf, WRITE).await,
+        };
         buf = b;
         res?;
+    }
+}
+
+/// How the proxy's reads and writes get their deadlines (`HOOP_PROXY_DEADLINES`): `timer`
+/// (the default: `hoop::time::timeout`), `linked` (`read_timeout`/`write_all_timeout`, linked
+/// to the operation in the kernel), or `off` (none: the baseline for measuring their cost).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deadlines {
+    Off,
+    Timer,
+    Linked,
+}
+
+fn deadlines() -> Deadlines {
+    match std::env::var("HOOP_PROXY_DEADLINES").as_deref() {
+        Ok("off") => Deadlines::Off,
+        Ok("linked") => Deadlines::Linked,
+        _ => Deadlines::Timer,
     }
 }
 
@@ -134,6 +161,7 @@ async fn self_test(clients: usize, messages: usize) -> io::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let proxy = listener.local_addr()?;
     hoop::spawn(serve(listener, upstream_addr));
+    let started = std::time::Instant::now();
     let mut set = hoop::task::JoinSet::new();
     for id in 0..clients {
         set.spawn(client(id, proxy, messages));
@@ -146,7 +174,13 @@ async fn self_test(clients: usize, messages: usize) -> io::Result<()> {
         }
     }
     let total = clients * messages;
+    let secs = started.elapsed().as_secs_f64();
     println!("verified {verified} of {total} messages");
+    eprintln!(
+        "{:.0} messages/s ({secs:.2} s, deadlines: {})",
+        verified as f64 / secs,
+        std::env::var("HOOP_PROXY_DEADLINES").unwrap_or_else(|_| "timer".into())
+    );
     if verified == total {
         Ok(())
     } else {

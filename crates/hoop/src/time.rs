@@ -186,6 +186,7 @@ pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Outp
 pub fn op_timeout<T>(duration: Duration, op: T) -> Op<op::Deadline<T>>
 where
     T: OpCode + UringOp + EpollOp,
+    T::Output: op::TimedOut,
 {
     Op::new(op::Deadline::new(op, duration))
 }

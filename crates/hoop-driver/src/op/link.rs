@@ -1,5 +1,6 @@
 //! Deadlines linked to an operation.
 
+use std::io;
 use std::time::Duration;
 
 use crate::lifecycle::Completion;
@@ -13,6 +14,8 @@ pub struct Deadline<T> {
     pub(crate) inner: T,
     pub(crate) ts: Box<io_uring::types::Timespec>,
     pub(crate) duration: Duration,
+    /// The deadline the error names (the whole operation's, for one step of a longer one).
+    reported: Duration,
 }
 
 impl<T: OpCode> Deadline<T> {
@@ -22,17 +25,64 @@ impl<T: OpCode> Deadline<T> {
             inner,
             ts: Box::new(io_uring::types::Timespec::from(duration)),
             duration,
+            reported: duration,
+        }
+    }
+
+    /// Names `total` in the error when the deadline passes (for one step of a longer
+    /// operation, whose own time is what is left of `total`).
+    pub fn reporting(mut self, total: Duration) -> Self {
+        self.reported = total;
+        self
+    }
+}
+
+impl<T: OpCode> OpCode for Deadline<T>
+where
+    T::Output: TimedOut,
+{
+    type Output = T::Output;
+    fn complete(self, mut c: Completion) -> Self::Output {
+        if c.res != -libc::ECANCELED {
+            return self.inner.complete(c);
+        }
+        // The deadline cancelled it (a dropped future's output is dropped anyway).
+        c.res = -libc::ETIMEDOUT;
+        let after = self.reported;
+        self.inner.complete(c).timed_out(after)
+    }
+}
+
+/// The error of an operation whose deadline passed: `io::ErrorKind::TimedOut`, saying
+/// "deadline of 200 ms passed" (not the `ETIMEDOUT` text, which reads like TCP's).
+pub fn deadline_passed(after: Duration) -> io::Error {
+    let text = if after.as_millis() > 0 {
+        format!("deadline of {} ms passed", after.as_millis())
+    } else {
+        format!("deadline of {} µs passed", after.as_micros())
+    };
+    io::Error::new(io::ErrorKind::TimedOut, text)
+}
+
+/// An operation's output whose `ETIMEDOUT` error can be replaced by [`deadline_passed`]: the
+/// shapes every operation returns (`io::Result<T>`, and a result with what the operation gives
+/// back, such as its buffer).
+pub trait TimedOut {
+    /// The output with its `ETIMEDOUT` error (the deadline's) replaced.
+    fn timed_out(self, after: Duration) -> Self;
+}
+
+impl<T> TimedOut for io::Result<T> {
+    fn timed_out(self, after: Duration) -> Self {
+        match self {
+            Err(e) if e.raw_os_error() == Some(libc::ETIMEDOUT) => Err(deadline_passed(after)),
+            r => r,
         }
     }
 }
 
-impl<T: OpCode> OpCode for Deadline<T> {
-    type Output = T::Output;
-    fn complete(self, mut c: Completion) -> Self::Output {
-        if c.res == -libc::ECANCELED {
-            // The deadline cancelled it (a dropped future's output is dropped anyway).
-            c.res = -libc::ETIMEDOUT;
-        }
-        self.inner.complete(c)
+impl<T, B> TimedOut for (io::Result<T>, B) {
+    fn timed_out(self, after: Duration) -> Self {
+        (self.0.timed_out(after), self.1)
     }
 }

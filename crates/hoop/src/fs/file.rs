@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::time::Duration;
 
 use hoop_driver::error::cvt_libc;
 
@@ -105,6 +106,33 @@ impl File {
     /// method.
     pub async fn read_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
         Op::new(op::Read::new(self.raw(), buf, pos)).await
+    }
+
+    /// [`read_at`](Self::read_at) with a deadline linked to it in the kernel
+    /// (`IORING_OP_LINK_TIMEOUT`; the timer heap on epoll): if `timeout` passes first (a pipe or
+    /// a FIFO with no data, a slow network file system), the read is cancelled and fails with
+    /// `TimedOut` ("deadline of 200 ms passed"); the buffer comes back either way. A read that
+    /// already runs in an io-wq worker may finish instead of being cancelled.
+    pub async fn read_at_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        pos: u64,
+        timeout: Duration,
+    ) -> BufResult<usize, B> {
+        let read = op::Read::new(self.raw(), buf, pos);
+        Op::new(op::Deadline::new(read, timeout)).await
+    }
+
+    /// [`write_at`](Self::write_at) with a deadline linked to it in the kernel (see
+    /// [`read_at_timeout`](Self::read_at_timeout)).
+    pub async fn write_at_timeout<B: IoBuf>(
+        &self,
+        buf: B,
+        pos: u64,
+        timeout: Duration,
+    ) -> BufResult<usize, B> {
+        let write = op::Write::new(self.raw(), buf, pos);
+        Op::new(op::Deadline::new(write, timeout)).await
     }
 
     /// Writes the initialized bytes of `buf` at byte offset `pos` (at the end of the file when

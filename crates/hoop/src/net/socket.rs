@@ -4,7 +4,10 @@ use std::io;
 use std::mem;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
+use std::time::{Duration, Instant};
+
 use hoop_driver::error::cvt_libc;
+use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, BufResult, Home, IoBuf, IoBufMut, Op, SockAddr};
 
 use crate::io_util::{fill_exact, until_done};
@@ -113,28 +116,49 @@ impl Socket {
     }
 
     pub(crate) async fn connect(&self, addr: SockAddr) -> io::Result<()> {
-        Op::new(op::Connect::new(self.raw(), addr)).await
+        self.connect_until(addr, None).await
+    }
+
+    pub(crate) async fn connect_until(&self, addr: SockAddr, dl: Dl) -> io::Result<()> {
+        run(op::Connect::new(self.raw(), addr), dl).await
     }
 
     pub(crate) async fn accept(&self) -> io::Result<(Socket, SockAddr)> {
-        let (fd, addr) = Op::new(op::Accept::new(self.raw())).await?;
+        self.accept_until(None).await
+    }
+
+    pub(crate) async fn accept_until(&self, dl: Dl) -> io::Result<(Socket, SockAddr)> {
+        let (fd, addr) = run(op::Accept::new(self.raw()), dl).await?;
         Ok((Socket::from_fd(fd), addr))
     }
 
     pub(crate) async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        Op::new(op::Recv::new(self.raw(), buf, 0)).await
+        self.recv_until(buf, None).await
+    }
+
+    pub(crate) async fn recv_until<B: IoBufMut>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
+        run(op::Recv::new(self.raw(), buf, 0), dl).await
     }
 
     pub(crate) async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        Op::new(op::Send::new(self.raw(), buf, 0)).await
+        self.send_until(buf, None).await
+    }
+
+    pub(crate) async fn send_until<B: IoBuf>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
+        run(op::Send::new(self.raw(), buf, 0), dl).await
     }
 
     /// Sends every initialized byte of `buf`, in as many sends as it takes.
     pub(crate) async fn send_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        self.send_all_until(buf, None).await
+    }
+
+    /// [`send_all`](Self::send_all) within one deadline for the whole buffer.
+    pub(crate) async fn send_all_until<B: IoBuf>(&self, buf: B, dl: Dl) -> BufResult<(), B> {
         let total = buf.bytes_init();
         let msg = "failed to write whole buffer";
         until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
-            self.send(s)
+            self.send_until(s, dl)
         })
         .await
     }
@@ -142,16 +166,38 @@ impl Socket {
     /// Receives exactly `buf.bytes_to_fill()` bytes (its length, or a slice's view), or fails
     /// with `UnexpectedEof` if the peer closes first.
     pub(crate) async fn recv_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
+        self.recv_exact_until(buf, None).await
+    }
+
+    /// [`recv_exact`](Self::recv_exact) within one deadline for the whole buffer.
+    pub(crate) async fn recv_exact_until<B: IoBufMut>(&self, buf: B, dl: Dl) -> BufResult<(), B> {
         let msg = "connection closed before the buffer was filled";
-        fill_exact(buf, msg, |s, _| self.recv(s)).await
+        fill_exact(buf, msg, |s, _| self.recv_until(s, dl)).await
     }
 
     pub(crate) async fn send_to<B: IoBuf>(&self, buf: B, addr: SockAddr) -> BufResult<usize, B> {
-        Op::new(op::SendMsg::new(self.raw(), buf, addr)).await
+        self.send_to_until(buf, addr, None).await
+    }
+
+    pub(crate) async fn send_to_until<B: IoBuf>(
+        &self,
+        buf: B,
+        addr: SockAddr,
+        dl: Dl,
+    ) -> BufResult<usize, B> {
+        run(op::SendMsg::new(self.raw(), buf, addr), dl).await
     }
 
     pub(crate) async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SockAddr), B> {
-        Op::new(op::RecvMsg::new(self.raw(), buf)).await
+        self.recv_from_until(buf, None).await
+    }
+
+    pub(crate) async fn recv_from_until<B: IoBufMut>(
+        &self,
+        buf: B,
+        dl: Dl,
+    ) -> BufResult<(usize, SockAddr), B> {
+        run(op::RecvMsg::new(self.raw(), buf), dl).await
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
@@ -240,4 +286,30 @@ pub(crate) fn ip_addr(addr: SockAddr) -> io::Result<std::net::SocketAddr> {
             format!("not an IP address: {addr:?}"),
         )
     })
+}
+
+/// A deadline for an operation (or for every step of a longer one): when it passes, and the
+/// whole timeout (which the error names).
+pub(crate) type Dl = Option<(Instant, Duration)>;
+
+/// The deadline `timeout` from now.
+pub(crate) fn deadline(timeout: Duration) -> Dl {
+    Some((Instant::now() + timeout, timeout))
+}
+
+/// Runs `op`; with a deadline, linked to it in the kernel (`IORING_OP_LINK_TIMEOUT`; the timer
+/// heap on epoll): if it passes first the operation is cancelled, its buffer comes back, and it
+/// fails with `TimedOut` ("deadline of 200 ms passed").
+pub(crate) async fn run<T>(op: T, dl: Dl) -> T::Output
+where
+    T: op::OpCode + UringOp + EpollOp,
+    T::Output: op::TimedOut,
+{
+    match dl {
+        None => Op::new(op).await,
+        Some((at, total)) => {
+            let left = at.saturating_duration_since(Instant::now());
+            Op::new(op::Deadline::new(op, left).reporting(total)).await
+        }
+    }
 }

@@ -3,10 +3,11 @@
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 use hoop_driver::{op, BufResult, BufRing, IoBuf, IoBufMut, MultiOp, RingBuf, SockAddr};
 
-use super::socket::{domain_of, ip_addr, resolve, Socket};
+use super::socket::{deadline, domain_of, ip_addr, resolve, Socket};
 
 /// A TCP socket listening for connections.
 #[derive(Debug)]
@@ -62,6 +63,13 @@ impl TcpListener {
     /// connection is closed, never leaked.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
+        Ok((TcpStream { socket }, ip_addr(addr)?))
+    }
+
+    /// [`accept`](Self::accept) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if no connection came within `timeout`.
+    pub async fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
+        let (socket, addr) = self.socket.accept_until(deadline(timeout)).await?;
         Ok((TcpStream { socket }, ip_addr(addr)?))
     }
 
@@ -184,6 +192,24 @@ impl TcpStream {
         Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
     }
 
+    /// [`connect`](Self::connect) within `timeout` for all the addresses tried (as std's
+    /// `connect_timeout`); each connect has the deadline linked to it in the kernel.
+    pub async fn connect_timeout(
+        addr: impl ToSocketAddrs,
+        timeout: Duration,
+    ) -> io::Result<TcpStream> {
+        let dl = deadline(timeout);
+        let mut last = None;
+        for a in resolve(addr)? {
+            let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
+            match socket.connect_until(SockAddr::from_std(a), dl).await {
+                Ok(()) => return Ok(TcpStream { socket }),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
+    }
+
     /// Wraps a connected std stream.
     pub fn from_std(stream: std::net::TcpStream) -> TcpStream {
         TcpStream {
@@ -202,6 +228,41 @@ impl TcpStream {
     /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
     pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
         self.socket.recv_exact(buf).await
+    }
+
+    /// [`read`](Self::read) with a deadline linked to it in the kernel
+    /// (`IORING_OP_LINK_TIMEOUT`; the timer heap on epoll): if `timeout` passes first, the read
+    /// is cancelled and fails with `TimedOut` ("deadline of 200 ms passed"), and the buffer
+    /// comes back as with any result.
+    pub async fn read_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: Duration,
+    ) -> BufResult<usize, B> {
+        self.socket.recv_until(buf, deadline(timeout)).await
+    }
+
+    /// [`read_exact`](Self::read_exact) within `timeout` for the whole buffer (each read has
+    /// the deadline linked to it in the kernel); on `TimedOut` the buffer's length is the bytes
+    /// that arrived.
+    pub async fn read_exact_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: Duration,
+    ) -> BufResult<(), B> {
+        self.socket.recv_exact_until(buf, deadline(timeout)).await
+    }
+
+    /// [`write`](Self::write) with a deadline linked to it in the kernel (see
+    /// [`read_timeout`](Self::read_timeout)).
+    pub async fn write_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<usize, B> {
+        self.socket.send_until(buf, deadline(timeout)).await
+    }
+
+    /// [`write_all`](Self::write_all) within `timeout` for the whole buffer (each send has the
+    /// deadline linked to it in the kernel).
+    pub async fn write_all_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<(), B> {
+        self.socket.send_all_until(buf, deadline(timeout)).await
     }
 
     /// A stream of received data in buffers of `ring`: one multishot recv (6.0) picks a ring

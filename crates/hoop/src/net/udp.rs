@@ -3,10 +3,11 @@
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
-use super::socket::{domain_of, ip_addr, resolve, Socket};
+use super::socket::{deadline, domain_of, ip_addr, resolve, Socket};
 use super::tcp::fd_traits;
 
 /// A UDP socket. Sends and receives take buffers by value and give them back.
@@ -90,6 +91,37 @@ impl UdpSocket {
     /// it.
     pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
         let (res, buf) = self.socket.recv_from(buf).await;
+        let res = res.and_then(|(n, addr)| Ok((n, ip_addr(addr)?)));
+        (res, buf)
+    }
+
+    /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    pub async fn send_to_timeout<B: IoBuf>(
+        &self,
+        buf: B,
+        addr: impl ToSocketAddrs,
+        timeout: Duration,
+    ) -> BufResult<usize, B> {
+        let target = match resolve(addr) {
+            Ok(v) => v[0],
+            Err(e) => return (Err(e), buf),
+        };
+        let dl = deadline(timeout);
+        self.socket
+            .send_to_until(buf, SockAddr::from_std(target), dl)
+            .await
+    }
+
+    /// [`recv_from`](Self::recv_from) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
+    /// back either way.
+    pub async fn recv_from_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: Duration,
+    ) -> BufResult<(usize, SocketAddr), B> {
+        let (res, buf) = self.socket.recv_from_until(buf, deadline(timeout)).await;
         let res = res.and_then(|(n, addr)| Ok((n, ip_addr(addr)?)));
         (res, buf)
     }

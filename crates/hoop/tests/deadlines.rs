@@ -1,0 +1,107 @@
+//! Deadlines on hoop's own futures (issue 11, section 3): linked to the operation in the
+//! kernel (the timer heap on epoll), the buffer comes back, and the error says which deadline.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::{bounded, each_driver, runtime};
+use hoop::net::{TcpListener, TcpStream, UdpSocket};
+
+const MS_50: Duration = Duration::from_millis(50);
+
+fn is_deadline(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut && e.to_string() == "deadline of 50 ms passed"
+}
+
+#[test]
+fn tcp_read_write_accept_connect_deadlines() {
+    bounded(60, || {
+        each_driver(|kind| {
+            runtime(kind).block_on(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                // Nobody connects: the accept's deadline passes.
+                let e = listener.accept_timeout(MS_50).await.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+
+                let client = TcpStream::connect_timeout(addr, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                let (server, _) = listener.accept_timeout(MS_50).await.unwrap();
+
+                // Nothing to read: the read is cancelled, the buffer comes back.
+                let (res, buf) = server.read_timeout(Vec::with_capacity(64), MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!((buf.len(), buf.capacity()), (0, 64));
+
+                // Data that arrives in time is read as usual.
+                let (res, _) = client.write_timeout(b"hello".to_vec(), MS_50).await;
+                assert_eq!(res.unwrap(), 5);
+                let (res, buf) = server.read_timeout(buf, Duration::from_secs(5)).await;
+                assert_eq!(res.unwrap(), 5);
+                assert_eq!(&buf[..], b"hello");
+
+                // read_exact: 3 of 10 bytes arrive; the deadline covers the whole buffer.
+                let (res, _) = client.write_all_timeout(b"abc".to_vec(), MS_50).await;
+                res.unwrap();
+                let (res, buf) = server.read_exact_timeout(vec![0u8; 10], MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!(&buf[..], b"abc");
+
+                // write_all to a peer that never reads: the socket buffers fill, the deadline
+                // passes, and the buffer comes back whole.
+                let big = vec![7u8; 64 << 20];
+                let (res, big) = client.write_all_timeout(big, MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!(big.len(), 64 << 20);
+            });
+        });
+    });
+}
+
+#[test]
+fn udp_deadlines() {
+    bounded(60, || {
+        each_driver(|kind| {
+            runtime(kind).block_on(async {
+                let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let (res, buf) = a.recv_from_timeout(Vec::with_capacity(32), MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!(buf.capacity(), 32);
+                let to = a.local_addr().unwrap();
+                let (res, _) = b.send_to_timeout(b"ping".to_vec(), to, MS_50).await;
+                assert_eq!(res.unwrap(), 4);
+                let (res, buf) = a.recv_from_timeout(buf, Duration::from_secs(5)).await;
+                let (n, from) = res.unwrap();
+                assert_eq!((&buf[..n], from), (&b"ping"[..], b.local_addr().unwrap()));
+            });
+        });
+    });
+}
+
+#[test]
+fn file_read_deadline_on_a_pipe() {
+    bounded(60, || {
+        each_driver(|kind| {
+            let (r, mut w) = std::io::pipe().unwrap();
+            runtime(kind).block_on(async move {
+                let f = hoop::fs::File::from(std::os::fd::OwnedFd::from(r));
+                let pos = hoop::driver::op::CURRENT_POS;
+                let (res, buf) = f.read_at_timeout(Vec::with_capacity(16), pos, MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                w.write_all(b"late").unwrap();
+                let (res, buf) = f.read_at_timeout(buf, pos, Duration::from_secs(5)).await;
+                assert_eq!(res.unwrap(), 4);
+                assert_eq!(&buf[..], b"late");
+            });
+        });
+    });
+}
