@@ -15,6 +15,13 @@ use std::time::Duration;
 use common::{bounded, builder, each_driver, skip, DriverKind};
 use hoop::driver::{link, op, MultiOp, Op};
 
+/// The tests of this file run one at a time: two of them need the lowest free fd number to go
+/// to the file they open next, which another test opening fds on a parallel thread would take.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two fds into the array.
@@ -39,6 +46,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 /// it, and must still be in the socket.
 #[test]
 fn poisoned_ring_hands_back_no_memory_the_kernel_may_write() {
+    let _serial = serial();
     let kind = DriverKind::Uring;
     let Ok(rt) = builder(kind).build() else {
         skip(kind, "io_uring unavailable");
@@ -94,6 +102,7 @@ async fn stale_write(f: &hoop::fs::File) {
 /// number is closed and reused by a new file, which must not receive the stale write.
 #[test]
 fn into_std_after_a_dropped_write_leaves_the_next_file_alone() {
+    let _serial = serial();
     let kind = DriverKind::Uring;
     let Ok(rt) = builder(kind).build() else {
         skip(kind, "io_uring unavailable");
@@ -128,6 +137,7 @@ fn into_std_after_a_dropped_write_leaves_the_next_file_alone() {
 /// still unsubmitted on its home ring.
 #[test]
 fn file_dropped_on_another_thread_leaves_the_next_file_alone() {
+    let _serial = serial();
     let kind = DriverKind::Uring;
     let Ok(rt) = builder(kind).build() else {
         skip(kind, "io_uring unavailable");
@@ -177,6 +187,7 @@ fn sqpoll_runtime() -> Option<hoop::Runtime> {
 /// the SQ thread never takes an operation without its timeout.
 #[test]
 fn sqpoll_deadlines_all_fire() {
+    let _serial = serial();
     bounded(120, || {
         let Some(rt) = sqpoll_runtime() else { return };
         let (r, _w) = pipe();
@@ -210,6 +221,7 @@ fn sqpoll_deadlines_all_fire() {
 /// (10,000 chains): the SQ thread takes both SQEs together.
 #[test]
 fn sqpoll_chains_never_run_b_after_a_failed() {
+    let _serial = serial();
     bounded(120, || {
         let Some(rt) = sqpoll_runtime() else { return };
         let (r, w) = pipe();
@@ -250,6 +262,7 @@ fn sqpoll_chains_never_run_b_after_a_failed() {
 /// reads complete within a few driver ticks (counted, not timed).
 #[test]
 fn cancels_do_not_starve_behind_link_timeouts() {
+    let _serial = serial();
     each_driver(|kind| {
         let rt = builder(kind).build().unwrap();
         let (r1, _w1) = pipe();
@@ -304,6 +317,7 @@ fn cancels_do_not_starve_behind_link_timeouts() {
 /// for room lose no buffer id: a stream still receives afterwards.
 #[test]
 fn dropped_streams_waiting_for_room_lose_no_buffer() {
+    let _serial = serial();
     each_driver(|kind| {
         let rt = builder(kind).max_in_flight(4).build().unwrap();
         rt.block_on(async move {
@@ -352,6 +366,7 @@ fn dropped_streams_waiting_for_room_lose_no_buffer() {
 /// thread: a task beside it keeps running.
 #[test]
 fn sleep_on_iopoll_ring_does_not_block_the_thread() {
+    let _serial = serial();
     let kind = DriverKind::Uring;
     skip(DriverKind::Epoll, "IOPOLL is an io_uring setup flag");
     bounded(30, move || {
@@ -388,6 +403,7 @@ fn sleep_on_iopoll_ring_does_not_block_the_thread() {
 /// runtime runs (it completes, woken from hoop's timer thread, without blocking the poller).
 #[test]
 fn sleep_never_blocks_the_thread() {
+    let _serial = serial();
     each_driver(|kind| {
         let rt = builder(kind).build().unwrap();
         rt.block_on(async {
