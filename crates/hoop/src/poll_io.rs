@@ -19,6 +19,10 @@
 //!   write), so a request written and not flushed still goes out while its reply is awaited. Dropping the value with a write in flight cancels it: flush first.
 //!
 //! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like `std::fs::File`.
+//!
+//! The state machine is generic over how its operations are made ([`Ops`]): the thread-per-core
+//! types use the runtime's `Op` futures ([`Local`]); `hoop::shared`'s types use shared rings'
+//! `Send` futures.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -37,15 +41,76 @@ pub(crate) enum Kind {
     File,
 }
 
+/// How the poll-based state makes its operations.
+pub(crate) trait Ops {
+    /// A read (recv or positional read) into the internal buffer.
+    type Read: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin;
+    /// A write (send or positional write) from the internal buffer.
+    type Write: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin;
+    /// `shutdown(SHUT_WR)` of a socket.
+    type Shutdown: std::future::Future<Output = io::Result<()>> + Unpin;
+    /// Operations in flight belong to the runtime of the thread that started them.
+    const THREAD_BOUND: bool;
+    fn read(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Read;
+    fn write(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Write;
+    fn shutdown(&self, fd: RawFd) -> Self::Shutdown;
+}
+
+/// Operations on the runtime of the current thread (`Op`).
 #[derive(Debug)]
-enum ReadOp {
+pub(crate) struct Local;
+
+impl Ops for Local {
+    type Read = Bound<ReadOp>;
+    type Write = Bound<WriteOp>;
+    type Shutdown = Bound<Op<op::Shutdown>>;
+    const THREAD_BOUND: bool = true;
+    fn read(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<ReadOp> {
+        Bound(match kind {
+            Kind::Socket => ReadOp::Socket(Op::new(op::Recv::new(fd, slice, 0))),
+            Kind::File => ReadOp::File(Op::new(op::Read::new(fd, slice, op::CURRENT_POS))),
+        })
+    }
+    fn write(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<WriteOp> {
+        Bound(match kind {
+            Kind::Socket => WriteOp::Socket(Op::new(op::Send::new(fd, slice, 0))),
+            Kind::File => WriteOp::File(Op::new(op::Write::new(fd, slice, op::CURRENT_POS))),
+        })
+    }
+    fn shutdown(&self, fd: RawFd) -> Bound<Op<op::Shutdown>> {
+        Bound(Op::new(op::Shutdown::new(fd, libc::SHUT_WR)))
+    }
+}
+
+/// An operation of the thread's runtime held by a [`PollIo<Local>`], which touches it only on
+/// the thread that started it (`check_thread`) and forgets it on any other.
+#[derive(Debug)]
+pub(crate) struct Bound<T>(T);
+
+// SAFETY: a `Bound` is only made by `Local` and only held by `PollIo<Local>`, which polls and
+// drops it on its owner thread only (`check_thread`; `Drop` forgets it elsewhere) and gives no
+// access to it through `&self`: the runtime's `Rc`s inside are never used on another thread.
+unsafe impl<T> Send for Bound<T> {}
+// SAFETY: as above: no access through `&Bound`.
+unsafe impl<T> Sync for Bound<T> {}
+
+impl<T: std::future::Future + Unpin> std::future::Future for Bound<T> {
+    type Output = T::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ReadOp {
     Socket(Op<op::Recv<Slice<Vec<u8>>>>),
     File(Op<op::Read<Slice<Vec<u8>>>>),
 }
 
-impl ReadOp {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<BufResult<usize, Slice<Vec<u8>>>> {
-        match self {
+impl std::future::Future for ReadOp {
+    type Output = BufResult<usize, Slice<Vec<u8>>>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
             ReadOp::Socket(op) => Pin::new(op).poll(cx),
             ReadOp::File(op) => Pin::new(op).poll(cx),
         }
@@ -53,14 +118,15 @@ impl ReadOp {
 }
 
 #[derive(Debug)]
-enum WriteOp {
+pub(crate) enum WriteOp {
     Socket(Op<op::Send<Slice<Vec<u8>>>>),
     File(Op<op::Write<Slice<Vec<u8>>>>),
 }
 
-impl WriteOp {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<BufResult<usize, Slice<Vec<u8>>>> {
-        match self {
+impl std::future::Future for WriteOp {
+    type Output = BufResult<usize, Slice<Vec<u8>>>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
             WriteOp::Socket(op) => Pin::new(op).poll(cx),
             WriteOp::File(op) => Pin::new(op).poll(cx),
         }
@@ -71,38 +137,34 @@ use std::future::Future as _;
 
 /// The state behind the poll-based traits of one fd.
 ///
-/// It is `Send` and `Sync` so that the types holding it stay so, although an operation in
-/// flight belongs to the runtime of the thread that started it (`owner`): polled on another
-/// thread while one is in flight it fails with an error instead of touching the operation, and
-/// dropped on another thread it leaks the operation (its buffer stays with it) rather than
-/// drop it there. With nothing in flight the state moves freely.
-pub(crate) struct PollIo {
+/// With [`Local`] operations it is `Send` and `Sync` so that the types holding it stay so,
+/// although an operation in flight belongs to the runtime of the thread that started it
+/// (`owner`): polled on another thread while one is in flight it fails with an error instead of
+/// touching the operation, and dropped on another thread it leaks the operation (its buffer
+/// stays with it) rather than drop it there. With nothing in flight the state moves freely.
+/// Shared rings' operations are `Send` themselves: none of this applies to them.
+pub(crate) struct PollIo<O: Ops = Local> {
+    ops: O,
     /// The thread whose runtime runs the operations in flight.
     owner: std::thread::ThreadId,
     kind: Kind,
     /// The read buffer when no read is in flight; bytes `read_pos..len` are not handed out yet.
     read_buf: Option<Vec<u8>>,
     read_pos: usize,
-    read_op: Option<ReadOp>,
+    read_op: Option<O::Read>,
     /// The write buffer when no write is in flight (empty: nothing pending).
     write_buf: Option<Vec<u8>>,
     /// Bytes of the write buffer already written.
     write_done: usize,
-    write_op: Option<WriteOp>,
+    write_op: Option<O::Write>,
     /// The error of a write-behind, for the next call.
     write_err: Option<io::Error>,
-    shutdown: Option<Op<op::Shutdown>>,
+    shutdown: Option<O::Shutdown>,
+    /// A seek started (`AsyncSeek::start_seek`) and not completed yet.
+    seek: Option<io::SeekFrom>,
 }
 
-// SAFETY: the only fields that are not `Send`/`Sync` are the operations, which hold the
-// runtime's `Rc`s. They are touched only through `&mut self`, and only on `owner`'s thread
-// (`check_thread`); `Drop` on another thread forgets them without touching them; `Debug` only
-// looks at whether they exist. So no `Rc` is ever used on a thread other than its own.
-unsafe impl Send for PollIo {}
-// SAFETY: as above: `&PollIo` gives no access to the operations.
-unsafe impl Sync for PollIo {}
-
-impl std::fmt::Debug for PollIo {
+impl<O: Ops> std::fmt::Debug for PollIo<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollIo")
             .field("kind", &self.kind)
@@ -112,9 +174,9 @@ impl std::fmt::Debug for PollIo {
     }
 }
 
-impl Drop for PollIo {
+impl<O: Ops> Drop for PollIo<O> {
     fn drop(&mut self) {
-        if std::thread::current().id() != self.owner {
+        if O::THREAD_BOUND && std::thread::current().id() != self.owner {
             // Not the owner's thread: the operations' `Rc`s must not be touched here.
             std::mem::forget(self.read_op.take());
             std::mem::forget(self.write_op.take());
@@ -123,10 +185,19 @@ impl Drop for PollIo {
     }
 }
 
-impl PollIo {
+impl PollIo<Local> {
+    pub(crate) fn new(kind: Kind) -> PollIo<Local> {
+        PollIo::with_ops(kind, Local)
+    }
+}
+
+impl<O: Ops> PollIo<O> {
     /// `Err` if an operation is in flight on another thread's runtime; with none, the state
     /// moves to this thread.
     fn check_thread(&mut self) -> io::Result<()> {
+        if !O::THREAD_BOUND {
+            return Ok(());
+        }
         let here = std::thread::current().id();
         if here == self.owner {
             return Ok(());
@@ -141,8 +212,9 @@ impl PollIo {
         Ok(())
     }
 
-    pub(crate) fn new(kind: Kind) -> PollIo {
+    pub(crate) fn with_ops(kind: Kind, ops: O) -> PollIo<O> {
         PollIo {
+            ops,
             owner: std::thread::current().id(),
             kind,
             read_buf: None,
@@ -153,6 +225,7 @@ impl PollIo {
             write_op: None,
             write_err: None,
             shutdown: None,
+            seek: None,
         }
     }
 
@@ -182,7 +255,7 @@ impl PollIo {
                 }
             }
             if let Some(op) = &mut self.read_op {
-                let (res, slice) = std::task::ready!(op.poll(cx));
+                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
                 self.read_op = None;
                 self.read_buf = Some(slice.into_inner());
                 self.read_pos = 0;
@@ -199,10 +272,7 @@ impl PollIo {
                 .unwrap_or_else(|| Vec::with_capacity(BUF_BYTES));
             let want = dst.len().min(buf.capacity());
             let slice = buf.slice(..want);
-            self.read_op = Some(match self.kind {
-                Kind::Socket => ReadOp::Socket(Op::new(op::Recv::new(fd, slice, 0))),
-                Kind::File => ReadOp::File(Op::new(op::Read::new(fd, slice, op::CURRENT_POS))),
-            });
+            self.read_op = Some(self.ops.read(fd, self.kind, slice));
         }
     }
 
@@ -211,7 +281,7 @@ impl PollIo {
     fn drive_write(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if let Some(op) = &mut self.write_op {
-                let (res, slice) = std::task::ready!(op.poll(cx));
+                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
                 self.write_op = None;
                 let mut buf = slice.into_inner();
                 match res {
@@ -262,10 +332,7 @@ impl PollIo {
     fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
         let len = buf.len();
         let slice = buf.slice(self.write_done..len);
-        self.write_op = Some(match self.kind {
-            Kind::Socket => WriteOp::Socket(Op::new(op::Send::new(fd, slice, 0))),
-            Kind::File => WriteOp::File(Op::new(op::Write::new(fd, slice, op::CURRENT_POS))),
-        });
+        self.write_op = Some(self.ops.write(fd, self.kind, slice));
     }
 
     pub(crate) fn poll_write(
@@ -301,15 +368,76 @@ impl PollIo {
         self.poll_write_done(fd, cx)
     }
 
+    /// Starts a seek of a file (`AsyncSeek::start_seek`); `poll_seek` completes it.
+    pub(crate) fn start_seek(&mut self, pos: io::SeekFrom) -> io::Result<()> {
+        if self.seek.is_some() {
+            return Err(io::Error::other(
+                "start_seek called while an earlier seek is not complete",
+            ));
+        }
+        self.seek = Some(pos);
+        Ok(())
+    }
+
+    /// Forgets a seek that was started and not completed.
+    pub(crate) fn take_seek(&mut self) -> Option<io::SeekFrom> {
+        self.seek.take()
+    }
+
+    /// Completes the seek `start_seek` began (or, without one, reports the position): the
+    /// write-behind is flushed and a read in flight finishes first (both move the file's
+    /// position); bytes read ahead and not handed out are given back by seeking relative to
+    /// the position the caller has seen, then dropped. Returns the new position.
+    pub(crate) fn poll_seek(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
+        self.check_thread()?;
+        if let Err(e) = std::task::ready!(self.poll_write_done(fd, cx)) {
+            self.seek = None;
+            return Poll::Ready(Err(e));
+        }
+        if let Some(op) = &mut self.read_op {
+            let (_, slice) = std::task::ready!(Pin::new(op).poll(cx));
+            self.read_op = None;
+            // By the read rule its length is what arrived (0 on error): unread bytes.
+            self.read_buf = Some(slice.into_inner());
+            self.read_pos = 0;
+        }
+        let unread = self
+            .read_buf
+            .as_ref()
+            .map_or(0, |b| b.len().saturating_sub(self.read_pos)) as i64;
+        let (offset, whence) = match self.seek.take().unwrap_or(io::SeekFrom::Current(0)) {
+            io::SeekFrom::Start(n) => match i64::try_from(n) {
+                Ok(n) => (n, libc::SEEK_SET),
+                Err(_) => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "seek position past what off_t can hold",
+                    )))
+                }
+            },
+            io::SeekFrom::End(n) => (n, libc::SEEK_END),
+            io::SeekFrom::Current(n) => (n.saturating_sub(unread), libc::SEEK_CUR),
+        };
+        // SAFETY: lseek(2) has no memory-safety preconditions.
+        let pos = unsafe { libc::lseek(fd, offset, whence) };
+        if pos < 0 {
+            return Poll::Ready(Err(io::Error::last_os_error()));
+        }
+        if let Some(b) = &mut self.read_buf {
+            b.clear();
+        }
+        self.read_pos = 0;
+        Poll::Ready(Ok(pos as u64))
+    }
+
     pub(crate) fn poll_close(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_thread()?;
         std::task::ready!(self.poll_write_done(fd, cx))?;
         if self.kind == Kind::File {
             return Poll::Ready(Ok(()));
         }
-        let op = self
-            .shutdown
-            .get_or_insert_with(|| Op::new(op::Shutdown::new(fd, libc::SHUT_WR)));
+        let ops = &self.ops;
+        let op = self.shutdown.get_or_insert_with(|| ops.shutdown(fd));
         let res = std::task::ready!(Pin::new(op).poll(cx));
         self.shutdown = None;
         // Shutting down twice (or a peer already gone) is not an error worth reporting.

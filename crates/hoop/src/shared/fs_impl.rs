@@ -11,10 +11,12 @@ use hoop_driver::op;
 use hoop_driver::shared::{Keep, Route};
 use hoop_driver::{BufResult, IoBuf, IoBufMut};
 
+use super::poll::{file_state, FileOps};
 use super::Rings;
 use crate::fs::file::advance;
 use crate::fs::Metadata;
 use crate::io_util::{fill_exact, until_done};
+use crate::poll_io::PollIo;
 
 /// A file whose operations run on shared [`Rings`]: `Send + Sync`, and every operation is a
 /// `Send + 'static` future, so it can be awaited from tokio's multi-thread scheduler or any
@@ -25,11 +27,31 @@ use crate::io_util::{fill_exact, until_done};
 /// the `File` and every operation that names it are gone, after the last operation's final CQE,
 /// so a dropped read never reaches a file that later got the same fd number. Reads and writes of
 /// a file opened with `O_DIRECT` go to an IOPOLL ring when the set has one.
-#[derive(Debug, Clone)]
+///
+/// Like `tokio::fs::File`, it also implements `AsyncRead`, `AsyncWrite` and `AsyncSeek`
+/// (`futures::io`'s, and tokio's with the `tokio` feature) at the file's own position, through
+/// one internal 16 KiB buffer per direction (not aligned: use `read_at` with an `AlignedBuf` for
+/// `O_DIRECT`). `poll_flush` waits for the write-behind; a seek flushes it first and gives back
+/// bytes read ahead.
+#[derive(Debug)]
 pub struct File {
     fd: Arc<OwnedFd>,
     rings: Rings,
     route: Route,
+    /// The poll-based traits' state (made on first use; a clone starts without one).
+    io: Option<Box<PollIo<FileOps>>>,
+}
+
+impl Clone for File {
+    /// Another handle to the same open file (the same fd and file position).
+    fn clone(&self) -> File {
+        File {
+            fd: self.fd.clone(),
+            rings: self.rings.clone(),
+            route: self.route,
+            io: None,
+        }
+    }
 }
 
 impl File {
@@ -66,7 +88,18 @@ impl File {
             fd: Arc::new(fd),
             rings: rings.clone(),
             route: if direct { Route::Direct } else { Route::Plain },
+            io: None,
         }
+    }
+
+    /// The fd and the poll-based traits' state.
+    pub(crate) fn poll_io(&mut self) -> (RawFd, &mut PollIo<FileOps>) {
+        let fd = self.fd.as_raw_fd();
+        let (sfd, rings, route) = (&self.fd, &self.rings, self.route);
+        (
+            fd,
+            self.io.get_or_insert_with(|| file_state(sfd, rings, route)),
+        )
     }
 
     /// The rings this file's operations run on.

@@ -24,6 +24,7 @@
 
 mod fs_impl;
 mod net;
+mod poll;
 
 pub use hoop_driver::shared::{Keep, Rings, RingsBuilder, Route, SharedOp};
 pub use hoop_driver::ShutdownReport;

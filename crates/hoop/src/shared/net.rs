@@ -11,9 +11,11 @@ use hoop_driver::op;
 use hoop_driver::shared::{Keep, Route};
 use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
+use super::poll::{socket_state, SocketOps};
 use super::Rings;
 use crate::io_util::{fill_exact, until_done};
 use crate::net::socket::{domain_of, ip_addr, resolve};
+use crate::poll_io::PollIo;
 
 /// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
 /// `Send + 'static` future). A connection the kernel accepted for a dropped `accept` future is
@@ -73,11 +75,29 @@ impl AsRawFd for TcpListener {
 /// holds). Clones share the connection; the fd is closed when the last clone and the last
 /// operation naming it are gone, after that operation's final CQE.
 ///
-/// With the `tokio` feature it also implements tokio's `AsyncRead` and `AsyncWrite`.
-#[derive(Debug, Clone)]
+/// It implements `futures::io::{AsyncRead, AsyncWrite}`, and with the `tokio` feature tokio's
+/// `AsyncRead` and `AsyncWrite` (for hyper through `hyper_util::rt::TokioIo`): each handle
+/// keeps one internal 16 KiB buffer per direction, reused, so a call allocates nothing; a
+/// `poll_write` that returns `Ready(n)` has taken the bytes (write-behind: `poll_flush` waits
+/// for them), and one that returns `Pending` has taken nothing, so a dropped write future
+/// neither loses nor duplicates bytes. The owned-buffer methods (`read`, `write_all`) take
+/// precedence over the traits' extension methods of the same name.
+#[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
     rings: Rings,
+    /// The poll-based traits' state (made on first use; a clone starts without one).
+    io: Option<Box<PollIo<SocketOps>>>,
+}
+
+impl Clone for TcpStream {
+    fn clone(&self) -> TcpStream {
+        TcpStream {
+            fd: self.fd.clone(),
+            rings: self.rings.clone(),
+            io: None,
+        }
+    }
 }
 
 impl TcpStream {
@@ -112,6 +132,7 @@ impl TcpStream {
         TcpStream {
             fd: Arc::new(fd),
             rings: rings.clone(),
+            io: None,
         }
     }
 
@@ -122,6 +143,13 @@ impl TcpStream {
 
     fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// The fd and the poll-based traits' state.
+    pub(crate) fn poll_io(&mut self) -> (RawFd, &mut PollIo<SocketOps>) {
+        let fd = self.raw();
+        let (sfd, rings) = (&self.fd, &self.rings);
+        (fd, self.io.get_or_insert_with(|| socket_state(sfd, rings)))
     }
 
     /// The rings this stream's operations run on.

@@ -1,0 +1,134 @@
+//! The poll-based traits of `hoop::shared`'s `TcpStream` and `File`: `futures::io`'s
+//! `AsyncRead`/`AsyncWrite` (and `AsyncSeek` for files), and with feature `tokio` tokio's.
+//!
+//! The state machine is the thread-per-core types' (`crate::poll_io`: one internal 16 KiB
+//! buffer per direction, reused; write-behind, so a dropped write future neither loses nor
+//! duplicates accepted bytes), with operations on shared rings, which any thread may poll.
+
+use std::future::Ready;
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
+
+use hoop_driver::op;
+use hoop_driver::shared::{Keep, Route, SharedOp};
+use hoop_driver::Slice;
+
+use super::Rings;
+use crate::poll_io::{Kind, Ops, PollIo};
+
+type Buf = Slice<Vec<u8>>;
+
+/// Recv and send on a shared ring.
+#[derive(Debug)]
+pub(crate) struct SocketOps {
+    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) rings: Rings,
+}
+
+impl Ops for SocketOps {
+    type Read = SharedOp<Keep<op::Recv<Buf>, Arc<OwnedFd>>>;
+    type Write = SharedOp<Keep<op::Send<Buf>, Arc<OwnedFd>>>;
+    type Shutdown = SharedOp<Keep<op::Shutdown, Arc<OwnedFd>>>;
+    const THREAD_BOUND: bool = false;
+    fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
+        let recv = op::Recv::new(fd, buf, 0);
+        self.rings
+            .submit(Route::Plain, Keep::new(recv, self.fd.clone()))
+    }
+    fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
+        let send = op::Send::new(fd, buf, 0);
+        self.rings
+            .submit(Route::Plain, Keep::new(send, self.fd.clone()))
+    }
+    fn shutdown(&self, fd: RawFd) -> Self::Shutdown {
+        let op = op::Shutdown::new(fd, libc::SHUT_WR);
+        self.rings
+            .submit(Route::Plain, Keep::new(op, self.fd.clone()))
+    }
+}
+
+/// Reads and writes at the file's own position on a shared ring.
+#[derive(Debug)]
+pub(crate) struct FileOps {
+    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) rings: Rings,
+    pub(crate) route: Route,
+}
+
+impl Ops for FileOps {
+    type Read = SharedOp<Keep<op::Read<Buf>, Arc<OwnedFd>>>;
+    type Write = SharedOp<Keep<op::Write<Buf>, Arc<OwnedFd>>>;
+    /// Files have no write half to shut down (`poll_close` only flushes them).
+    type Shutdown = Ready<io::Result<()>>;
+    const THREAD_BOUND: bool = false;
+    fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
+        let read = op::Read::new(fd, buf, op::CURRENT_POS);
+        self.rings
+            .submit(self.route, Keep::new(read, self.fd.clone()))
+    }
+    fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
+        let write = op::Write::new(fd, buf, op::CURRENT_POS);
+        self.rings
+            .submit(self.route, Keep::new(write, self.fd.clone()))
+    }
+    fn shutdown(&self, _: RawFd) -> Self::Shutdown {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// The poll state of a shared stream (made on first use).
+pub(crate) fn socket_state(fd: &Arc<OwnedFd>, rings: &Rings) -> Box<PollIo<SocketOps>> {
+    Box::new(PollIo::with_ops(
+        Kind::Socket,
+        SocketOps {
+            fd: fd.clone(),
+            rings: rings.clone(),
+        },
+    ))
+}
+
+/// The poll state of a shared file (made on first use).
+pub(crate) fn file_state(fd: &Arc<OwnedFd>, rings: &Rings, route: Route) -> Box<PollIo<FileOps>> {
+    Box::new(PollIo::with_ops(
+        Kind::File,
+        FileOps {
+            fd: fd.clone(),
+            rings: rings.clone(),
+            route,
+        },
+    ))
+}
+
+crate::poll_io::poll_io_traits!(super::TcpStream);
+crate::poll_io::poll_io_traits!(super::File);
+
+impl futures::io::AsyncSeek for super::File {
+    fn poll_seek(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        pos: io::SeekFrom,
+    ) -> std::task::Poll<io::Result<u64>> {
+        let (fd, io) = self.get_mut().poll_io();
+        // Polled again with the same position until ready; a seek left half done by a
+        // dropped future is replaced by this one (nothing moved before it completes).
+        let _ = io.take_seek();
+        io.start_seek(pos)?;
+        io.poll_seek(fd, cx)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl tokio::io::AsyncSeek for super::File {
+    fn start_seek(self: std::pin::Pin<&mut Self>, pos: io::SeekFrom) -> io::Result<()> {
+        let (_, io) = self.get_mut().poll_io();
+        io.start_seek(pos)
+    }
+    fn poll_complete(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<u64>> {
+        let (fd, io) = self.get_mut().poll_io();
+        io.poll_seek(fd, cx)
+    }
+}
