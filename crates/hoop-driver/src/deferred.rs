@@ -14,6 +14,8 @@ use std::task::Waker;
 thread_local! {
     /// Depth of driver sections in progress on this thread.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Something waits in the lists (so a section that deferred nothing ends cheaply).
+    static PENDING: Cell<bool> = const { Cell::new(false) };
     static WAKES: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
     static DROPS: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
@@ -38,7 +40,7 @@ impl Drop for Section {
             d.set(n);
             n == 0
         });
-        if outermost {
+        if outermost && PENDING.with(|p| p.replace(false)) {
             flush();
         }
     }
@@ -52,6 +54,7 @@ fn inside() -> bool {
 pub(crate) fn wake(w: Waker) {
     if inside() {
         WAKES.with(|l| l.borrow_mut().push(w));
+        PENDING.with(|p| p.set(true));
     } else {
         w.wake();
     }
@@ -61,6 +64,7 @@ pub(crate) fn wake(w: Waker) {
 pub(crate) fn drop_later(value: Box<dyn Any>) {
     if inside() {
         DROPS.with(|l| l.borrow_mut().push(value));
+        PENDING.with(|p| p.set(true));
     } else {
         drop(value);
     }

@@ -30,6 +30,7 @@ mod link;
 mod multi;
 pub mod op;
 pub mod setup;
+pub mod shared;
 mod slots;
 pub mod sys;
 mod table;

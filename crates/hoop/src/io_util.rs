@@ -52,3 +52,31 @@ where
     let total = buf.bytes_to_fill();
     until_done(buf, total, io::ErrorKind::UnexpectedEof, eof_msg, step).await
 }
+
+/// Reads a whole file: `read_at(buf.slice(len..), pos)` until a read returns 0. `size_hint` (the
+/// file's size from its metadata) is a hint only: files in /proc say 0, and a file may grow
+/// while it is read.
+pub(crate) async fn read_to_end<F, Fut>(size_hint: u64, mut read_at: F) -> io::Result<Vec<u8>>
+where
+    F: FnMut(Slice<Vec<u8>>, u64) -> Fut,
+    Fut: Future<Output = BufResult<usize, Slice<Vec<u8>>>>,
+{
+    let hint = usize::try_from(size_hint).unwrap_or(0);
+    let mut buf = Vec::with_capacity(hint.saturating_add(1).max(64));
+    let mut pos = 0u64;
+    loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity().max(8192));
+        }
+        let len = buf.len();
+        let (res, slice) = read_at(buf.slice(len..), pos).await;
+        buf = slice.into_inner();
+        match res {
+            Ok(0) => break,
+            Ok(n) => pos += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
+}

@@ -84,6 +84,7 @@ mod io_util;
 pub mod net;
 mod poll_io;
 pub mod runtime;
+pub mod shared;
 pub mod signal;
 pub mod sync;
 pub mod task;

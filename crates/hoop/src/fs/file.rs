@@ -290,7 +290,7 @@ pub(super) async fn write_all_on<B: IoBuf>(
 
 /// The position `n` bytes after `pos`; [`op::CURRENT_POS`] (the file's current position, which
 /// the kernel advances itself) stays as it is.
-pub(super) fn advance(pos: u64, n: usize) -> u64 {
+pub(crate) fn advance(pos: u64, n: usize) -> u64 {
     if pos == op::CURRENT_POS {
         pos
     } else {

@@ -12,7 +12,7 @@ use hoop_driver::{op, Op};
 use super::cstr;
 
 /// What `statx` is asked for: everything `stat` gives, plus the creation time.
-const MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
+pub(crate) const MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME;
 
 /// Metadata of a file: a `statx` result.
 #[derive(Clone, Copy)]

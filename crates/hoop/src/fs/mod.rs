@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 
 use hoop_driver::{op, IoBuf, Op};
 
-mod file;
+pub(crate) mod file;
 mod fixed_file;
-mod metadata;
+pub(crate) mod metadata;
 mod open_options;
 
 pub use file::File;
@@ -149,24 +149,7 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     let file = File::open(path).await?;
     // The size is a hint only: files in /proc say 0, and a file may grow while it is read.
     let hint = file.metadata().await.map_or(0, |m| m.len());
-    let hint = usize::try_from(hint).unwrap_or(0);
-    let mut buf = Vec::with_capacity(hint.saturating_add(1).max(64));
-    let mut pos = 0u64;
-    loop {
-        if buf.len() == buf.capacity() {
-            buf.reserve(buf.capacity().max(8192));
-        }
-        let len = buf.len();
-        let (res, slice) = file.read_at(buf.slice(len..), pos).await;
-        buf = slice.into_inner();
-        match res {
-            Ok(0) => break,
-            Ok(n) => pos += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(buf)
+    crate::io_util::read_to_end(hint, |s, pos| file.read_at(s, pos)).await
 }
 
 /// Writes `contents` (its initialized bytes) to the file at `path`, creating it or truncating

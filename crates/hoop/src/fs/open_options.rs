@@ -55,6 +55,11 @@ impl OpenOptions {
         }
     }
 
+    /// The mode bits a created file gets (before the umask).
+    pub(crate) fn mode_bits(&self) -> u32 {
+        self.mode
+    }
+
     /// Open for reading.
     pub fn read(&mut self, read: bool) -> &mut OpenOptions {
         self.read = read;
@@ -119,7 +124,7 @@ impl OpenOptions {
     }
 
     /// The `open(2)` flags these options mean, with std's rules.
-    fn flags(&self) -> io::Result<i32> {
+    pub(crate) fn flags(&self) -> io::Result<i32> {
         let access = match (self.read, self.write, self.append) {
             (true, false, false) => libc::O_RDONLY,
             (false, true, false) => libc::O_WRONLY,

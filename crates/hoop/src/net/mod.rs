@@ -1,7 +1,7 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
 mod direct;
-mod socket;
+pub(crate) mod socket;
 mod tcp;
 mod udp;
 mod unix;

@@ -90,6 +90,9 @@ pub(crate) struct Uring {
     registered: Option<RegisteredRing>,
     /// The registered file table (direct descriptors), once a direct accept registered it.
     pub(crate) fixed_files: Option<std::rc::Rc<crate::fixedfile::FixedFiles>>,
+    /// SQEs pushed whose final CQE has not been drained yet (the wake-up poll and cancels
+    /// included): whether a completion can still come, for a shared ring's reaper.
+    awaiting_cqes: usize,
 }
 
 impl Uring {
@@ -139,6 +142,7 @@ impl Uring {
             setup_flags,
             registered,
             fixed_files: None,
+            awaiting_cqes: 0,
         })
     }
 
@@ -230,7 +234,41 @@ impl Uring {
         // SAFETY: every pointer in the entries points into memory owned by the operations'
         // data, which the slots or the futures keep alive until the final CQE (UringOp's
         // contract).
-        unsafe { sq.push_multiple(entries).is_ok() }
+        let pushed = unsafe { sq.push_multiple(entries).is_ok() };
+        if pushed {
+            self.awaiting_cqes += entries.len();
+        }
+        pushed
+    }
+
+    /// The ring's fd (for a shared ring's reaper, which waits outside the ring's lock).
+    pub(crate) fn ring_fd(&self) -> std::os::fd::RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Submitted operations (and cancels) the kernel still owes a final CQE, not counting the
+    /// wake-up poll nor SQEs still queued in the SQ: 0 means no completion can come until more
+    /// is submitted.
+    pub(crate) fn owed_cqes(&mut self) -> usize {
+        let queued = self.ring.submission().len();
+        self.awaiting_cqes
+            .saturating_sub(usize::from(self.wake_armed))
+            .saturating_sub(queued)
+    }
+
+    /// Submits what is queued (cancels included) if anything is, and drains every CQE; wakers
+    /// and orphans land in the table's lists. A shared ring's callers use this instead of
+    /// `turn`: they never block inside the ring's lock.
+    pub(crate) fn submit_and_reap(&mut self) -> io::Result<()> {
+        crate::fixedfile::flush_slot_closes(self);
+        self.flush_cancels();
+        self.arm_wake();
+        if self.urgent || !self.ring.submission().is_empty() || self.ring.submission().cq_overflow()
+        {
+            self.enter(false)?;
+        }
+        self.drain();
+        Ok(())
     }
 
     /// Submits every queued SQE; with SQPOLL, waits (yielding, bounded) until the SQ thread
@@ -486,6 +524,7 @@ impl Uring {
             cancels_in_flight,
             wake_armed,
             wake_fd,
+            awaiting_cqes,
             ..
         } = self;
         let mut n = 0u64;
@@ -496,6 +535,9 @@ impl Uring {
                 res: cqe.result(),
                 flags: cqe.flags(),
             };
+            if !cqueue::more(c.flags) {
+                *awaiting_cqes = awaiting_cqes.saturating_sub(1);
+            }
             if user_data == tag::CANCEL {
                 *cancels_in_flight -= 1;
                 continue;
@@ -546,6 +588,9 @@ impl Uring {
         self.table.release_all_waiters();
         if quiet {
             self.cancels.clear();
+            // The kernel holds no request any more: no CQE can come.
+            self.awaiting_cqes = 0;
+            self.wake_armed = false;
             self.table.fail_all(-libc::EBADR);
         } else {
             let _ = self.table.leak_ignored();
@@ -657,6 +702,46 @@ impl Uring {
             }
             None => self.ring.as_raw_fd() as libc::c_long,
         };
+        // SAFETY: a registered index names this ring in this thread's table (the driver never
+        // leaves the thread that built it, and a shared ring registers none); the SQEs pushed
+        // point to memory their operations own until the final CQE (UringOp's contract).
+        unsafe { sys_enter(fd, to_submit, want, flags, wait) }
+    }
+}
+
+/// Waits (without submitting) until the CQ of the ring `ring_fd` holds a CQE, or `timeout`
+/// passed, or a signal came: a shared ring's reaper, outside the ring's lock.
+pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io::Result<()> {
+    // SAFETY: nothing is submitted (`to_submit` 0), so no SQE memory is handed over; a wrong
+    // fd only makes the call fail.
+    unsafe {
+        sys_enter(
+            libc::c_long::from(ring_fd),
+            0,
+            1,
+            IORING_ENTER_GETEVENTS,
+            Some(timeout),
+        )
+    }
+    .map(drop)
+}
+
+/// `io_uring_enter(2)` on `fd` (a ring fd, or a registered index with
+/// `IORING_ENTER_REGISTERED_RING` in `flags`). With `wait` the call passes an
+/// `io_uring_getevents_arg` whose timeout bounds a blocking wait (`IORING_ENTER_EXT_ARG`); a
+/// wait that timed out returns `Ok(to_submit)`.
+///
+/// # Safety
+/// `fd` must name a ring the caller keeps open, and every SQE among the `to_submit` queued ones
+/// must point to memory its operation owns until the final CQE.
+unsafe fn sys_enter(
+    fd: libc::c_long,
+    to_submit: u32,
+    want: u32,
+    mut flags: u32,
+    wait: Option<Duration>,
+) -> io::Result<usize> {
+    {
         let ts = wait.map(|d| KernelTimespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: i64::from(d.subsec_nanos()),
@@ -678,10 +763,9 @@ impl Uring {
             None => (std::ptr::null(), 0),
         };
         // SAFETY: the argument is null (size 0) or an io_uring_getevents_arg on this stack
-        // frame pointing to a timespec on this stack frame, both alive for the call; a
-        // registered index names this ring in this thread's table (the driver never leaves the
-        // thread that built it); the SQEs pushed point to memory their operations own until the
-        // final CQE.
+        // frame pointing to a timespec on this stack frame, both alive for the call; `fd` names
+        // a ring the caller keeps open, and every SQE it submits points to memory its operation
+        // owns until the final CQE (the callers' contracts).
         let r = unsafe {
             libc::syscall(
                 libc::SYS_io_uring_enter,
@@ -703,7 +787,9 @@ impl Uring {
         }
         Err(e)
     }
+}
 
+impl Uring {
     /// SQPOLL: whether the SQ thread went to sleep (`IORING_SQ_NEED_WAKEUP`), so the next
     /// submission must wake it with a system call. False without SQPOLL.
     pub(crate) fn sq_thread_asleep(&mut self) -> bool {

@@ -1,0 +1,347 @@
+//! Rings shared by every thread: io_uring from any executor (tokio's multi-thread scheduler
+//! included), as `Send + 'static` futures.
+//!
+//! [`Rings`] is a set of rings, each with a preallocated table of op slots, a lock, and a reaper
+//! thread. Any thread submits; an operation goes to the least-loaded ring (kbio's rule) unless
+//! the handle is [pinned](Rings::pinned), with one refinement: each thread has a ring of its own
+//! (given in turn) that it keeps using while that ring has at most 32 more operations in flight
+//! than the least-loaded one, so that one thread's batch takes one lock and one
+//! `io_uring_enter` instead of bouncing between rings. With [`RingsBuilder::iopoll`], the rings are
+//! `IORING_SETUP_IOPOLL` rings and one plain ring is added: O_DIRECT reads and writes (and
+//! no-ops) go to the polled rings, everything an IOPOLL ring refuses to the plain one.
+//!
+//! The operations are the driver's own ([`crate::op`]), with the same ownership rules as on a
+//! per-thread ring: the future owns its buffer, dropping it cancels the operation in the kernel,
+//! a late accept or open result is closed, and memory is freed only after the final CQE.
+//!
+//! Completions: a thread that polls an operation submits the queued SQEs and drains the CQ
+//! itself, so operations that complete inline (no-ops, hot-cache reads) never leave the thread;
+//! the reaper waits in `io_uring_enter` only while the kernel owes the ring a CQE (an idle set of
+//! rings uses no CPU) and wakes the tasks of what completes later. Wakers are called outside
+//! every lock. No room (slots or SQ): the future waits in the ring's FIFO, woken when a slot
+//! frees; nothing spins and nothing blocks.
+
+mod op;
+mod ring;
+
+use std::fmt;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use self::op::{Keep, SharedOp};
+use self::ring::Ring;
+use crate::config::{Config, DriverKind};
+use crate::op::{Nop, OpCode};
+use crate::sys::uring::{ShutdownReport, UringOp};
+
+/// Where an operation may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Any ring that can run every opcode (not an IOPOLL ring).
+    Plain,
+    /// A read or write of an `O_DIRECT` file: an IOPOLL ring if the set has one, else a plain one.
+    Direct,
+    /// Any ring (a no-op runs everywhere).
+    Any,
+}
+
+/// How a [`Rings`] set is built.
+#[derive(Debug, Clone)]
+pub struct RingsBuilder {
+    rings: usize,
+    entries: u32,
+    sqpoll: bool,
+    iopoll: bool,
+    shutdown_timeout: Duration,
+    max_in_flight: Option<u32>,
+}
+
+impl Default for RingsBuilder {
+    fn default() -> Self {
+        RingsBuilder {
+            rings: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            entries: 256,
+            sqpoll: false,
+            iopoll: false,
+            shutdown_timeout: Duration::from_secs(5),
+            max_in_flight: None,
+        }
+    }
+}
+
+impl RingsBuilder {
+    /// Number of rings (default: one per online CPU; at least 1).
+    pub fn rings(mut self, n: usize) -> Self {
+        self.rings = n.max(1);
+        self
+    }
+
+    /// SQ entries of each ring (default 256). Each ring's CQ is the larger of 16384 and 4 x
+    /// entries; the slot table holds what the CQ can take.
+    pub fn entries(mut self, entries: u32) -> Self {
+        self.entries = entries.max(1);
+        self
+    }
+
+    /// `IORING_SETUP_SQPOLL`: a kernel thread per ring takes SQEs without system calls (idle
+    /// 10 ms). Default off; a kernel that refuses gets a plain ring.
+    pub fn sqpoll(mut self, on: bool) -> Self {
+        self.sqpoll = on;
+        self
+    }
+
+    /// `IORING_SETUP_IOPOLL` for the rings, plus one plain ring for everything a polled ring
+    /// refuses (sockets, opens, closes, syncs, cancels, buffered files). Default off.
+    pub fn iopoll(mut self, on: bool) -> Self {
+        self.iopoll = on;
+        self
+    }
+
+    /// Op slots per ring: the most operations in flight on one ring (default: what its CQ can
+    /// hold, less the room kept for cancels). More operations wait in the ring's FIFO.
+    pub fn max_in_flight(mut self, slots: u32) -> Self {
+        self.max_in_flight = Some(slots.max(1));
+        self
+    }
+
+    /// How long shutdown waits for in-flight operations' final CQEs (default 5 s) before
+    /// leaking their memory on purpose.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets up the rings and starts their reapers. A ring that cannot be set up returns why
+    /// (io_uring refused by seccomp or `kernel.io_uring_disabled`, memlock, ...).
+    pub fn build(self) -> io::Result<Rings> {
+        let cfg = |iopoll: bool| Config {
+            entries: self.entries,
+            // Several threads submit: no SINGLE_ISSUER / DEFER_TASKRUN, no per-thread
+            // registered ring fd.
+            taskrun_flags: false,
+            register_ring_fd: false,
+            driver: DriverKind::Uring,
+            sqpoll_idle: self.sqpoll.then(|| Duration::from_millis(10)),
+            iopoll,
+            shutdown_timeout: self.shutdown_timeout,
+            max_in_flight: self.max_in_flight,
+            ..Config::default()
+        };
+        let mut rings = Vec::new();
+        for _ in 0..self.rings {
+            rings.push(Arc::new(
+                Ring::new(&cfg(self.iopoll)).map_err(io::Error::from)?,
+            ));
+        }
+        if self.iopoll {
+            rings.push(Arc::new(Ring::new(&cfg(false)).map_err(io::Error::from)?));
+        }
+        let mut reapers = Vec::new();
+        for (i, ring) in rings.iter().enumerate() {
+            let ring = ring.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("hoop-reaper-{i}"))
+                .spawn(move || ring.reap_until_stopped());
+            match spawned {
+                Ok(handle) => reapers.push(handle),
+                Err(e) => {
+                    // Stop the reapers already running before reporting.
+                    let inner = RingsInner {
+                        rings,
+                        reapers: Mutex::new(reapers),
+                    };
+                    drop(inner);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot start a reaper thread: {e}"),
+                    ));
+                }
+            }
+        }
+        Ok(Rings {
+            inner: Arc::new(RingsInner {
+                rings,
+                reapers: Mutex::new(reapers),
+            }),
+            pin: None,
+        })
+    }
+}
+
+/// How many more operations in flight than the least-loaded ring a thread's own ring may have
+/// and still be chosen.
+const LOAD_SLACK: usize = 32;
+
+/// The index (below `n`) of the calling thread's own ring: threads are given rings in turn.
+fn home_ring(n: usize) -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    HOME.with(|h| {
+        if h.get() == usize::MAX {
+            h.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        h.get() % n
+    })
+}
+
+struct RingsInner {
+    rings: Vec<Arc<Ring>>,
+    reapers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl RingsInner {
+    fn shutdown(&self) -> ShutdownReport {
+        let mut total = ShutdownReport::default();
+        for ring in &self.rings {
+            let r = ring.with(|u| u.shutdown());
+            total.cancelled += r.cancelled;
+            total.leaked += r.leaked;
+            total.still_in_flight += r.still_in_flight;
+        }
+        total
+    }
+}
+
+impl Drop for RingsInner {
+    /// The last handle: cancel what is in flight and reap every final CQE (or leak its memory
+    /// after the timeout) before the reapers stop; the rings' memory goes when the last
+    /// operation holding a ring is gone.
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+        for ring in &self.rings {
+            ring.stop_reaper();
+        }
+        let me = std::thread::current().id();
+        let reapers = std::mem::take(&mut *self.reapers.lock().unwrap_or_else(|e| e.into_inner()));
+        for handle in reapers {
+            // Dropped by a reaper itself (a completion handler held the last handle): that
+            // thread exits on its own once this returns.
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// A set of io_uring rings any thread submits to. `Clone + Send + Sync`: every clone is a
+/// handle to the same rings; dropping the last one (from any thread) cancels what is in flight,
+/// reaps every final CQE, and stops the reapers.
+#[derive(Clone)]
+pub struct Rings {
+    inner: Arc<RingsInner>,
+    pin: Option<usize>,
+}
+
+impl fmt::Debug for Rings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rings")
+            .field("rings", &self.inner.rings.len())
+            .field("pin", &self.pin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rings {
+    /// A builder (defaults: one ring per online CPU, 256 entries, no SQPOLL, no IOPOLL).
+    pub fn builder() -> RingsBuilder {
+        RingsBuilder::default()
+    }
+
+    /// Rings with the builder's defaults.
+    pub fn new() -> io::Result<Rings> {
+        Rings::builder().build()
+    }
+
+    /// Number of rings in the set.
+    pub fn ring_count(&self) -> usize {
+        self.inner.rings.len()
+    }
+
+    /// A handle to the same rings whose operations all go to ring `index` (modulo the number of
+    /// rings), except those that ring cannot run (a socket operation on an IOPOLL ring goes to
+    /// the plain ring).
+    pub fn pinned(&self, index: usize) -> Rings {
+        Rings {
+            inner: self.inner.clone(),
+            pin: Some(index % self.inner.rings.len()),
+        }
+    }
+
+    /// The setup flags the kernel accepted for ring `index`, e.g. `"SUBMIT_ALL|CQSIZE"`.
+    pub fn setup_flags(&self, index: usize) -> Option<&'static str> {
+        self.inner.rings.get(index).map(|r| r.setup_flags())
+    }
+
+    fn pick(&self, route: Route) -> Arc<Ring> {
+        let rings = &self.inner.rings;
+        let fits = |r: &Ring| match route {
+            Route::Plain => !r.iopoll,
+            Route::Direct | Route::Any => true,
+        };
+        if let Some(i) = self.pin {
+            if fits(&rings[i]) {
+                return rings[i].clone();
+            }
+        }
+        let prefer_iopoll = route == Route::Direct;
+        let mut best: Option<&Arc<Ring>> = None;
+        for r in rings.iter().filter(|r| fits(r)) {
+            best = match best {
+                None => Some(r),
+                Some(b) => {
+                    let better_kind = prefer_iopoll && r.iopoll && !b.iopoll;
+                    let same_kind = !prefer_iopoll || r.iopoll == b.iopoll;
+                    if better_kind || (same_kind && r.load() < b.load()) {
+                        Some(r)
+                    } else {
+                        Some(b)
+                    }
+                }
+            };
+        }
+        // A set always has a plain ring (IOPOLL sets get one more), so `best` is found; the
+        // first ring is a harmless fallback.
+        let best = best.unwrap_or(&rings[0]);
+        // The thread's own ring, unless it is clearly busier than the least-loaded one: the
+        // operations of one thread then share a ring (one lock, one enter per batch) instead
+        // of bouncing every ring's lock between CPUs.
+        let own = &rings[home_ring(rings.len())];
+        if fits(own) && own.iopoll == best.iopoll && own.load() <= best.load() + LOAD_SLACK {
+            return own.clone();
+        }
+        best.clone()
+    }
+
+    /// Starts `op` (when first polled) on a ring `route` allows. The building block of
+    /// `hoop::shared`'s files and sockets.
+    pub fn submit<T: OpCode + UringOp + Send>(&self, route: Route, op: T) -> SharedOp<T> {
+        SharedOp::new(op, self.pick(route))
+    }
+
+    /// An `IORING_OP_NOP` through the whole submission and completion path.
+    pub fn nop(&self) -> SharedOp<Nop> {
+        self.submit(Route::Any, Nop)
+    }
+
+    /// Operations in flight on all rings (slots in use).
+    pub fn in_flight(&self) -> usize {
+        self.inner
+            .rings
+            .iter()
+            .map(|r| r.with(|u| u.table.slots.in_use()))
+            .sum()
+    }
+
+    /// Cancels every operation in flight on every ring and reaps their final CQEs (or leaks
+    /// their memory after the shutdown timeout); operations started afterwards fail with
+    /// `ECANCELED`. Dropping the last handle does the same.
+    pub fn shutdown(&self) -> ShutdownReport {
+        self.inner.shutdown()
+    }
+}

@@ -1,0 +1,215 @@
+//! The `Send` future of one operation on a shared ring, and [`Keep`], which ties a value (the
+//! fd an operation names) to the operation until its final CQE.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::ring::Ring;
+use crate::lifecycle::{Completion, Lifecycle};
+use crate::op::OpCode;
+use crate::sys::uring::{PushError, Uring, UringOp};
+
+/// An operation that keeps `keep` alive until its final CQE: an `Arc` of the fd the SQE names,
+/// so that the fd is closed only after the kernel is done with every SQE naming it (rules 5
+/// and 6), whichever thread drops the last handle.
+#[derive(Debug)]
+pub struct Keep<T, K> {
+    op: T,
+    keep: K,
+}
+
+impl<T, K> Keep<T, K> {
+    /// `op`, holding `keep` until its completion has been handled.
+    pub fn new(op: T, keep: K) -> Keep<T, K> {
+        Keep { op, keep }
+    }
+}
+
+impl<T: OpCode, K: 'static> OpCode for Keep<T, K> {
+    type Output = T::Output;
+    fn complete(self, c: Completion) -> T::Output {
+        let out = self.op.complete(c);
+        drop(self.keep);
+        out
+    }
+}
+
+// SAFETY: the SQE is the inner operation's, whose pointers are its own (its contract); `keep`
+// is never named by the SQE.
+unsafe impl<T: UringOp, K: 'static> UringOp for Keep<T, K> {
+    fn create_entry(&mut self) -> io_uring::squeue::Entry {
+        self.op.create_entry()
+    }
+    fn link_timeout(&self) -> Option<*const io_uring::types::Timespec> {
+        self.op.link_timeout()
+    }
+}
+
+enum State<T> {
+    /// Not in the ring yet (optionally holding a ticket of the ring's room FIFO).
+    Idle {
+        data: T,
+        ring: Arc<Ring>,
+        ticket: Option<u64>,
+    },
+    /// In the ring: slot `user_data` will hold the result.
+    InFlight {
+        data: T,
+        user_data: u64,
+        ring: Arc<Ring>,
+    },
+    Done,
+}
+
+/// The future of one operation on a shared ring: `Send + 'static`, awaited from any executor.
+///
+/// The first poll puts the SQE in the ring's SQ and wakes the task at once instead of
+/// submitting: every task that is ready runs first, so SQEs pushed by many tasks (or by the
+/// futures of one `join_all`) go to the kernel in one `io_uring_enter`, made by the next poll
+/// that finds SQEs queued. Each poll also drains the CQ, so a thread that submits reaps its own
+/// completions without waiting for the reaper. Dropping the future before its result cancels
+/// the operation in the kernel; its data (buffer, fd) is kept until the final CQE.
+#[must_use = "an operation does nothing unless awaited"]
+pub struct SharedOp<T: OpCode> {
+    state: State<T>,
+}
+
+impl<T: OpCode> std::fmt::Debug for SharedOp<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedOp")
+    }
+}
+
+impl<T: OpCode> SharedOp<T> {
+    pub(crate) fn new(data: T, ring: Arc<Ring>) -> SharedOp<T> {
+        SharedOp {
+            state: State::Idle {
+                data,
+                ring,
+                ticket: None,
+            },
+        }
+    }
+}
+
+// The data's kernel-visible memory is on the heap (UringOp's contract): moving is harmless.
+impl<T: OpCode> Unpin for SharedOp<T> {}
+
+fn push<T: UringOp>(
+    u: &mut Uring,
+    data: &mut T,
+    granted: bool,
+    state: Lifecycle,
+) -> Result<u64, PushError> {
+    match data.link_timeout() {
+        Some(ts) => u.push_with_timeout(data.create_entry(), ts, granted, state),
+        None => u.push(data.create_entry(), granted, state),
+    }
+}
+
+enum Pushed {
+    Slot(u64),
+    Wait,
+    Fail(i32),
+}
+
+impl<T: OpCode + UringOp + Send> Future for SharedOp<T> {
+    type Output = T::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self.get_mut();
+        match &mut this.state {
+            State::Idle { data, ring, ticket } => {
+                let ring = ring.clone();
+                let pushed = ring.with(|u| {
+                    let Ok(granted) = u.table.check_ticket(*ticket, cx.waker()) else {
+                        return Pushed::Wait;
+                    };
+                    *ticket = None;
+                    match push(u, data, granted, Lifecycle::Waiting(cx.waker().clone())) {
+                        Ok(user_data) => Pushed::Slot(user_data),
+                        Err(PushError::NoRoom) => {
+                            *ticket = Some(u.table.wait_room(cx.waker()));
+                            Pushed::Wait
+                        }
+                        Err(PushError::Poisoned) => Pushed::Fail(-libc::EBADR),
+                        Err(PushError::ShutDown) => Pushed::Fail(-libc::ECANCELED),
+                    }
+                });
+                match pushed {
+                    Pushed::Slot(user_data) => {
+                        if let State::Idle { data, .. } =
+                            std::mem::replace(&mut this.state, State::Done)
+                        {
+                            this.state = State::InFlight {
+                                data,
+                                user_data,
+                                ring,
+                            };
+                        }
+                        // Come back to submit, after the other ready tasks pushed theirs.
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                    Pushed::Wait => Poll::Pending,
+                    Pushed::Fail(res) => Poll::Ready(
+                        take_done(&mut this.state).complete(Completion { res, flags: 0 }),
+                    ),
+                }
+            }
+            State::InFlight {
+                user_data, ring, ..
+            } => {
+                let ready = ring.with(|u| {
+                    // An enter error other than those `enter` handles leaves the SQEs queued:
+                    // the next poll, or the reaper, tries again.
+                    let _ = u.submit_and_reap();
+                    u.table.poll_slot(*user_data, cx.waker())
+                });
+                match ready {
+                    Poll::Ready(c) => Poll::Ready(take_done(&mut this.state).complete(c)),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            State::Done => Poll::Pending,
+        }
+    }
+}
+
+fn take_done<T>(state: &mut State<T>) -> T {
+    match std::mem::replace(state, State::Done) {
+        State::Idle { data, .. } | State::InFlight { data, .. } => data,
+        State::Done => unreachable!("take_done on a finished op"),
+    }
+}
+
+impl<T: OpCode> Drop for SharedOp<T> {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Idle {
+                ticket: Some(ticket),
+                ring,
+                ..
+            } => ring.with(|u| u.table.leave_room(ticket)),
+            State::InFlight {
+                data,
+                user_data,
+                ring,
+            } => {
+                let finished = ring.with(|u| {
+                    let finished = u.drop_slot(user_data, Box::new(data));
+                    // The cancel (and the SQE itself, if it was still queued) go to the
+                    // kernel now: drop = cancel in the kernel.
+                    let _ = u.submit_and_reap();
+                    finished
+                });
+                if let Some((data, c)) = finished {
+                    data.finish(c);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Files on shared rings: `hoop::shared::File`, its `OpenOptions`, and `read`/`write`.
+
+use std::ffi::CString;
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use hoop_driver::op;
+use hoop_driver::shared::{Keep, Route};
+use hoop_driver::{BufResult, IoBuf, IoBufMut};
+
+use super::Rings;
+use crate::fs::file::advance;
+use crate::fs::Metadata;
+use crate::io_util::{fill_exact, until_done};
+
+/// A file whose operations run on shared [`Rings`]: `Send + Sync`, and every operation is a
+/// `Send + 'static` future, so it can be awaited from tokio's multi-thread scheduler or any
+/// other executor, and moved between threads while in flight.
+///
+/// Buffers are taken by value and given back with the result (the kernel never writes into
+/// memory the caller still borrows); the read rule of the crate docs holds. The fd is closed when
+/// the `File` and every operation that names it are gone, after the last operation's final CQE,
+/// so a dropped read never reaches a file that later got the same fd number. Reads and writes of
+/// a file opened with `O_DIRECT` go to an IOPOLL ring when the set has one.
+#[derive(Debug, Clone)]
+pub struct File {
+    fd: Arc<OwnedFd>,
+    rings: Rings,
+    route: Route,
+}
+
+impl File {
+    /// Opens `path` read-only.
+    pub async fn open(rings: &Rings, path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new().read(true).open(rings, path).await
+    }
+
+    /// Opens `path` write-only, creating it or truncating it.
+    pub async fn create(rings: &Rings, path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(rings, path)
+            .await
+    }
+
+    /// Options to open a file with (std's rules, plus `custom_flags` such as `O_DIRECT`).
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
+    /// A `File` for an fd opened elsewhere (its flags are read to route `O_DIRECT` I/O).
+    pub fn from_std(rings: &Rings, file: std::fs::File) -> File {
+        let fd = OwnedFd::from(file);
+        // SAFETY: fcntl(F_GETFL) on an fd we own; no memory is passed.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        File::from_owned(rings, fd, flags > 0 && flags & libc::O_DIRECT != 0)
+    }
+
+    fn from_owned(rings: &Rings, fd: OwnedFd, direct: bool) -> File {
+        File {
+            fd: Arc::new(fd),
+            rings: rings.clone(),
+            route: if direct { Route::Direct } else { Route::Plain },
+        }
+    }
+
+    /// The rings this file's operations run on.
+    pub fn rings(&self) -> &Rings {
+        &self.rings
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity) at byte offset `pos`; returns the
+    /// number of bytes read, 0 at end of file. The buffer's length becomes exactly that.
+    pub fn read_at<B: IoBufMut + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        let read = op::Read::new(self.fd.as_raw_fd(), buf, pos);
+        self.rings
+            .submit(self.route, Keep::new(read, self.fd.clone()))
+    }
+
+    /// Writes the initialized bytes of `buf` at byte offset `pos`; returns how many were
+    /// written: maybe fewer.
+    pub fn write_at<B: IoBuf + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        let write = op::Write::new(self.fd.as_raw_fd(), buf, pos);
+        self.rings
+            .submit(self.route, Keep::new(write, self.fd.clone()))
+    }
+
+    /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
+    /// many reads as it takes; `UnexpectedEof` if the file ends first.
+    pub fn read_exact_at<B: IoBufMut + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<(), B>> + Send + 'static {
+        let file = self.clone();
+        async move {
+            let msg = "end of file before the buffer was filled";
+            fill_exact(buf, msg, |s, done| file.read_at(s, advance(pos, done))).await
+        }
+    }
+
+    /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
+    pub fn write_all_at<B: IoBuf + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<(), B>> + Send + 'static {
+        let file = self.clone();
+        async move {
+            let total = buf.bytes_init();
+            let msg = "failed to write the whole buffer";
+            until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
+                file.write_at(s, advance(pos, done))
+            })
+            .await
+        }
+    }
+
+    /// Flushes the file's data and metadata to its device (`fsync`).
+    pub fn sync_all(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let sync = op::Fsync::new(self.fd.as_raw_fd(), false);
+        self.rings
+            .submit(Route::Plain, Keep::new(sync, self.fd.clone()))
+    }
+
+    /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
+    pub fn sync_data(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let sync = op::Fsync::new(self.fd.as_raw_fd(), true);
+        self.rings
+            .submit(Route::Plain, Keep::new(sync, self.fd.clone()))
+    }
+
+    /// The file's metadata (`statx` on the fd).
+    pub fn metadata(&self) -> impl Future<Output = io::Result<Metadata>> + Send + 'static {
+        let stx = op::Statx::new(
+            self.fd.as_raw_fd(),
+            CString::default(),
+            libc::AT_EMPTY_PATH,
+            crate::fs::metadata::MASK,
+        );
+        let stat = self
+            .rings
+            .submit(Route::Plain, Keep::new(stx, self.fd.clone()));
+        async move { stat.await.map(Metadata::from_statx) }
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// How a [`File`] on shared rings is opened: std's `OpenOptions`, opened with `open(&rings,
+/// path)` through `IORING_OP_OPENAT`. A late open result (the future was dropped) is closed.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions(crate::fs::OpenOptions);
+
+impl OpenOptions {
+    /// Options with everything off and mode `0o666`.
+    pub fn new() -> OpenOptions {
+        OpenOptions(crate::fs::OpenOptions::new())
+    }
+    /// Open for reading.
+    pub fn read(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.read(on);
+        self
+    }
+    /// Open for writing.
+    pub fn write(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.write(on);
+        self
+    }
+    /// Open for appending.
+    pub fn append(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.append(on);
+        self
+    }
+    /// Truncate the file to 0 bytes.
+    pub fn truncate(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.truncate(on);
+        self
+    }
+    /// Create the file if it is missing.
+    pub fn create(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.create(on);
+        self
+    }
+    /// Create the file; fail if it exists.
+    pub fn create_new(&mut self, on: bool) -> &mut OpenOptions {
+        self.0.create_new(on);
+        self
+    }
+    /// The mode bits of a created file (default `0o666`, before the umask).
+    pub fn mode(&mut self, mode: u32) -> &mut OpenOptions {
+        self.0.mode(mode);
+        self
+    }
+    /// More `open(2)` flags, e.g. `libc::O_DIRECT` (the access mode bits are ignored).
+    pub fn custom_flags(&mut self, flags: i32) -> &mut OpenOptions {
+        self.0.custom_flags(flags);
+        self
+    }
+
+    /// Opens `path` on `rings`.
+    pub fn open(
+        &self,
+        rings: &Rings,
+        path: impl AsRef<Path>,
+    ) -> impl Future<Output = io::Result<File>> + Send + 'static {
+        let prepared = self
+            .0
+            .flags()
+            .and_then(|flags| Ok((flags, crate::fs::cstr(path.as_ref())?)));
+        let mode = self.0.mode_bits();
+        let rings = rings.clone();
+        async move {
+            let (flags, path) = prepared?;
+            let open = op::OpenAt::new(libc::AT_FDCWD, path, flags | libc::O_CLOEXEC, mode);
+            let fd = rings.submit(Route::Plain, open).await?;
+            Ok(File::from_owned(&rings, fd, flags & libc::O_DIRECT != 0))
+        }
+    }
+}
+
+/// Reads the whole file at `path` through `rings`.
+pub async fn read(rings: &Rings, path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    let file = File::open(rings, path).await?;
+    let hint = file.metadata().await.map_or(0, |m| m.len());
+    crate::io_util::read_to_end(hint, |s, pos| file.read_at(s, pos)).await
+}
+
+/// Writes `contents` (its initialized bytes) to the file at `path` through `rings`, creating
+/// it or truncating it first.
+pub async fn write(
+    rings: &Rings,
+    path: impl AsRef<Path>,
+    contents: impl IoBuf + Send,
+) -> io::Result<()> {
+    let file = File::create(rings, path).await?;
+    let (res, _) = file.write_all_at(contents, 0).await;
+    res
+}

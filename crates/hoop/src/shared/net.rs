@@ -1,0 +1,237 @@
+//! TCP on shared rings: `hoop::shared::TcpListener` and `hoop::shared::TcpStream`.
+
+use std::future::Future;
+use std::io;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use hoop_driver::error::cvt_libc;
+use hoop_driver::op;
+use hoop_driver::shared::{Keep, Route};
+use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
+
+use super::Rings;
+use crate::io_util::{fill_exact, until_done};
+use crate::net::socket::{domain_of, ip_addr, resolve};
+
+/// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
+/// `Send + 'static` future). A connection the kernel accepted for a dropped `accept` future is
+/// closed, never leaked.
+#[derive(Debug, Clone)]
+pub struct TcpListener {
+    fd: Arc<OwnedFd>,
+    rings: Rings,
+}
+
+impl TcpListener {
+    /// Binds to `addr` (`SO_REUSEADDR`, as std does) and listens. Name resolution, if `addr` is
+    /// a host name, is std's (blocking).
+    pub async fn bind(rings: &Rings, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        Ok(TcpListener::from_std(rings, listener))
+    }
+
+    /// Wraps a std listener (blocking or not: io_uring does not care).
+    pub fn from_std(rings: &Rings, listener: std::net::TcpListener) -> TcpListener {
+        TcpListener {
+            fd: Arc::new(OwnedFd::from(listener)),
+            rings: rings.clone(),
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_name(self.fd.as_raw_fd(), libc::getsockname)
+    }
+
+    /// Accepts a connection (`IORING_OP_ACCEPT`).
+    pub fn accept(
+        &self,
+    ) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send + 'static {
+        let accept = self.rings.submit(
+            Route::Plain,
+            Keep::new(op::Accept::new(self.fd.as_raw_fd()), self.fd.clone()),
+        );
+        let rings = self.rings.clone();
+        async move {
+            let (fd, addr) = accept.await?;
+            let stream = TcpStream::from_owned(&rings, fd);
+            Ok((stream, ip_addr(addr)?))
+        }
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A TCP connection whose reads and writes run on shared [`Rings`]. `Send + Sync`; every
+/// operation is a `Send + 'static` future with an owned buffer (the read rule of the crate docs
+/// holds). Clones share the connection; the fd is closed when the last clone and the last
+/// operation naming it are gone, after that operation's final CQE.
+///
+/// With the `tokio` feature it also implements tokio's `AsyncRead` and `AsyncWrite`.
+#[derive(Debug, Clone)]
+pub struct TcpStream {
+    fd: Arc<OwnedFd>,
+    rings: Rings,
+}
+
+impl TcpStream {
+    /// Connects to `addr`, trying each address it resolves to in turn (resolution of a host
+    /// name is std's, blocking).
+    pub async fn connect(rings: &Rings, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let mut last = None;
+        for addr in resolve(addr)? {
+            match TcpStream::connect_one(rings, addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
+    }
+
+    async fn connect_one(rings: &Rings, addr: SocketAddr) -> io::Result<TcpStream> {
+        // SAFETY: socket(2) has no memory-safety preconditions.
+        let fd = cvt_libc(unsafe {
+            libc::socket(domain_of(&addr), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
+        })?;
+        // SAFETY: socket returned a new fd that nothing else owns.
+        let stream = TcpStream::from_owned(rings, unsafe { OwnedFd::from_raw_fd(fd) });
+        let connect = op::Connect::new(stream.raw(), SockAddr::from_std(addr));
+        rings
+            .submit(Route::Plain, Keep::new(connect, stream.fd.clone()))
+            .await?;
+        Ok(stream)
+    }
+
+    pub(crate) fn from_owned(rings: &Rings, fd: OwnedFd) -> TcpStream {
+        TcpStream {
+            fd: Arc::new(fd),
+            rings: rings.clone(),
+        }
+    }
+
+    /// Wraps a connected std stream.
+    pub fn from_std(rings: &Rings, stream: std::net::TcpStream) -> TcpStream {
+        TcpStream::from_owned(rings, OwnedFd::from(stream))
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The rings this stream's operations run on.
+    pub fn rings(&self) -> &Rings {
+        &self.rings
+    }
+
+    /// Reads into `buf` (from its start, up to its capacity); returns the number of bytes
+    /// read, 0 when the peer closed. The buffer's length becomes exactly that.
+    pub fn read<B: IoBufMut + Send>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        let recv = op::Recv::new(self.raw(), buf, 0);
+        self.rings
+            .submit(Route::Plain, Keep::new(recv, self.fd.clone()))
+    }
+
+    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`); `UnexpectedEof`
+    /// if the peer closes first.
+    pub fn read_exact<B: IoBufMut + Send>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = BufResult<(), B>> + Send + 'static {
+        let stream = self.clone();
+        async move {
+            let msg = "connection closed before the buffer was filled";
+            fill_exact(buf, msg, |s, _| stream.read(s)).await
+        }
+    }
+
+    /// Sends the initialized bytes of `buf` once; returns how many were sent: maybe fewer.
+    pub fn write<B: IoBuf + Send>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        let send = op::Send::new(self.raw(), buf, 0);
+        self.rings
+            .submit(Route::Plain, Keep::new(send, self.fd.clone()))
+    }
+
+    /// Sends every initialized byte of `buf`, in as many sends as it takes.
+    pub fn write_all<B: IoBuf + Send>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = BufResult<(), B>> + Send + 'static {
+        let stream = self.clone();
+        async move {
+            let total = buf.bytes_init();
+            let msg = "failed to write the whole buffer";
+            until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
+                stream.write(s)
+            })
+            .await
+        }
+    }
+
+    /// Shuts down the read side, the write side, or both (`IORING_OP_SHUTDOWN`).
+    pub fn shutdown(&self, how: Shutdown) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let how = match how {
+            Shutdown::Read => libc::SHUT_RD,
+            Shutdown::Write => libc::SHUT_WR,
+            Shutdown::Both => libc::SHUT_RDWR,
+        };
+        let op = op::Shutdown::new(self.raw(), how);
+        self.rings
+            .submit(Route::Plain, Keep::new(op, self.fd.clone()))
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_name(self.raw(), libc::getsockname)
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sock_name(self.raw(), libc::getpeername)
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        let v = i32::from(on);
+        // SAFETY: setsockopt reads `size_of::<i32>()` bytes from a live local.
+        cvt_libc(unsafe {
+            libc::setsockopt(
+                self.raw(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&v as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        })
+        .map(drop)
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.raw()
+    }
+}
+
+/// `getsockname` or `getpeername` of `fd`, as an IP address.
+fn sock_name(
+    fd: RawFd,
+    f: unsafe extern "C" fn(i32, *mut libc::sockaddr, *mut libc::socklen_t) -> i32,
+) -> io::Result<SocketAddr> {
+    let mut addr = SockAddr::empty();
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the call writes at most `len` bytes into the sockaddr_storage `addr` owns.
+    cvt_libc(unsafe { f(fd, addr.as_mut_ptr(), &mut len) })?;
+    ip_addr(addr.with_len(len))
+}

@@ -1,0 +1,361 @@
+//! `hoop::shared`: rings any thread submits to. These tests use plain OS threads and a minimal
+//! `block_on` (no runtime at all); the tokio tests are in `shared_tokio.rs`.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use hoop::shared::{Rings, TcpListener, TcpStream};
+
+struct Unpark(std::thread::Thread);
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `f` on this thread, parking between polls; gives up after 60 s.
+fn block_on<F: Future>(f: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    let start = Instant::now();
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "future hung");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Polls `f` once (so its SQE is pushed), then returns it.
+fn poll_once<F: Future + Unpin>(mut f: F) -> F {
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    assert!(std::pin::Pin::new(&mut f).poll(&mut cx).is_pending());
+    f
+}
+
+fn rings() -> Option<Rings> {
+    match Rings::builder().rings(2).entries(64).build() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
+            None
+        }
+    }
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// The tests run one at a time (several count fds or reaper CPU time).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn nops_from_eight_threads_all_complete() {
+    let _g = serial();
+    let Some(rings) = rings() else { return };
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let rings = rings.clone();
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                for _ in 0..200 {
+                    let batch: Vec<_> = (0..16).map(|_| rings.nop()).collect();
+                    for r in block_on(futures::future::join_all(batch)) {
+                        r.expect("nop");
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 8 * 200 * 16);
+    assert_eq!(rings.in_flight(), 0);
+}
+
+#[test]
+fn a_full_slot_table_makes_futures_wait_not_fail() {
+    let _g = serial();
+    let rings = match Rings::builder()
+        .rings(1)
+        .entries(8)
+        .max_in_flight(4)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return eprintln!("SKIP: {e}"),
+    };
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let rings = rings.clone();
+            std::thread::spawn(move || {
+                let batch: Vec<_> = (0..250).map(|_| rings.nop()).collect();
+                block_on(futures::future::join_all(batch))
+                    .into_iter()
+                    .filter(|r| r.is_ok())
+                    .count()
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 1000, "every no-op waited for a slot and completed");
+    assert_eq!(rings.in_flight(), 0);
+}
+
+#[test]
+fn files_written_and_read_from_many_threads() {
+    let _g = serial();
+    let Some(rings) = rings() else { return };
+    let dir = std::env::temp_dir().join(format!("hoop-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("data.bin");
+    let before = open_fds();
+    let file = block_on(
+        hoop::shared::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&rings, &path),
+    )
+    .unwrap();
+    let threads: Vec<_> = (0..8u8)
+        .map(|t| {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                for i in 0..32u64 {
+                    let chunk = vec![t.wrapping_mul(31).wrapping_add(i as u8); 4096];
+                    let pos = (u64::from(t) * 32 + i) * 4096;
+                    let (res, _) = block_on(file.write_all_at(chunk, pos));
+                    res.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    block_on(file.sync_data()).unwrap();
+    assert_eq!(block_on(file.metadata()).unwrap().len(), 8 * 32 * 4096);
+    let threads: Vec<_> = (0..8u8)
+        .map(|t| {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                for i in 0..32u64 {
+                    let pos = (u64::from(t) * 32 + i) * 4096;
+                    let (res, buf) = block_on(file.read_exact_at(vec![0u8; 4096], pos));
+                    res.unwrap();
+                    let want = t.wrapping_mul(31).wrapping_add(i as u8);
+                    assert!(buf.iter().all(|&b| b == want), "bytes at {pos}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let whole = block_on(hoop::shared::fs::read(&rings, &path)).unwrap();
+    assert_eq!(whole.len(), 8 * 32 * 4096);
+    drop(file);
+    assert_eq!(open_fds(), before, "the file's fd was closed");
+    block_on(hoop::shared::fs::write(
+        &rings,
+        dir.join("b"),
+        b"hello".to_vec(),
+    ))
+    .unwrap();
+    assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"hello");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tcp_echo_across_threads() {
+    let _g = serial();
+    let Some(rings) = rings() else { return };
+    let listener = block_on(TcpListener::bind(&rings, "127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..4 {
+            let (stream, _) = block_on(listener.accept()).unwrap();
+            std::thread::spawn(move || loop {
+                let (res, buf) = block_on(stream.read(Vec::with_capacity(4096)));
+                if res.unwrap() == 0 {
+                    break;
+                }
+                let (res, _) = block_on(stream.write_all(buf));
+                res.unwrap();
+            });
+        }
+    });
+    let clients: Vec<_> = (0..4u8)
+        .map(|c| {
+            let rings = rings.clone();
+            std::thread::spawn(move || {
+                let stream = block_on(TcpStream::connect(&rings, addr)).unwrap();
+                for i in 0..100u32 {
+                    let msg = format!("client {c} message {i}").into_bytes();
+                    let (res, _) = block_on(stream.write_all(msg.clone()));
+                    res.unwrap();
+                    let (res, back) = block_on(stream.read_exact(vec![0u8; msg.len()]));
+                    res.unwrap();
+                    assert_eq!(back, msg);
+                }
+                block_on(stream.shutdown(std::net::Shutdown::Write)).unwrap();
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    server.join().unwrap();
+}
+
+#[test]
+fn a_thousand_ops_dropped_on_other_threads_leave_no_fd_or_slot() {
+    let _g = serial();
+    let Some(rings) = rings() else { return };
+    let before = open_fds();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut peers = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..10 {
+        let s = block_on(TcpStream::connect(&rings, addr)).unwrap();
+        peers.push(listener.accept().unwrap().0);
+        streams.push(s);
+    }
+    let shared_listener = TcpListener::from_std(&rings, listener);
+    // 1,000 operations in flight: reads that no data will complete, and accepts no client
+    // will satisfy, each pushed from this thread and dropped on another one.
+    let mut pending: Vec<Box<dyn Send + Unpin>> = Vec::new();
+    for i in 0..1000 {
+        if i % 10 == 0 {
+            pending.push(Box::new(poll_once(Box::pin(shared_listener.accept()))));
+        } else {
+            let s = &streams[i % streams.len()];
+            pending.push(Box::new(poll_once(Box::pin(s.read(vec![0u8; 64])))));
+        }
+    }
+    // Submit what the first polls queued.
+    block_on(rings.nop()).unwrap();
+    assert!(rings.in_flight() >= 1000);
+    let halves: Vec<Vec<_>> = {
+        let second = pending.split_off(500);
+        vec![pending, second]
+    };
+    let droppers: Vec<_> = halves
+        .into_iter()
+        .map(|ops| std::thread::spawn(move || drop(ops)))
+        .collect();
+    for d in droppers {
+        d.join().unwrap();
+    }
+    let start = Instant::now();
+    while rings.in_flight() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rings.in_flight(), 0, "every cancelled op freed its slot");
+    // The streams still work: nothing was lost or half-read.
+    for (s, p) in streams.iter().zip(peers.iter_mut()) {
+        p.write_all(b"ping").unwrap();
+        let (res, buf) = block_on(s.read(vec![0u8; 16]));
+        assert_eq!(res.unwrap(), 4);
+        assert_eq!(&buf[..], b"ping");
+    }
+    drop(streams);
+    drop(shared_listener);
+    for mut p in peers {
+        let mut b = [0u8; 1];
+        assert_eq!(p.read(&mut b).unwrap(), 0, "the stream's fd was closed");
+    }
+    assert_eq!(open_fds(), before, "fds back to baseline");
+}
+
+#[test]
+fn dropping_the_last_handle_cancels_and_reaps_everything() {
+    let _g = serial();
+    let before = open_fds();
+    let Some(rings) = rings() else { return };
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let stream = TcpStream::from_std(&rings, unsafe_tcp(a));
+    let reads: Vec<_> = (0..100)
+        .map(|_| poll_once(Box::pin(stream.read(vec![0u8; 64]))))
+        .collect();
+    block_on(rings.nop()).unwrap();
+    let report = rings.shutdown();
+    assert_eq!(report.cancelled, 100);
+    assert_eq!(report.leaked, 0);
+    for r in reads {
+        let (res, buf) = block_on(r);
+        assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+        assert_eq!(buf.len(), 0);
+    }
+    let (res, _) = block_on(stream.read(vec![0u8; 8]));
+    assert!(res.is_err(), "no operation starts after shutdown");
+    drop(stream);
+    drop(rings);
+    drop(b);
+    assert_eq!(open_fds(), before);
+}
+
+/// A connected socket of any family, as the `TcpStream` type (its operations are recv/send).
+fn unsafe_tcp(s: std::os::unix::net::UnixStream) -> std::net::TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the fd is a connected stream socket we own; TcpStream only wraps it for recv/send.
+    unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) }
+}
+
+#[test]
+fn an_idle_reaper_uses_no_cpu() {
+    let _g = serial();
+    let Some(rings) = rings() else { return };
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let stream = TcpStream::from_std(&rings, unsafe_tcp(a));
+    // One read stays in flight: the reaper waits in the kernel for it.
+    let read = poll_once(Box::pin(stream.read(vec![0u8; 8])));
+    block_on(rings.nop()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let cpu = reaper_cpu_ticks();
+    std::thread::sleep(Duration::from_millis(500));
+    let used = reaper_cpu_ticks() - cpu;
+    // A busy loop would use ~50 ticks (100 Hz) in 500 ms.
+    assert!(used <= 2, "reapers used {used} ticks of CPU while idle");
+    drop(read);
+    let _ = stream.as_raw_fd();
+}
+
+/// utime + stime of every reaper thread of this process, in clock ticks.
+fn reaper_cpu_ticks() -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("hoop-reaper") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let after = stat.rsplit(')').next().unwrap_or("");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // Fields 14 and 15 of stat (utime, stime) are the 12th and 13th after the comm.
+        total += fields
+            .get(11)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0);
+        total += fields
+            .get(12)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    total
+}
