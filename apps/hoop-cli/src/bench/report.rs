@@ -317,6 +317,9 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             }
         }
     }
+    for t in super::nop::shared_targets(d.nop) {
+        let _ = writeln!(m, "{t}");
+    }
     if d.file.all().next().is_some() {
         for t in quick::targets(d.file) {
             let _ = writeln!(m, "{t}");

@@ -1,7 +1,8 @@
 //! `hoop bench file`: random reads and writes on one test file, through each engine in turn —
 //! blocking `pread`/`pwrite` (`sync`), a POSIX-AIO-like thread pool (`threadpool`), the
 //! kernel's AIO (`linux-aio`), hoop's io_uring runtime (`uring`, `uring-fixed`,
-//! `uring-sqpoll`, `uring-iopoll`), tokio's (`tokio-fs`, on a multi-thread runtime) and fio (`fio`, `fio-fixed`; `fio-psync`, `fio-libaio` on
+//! `uring-sqpoll`, `uring-iopoll`), a multi-thread tokio runtime's (`tokio-fs`, and hoop's
+//! shared rings from it: `shared`) and fio (`fio`, `fio-fixed`; `fio-psync`, `fio-libaio` on
 //! request) — with the same metrics for each: IOPS, MiB/s, latency percentiles per I/O,
 //! context switches, CPU time and, where known, syscalls per I/O.
 //!
@@ -21,6 +22,7 @@ mod linux_aio;
 mod metrics;
 mod on_tokio;
 pub(crate) mod quick;
+mod shared;
 mod task;
 mod testfile;
 mod tokio_fs;
@@ -73,10 +75,11 @@ pub struct FileArgs {
     #[arg(long, value_name = "RW", default_value = "randread")]
     pub rw: String,
     /// Engines, comma-separated, run one after another [default: sync, threadpool, linux-aio,
-    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, tokio-fs, fio, fio-fixed; also
+    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, tokio-fs, shared, fio, fio-fixed; also
     /// fio-psync, fio-libaio]. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
     /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
     /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
+    /// shared: hoop::shared::File read_at from QD tasks on the same kind of runtime.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
 }
@@ -142,6 +145,8 @@ pub(crate) enum Engine {
     UringIopoll,
     /// tokio::fs on a multi-thread tokio runtime (O_DIRECT: spawn_blocking + pread).
     TokioFs,
+    /// hoop::shared::File from a multi-thread tokio runtime.
+    Shared,
     /// fio's io_uring engine.
     Fio,
     /// fio's io_uring engine with fixed buffers and registered files.
@@ -154,7 +159,7 @@ pub(crate) enum Engine {
 
 impl Engine {
     /// Every engine.
-    const ALL: [Engine; 12] = [
+    const ALL: [Engine; 13] = [
         Engine::Sync,
         Engine::Threadpool,
         Engine::LinuxAio,
@@ -163,6 +168,7 @@ impl Engine {
         Engine::UringSqpoll,
         Engine::UringIopoll,
         Engine::TokioFs,
+        Engine::Shared,
         Engine::Fio,
         Engine::FioFixed,
         Engine::FioPsync,
@@ -170,7 +176,7 @@ impl Engine {
     ];
 
     /// The engines run when `--engines` is not given.
-    pub(crate) const DEFAULT: [Engine; 10] = [
+    pub(crate) const DEFAULT: [Engine; 11] = [
         Engine::Sync,
         Engine::Threadpool,
         Engine::LinuxAio,
@@ -179,6 +185,7 @@ impl Engine {
         Engine::UringSqpoll,
         Engine::UringIopoll,
         Engine::TokioFs,
+        Engine::Shared,
         Engine::Fio,
         Engine::FioFixed,
     ];
@@ -194,6 +201,7 @@ impl Engine {
             Engine::UringSqpoll => "uring-sqpoll",
             Engine::UringIopoll => "uring-iopoll",
             Engine::TokioFs => "tokio-fs",
+            Engine::Shared => "shared",
             Engine::Fio => "fio",
             Engine::FioFixed => "fio-fixed",
             Engine::FioPsync => "fio-psync",
@@ -203,7 +211,7 @@ impl Engine {
 
     /// Whether this one runs on a multi-thread tokio runtime.
     pub(crate) fn on_tokio(self) -> bool {
-        matches!(self, Engine::TokioFs)
+        matches!(self, Engine::TokioFs | Engine::Shared)
     }
 
     /// Whether fio runs this one.
@@ -594,6 +602,7 @@ fn run_one(cx: &EngineCtx, engine: Engine, fio: Option<&Path>) -> io::Result<Out
                 (Engine::UringSqpoll, _) => uring::run_uring(cx, uring::Flavor::Sqpoll),
                 (Engine::UringIopoll, _) => uring::run_uring(cx, uring::Flavor::Iopoll),
                 (Engine::TokioFs, _) => ran(tokio_fs::run_tokio_fs(cx)),
+                (Engine::Shared, _) => ran(shared::run_shared(cx)),
                 (Engine::Fio, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Uring),
                 (Engine::FioFixed, Some(f)) => fio::run_fio(cx, f, fio::FioKind::UringFixed),
                 (Engine::FioPsync, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Psync),
