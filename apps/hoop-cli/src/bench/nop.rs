@@ -4,8 +4,10 @@
 //! together, and records the batch's latency. The raw loop pushes BATCH `IORING_OP_NOP` SQEs,
 //! `submit_and_wait(BATCH)`, and reaps them: what the machine can do with no runtime at all.
 //! With `--shared`, kbio's own setup comes first: THREADS OS threads, each building BATCH
-//! `rings.nop()` futures on one shared `hoop::shared::Rings` and awaiting them all with
-//! `futures::future::join_all` inside `futures::executor::block_on`.
+//! `rings.nop()` futures on one shared `hoop::shared::Rings` and awaiting them all inside
+//! `futures::executor::block_on`, polled by the same loop as hoop's row (not
+//! `futures::future::join_all`, which above 30 futures allocates a task per future and would
+//! measure itself).
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -252,84 +254,76 @@ fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> 
         .build()?;
     let flags = rt.setup_flags().to_string();
     let c0 = rt.counters();
-    let batch = cfg.batch;
-    let res = rt.block_on(async move {
-        let mut hist = stats::new_histogram()?;
-        let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
-        let mut ops: Vec<Option<Op<Nop>>> = Vec::with_capacity(batch);
-        while Instant::now() < deadline {
-            let t0 = Instant::now();
-            ops.clear();
-            ops.extend((0..batch).map(|_| Some(Op::new(Nop))));
-            let mut left = batch;
-            poll_fn(|cx| {
-                for slot in ops.iter_mut() {
-                    if let Some(op) = slot {
-                        if let Poll::Ready(r) = Pin::new(op).poll(cx) {
-                            match r {
-                                Ok(()) => nops += 1,
-                                Err(_) => errors += 1,
-                            }
-                            *slot = None;
-                            left -= 1;
-                        }
-                    }
-                }
-                if left == 0 {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            stats::record_ns(&mut hist, t0.elapsed().as_nanos());
-            batches += 1;
-        }
-        Ok::<_, io::Error>((nops, errors, batches, hist))
-    });
-    let (nops, errors, batches, hist) = res?;
+    let outcome = rt.block_on(batch_loop(cfg.batch, deadline, || Op::new(Nop)))?;
     let enters = rt.counters().enter_calls.saturating_sub(c0.enter_calls);
     Ok(ThreadOutcome {
-        nops,
-        errors,
-        batches,
         enters: Some(enters),
-        hist,
         flags,
+        ..outcome
     })
 }
 
-/// kbio's loop on shared rings: BATCH `rings.nop()` futures awaited together by
-/// `futures::future::join_all` in a plain `block_on` (no runtime); only successes count.
-fn shared_thread(cfg: &NopConfig, deadline: Instant, rings: &Rings) -> io::Result<ThreadOutcome> {
+/// The batch loop of hoop and hoop-shared: until `deadline`, BATCH no-op futures from `make`,
+/// polled together until every one completed, the batch's latency recorded. The futures are
+/// polled in place (no task, no allocation per future); only successes count as no-ops.
+async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
+    batch: usize,
+    deadline: Instant,
+    mut make: impl FnMut() -> F,
+) -> io::Result<ThreadOutcome> {
     let mut hist = stats::new_histogram()?;
     let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
-    futures::executor::block_on(async {
-        while Instant::now() < deadline {
-            let t0 = Instant::now();
-            let done = futures::future::join_all((0..cfg.batch).map(|_| rings.nop())).await;
-            for r in done {
-                match r {
-                    Ok(()) => nops += 1,
-                    Err(_) => errors += 1,
+    let mut ops: Vec<Option<F>> = Vec::with_capacity(batch);
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        ops.clear();
+        ops.extend((0..batch).map(|_| Some(make())));
+        let mut left = batch;
+        poll_fn(|cx| {
+            for slot in ops.iter_mut() {
+                if let Some(op) = slot {
+                    if let Poll::Ready(r) = Pin::new(op).poll(cx) {
+                        match r {
+                            Ok(()) => nops += 1,
+                            Err(_) => errors += 1,
+                        }
+                        *slot = None;
+                        left -= 1;
+                    }
                 }
             }
-            stats::record_ns(&mut hist, t0.elapsed().as_nanos());
-            batches += 1;
-        }
-    });
+            if left == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        stats::record_ns(&mut hist, t0.elapsed().as_nanos());
+        batches += 1;
+    }
     Ok(ThreadOutcome {
         nops,
         errors,
         batches,
         enters: None,
         hist,
+        flags: String::new(),
+    })
+}
+
+/// kbio's loop on shared rings: BATCH `rings.nop()` futures awaited together in a plain
+/// `futures::executor::block_on` (no runtime), by the same batch loop as hoop's row.
+fn shared_thread(cfg: &NopConfig, deadline: Instant, rings: &Rings) -> io::Result<ThreadOutcome> {
+    let outcome = futures::executor::block_on(batch_loop(cfg.batch, deadline, || rings.nop()))?;
+    Ok(ThreadOutcome {
         flags: format!(
             "hoop::shared: {} ring(s) of {} entries for all threads; {}",
             rings.ring_count(),
             cfg.entries,
             rings.setup_flags(0).unwrap_or("no ring")
         ),
+        ..outcome
     })
 }
 
