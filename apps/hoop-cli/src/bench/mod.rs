@@ -158,8 +158,8 @@ pub struct NopArgs {
     #[arg(short = 'n', long, value_name = "ENTRIES", default_value_t = 128)]
     pub entries: u32,
     /// Also kbio's setup, first: THREADS OS threads each awaiting batches of `rings.nop()` on
-    /// one shared `hoop::shared::Rings` (join_all in a plain block_on), with kbio's percentiles
-    /// and its published figures (its own machine, 2021) for reference.
+    /// one shared `hoop::shared::Rings` (in a plain block_on, no runtime), with kbio's
+    /// percentiles and its published figures (its own machine, 2021) for reference.
     #[arg(long)]
     pub shared: bool,
     /// With --shared: rings in the shared set (kbio used one).
