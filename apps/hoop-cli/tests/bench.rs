@@ -266,6 +266,49 @@ fn nop_prints_hoop_and_the_raw_ceiling() {
 }
 
 #[test]
+fn nop_shared_counts_verified_no_ops_beside_the_thread_per_core_and_raw_rings() {
+    let out = hoop(&[
+        "bench", "nop", "--shared", "-t", "2", "-b", "8", "-n", "64", "-T", "1", "--json",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "stderr: {err}");
+    let lines = json_lines(&out);
+    let engines: Vec<&str> = lines
+        .iter()
+        .map(|v| v["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["hoop-shared", "hoop", "raw-io-uring"]);
+    for v in &lines {
+        assert_eq!(v["threads"], 2, "{v}");
+        assert_eq!(v["batch"], 8, "{v}");
+        assert_eq!(v["entries"], 64, "{v}");
+        assert_eq!(v["errors"], 0, "{v}");
+        assert!(v["nops"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["nops"].as_u64().unwrap() % 8, 0, "whole batches: {v}");
+        for field in [
+            "batch_mean_us",
+            "batch_p50_us",
+            "batch_p90_us",
+            "batch_p99_us",
+            "batch_p999_us",
+            "batch_p9999_us",
+            "batch_p99999_us",
+            "batch_p999999_us",
+            "batch_max_us",
+        ] {
+            assert!(v[field].as_f64().unwrap() > 0.0, "{field}: {v}");
+        }
+    }
+    let shared = &lines[0];
+    assert_eq!(shared["rings"], 1, "{shared}");
+    assert!(shared["syscalls_per_op"].is_null(), "not counted: {shared}");
+    assert!(lines[1]["rings"].is_null(), "one ring per thread");
+    // The human table goes to stderr with --json, kbio's figures labelled as its own.
+    assert!(err.contains("| hoop-shared | 2 | 1 |"), "{err}");
+    assert!(err.contains("kbio's own machine, 2021"), "{err}");
+}
+
+#[test]
 fn nop_rejects_bad_numbers() {
     for (args, needle) in [
         (["-t", "0"], "-t/--threads"),
@@ -277,6 +320,11 @@ fn nop_rejects_bad_numbers() {
         all.extend_from_slice(&args);
         assert_clean_failure(&hoop(&all), needle);
     }
+    assert_clean_failure(&hoop(&["bench", "nop", "--rings", "2"]), "--shared");
+    assert_clean_failure(
+        &hoop(&["bench", "nop", "--shared", "--rings", "0"]),
+        "--rings",
+    );
 }
 
 #[test]
@@ -370,14 +418,30 @@ fn the_suite_writes_a_report() {
         return;
     }
     assert!(out.status.success(), "stderr: {err}");
-    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines, then the
-    // file engines (O_DIRECT, then buffered; fio's only where fio is installed).
+    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines and 2 rows of
+    // shared rings (1 and 4 threads), then the file engines (O_DIRECT, then buffered; fio's
+    // only where fio is installed).
     let lines = json_lines(&out);
     let (file, others): (Vec<&Value>, Vec<&Value>) =
         lines.iter().partition(|v| v["bench"] == "file");
     let (http, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "http");
-    assert_eq!(others.len(), 10, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(others.len(), 12, "{}", String::from_utf8_lossy(&out.stdout));
+    let shared: Vec<(u64, u64)> = others
+        .iter()
+        .filter(|v| v["engine"] == "hoop-shared")
+        .map(|v| {
+            (
+                v["threads"].as_u64().unwrap(),
+                v["entries"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shared, [(1, 64), (4, 1024)], "kbio's two configurations");
+    for v in others.iter().filter(|v| v["bench"] == "nop") {
+        assert_eq!(v["errors"], 0, "{v}");
+        assert!(v["nops"].as_u64().unwrap() > 0, "{v}");
+    }
     // The quick HTTP matrix: 5 configurations x 2 rounds for each server that ran (nginx only
     // where installed), plus one wrk cell where wrk is installed.
     let hoop_client: Vec<&&Value> = http.iter().filter(|v| v["client"] == "hoop").collect();
@@ -396,7 +460,14 @@ fn the_suite_writes_a_report() {
             .map(|v| v["engine"].as_str().unwrap())
             .collect()
     };
-    for e in ["sync", "linux-aio", "uring", "uring-fixed"] {
+    for e in [
+        "sync",
+        "linux-aio",
+        "uring",
+        "uring-fixed",
+        "tokio-fs",
+        "shared",
+    ] {
         assert!(
             engines(false).contains(&e),
             "buffered {e}: {:?}",
@@ -435,6 +506,9 @@ fn the_suite_writes_a_report() {
     }
     assert!(report.contains("## File random reads"), "{report}");
     assert!(report.contains("uring-fixed/linux-aio IOPS"), "{report}");
+    assert!(report.contains("shared/tokio-fs CPU per I/O"), "{report}");
+    assert!(report.contains("- no-op shared, 4 thread(s)"), "{report}");
+    assert!(report.contains("kbio's own machine, 2021"), "{report}");
     assert!(report.contains("## HTTP static files"), "{report}");
     assert!(report.contains("- http: hoop (io_uring)"), "{report}");
     for svg in [

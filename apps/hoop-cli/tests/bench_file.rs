@@ -1,5 +1,6 @@
-//! `hoop bench file` on small test files in temporary directories: every engine of ours
-//! completes with verified I/O and no error, with O_DIRECT too; writes keep the file valid for
+//! `hoop bench file` on small test files in temporary directories: every engine of ours (the
+//! tokio-fs and shared engines on a multi-thread tokio runtime included) completes with
+//! verified I/O and no error, with O_DIRECT too; writes keep the file valid for
 //! later reads; O_DIRECT on tmpfs and bad arguments are clear errors (exit 1), never a panic.
 //! Nothing here asserts on speed.
 
@@ -10,7 +11,7 @@ use serde_json::Value;
 
 const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
 /// Our own engines (fio is left out: it may be missing, and it is not verified).
-const OURS: &str = "sync,threadpool,linux-aio,uring,uring-fixed";
+const OURS: &str = "sync,threadpool,linux-aio,uring,uring-fixed,tokio-fs,shared";
 
 /// A directory under the system's temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -120,6 +121,17 @@ fn check_record(r: &Value, engine: &str, rw: &str, direct: bool) {
     }
     if engine == "threadpool" {
         assert!(r["syscalls_per_io"].is_null());
+    }
+    if engine == "tokio-fs" {
+        // A multi-thread runtime's workers are not pinned, and say so.
+        assert!(r["pinned_cpu"].is_null(), "{r}");
+        let note = r["note"].as_str().unwrap();
+        let how = if direct {
+            "spawn_blocking"
+        } else {
+            "seek + read_exact"
+        };
+        assert!(note.contains(how), "{note}");
     }
 }
 

@@ -6,8 +6,9 @@
 //! * `hoop bench echo` (no `--addr`): hoop on io_uring, hoop on epoll (the same server code on
 //!   the other driver), tokio and monoio echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
 //!   order, each configuration at least twice ([`side_by_side`]).
-//! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES`: batches of no-ops through hoop and
-//!   through a raw `io-uring` loop, the machine's ceiling ([`nop`]).
+//! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES [--shared [--rings N]]`: batches of
+//!   no-ops through hoop and through a raw `io-uring` loop, the machine's ceiling, and with
+//!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`nop`]).
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
@@ -97,7 +98,8 @@ pub enum BenchCommand {
     /// side by side.
     #[command(after_help = EXIT_CODES)]
     Echo(EchoArgs),
-    /// No-op batches through hoop and through a raw io-uring loop (the ceiling).
+    /// No-op batches through hoop and through a raw io-uring loop (the ceiling); with --shared
+    /// also from THREADS threads through one shared Rings (kbio's nopbench).
     #[command(after_help = EXIT_CODES)]
     Nop(NopArgs),
     /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
@@ -143,7 +145,7 @@ pub struct EchoArgs {
 /// Arguments of `hoop bench nop`.
 #[derive(Debug, clap::Args)]
 pub struct NopArgs {
-    /// Threads, each with its own ring.
+    /// Threads: each with its own ring (hoop, raw), or all on one shared set (--shared).
     #[arg(short = 't', long, value_name = "THREADS", default_value_t = 1)]
     pub threads: usize,
     /// Seconds per engine.
@@ -155,6 +157,14 @@ pub struct NopArgs {
     /// SQ entries of each ring.
     #[arg(short = 'n', long, value_name = "ENTRIES", default_value_t = 128)]
     pub entries: u32,
+    /// Also kbio's setup, first: THREADS OS threads each awaiting batches of `rings.nop()` on
+    /// one shared `hoop::shared::Rings` (in a plain block_on, no runtime), with kbio's
+    /// percentiles and its published figures (its own machine, 2021) for reference.
+    #[arg(long)]
+    pub shared: bool,
+    /// With --shared: rings in the shared set (kbio used one).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "shared")]
+    pub rings: usize,
 }
 
 /// Runs `hoop bench`.

@@ -3,6 +3,11 @@
 //! Each thread (with its own ring) repeatedly creates BATCH no-op operations, awaits all of them
 //! together, and records the batch's latency. The raw loop pushes BATCH `IORING_OP_NOP` SQEs,
 //! `submit_and_wait(BATCH)`, and reaps them: what the machine can do with no runtime at all.
+//! With `--shared`, kbio's own setup comes first: THREADS OS threads, each building BATCH
+//! `rings.nop()` futures on one shared `hoop::shared::Rings` and awaiting them all inside
+//! `futures::executor::block_on`, polled by the same loop as hoop's row (not
+//! `futures::future::join_all`, which above 30 futures allocates a task per future and would
+//! measure itself).
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -16,11 +21,19 @@ use hoop::driver::{op::Nop, Op};
 use super::output::Out;
 use super::stats::{self, NopResult};
 use super::NopArgs;
+use hoop::shared::Rings;
 
 /// Engine names, as the JSON says them.
 pub(crate) const HOOP: &str = "hoop";
 /// The raw `io-uring` crate loop.
 pub(crate) const RAW: &str = "raw-io-uring";
+/// Every thread on one shared `hoop::shared::Rings`.
+pub(crate) const SHARED: &str = "hoop-shared";
+
+/// kbio's published figures, for reference only: they come from kbio's own machine in 2021.
+pub(crate) const KBIO_REFERENCE: &str = "kbio's published figures (kbio's own machine, 2021, \
+not this one): 1 thread, -b 32 -n 64: 1.2M no-ops/s, batch mean 26 µs, p99.9999 85 µs; \
+4 threads, -b 32 -n 1024: 1.9M no-ops/s, batch mean 67 µs, p99.999 15.8 ms";
 
 /// Most threads `-t` accepts.
 const MAX_THREADS: usize = 256;
@@ -28,6 +41,8 @@ const MAX_THREADS: usize = 256;
 const MAX_BATCH: usize = 65_536;
 /// Largest SQ `-n` accepts (the kernel's own limit).
 const MAX_ENTRIES: u32 = 32_768;
+/// Most rings `--rings` accepts.
+const MAX_RINGS: usize = 256;
 
 /// One no-op configuration.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +55,8 @@ pub(crate) struct NopConfig {
     pub batch: usize,
     /// SQ entries.
     pub entries: u32,
+    /// Rings of the shared set (the `hoop-shared` engine).
+    pub rings: usize,
 }
 
 impl NopConfig {
@@ -65,6 +82,12 @@ impl NopConfig {
                 self.entries
             )));
         }
+        if self.rings == 0 || self.rings > MAX_RINGS {
+            return Err(invalid(format!(
+                "--rings must be between 1 and {MAX_RINGS} (got {})",
+                self.rings
+            )));
+        }
         Ok(())
     }
 }
@@ -76,10 +99,16 @@ pub(crate) fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
         secs: args.secs,
         batch: args.batch,
         entries: args.entries,
+        rings: args.rings,
     };
     cfg.check()?;
-    let out = Out::new(json, cfg.secs * 2.0);
-    let results = run_both(&cfg, &out)?;
+    let engines: &[&'static str] = if args.shared {
+        &[SHARED, HOOP, RAW]
+    } else {
+        &[HOOP, RAW]
+    };
+    let out = Out::new(json, cfg.secs * engines.len() as f64);
+    let results = run_engines(&cfg, engines, &out)?;
     out.finish();
     out.human(&table(&results));
     let errors: u64 = results.iter().map(|r| r.errors).sum();
@@ -91,10 +120,14 @@ pub(crate) fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs hoop, then the raw loop, with `cfg`; prints each result as a JSON line with `--json`.
-pub(crate) fn run_both(cfg: &NopConfig, out: &Out) -> io::Result<Vec<NopResult>> {
-    let mut results = Vec::with_capacity(2);
-    for engine in [HOOP, RAW] {
+/// Runs each of `engines` in turn with `cfg`; prints each result as a JSON line with `--json`.
+pub(crate) fn run_engines(
+    cfg: &NopConfig,
+    engines: &[&'static str],
+    out: &Out,
+) -> io::Result<Vec<NopResult>> {
+    let mut results = Vec::with_capacity(engines.len());
+    for &engine in engines {
         out.start(
             &format!(
                 "nop {engine}: {} thread(s), batch {}",
@@ -115,27 +148,41 @@ struct ThreadOutcome {
     nops: u64,
     errors: u64,
     batches: u64,
-    enters: u64,
+    /// `io_uring_enter` calls, where counted.
+    enters: Option<u64>,
     hist: Histogram<u64>,
     flags: String,
 }
 
 fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
     let cpus = super::sysinfo::allowed_cpus();
+    // The shared set is built before the clock starts, on this (unpinned) thread.
+    let rings = if engine == SHARED {
+        Some(
+            Rings::builder()
+                .rings(cfg.rings)
+                .entries(cfg.entries)
+                .build()
+                .map_err(|e| io::Error::new(e.kind(), format!("shared rings: {e}")))?,
+        )
+    } else {
+        None
+    };
     let deadline = Instant::now() + Duration::from_secs_f64(cfg.secs);
     let start = Instant::now();
     let outcomes: Vec<io::Result<ThreadOutcome>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.threads)
             .map(|i| {
                 let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
+                let rings = rings.as_ref();
                 s.spawn(move || {
                     if let Some(cpu) = cpu {
                         let _ = hoop::runtime::pin_to_cpu(cpu);
                     }
-                    if engine == HOOP {
-                        hoop_thread(cfg, deadline)
-                    } else {
-                        raw_thread(cfg, deadline)
+                    match rings {
+                        Some(rings) => shared_thread(cfg, deadline, rings),
+                        None if engine == HOOP => hoop_thread(cfg, deadline),
+                        None => raw_thread(cfg, deadline),
                     }
                 })
             })
@@ -149,15 +196,20 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
             .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
+    if let Some(rings) = rings {
+        // Nothing is in flight any more: every thread awaited its last batch.
+        rings.shutdown();
+    }
     let mut hist = stats::new_histogram()?;
-    let (mut nops, mut errors, mut batches, mut enters) = (0u64, 0u64, 0u64, 0u64);
+    let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
+    let mut enters = Some(0u64);
     let mut flags = String::new();
     for o in outcomes {
         let o = o?;
         nops += o.nops;
         errors += o.errors;
         batches += o.batches;
-        enters += o.enters;
+        enters = enters.zip(o.enters).map(|(a, b)| a + b);
         flags = o.flags;
         hist.add(&o.hist)
             .map_err(|e| io::Error::other(format!("cannot merge histograms: {e:?}")))?;
@@ -168,6 +220,7 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
         threads: cfg.threads,
         batch: cfg.batch,
         entries: cfg.entries,
+        rings: (engine == SHARED).then_some(cfg.rings),
         secs: stats::round3(elapsed),
         nops,
         errors,
@@ -183,8 +236,10 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
         batch_p99_us: stats::quantile_us(&hist, 0.99),
         batch_p999_us: stats::quantile_us(&hist, 0.999),
         batch_p9999_us: stats::quantile_us(&hist, 0.9999),
+        batch_p99999_us: stats::quantile_us(&hist, 0.99999),
+        batch_p999999_us: stats::quantile_us(&hist, 0.999999),
         batch_max_us: stats::max_us(&hist),
-        syscalls_per_op: (nops > 0).then(|| enters as f64 / nops as f64),
+        syscalls_per_op: enters.filter(|_| nops > 0).map(|e| e as f64 / nops as f64),
         setup_flags: flags,
     })
 }
@@ -199,50 +254,76 @@ fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> 
         .build()?;
     let flags = rt.setup_flags().to_string();
     let c0 = rt.counters();
-    let batch = cfg.batch;
-    let res = rt.block_on(async move {
-        let mut hist = stats::new_histogram()?;
-        let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
-        let mut ops: Vec<Option<Op<Nop>>> = Vec::with_capacity(batch);
-        while Instant::now() < deadline {
-            let t0 = Instant::now();
-            ops.clear();
-            ops.extend((0..batch).map(|_| Some(Op::new(Nop))));
-            let mut left = batch;
-            poll_fn(|cx| {
-                for slot in ops.iter_mut() {
-                    if let Some(op) = slot {
-                        if let Poll::Ready(r) = Pin::new(op).poll(cx) {
-                            match r {
-                                Ok(()) => nops += 1,
-                                Err(_) => errors += 1,
-                            }
-                            *slot = None;
-                            left -= 1;
+    let outcome = rt.block_on(batch_loop(cfg.batch, deadline, || Op::new(Nop)))?;
+    let enters = rt.counters().enter_calls.saturating_sub(c0.enter_calls);
+    Ok(ThreadOutcome {
+        enters: Some(enters),
+        flags,
+        ..outcome
+    })
+}
+
+/// The batch loop of hoop and hoop-shared: until `deadline`, BATCH no-op futures from `make`,
+/// polled together until every one completed, the batch's latency recorded. The futures are
+/// polled in place (no task, no allocation per future); only successes count as no-ops.
+async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
+    batch: usize,
+    deadline: Instant,
+    mut make: impl FnMut() -> F,
+) -> io::Result<ThreadOutcome> {
+    let mut hist = stats::new_histogram()?;
+    let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
+    let mut ops: Vec<Option<F>> = Vec::with_capacity(batch);
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        ops.clear();
+        ops.extend((0..batch).map(|_| Some(make())));
+        let mut left = batch;
+        poll_fn(|cx| {
+            for slot in ops.iter_mut() {
+                if let Some(op) = slot {
+                    if let Poll::Ready(r) = Pin::new(op).poll(cx) {
+                        match r {
+                            Ok(()) => nops += 1,
+                            Err(_) => errors += 1,
                         }
+                        *slot = None;
+                        left -= 1;
                     }
                 }
-                if left == 0 {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            stats::record_ns(&mut hist, t0.elapsed().as_nanos());
-            batches += 1;
-        }
-        Ok::<_, io::Error>((nops, errors, batches, hist))
-    });
-    let (nops, errors, batches, hist) = res?;
-    let enters = rt.counters().enter_calls.saturating_sub(c0.enter_calls);
+            }
+            if left == 0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        stats::record_ns(&mut hist, t0.elapsed().as_nanos());
+        batches += 1;
+    }
     Ok(ThreadOutcome {
         nops,
         errors,
         batches,
-        enters,
+        enters: None,
         hist,
-        flags,
+        flags: String::new(),
+    })
+}
+
+/// kbio's loop on shared rings: BATCH `rings.nop()` futures awaited together in a plain
+/// `futures::executor::block_on` (no runtime), by the same batch loop as hoop's row.
+fn shared_thread(cfg: &NopConfig, deadline: Instant, rings: &Rings) -> io::Result<ThreadOutcome> {
+    let outcome = futures::executor::block_on(batch_loop(cfg.batch, deadline, || rings.nop()))?;
+    Ok(ThreadOutcome {
+        flags: format!(
+            "hoop::shared: {} ring(s) of {} entries for all threads; {}",
+            rings.ring_count(),
+            cfg.entries,
+            rings.setup_flags(0).unwrap_or("no ring")
+        ),
+        ..outcome
     })
 }
 
@@ -293,24 +374,26 @@ fn raw_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> {
         nops,
         errors,
         batches,
-        enters,
+        enters: Some(enters),
         hist,
         flags: "default (no setup flags)".to_string(),
     })
 }
 
-/// The human table, with hoop's share of the ceiling.
+/// The human table (kbio's percentiles), with hoop's share of the ceiling and, when shared
+/// rings were measured, their share of the thread-per-core ring and kbio's published figures.
 pub(crate) fn table(results: &[NopResult]) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let mut s = String::from(
-        "| engine | threads | batch | entries | no-ops/s | batches | mean µs | p50 | p90 | p99 | p99.9 | p99.99 | max | enter/op |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| engine | threads | rings | batch | entries | no-ops/s | batches | mean µs | p50 | p90 | p99 | p99.9 | p99.99 | p99.999 | p99.9999 | max | enter/op |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in results {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.engine,
             r.threads,
+            r.rings.map_or("1 per thread".to_string(), |n| n.to_string()),
             r.batch,
             r.entries,
             r.nops_per_sec,
@@ -321,13 +404,20 @@ pub(crate) fn table(results: &[NopResult]) -> String {
             f(r.batch_p99_us),
             f(r.batch_p999_us),
             f(r.batch_p9999_us),
+            f(r.batch_p99999_us),
+            f(r.batch_p999999_us),
             f(r.batch_max_us),
             r.syscalls_per_op
                 .map_or("-".to_string(), |x| format!("{x:.4}")),
         ));
     }
+    let find = |engine: &str, threads: usize| {
+        results
+            .iter()
+            .find(|r| r.engine == engine && r.threads == threads)
+    };
     let hoop = results.iter().find(|r| r.engine == HOOP);
-    let raw = results.iter().find(|r| r.engine == RAW);
+    let raw = hoop.and_then(|h| find(RAW, h.threads));
     if let (Some(h), Some(r)) = (hoop, raw) {
         if r.nops_per_sec > 0.0 {
             s.push_str(&format!(
@@ -342,5 +432,126 @@ pub(crate) fn table(results: &[NopResult]) -> String {
         }
         s.push('\n');
     }
+    let shared: Vec<&NopResult> = results.iter().filter(|r| r.engine == SHARED).collect();
+    for sh in &shared {
+        if let Some(h) = find(HOOP, sh.threads).filter(|h| h.nops_per_sec > 0.0) {
+            s.push_str(&format!(
+                "hoop-shared / hoop thread-per-core ring at {} thread(s): {:.2}x no-ops/s\n",
+                sh.threads,
+                sh.nops_per_sec / h.nops_per_sec
+            ));
+        }
+    }
+    if !shared.is_empty() {
+        s.push_str(&format!("\n{KBIO_REFERENCE}\n"));
+    }
     s
+}
+
+/// The shared-rings targets of issue 13, each evaluated from `results` (one line each): at
+/// batch 32, 1 thread and 4 threads at least 4M no-ops/s, p99.9999 batch latency under 1 ms at
+/// 1 thread, and at least half the thread-per-core ring's no-ops/s at 1 thread.
+pub(crate) fn shared_targets(results: &[NopResult]) -> Vec<String> {
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let shared = |threads: usize| {
+        results
+            .iter()
+            .find(|r| r.engine == SHARED && r.threads == threads && r.errors == 0)
+    };
+    let mut lines = Vec::new();
+    for threads in [1, 4] {
+        if let Some(r) = shared(threads) {
+            lines.push(format!(
+                "- no-op shared, {threads} thread(s), batch {}: {:.2}M no-ops/s (target >= 4M/s): {}",
+                r.batch,
+                r.nops_per_sec / 1e6,
+                verdict(r.nops_per_sec >= 4e6)
+            ));
+        }
+    }
+    if let Some(r) = shared(1) {
+        if let Some(p) = r.batch_p999999_us {
+            lines.push(format!(
+                "- no-op shared, 1 thread: batch p99.9999 {p:.1} µs (target < 1000 µs): {}",
+                verdict(p < 1000.0)
+            ));
+        }
+        let ring = results
+            .iter()
+            .find(|h| h.engine == HOOP && h.threads == 1 && h.nops_per_sec > 0.0);
+        if let Some(h) = ring {
+            let x = r.nops_per_sec / h.nops_per_sec;
+            lines.push(format!(
+                "- no-op shared / thread-per-core ring, 1 thread: {x:.2}x no-ops/s (target >= \
+                 0.5x): {}",
+                verdict(x >= 0.5)
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(engine: &'static str, threads: usize, nops_per_sec: f64, p6_us: f64) -> NopResult {
+        NopResult {
+            bench: "nop",
+            engine,
+            threads,
+            rings: (engine == SHARED).then_some(1),
+            batch: 32,
+            entries: 64,
+            secs: 1.0,
+            nops: nops_per_sec as u64,
+            errors: 0,
+            nops_per_sec,
+            batches: 1,
+            batch_mean_us: Some(10.0),
+            batch_p50_us: Some(9.0),
+            batch_p90_us: Some(11.0),
+            batch_p99_us: Some(12.0),
+            batch_p999_us: Some(13.0),
+            batch_p9999_us: Some(14.0),
+            batch_p99999_us: Some(15.0),
+            batch_p999999_us: Some(p6_us),
+            batch_max_us: Some(p6_us),
+            syscalls_per_op: None,
+            setup_flags: String::new(),
+        }
+    }
+
+    #[test]
+    fn shared_rows_are_judged_and_kbio_is_quoted_as_a_reference() {
+        let rs = [
+            result(SHARED, 1, 4.5e6, 900.0),
+            result(SHARED, 4, 3.0e6, 5000.0),
+            result(HOOP, 1, 8.0e6, 50.0),
+            result(RAW, 1, 12.0e6, 20.0),
+        ];
+        let t = shared_targets(&rs);
+        assert_eq!(t.len(), 4, "{t:?}");
+        let expected = [
+            ("1 thread(s)", ": met"),
+            ("4 thread(s)", "NOT met"),
+            ("900.0 µs", ": met"),
+            ("0.56x", ": met"),
+        ];
+        for (line, (needle, verdict)) in t.iter().zip(expected) {
+            assert!(line.contains(needle) && line.ends_with(verdict), "{line}");
+        }
+        let shown = table(&rs);
+        assert!(shown.contains("| hoop-shared | 1 | 1 | 32 |"), "{shown}");
+        assert!(shown.contains("p99.9999"), "{shown}");
+        assert!(shown.contains("hoop-shared / hoop thread-per-core ring at 1 thread(s): 0.56x"));
+        assert!(shown.contains("kbio's own machine, 2021"), "{shown}");
+        // Without shared rows: no shared line, no kbio reference.
+        let plain = table(&rs[2..]);
+        assert!(
+            !plain.contains("kbio") && !plain.contains("hoop-shared"),
+            "{plain}"
+        );
+        assert!(shared_targets(&rs[2..]).is_empty());
+    }
 }

@@ -175,6 +175,15 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     if d.nop.is_empty() {
         let _ = writeln!(m, "No no-op measurement.\n");
     } else {
+        if d.nop.iter().any(|r| r.engine == super::nop::SHARED) {
+            let _ = writeln!(
+                m,
+                "`hoop` and `raw-io-uring`: one ring per thread. `hoop-shared` (kbio's nopbench): \
+                 every thread submits batches of `rings.nop()` to one `hoop::shared::Rings` of one \
+                 ring and awaits each batch in `futures::executor::block_on` (no runtime), in \
+                 kbio's two configurations (1 thread with 64 entries, 4 threads with 1024).\n"
+            );
+        }
         let _ = writeln!(m, "{}", d.nop_table);
     }
 
@@ -316,6 +325,9 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 );
             }
         }
+    }
+    for t in super::nop::shared_targets(d.nop) {
+        let _ = writeln!(m, "{t}");
     }
     if d.file.all().next().is_some() {
         for t in quick::targets(d.file) {

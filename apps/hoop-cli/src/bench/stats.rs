@@ -114,10 +114,12 @@ pub(crate) struct EchoResult {
 pub(crate) struct NopResult {
     /// Always "nop".
     pub bench: &'static str,
-    /// "hoop" or "raw-io-uring".
+    /// "hoop" (thread-per-core rings), "raw-io-uring" or "hoop-shared" (`hoop::shared`).
     pub engine: &'static str,
-    /// Threads, each with its own ring.
+    /// Threads: each with its own ring, or all on one shared set of `rings` (hoop-shared).
     pub threads: usize,
+    /// Rings of the shared set (hoop-shared; null: one ring per thread).
+    pub rings: Option<usize>,
     /// No-ops per batch.
     pub batch: usize,
     /// SQ entries per ring.
@@ -144,9 +146,14 @@ pub(crate) struct NopResult {
     pub batch_p999_us: Option<f64>,
     /// 99.99th percentile.
     pub batch_p9999_us: Option<f64>,
+    /// 99.999th percentile.
+    pub batch_p99999_us: Option<f64>,
+    /// 99.9999th percentile.
+    pub batch_p999999_us: Option<f64>,
     /// Largest.
     pub batch_max_us: Option<f64>,
-    /// `io_uring_enter` calls per no-op (hoop: its ring counters; raw: the loop's own count).
+    /// `io_uring_enter` calls per no-op (hoop: its ring counters; raw: the loop's own count;
+    /// null for hoop-shared, whose rings are not counted).
     pub syscalls_per_op: Option<f64>,
     /// The setup flags of the ring (hoop: what the kernel accepted).
     pub setup_flags: String,

@@ -1,4 +1,5 @@
-//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench, a quick file run
+//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench (with short rows of
+//! shared rings at 1 and 4 threads), a quick file run
 //! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
 //! static servers side by side), tables, and the
 //! report in `target/hoop-report/`. Every phase is timed.
@@ -15,6 +16,9 @@ use super::report::{self, ReportData};
 use super::side_by_side::{self, Matrix, LENS, QUICK_CONNS};
 use super::sysinfo::{self, SysInfo};
 use super::{check_rounds, check_secs};
+
+/// Longest run of each shared-rings no-op row, in seconds.
+const SHARED_NOP_SECS: f64 = 2.0;
 
 /// Options of the suite (the flags of `hoop bench`).
 #[derive(Debug)]
@@ -84,7 +88,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         secs: o.nop_secs,
         batch: 32,
         entries: 128,
+        rings: 1,
     };
+    // kbio's two configurations on shared rings, a couple of seconds each.
+    let shared_secs = o.nop_secs.min(SHARED_NOP_SECS);
+    let shared_cfgs = [(1, 64), (4, 1024)].map(|(threads, entries)| NopConfig {
+        threads,
+        secs: shared_secs,
+        batch: 32,
+        entries,
+        rings: 1,
+    });
     let http_plan = (!o.no_http).then(|| http::Plan {
         cells: http::quick_cells(),
         servers: http::SERVERS.iter().map(|s| s.to_string()).collect(),
@@ -95,6 +109,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     });
     let planned = matrix.planned_secs()
         + 2.0 * nop_cfg.secs
+        + shared_cfgs.len() as f64 * shared_secs
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs);
     let out = Out::new(o.json, planned);
@@ -110,14 +125,23 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
 
     let t = Instant::now();
     let mut failures = echo.failures.clone();
-    let nop_results = match nop::run_both(&nop_cfg, &out) {
-        Ok(r) => r,
-        Err(e) => {
-            out.note(&format!("warning: no-op bench: {e}"));
-            failures.push(format!("no-op bench: {e}"));
-            Vec::new()
+    let mut nop_results = Vec::new();
+    for (cfg, engines) in std::iter::once((&nop_cfg, &[nop::HOOP, nop::RAW][..]))
+        .chain(shared_cfgs.iter().map(|c| (c, &[nop::SHARED][..])))
+    {
+        match nop::run_engines(cfg, engines, &out) {
+            Ok(r) => nop_results.extend(r),
+            Err(e) => {
+                let what = format!(
+                    "no-op bench ({}, {} thread(s))",
+                    engines.join(", "),
+                    cfg.threads
+                );
+                out.note(&format!("warning: {what}: {e}"));
+                failures.push(format!("{what}: {e}"));
+            }
         }
-    };
+    }
     phases.push(("no-op".into(), t.elapsed()));
 
     let t = Instant::now();

@@ -88,7 +88,7 @@ struct Queue {
 }
 
 /// Sets the calling thread's affinity to `cpus` (empty: leave it).
-fn set_affinity(cpus: &[usize]) {
+pub(crate) fn set_affinity(cpus: &[usize]) {
     if cpus.is_empty() {
         return;
     }

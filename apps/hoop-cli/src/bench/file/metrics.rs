@@ -92,6 +92,9 @@ pub(crate) struct Measured {
     pub verified: bool,
     /// Latency figures computed elsewhere (fio's), used instead of `hist`.
     pub external_latency: Option<FioLatency>,
+    /// Whether the threads that submitted ran unpinned (a multi-thread runtime's workers),
+    /// whatever CPU the engine's own thread was pinned to.
+    pub unpinned: bool,
 }
 
 impl Measured {
@@ -111,6 +114,7 @@ impl Measured {
             note: None,
             verified: true,
             external_latency: None,
+            unpinned: false,
         })
     }
 
@@ -143,6 +147,19 @@ impl Measured {
             Ok(n) => self.error(format!("short {what} at byte {offset}: {n} of {bs} bytes")),
             Err(e) => self.error(format!("{what} at byte {offset}: {e}")),
         }
+    }
+
+    /// Adds the counts and latencies of `other` (another task's share of the same run).
+    pub(crate) fn absorb(&mut self, other: Measured) -> std::io::Result<()> {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.hist
+            .add(&other.hist)
+            .map_err(|e| std::io::Error::other(format!("cannot merge histograms: {e:?}")))
     }
 
     /// Counts one error.
@@ -223,7 +240,8 @@ pub(crate) struct FileResult {
     pub cached_pct: Option<f64>,
     /// Whether every counted read was checked against the file's stamps (false for fio).
     pub verified: bool,
-    /// The CPU the submitting thread was pinned to, if any.
+    /// The CPU the submitting thread was pinned to, if any (null for the engines on a
+    /// multi-thread tokio runtime: their workers are unpinned).
     pub pinned_cpu: Option<usize>,
     /// The ring's setup flags (hoop engines).
     pub setup_flags: Option<String>,
@@ -301,7 +319,7 @@ impl FileResult {
             fs_type: c.fs_type.clone(),
             cached_pct: c.cached_pct,
             verified: m.verified,
-            pinned_cpu: c.pinned_cpu,
+            pinned_cpu: c.pinned_cpu.filter(|_| !m.unpinned),
             setup_flags: m.setup_flags.clone(),
             note: m.note.clone(),
         }

@@ -1,7 +1,8 @@
 //! `hoop bench file`: random reads and writes on one test file, through each engine in turn —
 //! blocking `pread`/`pwrite` (`sync`), a POSIX-AIO-like thread pool (`threadpool`), the
 //! kernel's AIO (`linux-aio`), hoop's io_uring runtime (`uring`, `uring-fixed`,
-//! `uring-sqpoll`, `uring-iopoll`) and fio (`fio`, `fio-fixed`; `fio-psync`, `fio-libaio` on
+//! `uring-sqpoll`, `uring-iopoll`), a multi-thread tokio runtime's (`tokio-fs`, and hoop's
+//! shared rings from it: `shared`) and fio (`fio`, `fio-fixed`; `fio-psync`, `fio-libaio` on
 //! request) — with the same metrics for each: IOPS, MiB/s, latency percentiles per I/O,
 //! context switches, CPU time and, where known, syscalls per I/O.
 //!
@@ -19,8 +20,12 @@ mod fio;
 mod fsinfo;
 mod linux_aio;
 mod metrics;
+mod on_tokio;
 pub(crate) mod quick;
+mod shared;
+mod task;
 mod testfile;
+mod tokio_fs;
 mod uring;
 
 pub(crate) use metrics::FileResult;
@@ -70,8 +75,11 @@ pub struct FileArgs {
     #[arg(long, value_name = "RW", default_value = "randread")]
     pub rw: String,
     /// Engines, comma-separated, run one after another [default: sync, threadpool, linux-aio,
-    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, fio, fio-fixed; also fio-psync,
-    /// fio-libaio].
+    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, tokio-fs, shared, fio, fio-fixed; also
+    /// fio-psync, fio-libaio]. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
+    /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
+    /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
+    /// shared: hoop::shared::File read_at from QD tasks on the same kind of runtime.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
 }
@@ -135,6 +143,10 @@ pub(crate) enum Engine {
     UringSqpoll,
     /// hoop, registered buffers, IOPOLL.
     UringIopoll,
+    /// tokio::fs on a multi-thread tokio runtime (O_DIRECT: spawn_blocking + pread).
+    TokioFs,
+    /// hoop::shared::File from a multi-thread tokio runtime.
+    Shared,
     /// fio's io_uring engine.
     Fio,
     /// fio's io_uring engine with fixed buffers and registered files.
@@ -147,7 +159,7 @@ pub(crate) enum Engine {
 
 impl Engine {
     /// Every engine.
-    const ALL: [Engine; 11] = [
+    const ALL: [Engine; 13] = [
         Engine::Sync,
         Engine::Threadpool,
         Engine::LinuxAio,
@@ -155,6 +167,8 @@ impl Engine {
         Engine::UringFixed,
         Engine::UringSqpoll,
         Engine::UringIopoll,
+        Engine::TokioFs,
+        Engine::Shared,
         Engine::Fio,
         Engine::FioFixed,
         Engine::FioPsync,
@@ -162,7 +176,7 @@ impl Engine {
     ];
 
     /// The engines run when `--engines` is not given.
-    pub(crate) const DEFAULT: [Engine; 9] = [
+    pub(crate) const DEFAULT: [Engine; 11] = [
         Engine::Sync,
         Engine::Threadpool,
         Engine::LinuxAio,
@@ -170,6 +184,8 @@ impl Engine {
         Engine::UringFixed,
         Engine::UringSqpoll,
         Engine::UringIopoll,
+        Engine::TokioFs,
+        Engine::Shared,
         Engine::Fio,
         Engine::FioFixed,
     ];
@@ -184,11 +200,18 @@ impl Engine {
             Engine::UringFixed => "uring-fixed",
             Engine::UringSqpoll => "uring-sqpoll",
             Engine::UringIopoll => "uring-iopoll",
+            Engine::TokioFs => "tokio-fs",
+            Engine::Shared => "shared",
             Engine::Fio => "fio",
             Engine::FioFixed => "fio-fixed",
             Engine::FioPsync => "fio-psync",
             Engine::FioLibaio => "fio-libaio",
         }
+    }
+
+    /// Whether this one runs on a multi-thread tokio runtime.
+    pub(crate) fn on_tokio(self) -> bool {
+        matches!(self, Engine::TokioFs | Engine::Shared)
     }
 
     /// Whether fio runs this one.
@@ -578,6 +601,8 @@ fn run_one(cx: &EngineCtx, engine: Engine, fio: Option<&Path>) -> io::Result<Out
                 (Engine::UringFixed, _) => uring::run_uring(cx, uring::Flavor::Fixed),
                 (Engine::UringSqpoll, _) => uring::run_uring(cx, uring::Flavor::Sqpoll),
                 (Engine::UringIopoll, _) => uring::run_uring(cx, uring::Flavor::Iopoll),
+                (Engine::TokioFs, _) => ran(tokio_fs::run_tokio_fs(cx)),
+                (Engine::Shared, _) => ran(shared::run_shared(cx)),
                 (Engine::Fio, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Uring),
                 (Engine::FioFixed, Some(f)) => fio::run_fio(cx, f, fio::FioKind::UringFixed),
                 (Engine::FioPsync, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Psync),
@@ -633,6 +658,12 @@ fn header(
         ),
         None => "- pinning: none (fewer than 2 CPUs allowed)\n".to_string(),
     });
+    if order.iter().any(|e| e.on_tokio()) {
+        s.push_str(
+            "- tokio engines: a multi-thread tokio runtime, one worker per allowed CPU; its \
+             workers, blocking pool and every thread the engine starts unpinned (tasks migrate)\n",
+        );
+    }
     s.push_str(&format!(
         "- verification: a read counts only if it returned {} bytes and the first 8 bytes of \
          every 512-byte sector in it equal that sector's file offset (all sectors checked); \

@@ -11,20 +11,24 @@ use crate::bench::invalid;
 use crate::bench::output::Out;
 
 /// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
-const DIRECT: [Engine; 6] = [
+const DIRECT: [Engine; 8] = [
     Engine::Sync,
     Engine::Threadpool,
     Engine::LinuxAio,
     Engine::Uring,
     Engine::UringFixed,
+    Engine::TokioFs,
+    Engine::Shared,
     Engine::FioFixed,
 ];
 /// Engines of the buffered part.
-const BUFFERED: [Engine; 5] = [
+const BUFFERED: [Engine; 7] = [
     Engine::Sync,
     Engine::LinuxAio,
     Engine::Uring,
     Engine::UringFixed,
+    Engine::TokioFs,
+    Engine::Shared,
     Engine::Fio,
 ];
 /// Block size of the quick run.
@@ -144,39 +148,87 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
     suite
 }
 
-/// The IOPS of `engine` in `results`, if it ran with no error.
-fn iops(results: &[FileResult], engine: &str) -> Option<f64> {
+/// `metric` of `engine` in `results`, if it ran with no error.
+fn metric(
+    results: &[FileResult],
+    engine: &str,
+    metric: impl Fn(&FileResult) -> Option<f64>,
+) -> Option<f64> {
     results
         .iter()
         .find(|r| r.engine == engine && r.ok())
-        .map(|r| r.iops)
+        .and_then(metric)
 }
 
-/// The file targets of issue 6, each evaluated from `s` (one line each).
+/// Which figure a target compares, and which way it must go.
+#[derive(Clone, Copy)]
+enum Goal {
+    /// IOPS ratio at least this.
+    Iops(f64),
+    /// CPU per I/O ratio at most this.
+    Cpu(f64),
+}
+
+/// The file targets of issues 6 and 13, each evaluated from `s` (one line each).
 pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     let mut lines = Vec::new();
-    let mut ratio = |part: &str, rs: &[FileResult], a: &str, b: &str, min: f64| {
-        let line = match (iops(rs, a), iops(rs, b)) {
+    let mut ratio = |part: &str, rs: &[FileResult], a: &str, b: &str, goal: Goal| {
+        let (what, want, f): (_, _, fn(&FileResult) -> Option<f64>) = match goal {
+            Goal::Iops(min) => ("IOPS", format!(">= {min}x"), |r| Some(r.iops)),
+            Goal::Cpu(max) => ("CPU per I/O", format!("<= {max}x"), |r| r.cpu_us_per_io),
+        };
+        let line = match (metric(rs, a, f), metric(rs, b, f)) {
             (Some(x), Some(y)) if y > 0.0 => {
                 let r = x / y;
+                let ok = match goal {
+                    Goal::Iops(min) => r >= min,
+                    Goal::Cpu(max) => r <= max,
+                };
                 format!(
-                    "- file {part} 4 KiB QD {QD}: {a}/{b} IOPS {r:.2}x (target >= {min}x): {}",
-                    verdict(r >= min)
+                    "- file {part} 4 KiB QD {QD}: {a}/{b} {what} {r:.2}x (target {want}): {}",
+                    verdict(ok)
                 )
             }
             (_, None) if b.starts_with("fio") && !s.fio_installed => {
-                format!("- file {part}: {a}/{b} (target >= {min}x): n/a (fio not installed)")
+                format!("- file {part}: {a}/{b} (target {want}): n/a (fio not installed)")
             }
-            _ => format!("- file {part}: {a}/{b} (target >= {min}x): n/a (not measured)"),
+            _ => format!("- file {part}: {a}/{b} {what} (target {want}): n/a (not measured)"),
         };
         lines.push(line);
     };
-    ratio("O_DIRECT", &s.direct, "uring-fixed", "fio-fixed", 0.97);
-    ratio("O_DIRECT", &s.direct, "uring-fixed", "linux-aio", 1.5);
-    ratio("O_DIRECT", &s.direct, "uring-fixed", "sync", 3.0);
-    ratio("buffered", &s.buffered, "uring", "sync", 0.9);
-    ratio("buffered", &s.buffered, "uring", "fio", 1.0);
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "fio-fixed",
+        Goal::Iops(0.97),
+    );
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "linux-aio",
+        Goal::Iops(1.5),
+    );
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "sync",
+        Goal::Iops(3.0),
+    );
+    ratio("buffered", &s.buffered, "uring", "sync", Goal::Iops(0.9));
+    ratio("buffered", &s.buffered, "uring", "fio", Goal::Iops(1.0));
+    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Iops(1.0));
+    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Cpu(0.5));
+    ratio(
+        "buffered",
+        &s.buffered,
+        "shared",
+        "tokio-fs",
+        Goal::Iops(3.0),
+    );
     lines
 }
 
@@ -282,7 +334,7 @@ mod tests {
             ..FileSuite::default()
         };
         let t = targets(&s);
-        assert_eq!(t.len(), 5);
+        assert_eq!(t.len(), 8);
         assert!(
             t[0].contains("0.94x") && t[0].ends_with("NOT met"),
             "{}",
@@ -313,6 +365,40 @@ mod tests {
         let md = section(&s);
         assert!(md.contains("## File random reads"));
         assert!(md.contains("| uring-fixed | 32 |"), "{md}");
+    }
+
+    #[test]
+    fn shared_is_compared_with_tokio_fs_on_iops_and_cpu() {
+        let with_cpu = |engine, iops, cpu, direct| {
+            let mut r = result(engine, iops, direct);
+            r.cpu_us_per_io = Some(cpu);
+            r
+        };
+        let s = FileSuite {
+            direct: vec![
+                with_cpu("tokio-fs", 40_000.0, 10.0, true),
+                with_cpu("shared", 41_000.0, 6.0, true),
+            ],
+            buffered: vec![
+                with_cpu("tokio-fs", 100_000.0, 9.0, false),
+                with_cpu("shared", 350_000.0, 2.0, false),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        let expected = [
+            ("shared/tokio-fs IOPS 1.02x", ": met"),
+            (
+                "shared/tokio-fs CPU per I/O 0.60x (target <= 0.5x)",
+                "NOT met",
+            ),
+            ("shared/tokio-fs IOPS 3.50x", ": met"),
+        ];
+        for (line, (needle, verdict)) in t[5..].iter().zip(expected) {
+            assert!(line.contains(needle) && line.ends_with(verdict), "{line}");
+        }
+        let none = targets(&FileSuite::default());
+        assert!(none[6].ends_with("n/a (not measured)"), "{}", none[6]);
     }
 
     #[test]

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use hoop::fs::{File, FixedFile};
 use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
-use super::content::{self, Picker, ALIGN};
+use super::content::{Picker, ALIGN};
 use super::metrics::{Measured, Usage, Who};
+use super::task::{io_loop, BlockBuf, BlockIo};
 use super::{EngineCtx, Outcome};
 
 /// How long the SQ thread spins without work before it sleeps.
@@ -44,112 +45,51 @@ enum Target {
     Fixed(FixedFile),
 }
 
-/// A task's buffer and how it reaches the file: [`AlignedBuf`] with plain reads and writes,
-/// [`FixedBuf`] with `READ_FIXED`/`WRITE_FIXED`.
-trait TaskBuf: Sized {
-    fn full(&self) -> &[u8];
-    fn full_mut(&mut self) -> &mut [u8];
-    fn set_len(&mut self, len: usize);
-    fn clear(&mut self);
-    fn capacity(&self) -> usize;
-    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self>;
-    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self>;
-}
-
-impl TaskBuf for AlignedBuf {
-    fn full(&self) -> &[u8] {
-        self.as_slice_full()
-    }
-    fn full_mut(&mut self) -> &mut [u8] {
-        self.as_mut_slice_full()
-    }
-    fn set_len(&mut self, len: usize) {
-        AlignedBuf::set_len(self, len);
-    }
-    fn clear(&mut self) {
-        AlignedBuf::clear(self);
-    }
-    fn capacity(&self) -> usize {
-        AlignedBuf::capacity(self)
-    }
-    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self> {
-        match file {
-            Target::Plain(f) => f.read_at(self, off).await,
-            Target::Fixed(f) => f.read_at(self, off).await,
-        }
-    }
-    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self> {
-        match file {
-            Target::Plain(f) => f.write_at(self, off).await,
-            Target::Fixed(f) => f.write_at(self, off).await,
-        }
-    }
-}
-
-impl TaskBuf for FixedBuf {
-    fn full(&self) -> &[u8] {
-        self.as_slice_full()
-    }
-    fn full_mut(&mut self) -> &mut [u8] {
-        self.as_mut_slice_full()
-    }
-    fn set_len(&mut self, len: usize) {
-        FixedBuf::set_len(self, len);
-    }
-    fn clear(&mut self) {
-        FixedBuf::clear(self);
-    }
-    fn capacity(&self) -> usize {
-        FixedBuf::capacity(self)
-    }
-    async fn read(self, file: &Target, off: u64) -> BufResult<usize, Self> {
-        match file {
-            Target::Plain(f) => f.read_fixed_at(self, off).await,
-            Target::Fixed(f) => f.read_fixed_at(self, off).await,
-        }
-    }
-    async fn write(self, file: &Target, off: u64) -> BufResult<usize, Self> {
-        match file {
-            Target::Plain(f) => f.write_fixed_at(self, off).await,
-            Target::Fixed(f) => f.write_fixed_at(self, off).await,
-        }
-    }
-}
-
-/// The loop of one task: until the deadline, one random block at a time.
-async fn io_task<B: TaskBuf>(
-    file: Rc<Target>,
-    mut buf: B,
-    m: Rc<RefCell<Measured>>,
-    mut picker: Picker,
-    deadline: Instant,
-) {
-    let bs = buf.capacity();
-    while Instant::now() < deadline {
-        let (off, write) = picker.next();
-        let t0;
-        let (res, back) = if write {
-            content::stamp(buf.full_mut(), off);
-            buf.set_len(bs);
-            t0 = Instant::now();
-            buf.write(&file, off).await
-        } else {
-            content::poison(buf.full_mut());
-            buf.clear();
-            t0 = Instant::now();
-            buf.read(&file, off).await
+impl BlockIo<AlignedBuf> for Rc<Target> {
+    async fn io(
+        &mut self,
+        buf: AlignedBuf,
+        off: u64,
+        write: bool,
+    ) -> BufResult<usize, Option<AlignedBuf>> {
+        let (res, buf) = match (&**self, write) {
+            (Target::Plain(f), false) => f.read_at(buf, off).await,
+            (Target::Plain(f), true) => f.write_at(buf, off).await,
+            (Target::Fixed(f), false) => f.read_at(buf, off).await,
+            (Target::Fixed(f), true) => f.write_at(buf, off).await,
         };
-        let lat = t0.elapsed().as_nanos();
-        buf = back;
-        m.borrow_mut().complete(
-            write,
-            res,
-            bs,
-            off,
-            || content::verify(buf.full(), off),
-            lat,
-        );
+        (res, Some(buf))
     }
+}
+
+impl BlockIo<FixedBuf> for Rc<Target> {
+    async fn io(
+        &mut self,
+        buf: FixedBuf,
+        off: u64,
+        write: bool,
+    ) -> BufResult<usize, Option<FixedBuf>> {
+        let (res, buf) = match (&**self, write) {
+            (Target::Plain(f), false) => f.read_fixed_at(buf, off).await,
+            (Target::Plain(f), true) => f.write_fixed_at(buf, off).await,
+            (Target::Fixed(f), false) => f.read_fixed_at(buf, off).await,
+            (Target::Fixed(f), true) => f.write_fixed_at(buf, off).await,
+        };
+        (res, Some(buf))
+    }
+}
+
+/// The loop of one task (see [`io_loop`]).
+async fn io_task<B: BlockBuf>(
+    mut file: Rc<Target>,
+    buf: B,
+    mut m: Rc<RefCell<Measured>>,
+    picker: Picker,
+    deadline: Instant,
+) where
+    Rc<Target>: BlockIo<B>,
+{
+    io_loop(&mut file, buf, picker, deadline, &mut m).await;
 }
 
 /// Runs one hoop engine on the calling thread.
@@ -220,7 +160,7 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
             let Some(buf) = pool.as_ref().and_then(|p| p.try_take()) else {
                 return Err(io::Error::other("no buffer for the IOPOLL probe"));
             };
-            let (r, _buf) = buf.read(&file, 0).await;
+            let (r, _buf) = file.clone().io(buf, 0, false).await;
             match r {
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     let dev = cx
