@@ -54,35 +54,40 @@ async fn serve_hoop(addr: &str) -> io::Result<()> {
     let rings = hoop::shared::Rings::new()?;
     let listener = hoop::shared::TcpListener::bind(&rings, addr).await?;
     println!("listening on {}", listener.local_addr()?);
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("accept: {e}");
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service_fn(answer))
-                .await;
-        });
-    }
+    serve(|| async {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
+    .await
 }
 
 async fn serve_tokio(addr: &str) -> io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!("listening on {}", listener.local_addr()?);
+    serve(|| async {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    })
+    .await
+}
+
+/// Accepts connections forever, each served by hyper in a task of its own.
+async fn serve<S, F, Fut>(mut accept: F) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = io::Result<S>>,
+{
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(c) => c,
+        let stream = match accept().await {
+            Ok(s) => s,
             Err(e) => {
                 eprintln!("accept: {e}");
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service_fn(answer))

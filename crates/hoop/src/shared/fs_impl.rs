@@ -197,6 +197,19 @@ impl AsRawFd for File {
     }
 }
 
+/// Setters that pass each option on to `crate::fs::OpenOptions`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($ty:ty),)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&mut self, value: $ty) -> &mut OpenOptions {
+                self.0.$name(value);
+                self
+            }
+        )*
+    };
+}
+
 /// How a [`File`] on shared rings is opened: std's `OpenOptions`, opened with `open(&rings,
 /// path)` through `IORING_OP_OPENAT`. A late open result (the future was dropped) is closed.
 #[derive(Debug, Clone, Default)]
@@ -207,45 +220,23 @@ impl OpenOptions {
     pub fn new() -> OpenOptions {
         OpenOptions(crate::fs::OpenOptions::new())
     }
-    /// Open for reading.
-    pub fn read(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.read(on);
-        self
-    }
-    /// Open for writing.
-    pub fn write(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.write(on);
-        self
-    }
-    /// Open for appending.
-    pub fn append(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.append(on);
-        self
-    }
-    /// Truncate the file to 0 bytes.
-    pub fn truncate(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.truncate(on);
-        self
-    }
-    /// Create the file if it is missing.
-    pub fn create(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.create(on);
-        self
-    }
-    /// Create the file; fail if it exists.
-    pub fn create_new(&mut self, on: bool) -> &mut OpenOptions {
-        self.0.create_new(on);
-        self
-    }
-    /// The mode bits of a created file (default `0o666`, before the umask).
-    pub fn mode(&mut self, mode: u32) -> &mut OpenOptions {
-        self.0.mode(mode);
-        self
-    }
-    /// More `open(2)` flags, e.g. `libc::O_DIRECT` (the access mode bits are ignored).
-    pub fn custom_flags(&mut self, flags: i32) -> &mut OpenOptions {
-        self.0.custom_flags(flags);
-        self
+    setters! {
+        /// Open for reading.
+        read(bool),
+        /// Open for writing.
+        write(bool),
+        /// Open for appending.
+        append(bool),
+        /// Truncate the file to 0 bytes.
+        truncate(bool),
+        /// Create the file if it is missing.
+        create(bool),
+        /// Create the file; fail if it exists.
+        create_new(bool),
+        /// The mode bits of a created file (default `0o666`, before the umask).
+        mode(u32),
+        /// More `open(2)` flags, e.g. `libc::O_DIRECT` (the access mode bits are ignored).
+        custom_flags(i32),
     }
 
     /// Opens `path` on `rings`.
