@@ -235,21 +235,36 @@ impl<O: Ops> PollIo<O> {
         cx: &mut Context<'_>,
         dst: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        let want = dst.len();
+        self.poll_read_with(fd, cx, want, |bytes| {
+            dst[..bytes.len()].copy_from_slice(bytes)
+        })
+    }
+
+    /// `poll_read` into whatever `put` writes to (tokio's `ReadBuf` takes the bytes without
+    /// zeroing its unfilled part first): at most `want` bytes are handed to `put`, once.
+    pub(crate) fn poll_read_with(
+        &mut self,
+        fd: RawFd,
+        cx: &mut Context<'_>,
+        want: usize,
+        put: impl FnOnce(&[u8]),
+    ) -> Poll<io::Result<usize>> {
         self.check_thread()?;
         // A reader waiting for a reply must not wait on a request whose tail is still ours
         // to send: push the write-behind on (its error stays for the next write or flush).
         if self.write_op.is_some() {
             let _ = self.drive_write(fd, cx);
         }
-        if dst.is_empty() {
+        if want == 0 {
             return Poll::Ready(Ok(0));
         }
         loop {
             // Bytes of an earlier read first.
             if let Some(buf) = &self.read_buf {
                 if self.read_pos < buf.len() {
-                    let n = (buf.len() - self.read_pos).min(dst.len());
-                    dst[..n].copy_from_slice(&buf[self.read_pos..self.read_pos + n]);
+                    let n = (buf.len() - self.read_pos).min(want);
+                    put(&buf[self.read_pos..self.read_pos + n]);
                     self.read_pos += n;
                     return Poll::Ready(Ok(n));
                 }
@@ -270,8 +285,8 @@ impl<O: Ops> PollIo<O> {
                 .read_buf
                 .take()
                 .unwrap_or_else(|| Vec::with_capacity(BUF_BYTES));
-            let want = dst.len().min(buf.capacity());
-            let slice = buf.slice(..want);
+            let len = want.min(buf.capacity());
+            let slice = buf.slice(..len);
             self.read_op = Some(self.ops.read(fd, self.kind, slice));
         }
     }
@@ -496,9 +511,8 @@ macro_rules! poll_io_traits {
                 buf: &mut tokio::io::ReadBuf<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
                 let (fd, io) = self.get_mut().poll_io();
-                let dst = buf.initialize_unfilled();
-                let n = std::task::ready!(io.poll_read(fd, cx, dst))?;
-                buf.advance(n);
+                let want = buf.remaining();
+                std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
                 std::task::Poll::Ready(Ok(()))
             }
         }
