@@ -106,6 +106,7 @@ impl BufRing {
             out: Cell::new(0),
             waiters: RefCell::new(Vec::new()),
         };
+        LIVE.with(|n| n.set(n.get() + 1));
         let ring = BufRing {
             inner: Rc::new(inner),
         };
@@ -113,6 +114,12 @@ impl BufRing {
             ring.inner.provide(bid);
         }
         Ok(ring)
+    }
+
+    /// Test hook: buffer rings made on this thread whose memory is not freed yet.
+    #[doc(hidden)]
+    pub fn live_on_this_thread() -> usize {
+        LIVE.with(|n| n.get())
     }
 
     /// Whether the kernel picks buffers from this ring (else it is a user-space free list).
@@ -228,6 +235,11 @@ impl Inner {
     }
 }
 
+thread_local! {
+    /// Rings made on this thread and not freed (a `BufRing` never leaves its thread).
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // Every op using the ring holds a clone, so no receive is in flight: unregister, then
@@ -242,6 +254,7 @@ impl Drop for Inner {
         }
         // SAFETY: allocated with this layout in `with_mode`; no receive uses it any more.
         unsafe { std::alloc::dealloc(self.bufs.as_ptr(), self.bufs_layout) };
+        LIVE.with(|n| n.set(n.get().saturating_sub(1)));
     }
 }
 

@@ -211,10 +211,18 @@ impl OpTable {
                     let _ = self.slots.remove(user_data);
                     self.orphans.push((data, c));
                 }
-                OnCqe::Freed => {
-                    let _ = self.slots.remove(user_data);
-                }
+                OnCqe::Freed => self.free_stream_slot(user_data),
             },
+        }
+    }
+
+    /// Frees the slot of a dropped stream after its final CQE. Its data (a multishot recv's
+    /// `BufRing` handle, say) is dropped after the drain, not inside it: dropping the last
+    /// handle of a buffer ring unregisters it from the driver, which the drain has borrowed
+    /// (it used to fail there, and the ring and its buffers were leaked; rule 11).
+    fn free_stream_slot(&mut self, user_data: u64) {
+        if let Some(state) = self.slots.remove(user_data) {
+            crate::deferred::drop_later(Box::new(state));
         }
     }
 
@@ -225,9 +233,7 @@ impl OpTable {
             Some(state) => match state.on_item(c, false) {
                 OnItem::Wake(w) => self.wakeups.push(w),
                 OnItem::Nothing => {}
-                OnItem::Free => {
-                    let _ = self.slots.remove(user_data);
-                }
+                OnItem::Free => self.free_stream_slot(user_data),
             },
         }
     }
