@@ -247,10 +247,15 @@ impl Uring {
     }
 
     /// Submitted operations (and cancels) the kernel still owes a final CQE, not counting the
-    /// wake-up poll nor SQEs still queued in the SQ: 0 means no completion can come until more
-    /// is submitted.
+    /// wake-up poll nor SQEs still queued in the SQ (unless an SQPOLL thread takes those by
+    /// itself): 0 means no completion can come until more is submitted.
     pub(crate) fn owed_cqes(&mut self) -> usize {
-        let queued = self.ring.submission().len();
+        // With SQPOLL the kernel's SQ thread takes queued SQEs by itself: they are owed too.
+        let queued = if self.ring.params().is_setup_sqpoll() {
+            0
+        } else {
+            self.ring.submission().len()
+        };
         self.awaiting_cqes
             .saturating_sub(usize::from(self.wake_armed))
             .saturating_sub(queued)
