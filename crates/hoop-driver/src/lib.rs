@@ -34,6 +34,8 @@ pub mod shared;
 mod slots;
 pub mod sys;
 mod table;
+#[cfg(test)]
+mod table_model;
 
 pub use addr::SockAddr;
 pub use aligned::AlignedBuf;
