@@ -379,3 +379,103 @@ mod tests {
         RING.with(|r| *r.borrow_mut() = None);
     }
 }
+
+/// A model test of the buffer ids (issue 14): random take / fill / give back / drop sequences on
+/// a user-space ring, against a model of which ids are out. An id is never handed out twice
+/// while out, every id comes back exactly once, and `available()` always says how many are in.
+#[cfg(test)]
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[derive(Debug, Clone)]
+    enum Action {
+        /// A receive takes a free buffer.
+        Take,
+        /// The receive of taken buffer `i % n` delivered `len` bytes: a `RingBuf` now holds it.
+        Fill(usize, usize),
+        /// The receive of taken buffer `i % n` carried no data: the id goes straight back.
+        GiveBack(usize),
+        /// The user drops filled buffer `i % n`.
+        DropBuf(usize),
+        /// The user drops the ring handle (buffers out keep the ring alive).
+        DropRing,
+    }
+
+    fn action() -> impl Strategy<Value = Action> {
+        prop_oneof![
+            4 => Just(Action::Take),
+            3 => (any::<usize>(), 0..700usize).prop_map(|(i, l)| Action::Fill(i, l)),
+            1 => any::<usize>().prop_map(Action::GiveBack),
+            3 => any::<usize>().prop_map(Action::DropBuf),
+            1 => Just(Action::DropRing),
+        ]
+    }
+
+    fn run(entries: u16, actions: Vec<Action>) -> Result<(), TestCaseError> {
+        let ring = BufRing::new_user(entries, 512).expect("ring");
+        let mut handle = Some(ring.clone());
+        let watch = ring; // kept to observe `available()` after the user's handle is gone
+        let mut taken: Vec<u16> = Vec::new();
+        let mut filled: Vec<RingBuf> = Vec::new();
+        let mut out: BTreeSet<u16> = BTreeSet::new();
+        for a in actions {
+            match a {
+                Action::Take => match watch.take_user() {
+                    Some((bid, _)) => {
+                        prop_assert!(bid < entries);
+                        prop_assert!(out.insert(bid), "id {} handed out twice", bid);
+                        taken.push(bid);
+                    }
+                    None => prop_assert_eq!(out.len(), entries as usize, "no id while some are in"),
+                },
+                Action::Fill(i, len) if !taken.is_empty() => {
+                    let bid = taken.swap_remove(i % taken.len());
+                    let buf = watch.filled_user(bid, len);
+                    prop_assert_eq!(buf.bytes_init(), len.min(512));
+                    filled.push(buf);
+                }
+                Action::GiveBack(i) if !taken.is_empty() => {
+                    let bid = taken.swap_remove(i % taken.len());
+                    watch.give_back(bid);
+                    prop_assert!(out.remove(&bid));
+                }
+                Action::DropBuf(i) if !filled.is_empty() => {
+                    let buf = filled.swap_remove(i % filled.len());
+                    let bid = buf.bid;
+                    drop(buf);
+                    prop_assert!(out.remove(&bid), "id {} returned twice", bid);
+                }
+                Action::DropRing => drop(handle.take()),
+                _ => {}
+            }
+            prop_assert_eq!(watch.available(), entries as usize - out.len());
+        }
+        for bid in taken.drain(..) {
+            watch.give_back(bid);
+            prop_assert!(out.remove(&bid));
+        }
+        drop(filled);
+        prop_assert_eq!(watch.available(), entries as usize, "every id came back");
+        let mut free = watch.inner.free.borrow().clone();
+        free.sort_unstable();
+        prop_assert_eq!(
+            free,
+            (0..entries).collect::<Vec<u16>>(),
+            "each id in the free list once"
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn buffer_ids_match_the_model(
+            entries in prop_oneof![Just(1u16), Just(2), Just(8), Just(32)],
+            actions in proptest::collection::vec(action(), 1..200),
+        ) {
+            run(entries, actions)?;
+        }
+    }
+}
