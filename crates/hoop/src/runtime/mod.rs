@@ -5,6 +5,10 @@
 //! driver — submit every SQE the tasks queued in one `io_uring_enter`, and, if nothing is ready,
 //! wait in that same call for a completion — drain the CQ in a batch and wake the tasks whose
 //! operations completed.
+//!
+//! Other threads reach a runtime through its [`Handle`] (`Handle::spawn` of `Send` futures,
+//! woken by a MSG_RING message or the driver's eventfd); blocking calls go to a bounded thread
+//! pool with [`spawn_blocking`].
 
 mod blocking;
 mod handle;
