@@ -397,3 +397,26 @@ async fn connect_resolves_a_host_name_on_the_pool() {
     let e = TcpStream::connect("localhost:no-port").await.unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
 }
+
+#[test]
+fn remote_spawns_reach_an_sqpoll_ring() {
+    bounded(60, || {
+        each_driver(|kind| {
+            if kind == DriverKind::Epoll {
+                skip(kind, "SQPOLL is an io_uring setup flag");
+                return;
+            }
+            let rt = builder(kind)
+                .sqpoll(Duration::from_millis(5))
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                // Long enough idle for the SQ thread to sleep between the spawns.
+                sleep(Duration::from_millis(20)).await;
+                timeout(LIMIT, many_threads_spawn(Handle::current(), 100))
+                    .await
+                    .expect("remote spawns on an SQPOLL ring hung");
+            });
+        })
+    });
+}
