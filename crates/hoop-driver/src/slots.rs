@@ -13,6 +13,8 @@ pub(crate) mod tag {
     pub const CANCEL: u64 = u32::MAX as u64;
     /// The poll on the runtime's wake-up eventfd.
     pub const WAKE: u64 = u32::MAX as u64 - 1;
+    /// A wake-up message posted from another thread (`IORING_OP_MSG_RING`, see `msg_ring`).
+    pub const MSG_WAKE: u64 = u32::MAX as u64 - 2;
     /// Highest number of slots a table may have.
     pub const MAX_SLOTS: usize = 1 << 24;
 }

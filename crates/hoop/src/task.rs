@@ -1,5 +1,5 @@
-//! Tasks: [`spawn`], [`JoinHandle`], and [`JoinSet`], a set of tasks whose outputs come back
-//! in the order they finish.
+//! Tasks: [`spawn`], [`JoinHandle`], [`spawn_blocking`] with its [`SendJoinHandle`], and
+//! [`JoinSet`], a set of tasks whose outputs come back in the order they finish.
 
 use std::fmt;
 use std::future::Future;
@@ -7,7 +7,9 @@ use std::task::{Context, Poll};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
-pub use crate::runtime::{spawn, yield_now, AbortHandle, JoinError, JoinHandle};
+pub use crate::runtime::{
+    spawn, spawn_blocking, yield_now, AbortHandle, JoinError, JoinHandle, SendJoinHandle,
+};
 
 /// A set of tasks spawned on the current thread's runtime, awaited in the order they finish
 /// (tokio's `JoinSet`). Dropping the set aborts the tasks still in it.

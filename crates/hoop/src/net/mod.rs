@@ -7,6 +7,7 @@ mod udp;
 mod unix;
 
 pub use direct::*;
+pub use socket::ToSocketAddrs;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
 pub use udp::*;
 pub use unix::*;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hoop_driver::{op, BufResult, BufRing, IoBuf, IoBufMut, MultiOp, RingBuf, SockAddr};
 
-use super::socket::{deadline, domain_of, ip_addr, resolve, Socket};
+use super::socket::{deadline, domain_of, ip_addr, resolve, resolve_nonblocking, Socket};
 
 /// A TCP socket listening for connections.
 #[derive(Debug)]
@@ -179,10 +179,12 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
-    /// Connects to `addr` (trying each resolved address in turn).
-    pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+    /// Connects to `addr` (trying each resolved address in turn). A host name is resolved on
+    /// the blocking pool (see [`ToSocketAddrs`](super::ToSocketAddrs)); a literal address
+    /// takes no pool trip.
+    pub async fn connect(addr: impl super::ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = None;
-        for a in resolve(addr)? {
+        for a in resolve_nonblocking(&addr).await? {
             let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
             match socket.connect(SockAddr::from_std(a)).await {
                 Ok(()) => return Ok(TcpStream { socket }),
@@ -192,15 +194,20 @@ impl TcpStream {
         Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
     }
 
-    /// [`connect`](Self::connect) within `timeout` for all the addresses tried (as std's
-    /// `connect_timeout`); each connect has the deadline linked to it in the kernel.
+    /// [`connect`](Self::connect) within `timeout` for the host name lookup (if any) and all
+    /// the addresses tried (as std's `connect_timeout`); each connect has the deadline linked
+    /// to it in the kernel.
     pub async fn connect_timeout(
-        addr: impl ToSocketAddrs,
+        addr: impl super::ToSocketAddrs,
         timeout: Duration,
     ) -> io::Result<TcpStream> {
         let dl = deadline(timeout);
+        // A host name lookup counts against the deadline too.
+        let addrs = crate::time::timeout(timeout, resolve_nonblocking(&addr))
+            .await
+            .map_err(|_| hoop_driver::op::deadline_passed(timeout))??;
         let mut last = None;
-        for a in resolve(addr)? {
+        for a in addrs {
             let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
             match socket.connect_until(SockAddr::from_std(a), dl).await {
                 Ok(()) => return Ok(TcpStream { socket }),

@@ -5,8 +5,15 @@
 //! driver — submit every SQE the tasks queued in one `io_uring_enter`, and, if nothing is ready,
 //! wait in that same call for a completion — drain the CQ in a batch and wake the tasks whose
 //! operations completed.
+//!
+//! Other threads reach a runtime through its [`Handle`] (`Handle::spawn` of `Send` futures,
+//! woken by a MSG_RING message or the driver's eventfd); blocking calls go to a bounded thread
+//! pool with [`spawn_blocking`].
 
+mod blocking;
+mod handle;
 mod join;
+mod send_join;
 mod task;
 pub(crate) mod timers;
 
@@ -23,8 +30,11 @@ use std::time::Duration;
 
 use hoop_driver::{Config, Counters, Driver, DriverKind, ShutdownReport};
 
+pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS};
+pub use handle::{spawn_blocking, Handle, WakePath};
 pub use join::{AbortHandle, JoinError, JoinHandle};
-use task::{Header, Remote, Task, TaskId, Tasks, LOCAL_QUEUE, MAIN};
+pub use send_join::SendJoinHandle;
+use task::{Header, Remote, RemoteFuture, Task, TaskId, Tasks, WakeBy, LOCAL_QUEUE, MAIN};
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -57,6 +67,10 @@ pub struct Builder {
     cfg: Config,
     /// Set by [`Builder::driver`]; otherwise `HOOP_DRIVER` decides (default `auto`).
     driver_set: bool,
+    max_blocking_threads: Option<usize>,
+    blocking_keep_alive: Option<Duration>,
+    /// `None`: on (see [`Builder::msg_ring_wake`]).
+    msg_ring_wake: Option<bool>,
 }
 
 impl Builder {
@@ -163,6 +177,30 @@ impl Builder {
         self
     }
 
+    /// Bound on the threads of this runtime's [`spawn_blocking`] pool (default
+    /// [`DEFAULT_MAX_BLOCKING_THREADS`], at least 1). Calls beyond it wait in a FIFO queue.
+    pub fn max_blocking_threads(mut self, threads: usize) -> Builder {
+        self.max_blocking_threads = Some(threads.max(1));
+        self
+    }
+
+    /// How long an idle blocking-pool thread waits for work before it exits (default
+    /// [`DEFAULT_BLOCKING_KEEP_ALIVE`]).
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Builder {
+        self.blocking_keep_alive = Some(keep_alive);
+        self
+    }
+
+    /// Whether other threads ([`Handle::spawn`], wakers of tasks woken elsewhere) wake this
+    /// runtime's thread with an `IORING_OP_MSG_RING` message posted into its ring
+    /// (`IORING_REGISTER_SEND_MSG_RING`, Linux 6.13+) rather than with the driver's eventfd.
+    /// Default true; the epoll driver and older kernels always use the eventfd, and a message
+    /// the kernel refuses falls back to it. [`Handle::wake_path`] says which one runs.
+    pub fn msg_ring_wake(mut self, on: bool) -> Builder {
+        self.msg_ring_wake = Some(on);
+        self
+    }
+
     /// Sets up the ring. A refused setup says why (ENOSYS, EPERM with the
     /// `kernel.io_uring_disabled` value, ENOMEM with the memlock limit, EINVAL) and what to do.
     pub fn build(mut self) -> io::Result<Runtime> {
@@ -173,7 +211,18 @@ impl Builder {
         }
         let driver = Driver::new(&self.cfg)?;
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
-        let remote = Arc::new(Remote::new(id, driver.notifier()));
+        let ring = if self.msg_ring_wake.unwrap_or(true) {
+            driver.ring_waker()
+        } else {
+            None
+        };
+        let pool = blocking::BlockingPool::new(
+            self.max_blocking_threads
+                .unwrap_or(DEFAULT_MAX_BLOCKING_THREADS),
+            self.blocking_keep_alive
+                .unwrap_or(DEFAULT_BLOCKING_KEEP_ALIVE),
+        );
+        let remote = Arc::new(Remote::new(id, WakeBy::new(ring, driver.notifier()), pool));
         Ok(Runtime {
             inner: Rc::new(Inner {
                 id,
@@ -253,6 +302,7 @@ impl Runtime {
         let (main_header, main_waker) = Header::waker(MAIN, inner.remote.clone());
         let mut main_ready = true;
         let mut batch: VecDeque<TaskId> = VecDeque::with_capacity(64);
+        let mut spawned: Vec<RemoteFuture> = Vec::new();
         let mut reported = None;
         let mut due = Vec::new();
         loop {
@@ -264,12 +314,17 @@ impl Runtime {
                     return v;
                 }
             }
+            inner.remote.take(&mut batch, &mut spawned);
+            // Futures spawned from other threads become tasks here (queued locally, so they
+            // run in this batch).
+            for f in spawned.drain(..) {
+                drop(spawn(f));
+            }
             LOCAL_QUEUE.with(|l| {
                 if let Some((_, q)) = l.borrow_mut().as_mut() {
-                    std::mem::swap(q, &mut batch);
+                    batch.append(q);
                 }
             });
-            inner.remote.take(&mut batch);
             for id in batch.drain(..) {
                 if id == MAIN {
                     main_ready = true;
@@ -308,6 +363,11 @@ impl Runtime {
     /// The driver this runtime runs on (`Uring` or `Epoll`).
     pub fn driver_kind(&self) -> DriverKind {
         self.inner.driver.kind()
+    }
+
+    /// A handle other threads use to spawn tasks on this runtime (see [`Handle`]).
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.inner.remote.clone())
     }
 
     /// The ring's counters (SQEs submitted, `io_uring_enter` calls, CQEs, ...).
@@ -355,6 +415,10 @@ impl Runtime {
             return ShutdownReport::default();
         }
         let _guard = self.enter();
+        // No more remote spawns; those queued never ran: dropping them resolves their handles
+        // (cancelled). The blocking pool takes no new call.
+        drop(self.inner.remote.close());
+        self.inner.remote.blocking.shut();
         for _ in 0..64 {
             let drained = self.inner.tasks.borrow_mut().drain();
             if drained.is_empty() {
@@ -413,6 +477,11 @@ where
 /// The id of the current thread's runtime, if there is one (ids are never reused).
 pub(crate) fn current_id() -> Option<u64> {
     CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.id))
+}
+
+/// What other threads reach of the current thread's runtime, if there is one.
+fn current_remote() -> Option<Arc<Remote>> {
+    CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.remote.clone()))
 }
 
 /// The driver of the current thread's runtime, if there is one.

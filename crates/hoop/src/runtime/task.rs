@@ -3,18 +3,21 @@
 //! A task's future lives in its runtime's slab and is only touched on the runtime's thread. Its
 //! waker is an `Arc<Header>`, which is `Send + Sync`: woken on the owning thread it pushes the
 //! task on the local run queue; woken from any other thread it pushes the task on the runtime's
-//! remote queue and writes the driver's eventfd, so a waker sent to another thread is sound
-//! (the fault monoio#120 describes).
+//! remote queue and wakes the runtime's thread (a MSG_RING message into its ring, or the
+//! driver's eventfd), so a waker sent to another thread is sound (the fault monoio#120
+//! describes).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Wake, Waker};
 
-use hoop_driver::Notifier;
+use hoop_driver::{Notifier, RingWaker};
+
+use super::blocking::BlockingPool;
 
 /// Identifies a task: its slab index and the generation of that slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,22 +32,85 @@ pub(crate) const MAIN: TaskId = TaskId {
     generation: 0,
 };
 
+/// A future spawned from another thread (see `Handle::spawn`), waiting for the runtime's
+/// thread to make it a task.
+pub(crate) type RemoteFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How other threads wake the runtime's thread out of a blocking wait.
+pub(crate) struct WakeBy {
+    /// A MSG_RING message into the ring (io_uring, Linux 6.13+, unless turned off).
+    ring: Option<RingWaker>,
+    /// The driver's eventfd (the epoll driver, older kernels, and when a message fails).
+    eventfd: Notifier,
+}
+
+impl WakeBy {
+    pub(crate) fn new(ring: Option<RingWaker>, eventfd: Notifier) -> WakeBy {
+        WakeBy { ring, eventfd }
+    }
+
+    pub(crate) fn uses_msg_ring(&self) -> bool {
+        self.ring.is_some()
+    }
+
+    fn wake(&self) {
+        if let Some(r) = &self.ring {
+            if r.wake().is_ok() {
+                return;
+            }
+        }
+        self.eventfd.notify();
+    }
+}
+
+struct Spawns {
+    /// Set when the runtime shuts down: later spawns are refused.
+    closed: bool,
+    futures: Vec<RemoteFuture>,
+}
+
 /// What other threads can reach of a runtime.
 pub(crate) struct Remote {
     /// Unique per runtime; compared with the thread's current runtime to pick the wake path.
     pub(crate) runtime_id: u64,
     queue: Mutex<Vec<TaskId>>,
+    spawns: Mutex<Spawns>,
     pending: AtomicBool,
-    notifier: Notifier,
+    /// `None` once the runtime shut down (nothing left to wake; the ring fd is released).
+    wake: RwLock<Option<WakeBy>>,
+    /// Whether `wake` sends MSG_RING messages (fixed at build).
+    msg_ring: bool,
+    /// The runtime's `spawn_blocking` pool.
+    pub(crate) blocking: Arc<BlockingPool>,
 }
 
 impl Remote {
-    pub(crate) fn new(runtime_id: u64, notifier: Notifier) -> Remote {
+    pub(crate) fn new(runtime_id: u64, wake: WakeBy, blocking: Arc<BlockingPool>) -> Remote {
         Remote {
             runtime_id,
             queue: Mutex::new(Vec::new()),
+            spawns: Mutex::new(Spawns {
+                closed: false,
+                futures: Vec::new(),
+            }),
             pending: AtomicBool::new(false),
-            notifier,
+            msg_ring: wake.uses_msg_ring(),
+            wake: RwLock::new(Some(wake)),
+            blocking,
+        }
+    }
+
+    /// Whether cross-thread wakes go by MSG_RING (else by the eventfd).
+    pub(crate) fn uses_msg_ring(&self) -> bool {
+        self.msg_ring
+    }
+
+    fn notify(&self) {
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            let w = self.wake.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(w) = w.as_ref() {
+                w.wake();
+            }
         }
     }
 
@@ -52,19 +118,46 @@ impl Remote {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.push(id);
         drop(q);
-        if !self.pending.swap(true, Ordering::AcqRel) {
-            self.notifier.notify();
-        }
+        self.notify();
     }
 
-    /// Moves remotely woken tasks to `out`.
-    pub(crate) fn take(&self, out: &mut VecDeque<TaskId>) {
+    /// Queues a future spawned from another thread; gives it back if the runtime shut down.
+    pub(crate) fn push_spawn(&self, f: RemoteFuture) -> Result<(), RemoteFuture> {
+        let mut s = self.spawns.lock().unwrap_or_else(|e| e.into_inner());
+        if s.closed {
+            return Err(f);
+        }
+        s.futures.push(f);
+        drop(s);
+        self.notify();
+        Ok(())
+    }
+
+    /// Moves remotely woken tasks to `out` and futures spawned from other threads to `spawns`.
+    pub(crate) fn take(&self, out: &mut VecDeque<TaskId>, spawns: &mut Vec<RemoteFuture>) {
         if !self.pending.load(Ordering::Acquire) {
             return;
         }
         self.pending.store(false, Ordering::Release);
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         out.extend(q.drain(..));
+        drop(q);
+        let mut s = self.spawns.lock().unwrap_or_else(|e| e.into_inner());
+        spawns.append(&mut s.futures);
+    }
+
+    /// Shutdown: refuses later spawns, stops waking the ring (releasing its fd), and returns
+    /// the spawned futures that never ran (the caller drops them: their handles then resolve
+    /// to a cancelled `JoinError`).
+    pub(crate) fn close(&self) -> Vec<RemoteFuture> {
+        let futures = {
+            let mut s = self.spawns.lock().unwrap_or_else(|e| e.into_inner());
+            s.closed = true;
+            std::mem::take(&mut s.futures)
+        };
+        let wake = self.wake.write().unwrap_or_else(|e| e.into_inner()).take();
+        drop(wake);
+        futures
     }
 }
 

@@ -540,6 +540,11 @@ impl Uring {
                 res: cqe.result(),
                 flags: cqe.flags(),
             };
+            if user_data == tag::MSG_WAKE {
+                // A wake-up posted from another thread (msg_ring.rs), for no SQE of this ring:
+                // its arrival was the point.
+                continue;
+            }
             if !cqueue::more(c.flags) {
                 *awaiting_cqes = awaiting_cqes.saturating_sub(1);
             }
