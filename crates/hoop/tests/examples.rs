@@ -173,3 +173,14 @@ fn service_example_mixes_sockets_interval_and_signals() {
         assert!(out.matches("tick:").count() >= 2, "{out}");
     }
 }
+
+#[test]
+fn remote_spawn_example_spawns_from_other_threads_on_every_wake_path() {
+    // The example runs every wake path itself (MSG_RING and eventfd on io_uring, epoll).
+    let out = run("remote_spawn", &["--self-test"], drivers()[0]);
+    assert!(out.contains("epoll wake=EventFd throughput"), "{out}");
+    if hoop::__private::uring_unavailable().is_none() {
+        assert!(out.contains("uring wake=EventFd throughput"), "{out}");
+    }
+    assert!(out.matches("verified spawns/s").count() >= 2, "{out}");
+}

@@ -14,7 +14,7 @@ use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 use super::poll::{socket_state, SocketOps};
 use super::Rings;
 use crate::io_util::{fill_exact, until_done};
-use crate::net::socket::{domain_of, ip_addr, resolve};
+use crate::net::socket::{domain_of, ip_addr, resolve_nonblocking};
 use crate::poll_io::PollIo;
 
 /// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
@@ -101,11 +101,15 @@ impl Clone for TcpStream {
 }
 
 impl TcpStream {
-    /// Connects to `addr`, trying each address it resolves to in turn (resolution of a host
-    /// name is std's, blocking).
-    pub async fn connect(rings: &Rings, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+    /// Connects to `addr`, trying each address it resolves to in turn. A literal address is
+    /// parsed in place; a host name (`"localhost:8080"`) is resolved on hoop's blocking pool
+    /// (`hoop::spawn_blocking`), never on the calling executor's thread.
+    pub async fn connect(
+        rings: &Rings,
+        addr: impl crate::net::ToSocketAddrs,
+    ) -> io::Result<TcpStream> {
         let mut last = None;
-        for addr in resolve(addr)? {
+        for addr in resolve_nonblocking(&addr).await? {
             match TcpStream::connect_one(rings, addr).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
