@@ -88,14 +88,16 @@ fn poisoned_ring_hands_back_no_memory_the_kernel_may_write() {
     });
 }
 
-/// Pushes a write on `f` whose SQE stays unsubmitted, and forgets its future: the write will
-/// reach the kernel at the next submission. (`timeout(ZERO, f.write_at(..))` leaves the same
-/// SQE, but also queues a cancel that may catch the write in io-wq first, so the stale write
-/// shows only sometimes; forgetting the future keeps the cancel out and the test exact.)
-async fn stale_write(f: &hoop::fs::File) {
-    let (p, write) = poll_once(Box::pin(f.write_at(vec![b'X'; 16], 0))).await;
+/// Pushes a write on `f` whose SQE stays unsubmitted and returns its future, which the caller
+/// keeps, unpolled, until the end (a future that is neither polled nor dropped: the write
+/// reaches the kernel at the next submission, and no cancel is queued that might catch it in
+/// io-wq first, so the test stays exact; dropping it at the end frees its buffer once the
+/// write's completion is in, so sanitizers see no leak).
+async fn stale_write(f: &hoop::fs::File) -> hoop::Op<hoop::op::Write<Vec<u8>>> {
+    let write = hoop::Op::new(hoop::op::Write::new(f.as_raw_fd(), vec![b'X'; 16], 0));
+    let (p, write) = poll_once(write).await;
     assert!(p.is_pending());
-    std::mem::forget(write);
+    write
 }
 
 /// Rule 17's scenario on io_uring: a file with a stale write in the SQ is given up by
@@ -116,7 +118,7 @@ fn stale_write_scenario(name: &str, give_up: fn(hoop::fs::File), must_reuse: boo
     let (q1, q2) = (p1.clone(), p2.clone());
     rt.block_on(async move {
         let f = hoop::fs::File::create(&q1).await.unwrap();
-        stale_write(&f).await;
+        let pending_write = stale_write(&f).await;
         let num = f.as_raw_fd();
         give_up(f);
         let f2 = std::fs::File::create(&q2).unwrap();
@@ -130,6 +132,7 @@ fn stale_write_scenario(name: &str, give_up: fn(hoop::fs::File), must_reuse: boo
             0,
             "stale write reached the new file (number reused: {reused})"
         );
+        drop(pending_write);
     });
     let _ = std::fs::remove_file(p1);
     let _ = std::fs::remove_file(p2);
