@@ -164,14 +164,16 @@ impl File {
 
     /// Flushes the file's data and metadata to its device (`fsync`).
     pub fn sync_all(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        let sync = op::Fsync::new(self.fd.as_raw_fd(), false);
-        self.rings
-            .submit(Route::Plain, Keep::new(sync, self.fd.clone()))
+        self.fsync(false)
     }
 
     /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
     pub fn sync_data(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        let sync = op::Fsync::new(self.fd.as_raw_fd(), true);
+        self.fsync(true)
+    }
+
+    fn fsync(&self, datasync: bool) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let sync = op::Fsync::new(self.fd.as_raw_fd(), datasync);
         self.rings
             .submit(Route::Plain, Keep::new(sync, self.fd.clone()))
     }

@@ -263,11 +263,11 @@ impl Uring {
 
     /// Submits what is queued (cancels included) if anything is, and drains every CQE; wakers
     /// and orphans land in the table's lists. A shared ring's callers use this instead of
-    /// `turn`: they never block inside the ring's lock.
+    /// `turn`: they never block inside the ring's lock. A shared ring has no registered file
+    /// table and no wake-up poll (its reaper is woken through a condvar and its own CQ wait), so
+    /// neither is touched here.
     pub(crate) fn submit_and_reap(&mut self) -> io::Result<()> {
-        crate::fixedfile::flush_slot_closes(self);
         self.flush_cancels();
-        self.arm_wake();
         if self.urgent || !self.ring.submission().is_empty() || self.ring.submission().cq_overflow()
         {
             self.enter(false)?;
