@@ -22,6 +22,7 @@ mod counters;
 mod deferred;
 mod driver;
 pub mod error;
+pub mod fault;
 pub mod fixedbuf;
 mod fixedfile;
 pub mod home;

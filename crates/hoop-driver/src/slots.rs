@@ -17,6 +17,11 @@ pub(crate) mod tag {
     pub const MSG_WAKE: u64 = u32::MAX as u64 - 2;
     /// Highest number of slots a table may have.
     pub const MAX_SLOTS: usize = 1 << 24;
+
+    /// Whether `user_data` is one of the driver's own tags rather than a slot's.
+    pub fn is_tag(user_data: u64) -> bool {
+        (user_data as u32) as usize >= MAX_SLOTS
+    }
 }
 
 struct Slot {

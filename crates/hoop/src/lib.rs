@@ -106,6 +106,9 @@ pub use runtime::{spawn_blocking, Handle, SendJoinHandle};
 /// The driver layer, for programs that define their own operations.
 pub use hoop_driver as driver;
 
+/// Seeded fault injection (`fault-injection` feature, `HOOP_FAULTS`): see the module.
+pub use hoop_driver::fault;
+
 /// Every operation, defined once (`op::Recv::new(fd, buf, 0)` and friends): await one with
 /// [`Op::new`], give it a kernel-linked deadline with [`time::op_timeout`], chain two with
 /// [`link`].
@@ -209,6 +212,20 @@ pub mod __private {
     ) -> R {
         let mut outcome = None;
         let mut first_panic = None;
+        // The harness names the driver of each run, so an injected setup failure would only
+        // fail the test, not test anything: its runtimes opt out of `setup` (tests/faults.rs
+        // covers setup failures and the fallback).
+        let _setup = crate::fault::opt_out_quietly(&["setup"]);
+        if let Some(plan) = crate::fault::describe() {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "hoop faults: HOOP_FAULTS={plan}; #[hoop::test] runtimes opt out of setup"
+                );
+            });
+        }
         for &kind in drivers {
             if kind == DriverKind::Uring {
                 if let Some(reason) = uring_unavailable() {
@@ -222,7 +239,13 @@ pub mod __private {
                     return r;
                 }
                 Ok(r) if r.failed() => {
-                    eprintln!("the test failed on driver={kind:?}");
+                    match crate::fault::describe() {
+                        Some(plan) => eprintln!(
+                            "the test failed on driver={kind:?} under HOOP_FAULTS={plan} \
+                             (repeat with the same HOOP_FAULTS)"
+                        ),
+                        None => eprintln!("the test failed on driver={kind:?}"),
+                    }
                     return r;
                 }
                 Ok(r) => outcome = Some(r),

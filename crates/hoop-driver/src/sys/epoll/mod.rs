@@ -21,6 +21,7 @@ pub use self::op::{Call, EpollOp, Mode};
 use self::pool::Pool;
 use crate::config::Config;
 use crate::error::cvt_libc;
+use crate::fault::{Faults, Kind as Fault};
 use crate::lifecycle::{Completion, Lifecycle};
 use crate::op::{Orphan, StreamOrphan};
 use crate::setup::SetupError;
@@ -179,6 +180,10 @@ pub(crate) struct Epoll {
     busy_turns: u32,
     /// Fds with queued operations that were already ready when queued (no edge will come).
     ready_fds: Vec<RawFd>,
+    /// Fault injection (nothing without the `fault-injection` feature).
+    faults: Faults,
+    /// Completions held back by fault injection, delivered at the start of the next turn.
+    held: Vec<(u64, i32)>,
 }
 
 fn setup_err(e: io::Error) -> SetupError {
@@ -229,6 +234,8 @@ impl Epoll {
             shutdown_timeout: cfg.shutdown_timeout,
             busy_turns: 0,
             ready_fds: Vec::new(),
+            faults: Faults::new(),
+            held: Vec::new(),
         })
     }
 
@@ -256,6 +263,13 @@ impl Epoll {
             return Err(PushError::NoRoom);
         }
         self.table.counters.sqes_submitted += 1;
+        let mut call = call;
+        if self.faults.active() {
+            if let Some(res) = self.fault_at_push(&mut call) {
+                self.table.counters.cqes_reaped += 1;
+                return self.insert(completed(state, res));
+            }
+        }
         let user_data = self.start(call, state)?;
         if let Some(d) = call.deadline {
             if self.waiting.get(&user_data).is_some() {
@@ -462,6 +476,10 @@ impl Epoll {
     }
 
     fn finish(&mut self, user_data: u64, res: i32) {
+        if self.faults.active() && !self.shut_down && self.faults.fire(Fault::Late) {
+            self.held.push((user_data, res));
+            return;
+        }
         self.table.counters.cqes_reaped += 1;
         self.table.complete(user_data, Completion { res, flags: 0 });
     }
@@ -528,6 +546,9 @@ impl Epoll {
     /// for ever), run what became ready, collect pool results and expired timers.
     /// One turn; a blocking wait lasts at most `wait` (the runtime's next timer).
     pub(crate) fn turn(&mut self, block: bool, wait: Option<Duration>) -> io::Result<()> {
+        if !self.held.is_empty() {
+            self.release_held();
+        }
         let block = block
             && !self.table.has_ready()
             && self.ready_fds.is_empty()
@@ -575,14 +596,21 @@ impl Epoll {
         self.events.clear();
         let cap = self.events.capacity() as i32;
         self.table.counters.enter_calls += 1;
-        // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epfd.as_raw_fd(),
-                self.events.as_mut_ptr(),
-                cap,
-                timeout_ms,
-            )
+        let n = if self.faults.active() && self.faults.fire(Fault::Eintr) {
+            // Injected: the wait was interrupted by a signal before any event.
+            // SAFETY: sets errno, a thread-local int, for the EINTR path below.
+            unsafe { *libc::__errno_location() = libc::EINTR };
+            -1
+        } else {
+            // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity.
+            unsafe {
+                libc::epoll_wait(
+                    self.epfd.as_raw_fd(),
+                    self.events.as_mut_ptr(),
+                    cap,
+                    timeout_ms,
+                )
+            }
         };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -724,6 +752,7 @@ impl Epoll {
             self.cancel(user_data);
         }
         self.shut_down = true;
+        self.release_held();
         let deadline = Instant::now() + self.shutdown_timeout;
         while self.table.any_unfinished() && Instant::now() < deadline {
             let _ = self.wait(20);
@@ -731,6 +760,72 @@ impl Epoll {
         report.leaked = self.table.leak_ignored();
         report.still_in_flight = self.table.unfinished().len();
         report
+    }
+}
+
+impl Epoll {
+    /// Delivers the completions fault injection held back, in a random order.
+    fn release_held(&mut self) {
+        let mut held = std::mem::take(&mut self.held);
+        for i in (1..held.len()).rev() {
+            let j = self.faults.below(i as u64 + 1) as usize;
+            held.swap(i, j);
+        }
+        for (user_data, res) in held {
+            self.table.counters.cqes_reaped += 1;
+            self.table.complete(user_data, Completion { res, flags: 0 });
+        }
+    }
+
+    /// Fault injection at push: shortens a read or write, or makes the result up
+    /// (`ECANCELED`, `ECONNRESET`) without running the call. Closes and pool jobs other than
+    /// file reads and writes are never touched. (`ENOBUFS` is not injected here: this
+    /// driver's buffer ring is hoop's own and says `ENOBUFS` only when it is empty.)
+    fn fault_at_push(&mut self, call: &mut Call) -> Option<i32> {
+        let socket_io = matches!(call.mode, Mode::Readable(_) | Mode::Writable(_))
+            && [
+                libc::SYS_recvfrom,
+                libc::SYS_sendto,
+                libc::SYS_recvmsg,
+                libc::SYS_sendmsg,
+            ]
+            .contains(&call.nr);
+        let may_cancel = socket_io
+            || matches!(
+                call.mode,
+                Mode::File { .. }
+                    | Mode::Readable(_)
+                    | Mode::Writable(_)
+                    | Mode::Accept(_)
+                    | Mode::Connect(_)
+            );
+        if socket_io && self.faults.fire(Fault::Econnreset) {
+            return Some(-libc::ECONNRESET);
+        }
+        if may_cancel && self.faults.fire(Fault::Ecanceled) {
+            return Some(-libc::ECANCELED);
+        }
+        let plain_io = [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_pread64,
+            libc::SYS_pwrite64,
+            libc::SYS_recvfrom,
+            libc::SYS_sendto,
+        ]
+        .contains(&call.nr)
+            && !matches!(call.mode, Mode::Close(_) | Mode::Nop | Mode::Fail(_));
+        // Reads of fewer than 512 bytes are left whole (eventfd and signalfd records).
+        let len = u32::try_from(call.args[2]).unwrap_or(0);
+        if plain_io && len >= 512 && self.faults.fire(Fault::ShortIo) {
+            if let Some(shorter) = self.faults.shorten(len) {
+                call.args[2] = libc::c_long::from(shorter);
+                if call.io_len > 0 {
+                    call.io_len = i64::from(shorter);
+                }
+            }
+        }
+        None
     }
 }
 

@@ -10,6 +10,7 @@ mod chain;
 mod op;
 mod probe;
 mod regring;
+mod sqe;
 
 use std::collections::VecDeque;
 use std::io;
@@ -24,6 +25,7 @@ pub use self::op::UringOp;
 use self::probe::probe_opcodes;
 use self::regring::RegisteredRing;
 use crate::config::Config;
+use crate::fault::{Faults, Kind as Fault};
 use crate::lifecycle::{Completion, Lifecycle};
 use crate::op::{Orphan, StreamOrphan};
 use crate::setup::SetupError;
@@ -93,16 +95,46 @@ pub(crate) struct Uring {
     /// SQEs pushed whose final CQE has not been drained yet (the wake-up poll and cancels
     /// included): whether a completion can still come, for a shared ring's reaper.
     awaiting_cqes: usize,
+    /// Fault injection (nothing without the `fault-injection` feature).
+    faults: Faults,
+    /// Completions held back by fault injection (and injected ones), delivered on the next
+    /// drain, after the CQEs that came before it.
+    held: Vec<Held>,
+}
+
+/// A completion held back (or made up) by fault injection.
+struct Held {
+    user_data: u64,
+    c: Completion,
+    /// Made up at push: no SQE went to the kernel, so no CQE is owed for it.
+    injected: bool,
 }
 
 impl Uring {
     pub(crate) fn new(cfg: &Config) -> Result<Uring, SetupError> {
+        let mut faults = Faults::new();
         let entries = cfg.entries.max(1);
+        if faults.fire(Fault::Setup) {
+            let errno =
+                [libc::ENOSYS, libc::EPERM, libc::ENOMEM, libc::EINVAL][faults.below(4) as usize];
+            return Err(SetupError::classify(
+                io::Error::from_raw_os_error(errno),
+                entries,
+            ));
+        }
         let cq = cfg
             .cq_entries
             .unwrap_or_else(|| (entries.saturating_mul(4)).max(16384))
             .max(entries.saturating_mul(2));
-        let (ring, setup_flags) = build_ring(entries, cq, cfg)?;
+        // Injected: a CQ of twice the SQ (at most 16 entries) while the in-flight cap stays
+        // what the asked-for CQ allows, so the CQ overflows under load.
+        let tiny_cq = faults.fire(Fault::CqOverflow);
+        let (ring, setup_flags) = if tiny_cq {
+            let sq = entries.min(8);
+            build_ring(sq, sq * 2, cfg)?
+        } else {
+            build_ring(entries, cq, cfg)?
+        };
         let probe = probe_opcodes(&ring)?;
         // Both registrations are optimisations: a kernel that refuses them is ignored.
         let registered = if cfg.register_ring_fd {
@@ -116,9 +148,14 @@ impl Uring {
         }
         let cq_real = ring.params().cq_entries() as usize;
         let cancel_budget = (cq_real / 16).max(1);
+        let cq_cap = if tiny_cq {
+            cq.next_power_of_two() as usize
+        } else {
+            cq_real
+        };
         let capacity = match cfg.max_in_flight {
             Some(n) => n as usize,
-            None => cq_real.saturating_sub(cancel_budget + 1).max(1),
+            None => cq_cap.saturating_sub((cq_cap / 16).max(1) + 1).max(1),
         };
         // SAFETY: eventfd has no memory-safety preconditions.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -143,6 +180,8 @@ impl Uring {
             registered,
             fixed_files: None,
             awaiting_cqes: 0,
+            faults,
+            held: Vec::new(),
         })
     }
 
@@ -180,7 +219,7 @@ impl Uring {
 
     /// Whether the driver has work the next turn should not sleep through.
     pub(crate) fn has_ready(&self) -> bool {
-        self.table.has_ready()
+        self.table.has_ready() || !self.held.is_empty()
     }
 
     // ----- pushing --------------------------------------------------------------------------
@@ -205,7 +244,18 @@ impl Uring {
         let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
-        if !self.push_sqe(&entry.user_data(user_data)) {
+        let mut entry = entry.user_data(user_data);
+        if self.faults.active() {
+            if let Some(res) = self.fault_at_push(&mut entry) {
+                self.held.push(Held {
+                    user_data,
+                    c: Completion { res, flags: 0 },
+                    injected: true,
+                });
+                return Ok(user_data);
+            }
+        }
+        if !self.push_sqe(&entry) {
             let _ = self.table.slots.remove(user_data);
             return Err(PushError::NoRoom);
         }
@@ -256,9 +306,16 @@ impl Uring {
         } else {
             self.ring.submission().len()
         };
+        let injected = self.held.iter().filter(|h| h.injected).count();
         self.awaiting_cqes
             .saturating_sub(usize::from(self.wake_armed))
             .saturating_sub(queued)
+            + injected
+    }
+
+    /// Whether fault injection holds completions back for the next drain.
+    pub(crate) fn has_held(&self) -> bool {
+        !self.held.is_empty()
     }
 
     /// Submits what is queued (cancels included) if anything is, and drains every CQE; wakers
@@ -283,6 +340,15 @@ impl Uring {
             return;
         }
         let _ = self.enter(false);
+        // A submit may take fewer SQEs than queued (the kernel short of memory, or an injected
+        // fault): enter again until the SQ is empty (bounded: a kernel that keeps refusing
+        // leaves the rest for the next turn).
+        for _ in 0..64 {
+            if self.ring.params().is_setup_sqpoll() || self.ring.submission().is_empty() {
+                break;
+            }
+            let _ = self.enter(false);
+        }
         if self.ring.params().is_setup_sqpoll() {
             for _ in 0..100_000 {
                 if self.ring.submission().is_empty() {
@@ -395,6 +461,7 @@ impl Uring {
         crate::fixedfile::flush_slot_closes(self);
         self.flush_cancels();
         self.arm_wake();
+        // (`has_ready` includes completions held back by fault injection: never sleep on them.)
         let mut block = block && !self.has_ready();
         if let Some(w) = wait {
             // The wait is bounded by `IORING_ENTER_EXT_ARG` (5.11, as old as the SHUTDOWN
@@ -461,7 +528,12 @@ impl Uring {
             };
             self.table.counters.enter_calls += 1;
             let wait = if block { self.wait } else { None };
-            let r = self.raw_enter(to_submit, want, flags, wait);
+            let r = match self.fault_at_enter(sqpoll, to_submit) {
+                Some(Err(e)) => Err(e),
+                // A short submit: the kernel does not wait after taking fewer SQEs than asked.
+                Some(Ok(fewer)) => self.raw_enter(fewer, 0, flags, None),
+                None => self.raw_enter(to_submit, want, flags, wait),
+            };
             match r {
                 Ok(n) => {
                     if !sqpoll {
@@ -521,8 +593,16 @@ impl Uring {
         self.table.grant();
     }
 
-    /// Reaps every CQE now in the ring; returns how many.
+    /// Reaps every CQE now in the ring; returns how many. Completions fault injection held
+    /// back on the previous drain come first (they are older), then the ring's, of which
+    /// injection may hold some back until the next drain.
     fn drain_once(&mut self) -> usize {
+        let released = if self.held.is_empty() {
+            Vec::new()
+        } else {
+            self.release_held()
+        };
+        let may_hold = self.faults.active() && !self.poisoned && !self.shut_down;
         let Uring {
             ring,
             table,
@@ -530,9 +610,22 @@ impl Uring {
             wake_armed,
             wake_fd,
             awaiting_cqes,
+            faults,
+            held,
             ..
         } = self;
+        let mut reaper = Reaper {
+            table,
+            cancels_in_flight,
+            wake_armed,
+            wake_fd,
+            awaiting_cqes,
+        };
         let mut n = 0u64;
+        for h in released {
+            n += 1;
+            reaper.deliver(h.user_data, h.c, !h.injected);
+        }
         for cqe in ring.completion() {
             n += 1;
             let user_data = cqe.user_data();
@@ -540,33 +633,114 @@ impl Uring {
                 res: cqe.result(),
                 flags: cqe.flags(),
             };
-            if user_data == tag::MSG_WAKE {
-                // A wake-up posted from another thread (msg_ring.rs), for no SQE of this ring:
-                // its arrival was the point.
-                continue;
+            if may_hold && !tag::is_tag(user_data) {
+                // Hold it back (and every later CQE of the same operation, to keep their
+                // order): delivered on the next drain, after CQEs that came after it.
+                if held.iter().any(|h| h.user_data == user_data) || faults.fire(Fault::Late) {
+                    n -= 1;
+                    held.push(Held {
+                        user_data,
+                        c,
+                        injected: false,
+                    });
+                    continue;
+                }
             }
-            if !cqueue::more(c.flags) {
-                *awaiting_cqes = awaiting_cqes.saturating_sub(1);
-            }
-            if user_data == tag::CANCEL {
-                *cancels_in_flight -= 1;
-                continue;
-            }
-            if user_data == tag::WAKE {
-                *wake_armed = false;
-                drain_eventfd(wake_fd);
-                continue;
-            }
-            if cqueue::more(c.flags) {
-                // Not the final CQE of this operation (multishot, zero-copy send).
-                table.item(user_data, c);
-            } else {
-                table.complete(user_data, c);
-            }
+            reaper.deliver(user_data, c, true);
         }
         table.counters.cqes_reaped += n;
         table.counters.max_cqe_batch = table.counters.max_cqe_batch.max(n);
         n as usize
+    }
+
+    /// Takes the held completions in a random order of operations, each operation's own in
+    /// the order they came.
+    fn release_held(&mut self) -> Vec<Held> {
+        let mut held = std::mem::take(&mut self.held);
+        let mut keys: Vec<(u64, u64)> = Vec::new();
+        for h in &held {
+            if !keys.iter().any(|k| k.0 == h.user_data) {
+                keys.push((h.user_data, self.faults.below(u64::MAX)));
+            }
+        }
+        let key = |ud: u64| keys.iter().find(|k| k.0 == ud).map_or(0, |k| k.1);
+        // A stable sort: one operation's completions keep their order.
+        held.sort_by_key(|h| key(h.user_data));
+        held
+    }
+
+    /// Fault injection at push: shortens a read or write (the SQE's `len`), or makes the
+    /// operation's result up (`ECANCELED`, `ENOBUFS`, `ECONNRESET`) without submitting it.
+    /// Closes, cancels and anything that frees a resource are never touched.
+    fn fault_at_push(&mut self, entry: &mut Entry) -> Option<i32> {
+        let op = entry.get_opcode() as u8;
+        let (flags, len) = sqe::flags_and_len(entry);
+        let buffer_select = flags & sqe::IOSQE_BUFFER_SELECT != 0;
+        let socket_io = [
+            opcode::Recv::CODE,
+            opcode::Send::CODE,
+            opcode::RecvMsg::CODE,
+            opcode::SendMsg::CODE,
+        ]
+        .contains(&op);
+        let plain_io = [
+            opcode::Read::CODE,
+            opcode::Write::CODE,
+            opcode::ReadFixed::CODE,
+            opcode::WriteFixed::CODE,
+            opcode::Recv::CODE,
+            opcode::Send::CODE,
+        ]
+        .contains(&op);
+        let may_cancel = socket_io
+            || plain_io
+            || [
+                opcode::Readv::CODE,
+                opcode::Writev::CODE,
+                opcode::Accept::CODE,
+                opcode::Connect::CODE,
+                opcode::OpenAt::CODE,
+                opcode::Statx::CODE,
+            ]
+            .contains(&op);
+        if buffer_select && self.faults.fire(Fault::Enobufs) {
+            return Some(-libc::ENOBUFS);
+        }
+        if socket_io && self.faults.fire(Fault::Econnreset) {
+            return Some(-libc::ECONNRESET);
+        }
+        if may_cancel && self.faults.fire(Fault::Ecanceled) {
+            return Some(-libc::ECANCELED);
+        }
+        // Reads of fewer than 512 bytes are left whole: an eventfd or signalfd read must ask
+        // for whole records.
+        if plain_io && !buffer_select && len >= 512 && self.faults.fire(Fault::ShortIo) {
+            if let Some(shorter) = self.faults.shorten(len) {
+                sqe::set_len(entry, shorter);
+            }
+        }
+        None
+    }
+
+    /// Fault injection at `io_uring_enter`: an error instead of the call (`EAGAIN`, `EBUSY`,
+    /// `EINTR`: nothing submitted), or a smaller `to_submit` (a short submit).
+    fn fault_at_enter(&mut self, sqpoll: bool, to_submit: u32) -> Option<io::Result<u32>> {
+        if !self.faults.active() {
+            return None;
+        }
+        for (kind, errno) in [
+            (Fault::Eagain, libc::EAGAIN),
+            (Fault::Ebusy, libc::EBUSY),
+            (Fault::Eintr, libc::EINTR),
+        ] {
+            if self.faults.fire(kind) {
+                return Some(Err(io::Error::from_raw_os_error(errno)));
+            }
+        }
+        if !sqpoll && to_submit > 1 && self.faults.fire(Fault::ShortSubmit) {
+            return Some(Ok(self.faults.below(u64::from(to_submit)) as u32));
+        }
+        None
     }
 
     /// After `-EBADR` (completions lost): the driver takes no new operation, and no memory
@@ -667,6 +841,46 @@ impl Uring {
         report.leaked = self.table.leak_ignored();
         report.still_in_flight = self.table.unfinished().len();
         report
+    }
+}
+
+/// Where a drained completion goes: the borrowed parts of the driver that `drain_once` hands
+/// each CQE to (the ring itself stays borrowed by the CQ iterator).
+struct Reaper<'a> {
+    table: &'a mut OpTable,
+    cancels_in_flight: &'a mut usize,
+    wake_armed: &'a mut bool,
+    wake_fd: &'a Arc<OwnedFd>,
+    awaiting_cqes: &'a mut usize,
+}
+
+impl Reaper<'_> {
+    /// Hands one completion to its owner. `from_kernel` is false for a completion fault
+    /// injection made up (no CQE was owed for it).
+    fn deliver(&mut self, user_data: u64, c: Completion, from_kernel: bool) {
+        if user_data == tag::MSG_WAKE {
+            // A wake-up posted from another thread (msg_ring.rs), for no SQE of this ring:
+            // its arrival was the point.
+            return;
+        }
+        if from_kernel && !cqueue::more(c.flags) {
+            *self.awaiting_cqes = self.awaiting_cqes.saturating_sub(1);
+        }
+        if user_data == tag::CANCEL {
+            *self.cancels_in_flight -= 1;
+            return;
+        }
+        if user_data == tag::WAKE {
+            *self.wake_armed = false;
+            drain_eventfd(self.wake_fd);
+            return;
+        }
+        if cqueue::more(c.flags) {
+            // Not the final CQE of this operation (multishot, zero-copy send).
+            self.table.item(user_data, c);
+        } else {
+            self.table.complete(user_data, c);
+        }
     }
 }
 

@@ -1,0 +1,567 @@
+//! Seeded fault injection (issue 14), for tests and soaks.
+//!
+//! Built only with the `fault-injection` feature (off by default; hoop's own test builds turn it
+//! on through a dev-dependency, so `cargo test` and `cargo run` build different code). With
+//! the feature and `HOOP_FAULTS=seed=N,rate=P[,kinds=LIST]` in the environment, both drivers
+//! inject, with probability `P` per event and reproducibly from the seed, the failures a
+//! kernel may really produce: errors from `io_uring_enter`/`epoll_wait`, short submits, short
+//! reads and writes, `ECANCELED`, `ENOBUFS` on buffer-ring receives, `ECONNRESET` on sockets,
+//! completions held back and delivered out of order, a tiny CQ that overflows, and a ring setup
+//! that fails with each classified error. `LIST` is a `+`- or `:`-separated list of [`KINDS`]
+//! (default: all).
+//!
+//! Without the feature every function here exists and does nothing ([`enabled`] is false), and
+//! the drivers' injection points compile to nothing.
+//!
+//! Each driver gets its own random stream, seeded from the plan's seed, the name of the thread
+//! that built it (a test's name, under the test harness) and how many drivers that thread built
+//! before, so a failing test repeats with the same `HOOP_FAULTS` whatever else runs beside it.
+//! A test that cannot hold under a kind opts out of it by name with [`opt_out`], which says so
+//! on stderr.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One kind of injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// `io_uring_enter` fails with `EAGAIN` (nothing submitted).
+    Eagain,
+    /// `io_uring_enter` fails with `EBUSY` (nothing submitted).
+    Ebusy,
+    /// `io_uring_enter` or `epoll_wait` is interrupted by a signal (`EINTR`).
+    Eintr,
+    /// `io_uring_enter` consumes fewer SQEs than were queued (the rest stay queued).
+    ShortSubmit,
+    /// A read, write, send or receive is asked for fewer bytes than the caller asked (the
+    /// kernel then really moves fewer bytes: the result is short, never a lie).
+    ShortIo,
+    /// An operation ends with `ECANCELED` without having run.
+    Ecanceled,
+    /// A buffer-ring receive ends with `ENOBUFS` without having run.
+    Enobufs,
+    /// A socket send or receive ends with `ECONNRESET` without having run.
+    Econnreset,
+    /// A completion is held back for a turn or more, and delivered after later ones (the
+    /// completions of one operation stay in order).
+    Late,
+    /// The ring is set up with a tiny CQ (but the driver keeps its usual in-flight cap), so
+    /// the CQ overflows into the kernel's backlog under load.
+    CqOverflow,
+    /// The ring's setup fails with one of the classified errors (ENOSYS, EPERM, ENOMEM,
+    /// EINVAL), as if the kernel had refused it.
+    Setup,
+}
+
+impl Kind {
+    /// Every kind, in the order [`counts`] reports them.
+    pub const ALL: [Kind; 11] = [
+        Kind::Eagain,
+        Kind::Ebusy,
+        Kind::Eintr,
+        Kind::ShortSubmit,
+        Kind::ShortIo,
+        Kind::Ecanceled,
+        Kind::Enobufs,
+        Kind::Econnreset,
+        Kind::Late,
+        Kind::CqOverflow,
+        Kind::Setup,
+    ];
+
+    /// The kind's name in `HOOP_FAULTS` and in reports.
+    pub fn name(self) -> &'static str {
+        KINDS[self as usize]
+    }
+
+    /// The kind called `name`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        KINDS.iter().position(|k| *k == name).map(|i| Kind::ALL[i])
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// The kinds' names, in [`Kind::ALL`]'s order.
+pub const KINDS: [&str; 11] = [
+    "eagain",
+    "ebusy",
+    "eintr",
+    "short_submit",
+    "short_io",
+    "ecanceled",
+    "enobufs",
+    "econnreset",
+    "late",
+    "cq_overflow",
+    "setup",
+];
+
+const ALL_BITS: u32 = (1 << KINDS.len()) - 1;
+
+/// A parsed `HOOP_FAULTS` value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    /// The seed every driver's random stream derives from.
+    pub seed: u64,
+    /// Probability of a fault per event, in [0, 1].
+    pub rate: f64,
+    kinds: u32,
+}
+
+impl Plan {
+    /// Parses `seed=N,rate=P[,kinds=A+B+...]`.
+    pub fn parse(spec: &str) -> Result<Plan, String> {
+        let mut seed = None;
+        let mut rate = None;
+        let mut kinds = ALL_BITS;
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("HOOP_FAULTS: `{part}` is not key=value"))?;
+            match key.trim() {
+                "seed" => {
+                    seed = Some(value.trim().parse::<u64>().map_err(|e| {
+                        format!("HOOP_FAULTS: seed `{value}` is not an unsigned integer: {e}")
+                    })?)
+                }
+                "rate" => {
+                    let r = value
+                        .trim()
+                        .parse::<f64>()
+                        .map_err(|e| format!("HOOP_FAULTS: rate `{value}` is not a number: {e}"))?;
+                    if !(0.0..=1.0).contains(&r) {
+                        return Err(format!("HOOP_FAULTS: rate {r} is outside [0, 1]"));
+                    }
+                    rate = Some(r);
+                }
+                "kinds" => {
+                    kinds = 0;
+                    for name in value.split(['+', ':', ' ']).filter(|n| !n.is_empty()) {
+                        let kind = Kind::from_name(name).ok_or_else(|| {
+                            format!(
+                                "HOOP_FAULTS: unknown fault kind `{name}` (kinds: {})",
+                                KINDS.join(", ")
+                            )
+                        })?;
+                        kinds |= kind.bit();
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "HOOP_FAULTS: unknown key `{other}` (expected seed=N,rate=P[,kinds=LIST])"
+                    ))
+                }
+            }
+        }
+        Ok(Plan {
+            seed: seed.ok_or("HOOP_FAULTS: seed=N missing")?,
+            rate: rate.ok_or("HOOP_FAULTS: rate=P missing")?,
+            kinds,
+        })
+    }
+
+    /// Whether the plan injects `kind`.
+    pub fn has(&self, kind: Kind) -> bool {
+        self.kinds & kind.bit() != 0
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed={},rate={}", self.seed, self.rate)?;
+        if self.kinds != ALL_BITS {
+            let names: Vec<&str> = Kind::ALL
+                .iter()
+                .filter(|k| self.has(**k))
+                .map(|k| k.name())
+                .collect();
+            write!(f, ",kinds={}", names.join("+"))?;
+        }
+        Ok(())
+    }
+}
+
+static COUNTS: [AtomicU64; 11] = [const { AtomicU64::new(0) }; 11];
+
+thread_local! {
+    /// Kinds this thread opted out of ([`opt_out`]).
+    static OPTED_OUT: Cell<u32> = const { Cell::new(0) };
+    /// Drivers this thread built so far (each gets its own random stream).
+    #[cfg(feature = "fault-injection")]
+    static BUILT: Cell<u64> = const { Cell::new(0) };
+    /// A plan set for this thread only ([`set_thread_plan`]), over `HOOP_FAULTS`.
+    static THREAD_PLAN: Cell<Option<Plan>> = const { Cell::new(None) };
+}
+
+/// The plan from `HOOP_FAULTS`, read once. A value that does not parse stops the process with
+/// the reason: a typo must not silently run a fault-free suite.
+#[cfg(feature = "fault-injection")]
+fn env_plan() -> Option<Plan> {
+    use std::sync::OnceLock;
+    static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
+    *PLAN.get_or_init(|| {
+        let spec = std::env::var("HOOP_FAULTS").ok()?;
+        match Plan::parse(&spec) {
+            Ok(plan) => {
+                install_panic_note(plan);
+                Some(plan)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        }
+    })
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn env_plan() -> Option<Plan> {
+    None
+}
+
+/// Every panic under faults names the plan, so the run can be repeated.
+#[cfg(feature = "fault-injection")]
+fn install_panic_note(plan: Plan) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        eprintln!(
+            "hoop faults: panic under HOOP_FAULTS={plan} in thread {} (repeat with the same \
+             HOOP_FAULTS)",
+            thread.name().unwrap_or("?")
+        );
+        previous(info);
+    }));
+}
+
+/// The plan in force on this thread: [`set_thread_plan`]'s, else `HOOP_FAULTS`'s.
+fn current_plan() -> Option<Plan> {
+    if !cfg!(feature = "fault-injection") {
+        return None;
+    }
+    THREAD_PLAN.with(Cell::get).or_else(env_plan)
+}
+
+/// Whether faults are being injected: the `fault-injection` feature is compiled in and a plan
+/// is set (`HOOP_FAULTS`, or [`set_thread_plan`] on this thread).
+pub fn enabled() -> bool {
+    current_plan().is_some()
+}
+
+/// The plan in force as `HOOP_FAULTS` would spell it (`seed=1,rate=0.01[,kinds=...]`).
+pub fn describe() -> Option<String> {
+    current_plan().map(|p| p.to_string())
+}
+
+/// Faults injected so far in this process, per kind (every kind, in [`KINDS`] order); empty
+/// when injection is not [`enabled`].
+pub fn counts() -> Vec<(&'static str, u64)> {
+    if !enabled() && COUNTS.iter().all(|c| c.load(Ordering::Relaxed) == 0) {
+        return Vec::new();
+    }
+    KINDS
+        .iter()
+        .zip(COUNTS.iter())
+        .map(|(name, c)| (*name, c.load(Ordering::Relaxed)))
+        .collect()
+}
+
+/// Opts the current thread out of some kinds until the guard drops, and says so on stderr
+/// (uncaptured, so the opt-out shows in a test run's log). Names not in [`KINDS`] panic: an
+/// opt-out that silently names nothing would hide a typo.
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn opt_out(kinds: &[&str]) -> OptOut {
+    let guard = opt_out_quietly(kinds);
+    if let Some(plan) = current_plan() {
+        use std::io::Write as _;
+        let thread = std::thread::current();
+        let _ = writeln!(
+            std::io::stderr(),
+            "hoop faults: {} opts out of {} (HOOP_FAULTS={plan})",
+            thread.name().unwrap_or("?"),
+            kinds.join(", ")
+        );
+    }
+    guard
+}
+
+/// [`opt_out`] without the line on stderr, for a harness that says it once for all its tests.
+#[doc(hidden)]
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn opt_out_quietly(kinds: &[&str]) -> OptOut {
+    let mut bits = 0;
+    for name in kinds {
+        match Kind::from_name(name) {
+            Some(k) => bits |= k.bit(),
+            None => panic!(
+                "hoop::fault::opt_out: unknown fault kind `{name}` (kinds: {})",
+                KINDS.join(", ")
+            ),
+        }
+    }
+    let previous = OPTED_OUT.with(|o| {
+        let previous = o.get();
+        o.set(previous | bits);
+        previous
+    });
+    OptOut { previous }
+}
+
+/// Ends an [`opt_out`] when dropped.
+#[derive(Debug)]
+pub struct OptOut {
+    previous: u32,
+}
+
+impl Drop for OptOut {
+    fn drop(&mut self) {
+        OPTED_OUT.with(|o| o.set(self.previous));
+    }
+}
+
+/// Sets a plan for drivers built on this thread from now on (over `HOOP_FAULTS`), until the
+/// guard drops: how the fault tests of the ordinary suite run without the environment
+/// variable. Without the `fault-injection` feature the plan is parsed and ignored.
+pub fn set_thread_plan(spec: &str) -> Result<ThreadPlan, String> {
+    let plan = Plan::parse(spec)?;
+    let previous = THREAD_PLAN.with(|p| p.replace(Some(plan)));
+    Ok(ThreadPlan { previous })
+}
+
+/// Ends a [`set_thread_plan`] when dropped.
+#[derive(Debug)]
+pub struct ThreadPlan {
+    previous: Option<Plan>,
+}
+
+impl Drop for ThreadPlan {
+    fn drop(&mut self) {
+        THREAD_PLAN.with(|p| p.set(self.previous));
+    }
+}
+
+/// One driver's injector: a seeded random stream and the plan's kinds. Without the feature it
+/// holds nothing and never fires.
+#[derive(Debug)]
+pub(crate) struct Faults {
+    #[cfg(feature = "fault-injection")]
+    inner: Option<Injector>,
+}
+
+#[cfg(feature = "fault-injection")]
+#[derive(Debug)]
+struct Injector {
+    state: u64,
+    /// `rate` scaled to u64: an event fires when a draw is below it.
+    threshold: u64,
+    kinds: u32,
+}
+
+impl Faults {
+    /// An injector for a driver built on the current thread (none when injection is off).
+    pub(crate) fn new() -> Faults {
+        #[cfg(feature = "fault-injection")]
+        {
+            let inner = current_plan().map(|plan| {
+                let thread = std::thread::current();
+                let name = thread.name().unwrap_or("");
+                let built = BUILT.with(|b| {
+                    let n = b.get();
+                    b.set(n + 1);
+                    n
+                });
+                // FNV-1a of the thread name, mixed with the seed and the driver's ordinal.
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for byte in name.bytes() {
+                    h = (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+                }
+                let threshold = if plan.rate >= 1.0 {
+                    u64::MAX
+                } else {
+                    (plan.rate * u64::MAX as f64) as u64
+                };
+                Injector {
+                    state: plan.seed ^ h ^ built.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    threshold,
+                    kinds: plan.kinds,
+                }
+            });
+            Faults { inner }
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            Faults {}
+        }
+    }
+
+    /// Whether this injector injects anything at all.
+    #[inline(always)]
+    pub(crate) fn active(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.inner.is_some()
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
+    }
+
+    /// Draws for one event of `kind`: true (and counted) when the fault is to be injected.
+    #[inline(always)]
+    pub(crate) fn fire(&mut self, kind: Kind) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            let Some(inj) = self.inner.as_mut() else {
+                return false;
+            };
+            if inj.kinds & kind.bit() == 0 || OPTED_OUT.with(Cell::get) & kind.bit() != 0 {
+                return false;
+            }
+            if inj.next() >= inj.threshold || inj.threshold == 0 {
+                return false;
+            }
+            COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = kind;
+            false
+        }
+    }
+
+    /// A uniform draw in `[0, n)` (0 when `n` is 0 or injection is off).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        #[cfg(feature = "fault-injection")]
+        {
+            match self.inner.as_mut() {
+                Some(inj) if n > 0 => inj.next() % n,
+                _ => 0,
+            }
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = n;
+            0
+        }
+    }
+
+    /// A shorter length for a read or write of `len` bytes, keeping the block alignment an
+    /// `O_DIRECT` transfer needs (a multiple of 4096 or 512 stays one), or `None` when `len`
+    /// cannot be shortened.
+    pub(crate) fn shorten(&mut self, len: u32) -> Option<u32> {
+        let unit = if len.is_multiple_of(4096) {
+            4096
+        } else if len.is_multiple_of(512) {
+            512
+        } else {
+            1
+        };
+        let units = len / unit;
+        if units < 2 {
+            return None;
+        }
+        let keep = 1 + self.below(u64::from(units - 1)) as u32;
+        Some(keep * unit)
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+impl Injector {
+    /// splitmix64.
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_parse_and_print() {
+        let p = Plan::parse("seed=7,rate=0.25").unwrap();
+        assert_eq!((p.seed, p.rate), (7, 0.25));
+        assert!(Kind::ALL.iter().all(|k| p.has(*k)));
+        assert_eq!(p.to_string(), "seed=7,rate=0.25");
+        let p = Plan::parse("seed=1, rate=1, kinds=short_io+late").unwrap();
+        assert!(p.has(Kind::ShortIo) && p.has(Kind::Late) && !p.has(Kind::Setup));
+        assert_eq!(p.to_string(), "seed=1,rate=1,kinds=short_io+late");
+        assert_eq!(Plan::parse(&p.to_string()).unwrap(), p);
+        for bad in [
+            "rate=0.1",
+            "seed=1",
+            "seed=x,rate=0.1",
+            "seed=1,rate=2",
+            "seed=1,rate=0.1,kinds=nope",
+            "seed=1,rate=0.1,color=red",
+            "seed",
+        ] {
+            assert!(Plan::parse(bad).is_err(), "{bad} parsed");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::from_name(k.name()), Some(k));
+        }
+        assert_eq!(Kind::from_name("late"), Some(Kind::Late));
+    }
+
+    #[test]
+    fn shorten_keeps_alignment() {
+        let _plan = set_thread_plan("seed=3,rate=1").unwrap();
+        let mut f = Faults::new();
+        if !f.active() {
+            return; // built without the feature: nothing to shorten with
+        }
+        for _ in 0..1000 {
+            let n = f.shorten(65536).unwrap();
+            assert!(n.is_multiple_of(4096) && (4096..65536).contains(&n));
+            let n = f.shorten(1536).unwrap();
+            assert!(n.is_multiple_of(512) && (512..1536).contains(&n));
+            let n = f.shorten(100).unwrap();
+            assert!((1..100).contains(&n));
+        }
+        assert_eq!(f.shorten(4096), None);
+        assert_eq!(f.shorten(1), None);
+    }
+
+    #[test]
+    fn same_seed_same_stream_and_opt_out_silences() {
+        let draws = |seed: u64| {
+            let _plan = set_thread_plan(&format!("seed={seed},rate=0.5")).unwrap();
+            #[cfg(feature = "fault-injection")]
+            BUILT.with(|b| b.set(0));
+            let mut f = Faults::new();
+            (0..64).map(|_| f.fire(Kind::Late)).collect::<Vec<_>>()
+        };
+        let a = draws(11);
+        if !cfg!(feature = "fault-injection") {
+            assert!(a.iter().all(|x| !x));
+            return;
+        }
+        assert_eq!(a, draws(11));
+        assert_ne!(a, draws(12));
+        assert!(a.iter().any(|x| *x) && a.iter().any(|x| !x));
+        let _plan = set_thread_plan("seed=1,rate=1").unwrap();
+        let mut f = Faults::new();
+        {
+            let _out = opt_out(&["late"]);
+            assert!(!f.fire(Kind::Late));
+            assert!(f.fire(Kind::ShortIo));
+        }
+        assert!(f.fire(Kind::Late));
+    }
+}
