@@ -413,6 +413,8 @@ fn iowq_max_workers_are_set() {
         let path = std::env::temp_dir().join(format!("hoop-iowq-{}", std::process::id()));
         let p = path.clone();
         let (limits, default_limits) = bounded(60, move || {
+            // Raw single writes and a read that must move every byte at once.
+            let _faults = hoop::fault::opt_out(&["short_io"]);
             let rt = builder(kind).iowq_max_workers(2, 3).build().unwrap();
             let limits = rt.block_on(async move {
                 let f = std::fs::OpenOptions::new()

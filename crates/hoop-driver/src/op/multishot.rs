@@ -46,9 +46,9 @@ impl MultishotCode for AcceptMulti {
     type Item = io::Result<OwnedFd>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
-        if c.res == -libc::ECANCELED {
-            return None;
-        }
+        // Every result is yielded, `ECANCELED` included: a cancel the stream's owner did not ask
+        // for (the owner's own drop never gets here) must not look like a quiet end. The
+        // stream then ends (`rearm`).
         // SAFETY: a non-negative result is a new fd nothing else owns.
         Some(cvt(c.res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
@@ -133,9 +133,11 @@ impl MultishotCode for RecvMulti {
             self.ring.give_back(bid);
         }
         match c.res {
-            // End of stream, out of buffers (re-armed later), or cancelled: nothing to yield.
+            // End of stream, or out of buffers (re-armed later): nothing to yield. A cancel is
+            // yielded as an error (then the stream ends): a peer's EOF and a cancel the
+            // stream's owner did not ask for must not look alike.
             0 => None,
-            r if r == -libc::ENOBUFS || r == -libc::ECANCELED => None,
+            r if r == -libc::ENOBUFS => None,
             r => Some(Err(io::Error::from_raw_os_error(-r))),
         }
     }

@@ -103,7 +103,7 @@ impl Ring {
                 std::mem::take(&mut u.table.orphans)
             };
             self.load.store(u.table.slots.in_use(), Ordering::Relaxed);
-            if g.reaper_parked && g.uring.0.owed_cqes() > 0 {
+            if g.reaper_parked && (g.uring.0.owed_cqes() > 0 || g.uring.0.has_unsent()) {
                 g.reaper_parked = false;
                 self.reaper_cv.notify_one();
             }
@@ -124,15 +124,15 @@ impl Ring {
     /// a CQE (outside the lock), then drain.
     pub(crate) fn reap_until_stopped(&self) {
         loop {
-            let held;
+            let mut unsent;
             {
                 let mut g = self.lock();
                 loop {
                     if g.stop {
                         return;
                     }
-                    if g.uring.0.owed_cqes() > 0 {
-                        held = g.uring.0.has_held();
+                    unsent = g.uring.0.has_unsent();
+                    if unsent || g.uring.0.owed_cqes() > 0 {
                         break;
                     }
                     g.reaper_parked = true;
@@ -142,13 +142,19 @@ impl Ring {
             }
             // A signal, a timeout or an error all lead back to the checks above; the drain
             // below finds whatever arrived.
-            // (Completions fault injection held back are delivered by the drain, not waited for.)
-            if !held {
+            // Held-back completions and SQEs a refused submit left queued are handled by the
+            // submit-and-drain below, not waited for; a kernel that keeps refusing is retried
+            // after a millisecond, not in a spin.
+            if !unsent {
                 let _ = wait_for_cqe(self.ring_fd, REAPER_WAIT);
             }
-            self.with(|u| {
+            unsent = self.with(|u| {
                 let _ = u.submit_and_reap();
+                u.has_unsent()
             });
+            if unsent {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 

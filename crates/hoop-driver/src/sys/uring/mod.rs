@@ -100,6 +100,9 @@ pub(crate) struct Uring {
     /// Completions held back by fault injection (and injected ones), delivered on the next
     /// drain, after the CQEs that came before it.
     held: Vec<Held>,
+    /// A linked chain sits in the SQ: an injected short submit must not cut it (the kernel
+    /// would run its head alone).
+    chain_queued: bool,
 }
 
 /// A completion held back (or made up) by fault injection.
@@ -182,6 +185,7 @@ impl Uring {
             awaiting_cqes: 0,
             faults,
             held: Vec::new(),
+            chain_queued: false,
         })
     }
 
@@ -287,6 +291,7 @@ impl Uring {
         let pushed = unsafe { sq.push_multiple(entries).is_ok() };
         if pushed {
             self.awaiting_cqes += entries.len();
+            self.chain_queued |= entries.len() > 1;
         }
         pushed
     }
@@ -313,9 +318,13 @@ impl Uring {
             + injected
     }
 
-    /// Whether fault injection holds completions back for the next drain.
-    pub(crate) fn has_held(&self) -> bool {
+    /// Whether a shared ring's reaper has work it must not sleep on: completions fault
+    /// injection held back, or SQEs left in the SQ by a submit that took fewer than queued
+    /// (`EAGAIN`/`EBUSY` from the kernel, a short submit) which no future may come back to
+    /// submit.
+    pub(crate) fn has_unsent(&mut self) -> bool {
         !self.held.is_empty()
+            || (!self.ring.params().is_setup_sqpoll() && !self.ring.submission().is_empty())
     }
 
     /// Submits what is queued (cancels included) if anything is, and drains every CQE; wakers
@@ -539,6 +548,9 @@ impl Uring {
                     if !sqpoll {
                         self.table.counters.sqes_submitted += n as u64;
                     }
+                    if self.chain_queued && self.ring.submission().is_empty() {
+                        self.chain_queued = false;
+                    }
                     return Ok(());
                 }
                 Err(e) => match e.raw_os_error() {
@@ -737,7 +749,7 @@ impl Uring {
                 return Some(Err(io::Error::from_raw_os_error(errno)));
             }
         }
-        if !sqpoll && to_submit > 1 && self.faults.fire(Fault::ShortSubmit) {
+        if !sqpoll && !self.chain_queued && to_submit > 1 && self.faults.fire(Fault::ShortSubmit) {
             return Some(Ok(self.faults.below(u64::from(to_submit)) as u32));
         }
         None
