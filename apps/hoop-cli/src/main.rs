@@ -8,6 +8,7 @@ mod bench;
 mod http;
 mod probe;
 mod serve;
+mod soak;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// What this machine offers hoop: kernel, io_uring limits, and which driver `auto` picks.
     Probe(probe::ProbeArgs),
+    /// Servers on both drivers and file I/O under hostile load for N seconds, every byte
+    /// verified; fails on a wrong byte, a leak or a hang.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(*args),
         Command::Probe(args) => probe::run(args),
+        Command::Soak(args) => soak::run(args),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,7 +31,7 @@ pub(crate) mod http;
 mod nop;
 mod output;
 mod report;
-mod server;
+pub(crate) mod server;
 mod side_by_side;
 mod stats;
 mod suite;
