@@ -25,8 +25,20 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Open fds, once the count is stable: a ring torn down by an earlier test may still be
+/// releasing files in the kernel for a moment.
 fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
+    let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let mut last = count();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = count();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
 }
 
 fn pipe() -> (OwnedFd, OwnedFd) {
@@ -78,7 +90,11 @@ fn shutdown_with_ten_thousand_ops_in_flight() {
             drop(pipes);
             report
         });
-        assert!(report.cancelled >= 10_000, "{kind}: {report:?}");
+        // io_uring counts the reads its shutdown cancelled; epoll cancels a readiness wait at
+        // once when its task is dropped, before the driver's shutdown, which then finds none.
+        if kind == DriverKind::Uring {
+            assert!(report.cancelled >= 10_000, "{kind}: {report:?}");
+        }
         assert_eq!(report.leaked, 0, "{kind}: {report:?}");
         assert_eq!(report.still_in_flight, 0, "{kind}: {report:?}");
         assert_eq!(fd_count(), before, "{kind}: fds");
@@ -129,14 +145,29 @@ fn a_runtime_dropped_from_inside_a_waker() {
             VICTIM.with(|v| *v.borrow_mut() = Some(b));
             let a = builder(kind).build().unwrap();
             a.block_on(async {
-                // A no-op of A, polled with the waker that drops B when A wakes it.
-                let mut nop = Box::pin(Op::new(op::Nop));
-                let done = std::future::poll_fn(|cx| {
+                // A read of A, polled with the waker that drops B when A wakes it; the byte it
+                // reads is written once it is pending (on both drivers it then completes
+                // through a wake, never inline).
+                let (pr, pw) = pipe();
+                let mut read = Box::pin(Op::new(op::Read::new(
+                    pr.as_raw_fd(),
+                    vec![0u8; 1],
+                    u64::MAX,
+                )));
+                let mut written = false;
+                let (res, _) = std::future::poll_fn(|cx| {
                     let w = Waker::from(Arc::new(DropsVictim(cx.waker().clone())));
-                    nop.as_mut().poll(&mut Context::from_waker(&w))
+                    let p = read.as_mut().poll(&mut Context::from_waker(&w));
+                    if p.is_pending() && !written {
+                        written = true;
+                        // SAFETY: writes one byte from a local to a pipe we own.
+                        let n = unsafe { libc::write(pw.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+                        assert_eq!(n, 1);
+                    }
+                    p
                 })
                 .await;
-                done.unwrap();
+                assert_eq!(res.unwrap(), 1);
                 assert!(VICTIM.with(|v| v.borrow().is_none()), "B was dropped");
                 // A still works.
                 let (_rx, tx) = pipe();
@@ -219,8 +250,10 @@ fn a_ring_poisoned_mid_load() {
     let before = fd_count();
     bounded(60, move || {
         let rt = builder(kind).build().unwrap();
+        // Reads of a pipe nobody writes (they can only end by the poison), writes to another.
         let (r, w) = pipe();
-        let (rfd, wfd) = (r.as_raw_fd(), w.as_raw_fd());
+        let (r2, w2) = pipe();
+        let (rfd, wfd) = (r.as_raw_fd(), w2.as_raw_fd());
         rt.block_on(async move {
             let mut tasks = Vec::new();
             for i in 0..2000u32 {
@@ -246,19 +279,28 @@ fn a_ring_poisoned_mid_load() {
                 hoop::yield_now().await;
             }
             hoop::driver::Driver::current().unwrap().poison_for_test();
-            let mut badr = 0;
-            for t in tasks {
-                if let Err(e) = t.await.unwrap() {
-                    assert_eq!(e.raw_os_error(), Some(libc::EBADR), "{e}");
-                    badr += 1;
+            // Every read ends with an error: EBADR (no CQE came), or ECANCELED (the poison's
+            // synchronous cancel reached it); the rest may have completed for real first.
+            let mut failed = 0;
+            for (i, t) in tasks.into_iter().enumerate() {
+                match t.await.unwrap() {
+                    Err(e) => {
+                        let errno = e.raw_os_error();
+                        assert!(
+                            errno == Some(libc::EBADR) || errno == Some(libc::ECANCELED),
+                            "{e}"
+                        );
+                        failed += 1;
+                    }
+                    Ok(()) => assert_ne!(i % 4, 0, "a read of an unwritten pipe succeeded"),
                 }
             }
-            assert!(badr > 0, "the poison failed nothing");
+            assert!(failed >= 500, "only {failed} operations failed");
             let e = Op::new(op::Nop).await.unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EBADR));
         });
         drop(rt);
-        drop((r, w));
+        drop((r, w, r2, w2));
     });
     assert_eq!(fd_count(), before, "fds");
 }

@@ -771,15 +771,22 @@ impl Uring {
             return;
         }
         self.poisoned = true;
+        // SQEs still queued in the SQ would reach the kernel at the next `io_uring_enter`,
+        // after their operations' memory was handed back below: submit them first, so that
+        // the synchronous cancel covers them too. If any stay queued, the quiet path is not
+        // safe (found by tests/teardown.rs: heap corruption under ASan and glibc).
+        self.submit_queued();
         let ts = types::Timespec::new().sec(1);
         let barrier = self
             .ring
             .submitter()
             .register_sync_cancel(Some(ts), types::CancelBuilder::any());
-        let quiet = match barrier {
-            Ok(()) => true,
-            Err(e) => e.raw_os_error() == Some(libc::ENOENT),
-        };
+        let queued = !self.ring.params().is_setup_sqpoll() && !self.ring.submission().is_empty();
+        let quiet = !queued
+            && match barrier {
+                Ok(()) => true,
+                Err(e) => e.raw_os_error() == Some(libc::ENOENT),
+            };
         self.drain_once();
         self.table.release_all_waiters();
         if quiet {
