@@ -383,14 +383,32 @@ mod tests {
 /// A model test of the buffer ids (issue 14): random take / fill / give back / drop sequences on
 /// a user-space ring, against a model of which ids are out. An id is never handed out twice
 /// while out, every id comes back exactly once, and `available()` always says how many are in.
-#[cfg(test)]
-mod model {
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod model {
     use super::*;
-    use proptest::prelude::*;
     use std::collections::BTreeSet;
 
+    macro_rules! check {
+        ($cond:expr) => { check!($cond, "{}", stringify!($cond)) };
+        ($cond:expr, $($fmt:tt)+) => {
+            if !$cond {
+                return Err(format!($($fmt)+));
+            }
+        };
+    }
+
+    macro_rules! check_eq {
+        ($a:expr, $b:expr) => { check_eq!($a, $b, "{}", stringify!($a == $b)) };
+        ($a:expr, $b:expr, $($fmt:tt)+) => {{
+            let (a, b) = (&$a, &$b);
+            if a != b {
+                return Err(format!("{}: {:?} != {:?}", format!($($fmt)+), a, b));
+            }
+        }};
+    }
+
     #[derive(Debug, Clone)]
-    enum Action {
+    pub(crate) enum Action {
         /// A receive takes a free buffer.
         Take,
         /// The receive of taken buffer `i % n` delivered `len` bytes: a `RingBuf` now holds it.
@@ -403,17 +421,29 @@ mod model {
         DropRing,
     }
 
-    fn action() -> impl Strategy<Value = Action> {
-        prop_oneof![
-            4 => Just(Action::Take),
-            3 => (any::<usize>(), 0..700usize).prop_map(|(i, l)| Action::Fill(i, l)),
-            1 => any::<usize>().prop_map(Action::GiveBack),
-            3 => any::<usize>().prop_map(Action::DropBuf),
-            1 => Just(Action::DropRing),
-        ]
+    /// Decodes fuzz input: the first byte picks the ring size, then 3 bytes per action.
+    pub(crate) fn decode(data: &[u8]) -> (u16, Vec<Action>) {
+        let Some((&first, rest)) = data.split_first() else {
+            return (1, Vec::new());
+        };
+        let entries = [1u16, 2, 8, 32][usize::from(first % 4)];
+        let actions = rest
+            .chunks_exact(3)
+            .map(|b| {
+                let i = usize::from(b[1]);
+                match b[0] % 12 {
+                    0..=3 => Action::Take,
+                    4..=6 => Action::Fill(i, usize::from(b[2]) * 3),
+                    7 => Action::GiveBack(i),
+                    8..=10 => Action::DropBuf(i),
+                    _ => Action::DropRing,
+                }
+            })
+            .collect();
+        (entries, actions)
     }
 
-    fn run(entries: u16, actions: Vec<Action>) -> Result<(), TestCaseError> {
+    pub(crate) fn run(entries: u16, actions: Vec<Action>) -> Result<(), String> {
         let ring = BufRing::new_user(entries, 512).expect("ring");
         let mut handle = Some(ring.clone());
         let watch = ring; // kept to observe `available()` after the user's handle is gone
@@ -424,43 +454,43 @@ mod model {
             match a {
                 Action::Take => match watch.take_user() {
                     Some((bid, _)) => {
-                        prop_assert!(bid < entries);
-                        prop_assert!(out.insert(bid), "id {} handed out twice", bid);
+                        check!(bid < entries);
+                        check!(out.insert(bid), "id {} handed out twice", bid);
                         taken.push(bid);
                     }
-                    None => prop_assert_eq!(out.len(), entries as usize, "no id while some are in"),
+                    None => check_eq!(out.len(), entries as usize, "no id while some are in"),
                 },
                 Action::Fill(i, len) if !taken.is_empty() => {
                     let bid = taken.swap_remove(i % taken.len());
                     let buf = watch.filled_user(bid, len);
-                    prop_assert_eq!(buf.bytes_init(), len.min(512));
+                    check_eq!(buf.bytes_init(), len.min(512));
                     filled.push(buf);
                 }
                 Action::GiveBack(i) if !taken.is_empty() => {
                     let bid = taken.swap_remove(i % taken.len());
                     watch.give_back(bid);
-                    prop_assert!(out.remove(&bid));
+                    check!(out.remove(&bid));
                 }
                 Action::DropBuf(i) if !filled.is_empty() => {
                     let buf = filled.swap_remove(i % filled.len());
                     let bid = buf.bid;
                     drop(buf);
-                    prop_assert!(out.remove(&bid), "id {} returned twice", bid);
+                    check!(out.remove(&bid), "id {} returned twice", bid);
                 }
                 Action::DropRing => drop(handle.take()),
                 _ => {}
             }
-            prop_assert_eq!(watch.available(), entries as usize - out.len());
+            check_eq!(watch.available(), entries as usize - out.len());
         }
         for bid in taken.drain(..) {
             watch.give_back(bid);
-            prop_assert!(out.remove(&bid));
+            check!(out.remove(&bid));
         }
         drop(filled);
-        prop_assert_eq!(watch.available(), entries as usize, "every id came back");
+        check_eq!(watch.available(), entries as usize, "every id came back");
         let mut free = watch.inner.free.borrow().clone();
         free.sort_unstable();
-        prop_assert_eq!(
+        check_eq!(
             free,
             (0..entries).collect::<Vec<u16>>(),
             "each id in the free list once"
@@ -468,14 +498,39 @@ mod model {
         Ok(())
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+    #[cfg(test)]
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn action() -> impl Strategy<Value = Action> {
+            prop_oneof![
+                4 => Just(Action::Take),
+                3 => (any::<usize>(), 0..700usize).prop_map(|(i, l)| Action::Fill(i, l)),
+                1 => any::<usize>().prop_map(Action::GiveBack),
+                3 => any::<usize>().prop_map(Action::DropBuf),
+                1 => Just(Action::DropRing),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn buffer_ids_match_the_model(
+                entries in prop_oneof![Just(1u16), Just(2), Just(8), Just(32)],
+                actions in proptest::collection::vec(action(), 1..200),
+            ) {
+                run(entries, actions).map_err(TestCaseError::fail)?;
+            }
+        }
+
         #[test]
-        fn buffer_ids_match_the_model(
-            entries in prop_oneof![Just(1u16), Just(2), Just(8), Just(32)],
-            actions in proptest::collection::vec(action(), 1..200),
-        ) {
-            run(entries, actions)?;
+        fn fuzz_decoding_runs_the_same_model() {
+            let bytes: Vec<u8> = (0..3001u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+                .collect();
+            let (entries, actions) = decode(&bytes);
+            run(entries, actions).unwrap();
         }
     }
 }

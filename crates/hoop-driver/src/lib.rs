@@ -25,6 +25,9 @@ pub mod error;
 pub mod fault;
 pub mod fixedbuf;
 mod fixedfile;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod home;
 mod lifecycle;
 mod link;
@@ -36,7 +39,7 @@ pub mod shared;
 mod slots;
 pub mod sys;
 mod table;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 mod table_model;
 
 pub use addr::SockAddr;

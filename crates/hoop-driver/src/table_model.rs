@@ -8,8 +8,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use proptest::prelude::*;
-
 use crate::lifecycle::{Completion, Lifecycle, Stream};
 use crate::op::{Orphan, StreamOrphan};
 use crate::table::{Dropped, OpTable};
@@ -62,25 +60,57 @@ struct ModelOp {
     queued: Vec<i32>,
 }
 
+/// Fails the model check with a message (the proptest and the fuzz target report it).
+macro_rules! check {
+    ($cond:expr) => { check!($cond, "{}", stringify!($cond)) };
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+/// `check!` of an equality, with both sides in the message.
+macro_rules! check_eq {
+    ($a:expr, $b:expr) => { check_eq!($a, $b, "{}", stringify!($a == $b)) };
+    ($a:expr, $b:expr, $($fmt:tt)+) => {{
+        let (a, b) = (&$a, &$b);
+        if a != b {
+            return Err(format!("{}: {:?} != {:?}", format!($($fmt)+), a, b));
+        }
+    }};
+}
+
 #[derive(Debug, Clone)]
-enum Action {
+pub(crate) enum Action {
     Submit { stream: bool },
     Cqe { op: usize, res: i32, more: bool },
     Poll { op: usize },
     Drop { op: usize },
 }
 
-fn action() -> impl Strategy<Value = Action> {
-    prop_oneof![
-        2 => any::<bool>().prop_map(|stream| Action::Submit { stream }),
-        4 => (0..16usize, -5..100i32, any::<bool>())
-            .prop_map(|(op, res, more)| Action::Cqe { op, res, more }),
-        3 => (0..16usize).prop_map(|op| Action::Poll { op }),
-        2 => (0..16usize).prop_map(|op| Action::Drop { op }),
-    ]
+/// Decodes fuzz input: 4 bytes per action.
+pub(crate) fn decode(data: &[u8]) -> Vec<Action> {
+    data.chunks_exact(4)
+        .map(|b| {
+            let op = usize::from(b[1] % 16);
+            match b[0] % 11 {
+                0 | 1 => Action::Submit {
+                    stream: b[1] & 1 == 1,
+                },
+                2..=5 => Action::Cqe {
+                    op,
+                    res: i32::from(b[2] % 105) - 5,
+                    more: b[3] & 1 == 1,
+                },
+                6..=8 => Action::Poll { op },
+                _ => Action::Drop { op },
+            }
+        })
+        .collect()
 }
 
-fn run(actions: Vec<Action>) -> Result<(), TestCaseError> {
+pub(crate) fn run(actions: Vec<Action>) -> Result<(), String> {
     let mut table = OpTable::new(64);
     let log = Rc::new(RefCell::new(Log::default()));
     let mut ops: Vec<ModelOp> = Vec::new();
@@ -153,10 +183,10 @@ fn run(actions: Vec<Action>) -> Result<(), TestCaseError> {
                 if m.stream {
                     match table.poll_item(m.user_data, waker) {
                         Poll::Ready((c, last)) => {
-                            prop_assert!(!m.queued.is_empty(), "item from nowhere");
+                            check!(!m.queued.is_empty(), "item from nowhere");
                             let first = m.queued.remove(0);
-                            prop_assert_eq!(c.res, first, "items in order");
-                            prop_assert_eq!(
+                            check_eq!(c.res, first, "items in order");
+                            check_eq!(
                                 last,
                                 m.queued.is_empty() && matches!(m.state, State::Done(_))
                             );
@@ -165,16 +195,16 @@ fn run(actions: Vec<Action>) -> Result<(), TestCaseError> {
                             }
                         }
                         Poll::Pending => {
-                            prop_assert!(m.queued.is_empty(), "a queued item not given")
+                            check!(m.queued.is_empty(), "a queued item not given")
                         }
                     }
                 } else {
                     match table.poll_slot(m.user_data, waker) {
                         Poll::Ready(c) => {
-                            prop_assert_eq!(State::Done(c.res), m.state, "its own result");
+                            check_eq!(State::Done(c.res), m.state, "its own result");
                             m.state = State::Freed;
                         }
-                        Poll::Pending => prop_assert_eq!(m.state, State::Pending),
+                        Poll::Pending => check_eq!(m.state, State::Pending),
                     }
                 }
             }
@@ -194,46 +224,70 @@ fn run(actions: Vec<Action>) -> Result<(), TestCaseError> {
                         want_items.push((op, res));
                     }
                     if let State::Done(_) = m.state {
-                        prop_assert!(!cancel, "an ended stream needs no cancel");
+                        check!(!cancel, "an ended stream needs no cancel");
                         m.state = State::Freed;
                     } else {
-                        prop_assert!(cancel, "an armed stream must be cancelled");
+                        check!(cancel, "an armed stream must be cancelled");
                         m.state = State::Dropped;
                     }
                 } else {
                     match table.drop_slot(m.user_data, Box::new(data)) {
                         Dropped::Finished(data, c) => {
-                            prop_assert_eq!(State::Done(c.res), m.state);
+                            check_eq!(State::Done(c.res), m.state);
                             data.finish(c);
                             want_finished.push((op, c.res));
                             m.state = State::Freed;
                         }
                         Dropped::Cancel => {
-                            prop_assert_eq!(m.state, State::Pending);
+                            check_eq!(m.state, State::Pending);
                             m.state = State::Dropped;
                         }
-                        Dropped::Gone => prop_assert!(false, "slot gone"),
+                        Dropped::Gone => check!(false, "slot gone"),
                     }
                 }
             }
         }
         let live = ops.iter().filter(|m| m.state != State::Freed).count();
-        prop_assert_eq!(
+        check_eq!(
             table.slots.in_use(),
             live,
             "slots in use = operations not freed"
         );
-        prop_assert_eq!(&log.borrow().finished, &want_finished);
-        prop_assert_eq!(&log.borrow().items, &want_items);
-        prop_assert_eq!(table.counters.stale_cqes, 0);
+        check_eq!(&log.borrow().finished, &want_finished);
+        check_eq!(&log.borrow().items, &want_items);
+        check_eq!(table.counters.stale_cqes, 0);
     }
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn action() -> impl Strategy<Value = Action> {
+        prop_oneof![
+            2 => any::<bool>().prop_map(|stream| Action::Submit { stream }),
+            4 => (0..16usize, -5..100i32, any::<bool>())
+                .prop_map(|(op, res, more)| Action::Cqe { op, res, more }),
+            3 => (0..16usize).prop_map(|op| Action::Poll { op }),
+            2 => (0..16usize).prop_map(|op| Action::Drop { op }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn op_table_matches_the_model(actions in proptest::collection::vec(action(), 1..120)) {
+            run(actions).map_err(TestCaseError::fail)?;
+        }
+    }
+
     #[test]
-    fn op_table_matches_the_model(actions in proptest::collection::vec(action(), 1..120)) {
-        run(actions)?;
+    fn fuzz_decoding_runs_the_same_model() {
+        let bytes: Vec<u8> = (0..4000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect();
+        run(decode(&bytes)).unwrap();
     }
 }
