@@ -375,3 +375,86 @@ fn setup_failures_are_classified_and_auto_falls_back() {
         rt.block_on(async { hoop::time::sleep(Duration::from_millis(1)).await });
     });
 }
+
+/// A minimal `block_on` for the shared rings (their futures are woken from any thread).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// Regression (found under HOOP_FAULTS): a shared ring whose submit the kernel refused or cut
+/// short kept those SQEs in its SQ with nobody to submit them (the reaper parked: no CQE was
+/// owed), a lost wake-up. Half of all submits refused or cut here; 1,000 no-ops from 4 threads
+/// must all complete.
+#[test]
+fn shared_rings_submit_what_a_refused_submit_left() {
+    let _serial = serial();
+    bounded(60, || {
+        let _plan = hoop::fault::set_thread_plan("seed=4,rate=0.5,kinds=eagain+ebusy+short_submit")
+            .unwrap();
+        let rings = match hoop::shared::Rings::builder().rings(1).entries(8).build() {
+            Ok(r) => r,
+            Err(e) => {
+                common::skip(DriverKind::Uring, &format!("no shared rings: {e}"));
+                return;
+            }
+        };
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let rings = rings.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..250 {
+                        block_on(rings.nop()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(rings.in_flight(), 0);
+    });
+}
+
+/// Regression (found under HOOP_FAULTS): a multishot recv ended by a cancel its owner did not
+/// ask for looked like the peer's EOF (the stream just ended). It now yields the error first.
+#[test]
+fn an_unasked_cancel_ends_a_recv_stream_with_an_error() {
+    let _serial = serial();
+    common::each_driver(|kind| {
+        bounded(30, move || {
+            let _plan = hoop::fault::set_thread_plan("seed=2,rate=1,kinds=ecanceled").unwrap();
+            let rt = common::runtime(kind);
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (s, _) = l.accept().unwrap();
+            std::io::Write::write_all(&mut peer, b"data").unwrap();
+            rt.block_on(async move {
+                let s = TcpStream::from_std(s);
+                let ring = hoop::BufRing::new(4, 64).unwrap();
+                let mut stream = s.recv_stream(&ring);
+                let first = stream.next().await;
+                match first {
+                    Some(Err(e)) => assert_eq!(e.raw_os_error(), Some(libc::ECANCELED)),
+                    other => {
+                        panic!("driver={kind}: expected the cancel as an error, got {other:?}")
+                    }
+                }
+                assert!(stream.next().await.is_none(), "the stream ends after it");
+            });
+        });
+    });
+}
