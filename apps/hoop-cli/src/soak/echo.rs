@@ -203,15 +203,17 @@ pub(crate) fn client(
 }
 
 /// One checked echo on a fresh connection.
+/// (Up to 10 tries: under injected faults the server may cut a connection.)
 pub(crate) fn warm_up(addr: SocketAddr, tally: &Tally) -> io::Result<()> {
-    let s = connect(addr)?;
-    if echo_once(&s, b"warm-up", tally)? {
-        Ok(())
-    } else {
-        Err(io::Error::other(
-            "the echo server cut the warm-up connection",
-        ))
+    for _ in 0..10 {
+        let s = connect(addr)?;
+        if echo_once(&s, b"warm-up", tally)? {
+            return Ok(());
+        }
     }
+    Err(io::Error::other(
+        "the echo server cut 10 warm-up connections",
+    ))
 }
 
 fn connect(addr: SocketAddr) -> io::Result<TcpStream> {

@@ -124,10 +124,28 @@ pub(crate) fn client(
 }
 
 /// Fetches every file once on one connection (checked like any other response).
+/// (Under injected faults a request may fail: each file gets up to 10 tries, on a fresh
+/// connection after a failure; a wrong byte fails at once.)
 pub(crate) fn warm_up(addr: SocketAddr, root: &Root, tally: &Tally) -> io::Result<()> {
-    let s = connect(addr)?;
+    let mut conn: Option<TcpStream> = None;
     for (file, body) in &root.files {
-        get(&s, file, body, tally, Duration::ZERO)?;
+        let mut tries = 0;
+        loop {
+            let s = match conn.take() {
+                Some(s) => s,
+                None => connect(addr)?,
+            };
+            match get(&s, file, body, tally, Duration::ZERO) {
+                Ok(keep) => {
+                    if keep {
+                        conn = Some(s);
+                    }
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::InvalidData || tries >= 10 => return Err(e),
+                Err(_) => tries += 1,
+            }
+        }
     }
     Ok(())
 }
