@@ -388,25 +388,6 @@ pub(crate) mod model {
     use super::*;
     use std::collections::BTreeSet;
 
-    macro_rules! check {
-        ($cond:expr) => { check!($cond, "{}", stringify!($cond)) };
-        ($cond:expr, $($fmt:tt)+) => {
-            if !$cond {
-                return Err(format!($($fmt)+));
-            }
-        };
-    }
-
-    macro_rules! check_eq {
-        ($a:expr, $b:expr) => { check_eq!($a, $b, "{}", stringify!($a == $b)) };
-        ($a:expr, $b:expr, $($fmt:tt)+) => {{
-            let (a, b) = (&$a, &$b);
-            if a != b {
-                return Err(format!("{}: {:?} != {:?}", format!($($fmt)+), a, b));
-            }
-        }};
-    }
-
     #[derive(Debug, Clone)]
     pub(crate) enum Action {
         /// A receive takes a free buffer.

@@ -13,6 +13,10 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[macro_use]
+mod model_check;
+
 pub mod addr;
 pub mod aligned;
 pub mod buf;

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 mod charts;
 mod echo_client;
-mod file;
+pub(crate) mod file;
 pub(crate) mod http;
 mod nop;
 mod output;

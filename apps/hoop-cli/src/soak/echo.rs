@@ -11,10 +11,7 @@ use std::time::{Duration, Instant};
 
 use hoop::DriverKind;
 
-use super::tally::{Failures, Rng, Tally};
-
-/// How long a client waits on one read or write before calling the server hung.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+use super::tally::{connect, linger_zero, Failures, Rng, Tally};
 
 /// A running in-process echo server.
 pub(crate) struct EchoServer {
@@ -98,7 +95,7 @@ async fn serve(
         match listener.accept_timeout(Duration::from_millis(200)).await {
             Ok((s, _)) => {
                 conns += 1;
-                let rng = Rng::new(seed, 1_000_000 + conns);
+                let rng = Rng::seeded(seed, 1_000_000 + conns);
                 hoop::spawn(connection(s, rng, tally.clone()));
             }
             // A timeout (to look at `stop`), or an error an injected fault made: go on.
@@ -185,20 +182,7 @@ pub(crate) fn client(
             // Churn: connect and close at once.
             connect(addr).map(|_| true)
         };
-        match res {
-            Ok(_) => Tally::add(&tally.ops, 1),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                failures.push(format!("{name}: {e}"));
-            }
-            Err(e)
-                if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock =>
-            {
-                failures.push(format!(
-                    "{name}: no reply within {IO_TIMEOUT:?} (hang): {e}"
-                ));
-            }
-            Err(_) => Tally::add(&tally.errors, 1),
-        }
+        tally.record(res, failures, name);
     }
 }
 
@@ -214,14 +198,6 @@ pub(crate) fn warm_up(addr: SocketAddr, tally: &Tally) -> io::Result<()> {
     Err(io::Error::other(
         "the echo server cut 10 warm-up connections",
     ))
-}
-
-fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    s.set_nodelay(true)?;
-    Ok(s)
 }
 
 /// Reads up to `want.len()` bytes, checking each against `want`. Returns how many came before
@@ -317,20 +293,7 @@ fn half_close(addr: SocketAddr, msg: &[u8], tally: &Tally) -> io::Result<bool> {
 fn reset(addr: SocketAddr, msg: &[u8], tally: &Tally) -> io::Result<bool> {
     let s = connect(addr)?;
     let _ = (&s).write_all(msg);
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt reads a linger struct from our stack for a socket we own.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&s),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
+    linger_zero(&s);
     drop(s);
     Tally::add(&tally.resets, 1);
     Ok(true)

@@ -51,7 +51,7 @@ pub(crate) fn run(
             .await?;
         let mut model = vec![0u8; FILE_BYTES];
         write_fully(&file, &model, 0, tally).await?;
-        let mut rng = Rng::new(seed, 500);
+        let mut rng = Rng::seeded(seed, 500);
         while Instant::now() < until && !failures.any() {
             if let Some(d) = hoop::driver::Driver::current() {
                 in_flight.store(d.in_flight(), Ordering::Relaxed);

@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use hoop::DriverKind;
 
-use super::tally::{Failures, Rng, Tally};
+use super::tally::{connect, linger_zero, Failures, Rng, Tally};
 use crate::bench::server::{Ready, ServerChild};
 
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Files in the root: sizes from empty to past the server's splice threshold.
 const FILES: usize = 12;
 
@@ -27,7 +26,7 @@ pub(crate) struct Root {
 impl Root {
     pub(crate) fn create(dir: &Path, seed: u64) -> io::Result<Root> {
         std::fs::create_dir_all(dir)?;
-        let mut rng = Rng::new(seed, 77);
+        let mut rng = Rng::seeded(seed, 77);
         let mut files = Vec::new();
         for i in 0..FILES {
             let len = match i {
@@ -106,20 +105,7 @@ pub(crate) fn client(
             Tally::add(&tally.slow_reads, 1);
             connect(addr).and_then(|s| get(&s, file, body, tally, Duration::from_millis(1)))
         };
-        match res {
-            Ok(_) => Tally::add(&tally.ops, 1),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                failures.push(format!("{name}: /{file}: {e}"));
-            }
-            Err(e)
-                if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock =>
-            {
-                failures.push(format!(
-                    "{name}: /{file}: no response within {IO_TIMEOUT:?} (hang)"
-                ));
-            }
-            Err(_) => Tally::add(&tally.errors, 1),
-        }
+        tally.record(res, failures, &format!("{name}: /{file}"));
     }
 }
 
@@ -150,32 +136,8 @@ pub(crate) fn warm_up(addr: SocketAddr, root: &Root, tally: &Tally) -> io::Resul
     Ok(())
 }
 
-fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(s)
-}
-
 fn request(file: &str) -> String {
     format!("GET /{file} HTTP/1.1\r\nHost: soak\r\n\r\n")
-}
-
-fn linger_zero(s: &TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt reads a linger struct from our stack for a socket we own.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(s),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
 }
 
 /// One GET on `s`; `Ok(true)` when the connection may be kept.

@@ -307,11 +307,11 @@ pub fn run(args: SoakArgs) -> io::Result<()> {
                 (&loads[3 * i].1, &loads[3 * i + 1].1, &loads[3 * i + 2].1);
             for c in 0..2u64 {
                 let f = &failures;
-                let rng = Rng::new(seed, 100 * i as u64 + c);
+                let rng = Rng::seeded(seed, 100 * i as u64 + c);
                 sc.spawn(move || {
                     echo::client(echo_addr, rng, until, echo_tally, f, &format!("echo {d}"))
                 });
-                let rng = Rng::new(seed, 100 * i as u64 + 10 + c);
+                let rng = Rng::seeded(seed, 100 * i as u64 + 10 + c);
                 let root = &root;
                 sc.spawn(move || {
                     http::client(

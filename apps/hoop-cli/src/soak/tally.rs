@@ -1,8 +1,11 @@
 //! What each load did, counted from every thread: operations, bytes verified, and the
 //! disturbances it caused or met (cancellations, resets, half-closes, slow reads, errors).
 
+use std::io;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -25,6 +28,25 @@ impl Tally {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Counts one client action's outcome: done, a failure (a wrong byte: `InvalidData`; a
+    /// reply that never came: a timeout), or an error met and survived.
+    pub(crate) fn record(&self, res: io::Result<bool>, failures: &Failures, what: &str) {
+        match res {
+            Ok(_) => Tally::add(&self.ops, 1),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                failures.push(format!("{what}: {e}"));
+            }
+            Err(e)
+                if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock =>
+            {
+                failures.push(format!(
+                    "{what}: no reply within {IO_TIMEOUT:?} (hang): {e}"
+                ));
+            }
+            Err(_) => Tally::add(&self.errors, 1),
+        }
+    }
+
     pub(crate) fn snapshot(&self, name: &str) -> LoadSummary {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         LoadSummary {
@@ -38,6 +60,36 @@ impl Tally {
             errors: g(&self.errors),
         }
     }
+}
+
+/// How long a client waits on one read or write before calling the server hung.
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client connection with `IO_TIMEOUT` on every read and write.
+pub(crate) fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Makes the close of `s` an RST (`SO_LINGER` 0).
+pub(crate) fn linger_zero(s: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads a linger struct from our stack for a socket we own.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
 }
 
 /// One load's totals, for the table and the JSON.
@@ -78,37 +130,5 @@ impl Failures {
     }
 }
 
-/// A seeded SplitMix64 generator: every load thread draws its actions from the soak's seed.
-#[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64, stream: u64) -> Rng {
-        let mut r = Rng(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        r.next();
-        r
-    }
-
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n.max(1))) >> 64) as u64
-    }
-
-    /// `n` pseudo-random bytes.
-    pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next().to_le_bytes());
-        }
-        v.truncate(n);
-        v
-    }
-}
+/// Every load thread draws its actions from the soak's seed (the bench's SplitMix64).
+pub(crate) use crate::bench::file::content::Rng;

@@ -73,6 +73,23 @@ impl Rng {
         r
     }
 
+    /// A generator for stream `stream` of a fixed `seed` (a soak's runs repeat).
+    pub(crate) fn seeded(seed: u64, stream: u64) -> Rng {
+        let mut r = Rng(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        r.next();
+        r
+    }
+
+    /// `n` pseudo-random bytes.
+    pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+
     /// The next 64 random bits.
     pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod blocking;
-mod content;
+pub(crate) mod content;
 mod fio;
 mod fsinfo;
 mod linux_aio;
