@@ -138,14 +138,17 @@ fn fmt_census(c: &[(String, usize)]) -> String {
 /// `POOL_MAX`), two fds each: its pipe count may grow by that much under concurrency.
 const HTTP_PIPE_POOL_FDS: usize = 2 * 64;
 
-/// Whether a child's fds came back: every kind as before, pipes within the splice pool bound.
+/// Whether a child's fds came back: every kind as before, pipes at most the splice pool's
+/// bound above (fewer is fine).
 fn census_back(before: &[(String, usize)], after: &[(String, usize)]) -> bool {
     let count = |c: &[(String, usize)], k: &str| c.iter().find(|(x, _)| x == k).map_or(0, |e| e.1);
     let kinds = before.iter().chain(after).map(|(k, _)| k.as_str());
     kinds.into_iter().all(|k| {
         let (b, a) = (count(before, k), count(after, k));
         if k == "pipe" {
-            a >= b && a <= b + HTTP_PIPE_POOL_FDS
+            // The pool also shrinks: a pipe a failed splice left with unknown contents is
+            // closed, not kept. Only growth past the pool's bound is a leak.
+            a <= b + HTTP_PIPE_POOL_FDS
         } else {
             a == b
         }
@@ -386,7 +389,7 @@ pub fn run(args: SoakArgs) -> io::Result<()> {
         if !census_back(&before, &after) {
             failures.push(format!(
                 "fds of {}: before the load {}, after it {} (rule: every kind as before; \
-                 pipes may grow by the splice pool, at most {HTTP_PIPE_POOL_FDS})",
+                 pipes may grow by the splice pool, at most {HTTP_PIPE_POOL_FDS}, or shrink)",
                 s.name,
                 fmt_census(&before),
                 fmt_census(&after)
@@ -549,6 +552,6 @@ mod tests {
             &before,
             &c(&[("pipe", 4 + 130), ("socket", 1)])
         ));
-        assert!(!census_back(&before, &c(&[("pipe", 2), ("socket", 1)])));
+        assert!(census_back(&before, &c(&[("pipe", 2), ("socket", 1)])));
     }
 }
