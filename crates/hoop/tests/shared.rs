@@ -199,13 +199,10 @@ fn files_written_and_read_from_many_threads() {
 #[test]
 fn tcp_echo_across_threads() {
     let _g = serial();
-    // Known bug, left for the next issue (see the closing note of issue 14): a thread's
-    // submit takes every SQE queued on the ring, other threads' too, and the kernel cancels
-    // the requests a thread submitted when that thread exits, so a read another thread
-    // queued can end with ECANCELED once the client thread that happened to submit it is
-    // gone. Refused and short submits (which leave SQEs for another thread to submit) make it
-    // likely enough to fail this test under faults.
-    let _faults = hoop::fault::opt_out(&["eagain", "ebusy", "short_submit"]);
+    // Regression: a read another thread queued was submitted by a client thread that then
+    // exited, and the kernel cancelled it with that thread (ECANCELED); shared ops now
+    // resubmit a cancel their owner did not ask for. Refused and short submits under faults
+    // (which leave SQEs for other threads to submit) made it likely; no opt-out needed now.
     let Some(rings) = rings() else { return };
     let listener = block_on(TcpListener::bind(&rings, "127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();

@@ -74,7 +74,13 @@ enum State<T> {
 #[must_use = "an operation does nothing unless awaited"]
 pub struct SharedOp<T: OpCode> {
     state: State<T>,
+    /// Times the kernel cancelled the operation without its owner asking (see `poll`).
+    resubmits: u8,
 }
+
+/// How many unasked-for cancels an operation is resubmitted after before `ECANCELED` is
+/// its result.
+const MAX_RESUBMITS: u8 = 16;
 
 impl<T: OpCode> std::fmt::Debug for SharedOp<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +91,7 @@ impl<T: OpCode> std::fmt::Debug for SharedOp<T> {
 impl<T: OpCode> SharedOp<T> {
     pub(crate) fn new(data: T, ring: Arc<Ring>) -> SharedOp<T> {
         SharedOp {
+            resubmits: 0,
             state: State::Idle {
                 data,
                 ring,
@@ -169,6 +176,33 @@ impl<T: OpCode + UringOp + Send> Future for SharedOp<T> {
                     u.table.poll_slot(*user_data, cx.waker())
                 });
                 match ready {
+                    // `ECANCELED` while the owner still polls: nobody here cancelled it (a
+                    // dropped future is never polled; a shutdown refuses the push below). The
+                    // kernel cancels the requests a thread submitted when that thread exits,
+                    // and a submit takes every SQE queued on the ring, other threads' too: the
+                    // request never ran, so it goes in again (found under fault injection,
+                    // issue 14; `shared.rs::tcp_echo_across_threads`).
+                    // (An operation with a linked deadline is cancelled by its deadline: that
+                    // `ECANCELED` is its result.)
+                    Poll::Ready(c)
+                        if c.res == -libc::ECANCELED
+                            && this.resubmits < MAX_RESUBMITS
+                            && !matches!(&this.state, State::InFlight { data, .. }
+                                if data.link_timeout().is_some()) =>
+                    {
+                        this.resubmits += 1;
+                        if let State::InFlight { data, ring, .. } =
+                            std::mem::replace(&mut this.state, State::Done)
+                        {
+                            this.state = State::Idle {
+                                data,
+                                ring,
+                                ticket: None,
+                            };
+                        }
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
                     Poll::Ready(c) => Poll::Ready(take_done(&mut this.state).complete(c)),
                     Poll::Pending => Poll::Pending,
                 }
