@@ -34,9 +34,20 @@ fn run<F: Future>(kind: DriverKind, f: F) -> F::Output {
         .expect("test timed out")
 }
 
-/// Entries in /proc/self/fd (the directory handle itself counts once, every time).
+/// Entries in /proc/self/fd (the directory handle itself counts once, every time), once the
+/// count is stable: an fd an earlier test's runtime closed may still be on its way out.
 fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
+    let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let mut last = count();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = count();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
 }
 
 /// A deterministic xorshift64 generator.
