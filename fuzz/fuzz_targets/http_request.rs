@@ -4,19 +4,20 @@
 #![no_main]
 #![allow(dead_code)]
 
-mod http {
-    #[path = "../../../apps/hoop-cli/src/http/config.rs"]
-    pub mod config;
-    #[path = "../../../apps/hoop-cli/src/http/parse.rs"]
-    pub mod parse;
-    #[path = "../../../apps/hoop-cli/src/http/resolve.rs"]
-    pub mod resolve;
-    #[path = "../../../apps/hoop-cli/src/http/status.rs"]
-    pub mod status;
-}
+// At the crate root (not in an inline module, whose `#[path]`s would go through a directory
+// that does not exist in a fresh clone): `parse.rs` and `resolve.rs` name their neighbours
+// as `super::config` and `super::status`.
+#[path = "../../apps/hoop-cli/src/http/config.rs"]
+mod config;
+#[path = "../../apps/hoop-cli/src/http/parse.rs"]
+mod parse;
+#[path = "../../apps/hoop-cli/src/http/resolve.rs"]
+mod resolve;
+#[path = "../../apps/hoop-cli/src/http/status.rs"]
+mod status;
 
-use http::parse::{parse, Parsed};
-use http::resolve::decode;
+use parse::{parse, Parsed};
+use resolve::decode;
 
 fn check_target(target: &[u8]) {
     let Ok(t) = decode(target) else { return };
