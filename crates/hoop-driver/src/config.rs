@@ -97,6 +97,10 @@ pub struct Config {
     /// SQPOLL), so they outlast the ring. `None` (the default) registers nothing; a kernel that
     /// refuses is ignored.
     pub iowq_max_workers: Option<(u32, u32)>,
+    /// Keep a time-weighted count of the operations in the kernel (`Counters::depth_ns` and
+    /// `Counters::depth_sampled_ns`): one clock read per `io_uring_enter` and per drain, so off
+    /// by default; benchmarks turn it on to see the queue depth the device really had.
+    pub sample_depth: bool,
 }
 
 impl Default for Config {
@@ -114,6 +118,7 @@ impl Default for Config {
             iopoll: false,
             register_ring_fd: true,
             iowq_max_workers: None,
+            sample_depth: false,
         }
     }
 }

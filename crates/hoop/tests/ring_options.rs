@@ -482,3 +482,60 @@ fn options_combine() {
         }
     });
 }
+
+/// Depth sampling (issue 15): with three pipe reads parked in the kernel for most of the run,
+/// the time-weighted depth is between 2 and 3; without sampling there is no figure. (The
+/// bound is on a count of operations, not on a duration.)
+#[test]
+fn depth_sampling_counts_operations_in_the_kernel() {
+    uring_only(|kind| {
+        bounded(30, move || {
+            let rt = builder(kind).sample_depth(true).build().expect("runtime");
+            let depth = rt.block_on(async {
+                let pipes: Vec<_> = (0..3).map(|_| pipe()).collect();
+                let reads: Vec<_> = pipes
+                    .iter()
+                    .map(|(r, _)| {
+                        let fd = r.as_raw_fd();
+                        hoop::spawn(Op::new(op::Read::new(fd, vec![0u8; 8], u64::MAX)))
+                    })
+                    .collect();
+                // Let the reads reach the kernel, then keep them there a while.
+                hoop::time::sleep(Duration::from_millis(100)).await;
+                for (_, w) in &pipes {
+                    // SAFETY: writes one byte from a valid buffer into an open pipe.
+                    let n = unsafe { libc::write(w.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+                    assert_eq!(n, 1);
+                }
+                for r in reads {
+                    let (res, _buf) = r.await.expect("read task");
+                    assert_eq!(res.expect("read"), 1);
+                }
+                hoop::runtime::current_counters().expect("counters")
+            });
+            let d = depth.mean_depth().expect("sampled");
+            assert!((2.0..=3.0).contains(&d), "mean depth {d}");
+            let plain = builder(kind).build().expect("runtime");
+            let c = plain.block_on(async {
+                Op::new(op::Nop).await.expect("nop");
+                hoop::runtime::current_counters().expect("counters")
+            });
+            assert_eq!(c.mean_depth(), None);
+        })
+    });
+}
+
+fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(r, 0, "pipe2");
+    // SAFETY: both fds were just created and are owned by nobody else.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}

@@ -177,6 +177,14 @@ impl Builder {
         self
     }
 
+    /// Keeps a time-weighted count of the operations in the kernel, read as
+    /// `Counters::mean_depth` (one clock read per `io_uring_enter` and per drain; default
+    /// off). The epoll driver keeps none.
+    pub fn sample_depth(mut self, on: bool) -> Builder {
+        self.cfg.sample_depth = on;
+        self
+    }
+
     /// Bound on the threads of this runtime's [`spawn_blocking`] pool (default
     /// [`DEFAULT_MAX_BLOCKING_THREADS`], at least 1). Calls beyond it wait in a FIFO queue.
     pub fn max_blocking_threads(mut self, threads: usize) -> Builder {

@@ -27,6 +27,8 @@ pub(crate) struct FioLatency {
     pub p999: Option<f64>,
     /// Largest.
     pub max: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
 }
 
 /// fio's flavours.
@@ -247,6 +249,10 @@ fn parse_report(stdout: &str, qd: usize) -> io::Result<Measured> {
                     .get("max")
                     .and_then(Value::as_f64)
                     .map(|ns| crate::bench::stats::round3(ns / 1000.0)),
+                mean: lat
+                    .get("mean")
+                    .and_then(Value::as_f64)
+                    .map(|ns| ns / 1000.0),
             });
         }
     }

@@ -95,6 +95,10 @@ pub(crate) struct Measured {
     /// Whether the threads that submitted ran unpinned (a multi-thread runtime's workers),
     /// whatever CPU the engine's own thread was pinned to.
     pub unpinned: bool,
+    /// The mean number of I/Os in flight, where the engine measured it (hoop's rings: the
+    /// driver's time-weighted count of operations in the kernel); otherwise it is derived from
+    /// IOPS and mean latency (Little's law).
+    pub depth_mean: Option<f64>,
 }
 
 impl Measured {
@@ -115,6 +119,7 @@ impl Measured {
             verified: true,
             external_latency: None,
             unpinned: false,
+            depth_mean: None,
         })
     }
 
@@ -232,6 +237,10 @@ pub(crate) struct FileResult {
     pub cpu_us_per_io: Option<f64>,
     /// System calls per I/O on the I/O path, where known (null: threadpool, fio).
     pub syscalls_per_io: Option<f64>,
+    /// Mean I/Os in flight over the run: for hoop's rings, sampled by the driver (operations
+    /// submitted to the kernel and not yet reaped, time-weighted); for the others, IOPS times
+    /// mean latency (Little's law; fio: its mean completion latency). Null without I/O.
+    pub depth_mean: Option<f64>,
     /// Size of the test file.
     pub file_bytes: u64,
     /// File system of the test file.
@@ -281,7 +290,15 @@ impl FileResult {
             p99: stats::quantile_us(&m.hist, 0.99),
             p999: stats::quantile_us(&m.hist, 0.999),
             max: stats::max_us(&m.hist),
+            mean: stats::mean_us(&m.hist),
         });
+        let iops = per_sec(ios as f64);
+        let little = lat.mean.map(|us| iops * us / 1e6);
+        let depth_mean = m
+            .depth_mean
+            .or(little)
+            .filter(|_| ios > 0)
+            .map(|d| (d * 100.0).round() / 100.0);
         FileResult {
             bench: "file",
             engine,
@@ -296,7 +313,7 @@ impl FileResult {
             writes: m.writes,
             errors: m.errors,
             first_error: m.first_error.clone(),
-            iops: per_sec(ios as f64).round(),
+            iops: iops.round(),
             mib_s: stats::round3(per_sec(ios as f64 * c.bs as f64 / (1024.0 * 1024.0))),
             p50_us: lat.p50,
             p99_us: lat.p99,
@@ -315,6 +332,7 @@ impl FileResult {
                 .syscalls
                 .filter(|_| ios > 0)
                 .map(|s| (s as f64 / ios as f64 * 10_000.0).round() / 10_000.0),
+            depth_mean,
             file_bytes: c.file_bytes,
             fs_type: c.fs_type.clone(),
             cached_pct: c.cached_pct,
@@ -335,12 +353,12 @@ impl FileResult {
 pub(crate) fn table(results: &[FileResult]) -> String {
     let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let mut s = String::from(
-        "| engine | QD | IOPS | MiB/s | p50 µs | p99 µs | p99.9 µs | max µs | ctx vol | ctx invol | CPU usr s | CPU sys s | CPU µs/IO | syscalls/IO | I/Os | errors | verified |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| engine | QD | IOPS | MiB/s | p50 µs | p99 µs | p99.9 µs | max µs | ctx vol | ctx invol | CPU usr s | CPU sys s | CPU µs/IO | syscalls/IO | depth | I/Os | errors | verified |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in results {
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
             r.engine,
             r.qd_effective,
             r.iops,
@@ -357,6 +375,7 @@ pub(crate) fn table(results: &[FileResult]) -> String {
                 .map_or("-".to_string(), |x| format!("{x:.2}")),
             r.syscalls_per_io
                 .map_or("-".to_string(), |x| format!("{x:.3}")),
+            f1(r.depth_mean),
             r.ios,
             r.errors,
             if r.verified { "yes" } else { "no (fio)" },

@@ -105,7 +105,9 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
     let qd = u16::try_from(job.qd)
         .map_err(|_| io::Error::other("hoop engines take a QD of at most 65535"))?;
     // Forced io_uring: this bench measures the ring, whatever HOOP_DRIVER says.
-    let mut b = hoop::Runtime::builder().driver(hoop::DriverKind::Uring);
+    let mut b = hoop::Runtime::builder()
+        .driver(hoop::DriverKind::Uring)
+        .sample_depth(true);
     if job.qd > 256 {
         b = b.entries((job.qd as u32).next_power_of_two());
     }
@@ -227,6 +229,7 @@ pub(crate) fn run_uring(cx: &EngineCtx, flavor: Flavor) -> io::Result<Outcome> {
         m.secs = secs;
         m.usage = usage;
         m.syscalls = Some(c1.enter_calls.saturating_sub(c0.enter_calls));
+        m.depth_mean = c1.mean_depth_since(&c0);
         m.setup_flags = Some(flags.to_string());
         if !notes.is_empty() {
             m.note = Some(notes.join("; "));

@@ -103,6 +103,15 @@ pub(crate) struct Uring {
     /// A linked chain sits in the SQ: an injected short submit must not cut it (the kernel
     /// would run its head alone).
     chain_queued: bool,
+    /// Depth sampling (`Config::sample_depth`): when the depth last changed, and to what.
+    depth_clock: Option<Box<DepthClock>>,
+}
+
+/// The state of depth sampling: the depth since `since`.
+#[derive(Default)]
+struct DepthClock {
+    since: Option<std::time::Instant>,
+    depth: usize,
 }
 
 /// A completion held back (or made up) by fault injection.
@@ -186,6 +195,7 @@ impl Uring {
             faults,
             held: Vec::new(),
             chain_queued: false,
+            depth_clock: cfg.sample_depth.then(Box::default),
         })
     }
 
@@ -537,6 +547,8 @@ impl Uring {
             };
             self.table.counters.enter_calls += 1;
             let wait = if block { self.wait } else { None };
+            // The SQEs of this call are in the kernel from here on (SQPOLL's already were).
+            self.sample_depth(if sqpoll { 0 } else { to_submit as usize });
             let r = match self.fault_at_enter(sqpoll, to_submit) {
                 Some(Err(e)) => Err(e),
                 // A short submit: the kernel does not wait after taking fewer SQEs than asked.
@@ -602,7 +614,31 @@ impl Uring {
             }
             self.drain_once();
         }
+        self.sample_depth(0);
         self.table.grant();
+    }
+
+    /// With depth sampling on: adds the depth since the last sample, times the time since then,
+    /// to the counters, and starts a new interval at the current depth (operations submitted
+    /// and not reaped, cancels left out), plus `submitting` SQEs about to be submitted.
+    fn sample_depth(&mut self, submitting: usize) {
+        if self.depth_clock.is_none() {
+            return;
+        }
+        let depth = (self.owed_cqes() + submitting).saturating_sub(self.cancels_in_flight);
+        let now = std::time::Instant::now();
+        let counters = &mut self.table.counters;
+        if let Some(clock) = self.depth_clock.as_mut() {
+            if let Some(since) = clock.since {
+                let ns = now.saturating_duration_since(since).as_nanos();
+                counters.depth_ns += clock.depth as u128 * ns;
+                counters.depth_sampled_ns += u64::try_from(ns).unwrap_or(u64::MAX);
+            }
+            **clock = DepthClock {
+                since: Some(now),
+                depth,
+            };
+        }
     }
 
     /// Reaps every CQE now in the ring; returns how many. Completions fault injection held
