@@ -11,7 +11,7 @@ use serde_json::Value;
 
 const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
 /// Our own engines (fio is left out: it may be missing, and it is not verified).
-const OURS: &str = "sync,threadpool,linux-aio,uring,uring-fixed,tokio-fs,shared";
+const OURS: &str = "sync,threadpool,linux-aio,uring,uring-fixed,raw-io-uring,tokio-fs,shared";
 
 /// A directory under the system's temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -89,6 +89,7 @@ fn check_record(r: &Value, engine: &str, rw: &str, direct: bool) {
         "cpu_user_s",
         "cpu_sys_s",
         "syscalls_per_io",
+        "depth_mean",
         "ios",
         "errors",
         "secs",
@@ -234,6 +235,8 @@ fn bad_arguments_are_clear_errors() {
         (vec!["--engines", "nosuch"], "nosuch"),
         (vec!["--bs", "100"], "multiple of 512"),
         (vec!["--qd", "0"], "--qd"),
+        (vec!["--qd", "1,,4"], "--qd"),
+        (vec!["--qd", "1,4,0"], "--qd"),
         (vec!["--size", "12x"], "--size"),
         (vec!["--size", "4k", "--bs", "8k"], "must not exceed"),
         (vec!["--rw", "seqread"], "--rw"),
@@ -249,4 +252,69 @@ fn bad_arguments_are_clear_errors() {
     }
     // Nothing was created for bad arguments.
     assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+}
+
+/// Issue 15: `--qd 1,4` runs every engine at every depth (sync once: its depth is 1 by
+/// nature), each record saying its depth and mean depth, and draws file_qd.svg with a line per
+/// engine.
+#[test]
+fn a_depth_list_sweeps_every_engine_and_draws_the_chart() {
+    let dir = TempDir::new("sweep");
+    let out_dir = dir.0.join("report");
+    let out = small_run(
+        &dir.0,
+        &[
+            "--engines",
+            "sync,uring,raw-io-uring",
+            "--qd",
+            "4,1",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let recs = records(&out);
+    let runs: Vec<(String, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["engine"].as_str().unwrap().to_string(),
+                r["qd"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        ("sync", 1),
+        ("uring", 1),
+        ("raw-io-uring", 1),
+        ("uring", 4),
+        ("raw-io-uring", 4),
+    ]
+    .iter()
+    .map(|(e, q)| (e.to_string(), *q))
+    .collect();
+    assert_eq!(runs, expected, "{err}");
+    for r in &recs {
+        assert_eq!(r["errors"], 0, "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        let depth = r["depth_mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no depth: {r}"));
+        let qd = r["qd_effective"].as_f64().unwrap();
+        assert!(
+            depth > 0.0 && depth <= qd + 0.5,
+            "mean depth {depth} at QD {qd}: {r}"
+        );
+    }
+    assert!(err.contains("| engine | QD 1 IOPS | QD 4 IOPS |"), "{err}");
+    let svg = std::fs::read_to_string(out_dir.join("file_qd.svg")).expect("file_qd.svg");
+    for needle in [
+        "sync (QD 1 by nature)",
+        "uring",
+        "raw-io-uring",
+        "queue depth",
+    ] {
+        assert!(svg.contains(needle), "{needle} not in the chart");
+    }
 }

@@ -225,8 +225,10 @@ impl Driver {
     /// [`turn`](Self::turn), with a blocking wait that lasts at most `wait` (the runtime's
     /// next timer; `None`: until a completion or a wake-up).
     pub fn turn_with_wait(&self, block: bool, wait: Option<Duration>) -> io::Result<()> {
-        for fd in self.shared.home.take() {
-            self.close_detached(fd);
+        if self.shared.home.has_pending() {
+            for fd in self.shared.home.take() {
+                self.close_detached(fd);
+            }
         }
         let mut wakeups = self.shared.scratch_wakeups.take();
         let mut orphans = self.shared.scratch_orphans.take();
@@ -241,15 +243,23 @@ impl Driver {
             };
             let t = d.table_mut();
             std::mem::swap(&mut wakeups, &mut t.wakeups);
-            std::mem::swap(&mut orphans, &mut t.orphans);
+            if !t.orphans.is_empty() {
+                std::mem::swap(&mut orphans, &mut t.orphans);
+            }
             res
         };
         drop(section);
-        for w in wakeups.drain(..) {
-            w.wake();
+        // Woken in the order the completions came (one task waiting on many operations is
+        // in the list once).
+        if !wakeups.is_empty() {
+            for w in wakeups.drain(..) {
+                w.wake();
+            }
         }
-        for (data, c) in orphans.drain(..) {
-            data.finish(c);
+        if !orphans.is_empty() {
+            for (data, c) in orphans.drain(..) {
+                data.finish(c);
+            }
         }
         self.shared.scratch_wakeups.set(wakeups);
         self.shared.scratch_orphans.set(orphans);

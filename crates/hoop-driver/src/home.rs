@@ -127,6 +127,13 @@ impl Home {
         }
     }
 
+    /// Whether fds were sent home since the last [`Home::take`] (one load: the home
+    /// driver asks every turn).
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        self.0.pending.load(Ordering::Acquire)
+    }
+
     /// The fds sent home since the last call (called by the home driver each turn).
     pub(crate) fn take(&self) -> Vec<OwnedFd> {
         if !self.0.pending.swap(false, Ordering::AcqRel) {

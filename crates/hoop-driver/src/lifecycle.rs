@@ -123,6 +123,7 @@ pub(crate) enum OnDrop {
 
 impl Lifecycle {
     /// A final CQE arrived.
+    #[inline]
     pub(crate) fn on_cqe(&mut self, c: Completion) -> OnCqe {
         if matches!(self, Lifecycle::Streaming(_) | Lifecycle::IgnoredStream(_)) {
             return match self.on_item(c, true) {
@@ -208,6 +209,7 @@ impl Lifecycle {
     }
 
     /// The future is polled. `Ready` means the slot is done and must be freed.
+    #[inline]
     pub(crate) fn poll(&mut self, waker: &Waker) -> Poll<Completion> {
         match self {
             Lifecycle::Completed(c) => Poll::Ready(*c),

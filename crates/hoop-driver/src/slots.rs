@@ -5,7 +5,9 @@
 //! In this driver a slot is only freed after its final CQE, so that never happens by design; the
 //! generation is the second line of defence.
 
-use crate::lifecycle::Lifecycle;
+use std::task::{Poll, Waker};
+
+use crate::lifecycle::{Completion, Lifecycle};
 
 /// `user_data` values with an index no slot can have, for the driver's own SQEs.
 pub(crate) mod tag {
@@ -51,16 +53,19 @@ impl Slots {
     }
 
     /// Number of slots in use.
+    #[inline]
     pub(crate) fn in_use(&self) -> usize {
         self.slots.len() - self.free.len()
     }
 
     /// Number of slots.
+    #[inline]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
 
     /// Takes a free slot in state `state`; returns its `user_data`.
+    #[inline]
     pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
         let index = self.free.pop()?;
         let slot = &mut self.slots[index as usize];
@@ -69,6 +74,7 @@ impl Slots {
     }
 
     /// The live slot `user_data` names, or `None` if it is free or of another generation.
+    #[inline]
     pub(crate) fn get_mut(&mut self, user_data: u64) -> Option<&mut Lifecycle> {
         let index = (user_data & 0xffff_ffff) as usize;
         let generation = (user_data >> 32) as u32;
@@ -79,7 +85,27 @@ impl Slots {
         slot.state.as_mut()
     }
 
+    /// Polls the live slot `user_data` (`None` if it is free or of another generation); a
+    /// slot whose operation completed is freed in the same lookup.
+    #[inline]
+    pub(crate) fn poll(&mut self, user_data: u64, waker: &Waker) -> Option<Poll<Completion>> {
+        let index = (user_data & 0xffff_ffff) as usize;
+        let generation = (user_data >> 32) as u32;
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let polled = slot.state.as_mut()?.poll(waker);
+        if polled.is_ready() {
+            slot.state = None;
+            slot.generation = slot.generation.wrapping_add(1);
+            self.free.push(index as u32);
+        }
+        Some(polled)
+    }
+
     /// Frees the slot `user_data` names (no-op if it is stale).
+    #[inline]
     pub(crate) fn remove(&mut self, user_data: u64) -> Option<Lifecycle> {
         let index = (user_data & 0xffff_ffff) as usize;
         let generation = (user_data >> 32) as u32;

@@ -57,6 +57,7 @@ impl OpTable {
 
     /// Whether an operation may take a slot now. `granted` says the caller holds a grant from
     /// the room FIFO; others queue behind the waiters (FIFO fairness).
+    #[inline]
     pub(crate) fn may_push(&self, granted: bool) -> bool {
         let free = self.slots.capacity() - self.slots.in_use();
         if granted {
@@ -83,6 +84,7 @@ impl OpTable {
     /// Where a pusher holding `ticket` (if any) stands in the room FIFO: `Ok(granted)` to try
     /// a push now (a granted ticket is used up), `Err(())` to keep waiting (its waker is
     /// refreshed).
+    #[inline]
     pub(crate) fn check_ticket(&mut self, ticket: Option<u64>, waker: &Waker) -> Result<bool, ()> {
         match ticket {
             Some(t) if !self.is_granted(t) => {
@@ -128,10 +130,14 @@ impl OpTable {
     }
 
     /// Wakes as many waiters as there are free slots not yet promised.
+    #[inline]
     pub(crate) fn grant(&mut self) {
-        if self.room.is_empty() {
-            return;
+        if !self.room.is_empty() {
+            self.grant_waiters();
         }
+    }
+
+    fn grant_waiters(&mut self) {
         let free = self.slots.capacity() - self.slots.in_use();
         while self.granted < free {
             let Some((ticket, waker)) = self.room.pop_front() else {
@@ -152,21 +158,19 @@ impl OpTable {
     }
 
     /// Polls the slot `user_data`; on `Ready` the slot is freed.
+    #[inline]
     pub(crate) fn poll_slot(&mut self, user_data: u64, waker: &Waker) -> Poll<Completion> {
-        let Some(state) = self.slots.get_mut(user_data) else {
-            // Only reachable after a poisoned driver removed the slot.
-            return Poll::Ready(Completion {
-                res: -libc::EBADR,
-                flags: 0,
-            });
-        };
-        match state.poll(waker) {
-            Poll::Ready(c) => {
-                let _ = self.slots.remove(user_data);
+        match self.slots.poll(user_data, waker) {
+            Some(Poll::Ready(c)) => {
                 self.grant();
                 Poll::Ready(c)
             }
-            Poll::Pending => Poll::Pending,
+            Some(Poll::Pending) => Poll::Pending,
+            // Only reachable after a poisoned driver removed the slot.
+            None => Poll::Ready(Completion {
+                res: -libc::EBADR,
+                flags: 0,
+            }),
         }
     }
 
@@ -196,6 +200,7 @@ impl OpTable {
     }
 
     /// The final completion of slot `user_data` arrived.
+    #[inline]
     pub(crate) fn complete(&mut self, user_data: u64, c: Completion) {
         match self.slots.get_mut(user_data) {
             None => self.counters.stale_cqes += 1,

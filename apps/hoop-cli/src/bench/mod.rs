@@ -15,6 +15,9 @@
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
+//! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
+//!   fixed amount of work for instruction counts under callgrind ([`count`],
+//!   `scripts/instructions`).
 //! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, tables, and a report written to
 //!   `target/hoop-report/` ([`suite`]).
 //!
@@ -25,10 +28,11 @@ use std::io;
 use std::path::PathBuf;
 
 mod charts;
+mod count;
 mod echo_client;
 pub(crate) mod file;
 pub(crate) mod http;
-mod nop;
+pub(crate) mod nop;
 mod output;
 mod report;
 pub(crate) mod server;
@@ -109,6 +113,9 @@ pub enum BenchCommand {
     /// tokio+hyper side by side; every response checked.
     #[command(after_help = EXIT_CODES)]
     Http(http::HttpBenchArgs),
+    /// A fixed number of no-ops or hot-cache 4 KiB reads through hoop or the raw io-uring
+    /// loop, and nothing else: what scripts/instructions counts instructions of under callgrind.
+    Count(count::CountArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -175,6 +182,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
+        Some(BenchCommand::Count(c)) => count::run_count_command(c),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

@@ -143,10 +143,32 @@ pub(crate) fn run_engines(
     Ok(results)
 }
 
+/// When a no-op loop stops: at a deadline (the benchmark), or after a number of no-ops (a
+/// fixed amount of work, for instruction counts).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stop {
+    /// Start no new batch after this moment.
+    At(Instant),
+    /// Start no new batch once this many no-ops completed.
+    After(u64),
+}
+
+impl Stop {
+    /// Whether to stop, `done` no-ops into the run.
+    pub(crate) fn reached(self, done: u64) -> bool {
+        match self {
+            Stop::At(deadline) => Instant::now() >= deadline,
+            Stop::After(n) => done >= n,
+        }
+    }
+}
+
 /// What one thread measured.
-struct ThreadOutcome {
-    nops: u64,
-    errors: u64,
+pub(crate) struct ThreadOutcome {
+    /// No-ops that completed with success.
+    pub nops: u64,
+    /// No-ops that completed with an error.
+    pub errors: u64,
     batches: u64,
     /// `io_uring_enter` calls, where counted.
     enters: Option<u64>,
@@ -179,10 +201,11 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
                     if let Some(cpu) = cpu {
                         let _ = hoop::runtime::pin_to_cpu(cpu);
                     }
+                    let stop = Stop::At(deadline);
                     match rings {
-                        Some(rings) => shared_thread(cfg, deadline, rings),
-                        None if engine == HOOP => hoop_thread(cfg, deadline),
-                        None => raw_thread(cfg, deadline),
+                        Some(rings) => shared_thread(cfg, stop, rings),
+                        None if engine == HOOP => hoop_thread(cfg, stop),
+                        None => raw_thread(cfg, stop),
                     }
                 })
             })
@@ -245,7 +268,7 @@ fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
 }
 
 /// hoop: BATCH `Op<Nop>` futures, polled together until all completed.
-fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> {
+pub(crate) fn hoop_thread(cfg: &NopConfig, stop: Stop) -> io::Result<ThreadOutcome> {
     // Forced io_uring: this bench compares hoop's ring with the raw one, whatever HOOP_DRIVER
     // says.
     let rt = hoop::Runtime::builder()
@@ -254,7 +277,7 @@ fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> 
         .build()?;
     let flags = rt.setup_flags().to_string();
     let c0 = rt.counters();
-    let outcome = rt.block_on(batch_loop(cfg.batch, deadline, || Op::new(Nop)))?;
+    let outcome = rt.block_on(batch_loop(cfg.batch, stop, || Op::new(Nop)))?;
     let enters = rt.counters().enter_calls.saturating_sub(c0.enter_calls);
     Ok(ThreadOutcome {
         enters: Some(enters),
@@ -263,18 +286,18 @@ fn hoop_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> 
     })
 }
 
-/// The batch loop of hoop and hoop-shared: until `deadline`, BATCH no-op futures from `make`,
+/// The batch loop of hoop and hoop-shared: until `stop`, BATCH no-op futures from `make`,
 /// polled together until every one completed, the batch's latency recorded. The futures are
 /// polled in place (no task, no allocation per future); only successes count as no-ops.
 async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
     batch: usize,
-    deadline: Instant,
+    stop: Stop,
     mut make: impl FnMut() -> F,
 ) -> io::Result<ThreadOutcome> {
     let mut hist = stats::new_histogram()?;
     let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
     let mut ops: Vec<Option<F>> = Vec::with_capacity(batch);
-    while Instant::now() < deadline {
+    while !stop.reached(nops + errors) {
         let t0 = Instant::now();
         ops.clear();
         ops.extend((0..batch).map(|_| Some(make())));
@@ -314,8 +337,8 @@ async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
 
 /// kbio's loop on shared rings: BATCH `rings.nop()` futures awaited together in a plain
 /// `futures::executor::block_on` (no runtime), by the same batch loop as hoop's row.
-fn shared_thread(cfg: &NopConfig, deadline: Instant, rings: &Rings) -> io::Result<ThreadOutcome> {
-    let outcome = futures::executor::block_on(batch_loop(cfg.batch, deadline, || rings.nop()))?;
+fn shared_thread(cfg: &NopConfig, stop: Stop, rings: &Rings) -> io::Result<ThreadOutcome> {
+    let outcome = futures::executor::block_on(batch_loop(cfg.batch, stop, || rings.nop()))?;
     Ok(ThreadOutcome {
         flags: format!(
             "hoop::shared: {} ring(s) of {} entries for all threads; {}",
@@ -328,13 +351,13 @@ fn shared_thread(cfg: &NopConfig, deadline: Instant, rings: &Rings) -> io::Resul
 }
 
 /// The ceiling: the `io-uring` crate with nothing around it.
-fn raw_thread(cfg: &NopConfig, deadline: Instant) -> io::Result<ThreadOutcome> {
+pub(crate) fn raw_thread(cfg: &NopConfig, stop: Stop) -> io::Result<ThreadOutcome> {
     let mut ring = io_uring::IoUring::new(cfg.entries)?;
     let sq_cap = ring.params().sq_entries() as usize;
     let nop = io_uring::opcode::Nop::new().build().user_data(1);
     let mut hist = stats::new_histogram()?;
     let (mut nops, mut errors, mut batches, mut enters) = (0u64, 0u64, 0u64, 0u64);
-    while Instant::now() < deadline {
+    while !stop.reached(nops + errors) {
         let t0 = Instant::now();
         let mut left = cfg.batch;
         while left > 0 {

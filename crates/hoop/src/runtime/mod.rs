@@ -308,40 +308,54 @@ impl Runtime {
         let inner = &self.inner;
         let mut future = pin!(future);
         let (main_header, main_waker) = Header::waker(MAIN, inner.remote.clone());
-        let mut main_ready = true;
         let mut batch: VecDeque<TaskId> = VecDeque::with_capacity(64);
         let mut spawned: Vec<RemoteFuture> = Vec::new();
         let mut reported = None;
         let mut due = Vec::new();
-        loop {
-            if main_ready {
-                main_ready = false;
-                main_header.unschedule();
-                let mut cx = Context::from_waker(&main_waker);
-                if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-                    return v;
-                }
+        // The main future is polled first, then whenever its waker puts it in the run queue,
+        // in its turn among the tasks.
+        main_header.mark_scheduled();
+        LOCAL_QUEUE.with(|l| {
+            if let Some((_, q)) = l.borrow_mut().as_mut() {
+                q.push_back(MAIN);
             }
+        });
+        loop {
+            // The tasks woken locally since the last batch: the queue is swapped out whole
+            // (`batch` is empty here), cheaper than moving its ids one by one.
+            LOCAL_QUEUE.with(|l| {
+                if let Some((_, q)) = l.borrow_mut().as_mut() {
+                    std::mem::swap(&mut batch, q);
+                }
+            });
             inner.remote.take(&mut batch, &mut spawned);
             // Futures spawned from other threads become tasks here (queued locally, so they
             // run in this batch).
-            for f in spawned.drain(..) {
-                drop(spawn(f));
+            if !spawned.is_empty() {
+                for f in spawned.drain(..) {
+                    drop(spawn(f));
+                }
             }
             LOCAL_QUEUE.with(|l| {
                 if let Some((_, q)) = l.borrow_mut().as_mut() {
-                    batch.append(q);
+                    if !q.is_empty() {
+                        batch.append(q);
+                    }
                 }
             });
-            for id in batch.drain(..) {
+            while let Some(id) = batch.pop_front() {
                 if id == MAIN {
-                    main_ready = true;
+                    // In its turn among the tasks, not after one more driver turn.
+                    main_header.unschedule();
+                    let mut cx = Context::from_waker(&main_waker);
+                    if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                        return v;
+                    }
                 } else {
                     run_task(inner, id);
                 }
             }
-            let idle = !main_ready
-                && LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));
+            let idle = LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));
             let wait = {
                 let t = inner.timers.borrow();
                 (!t.is_empty())
@@ -353,8 +367,10 @@ impl Runtime {
                 let now = std::time::Instant::now();
                 inner.timers.borrow_mut().expire(now, &mut due);
                 // Woken after the turn, outside every borrow (rule 11).
-                for w in due.drain(..) {
-                    w.wake();
+                if !due.is_empty() {
+                    for w in due.drain(..) {
+                        w.wake();
+                    }
                 }
             }
             if let Err(e) = turned {

@@ -16,18 +16,22 @@ use std::time::Duration;
 
 mod blocking;
 pub(crate) mod content;
+mod engine;
 mod fio;
 mod fsinfo;
 mod linux_aio;
 mod metrics;
 mod on_tokio;
 pub(crate) mod quick;
+pub(crate) mod raw;
 mod shared;
+mod sweep;
 mod task;
 mod testfile;
 mod tokio_fs;
 mod uring;
 
+pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
 
 use super::output::Out;
@@ -62,7 +66,9 @@ pub struct FileArgs {
     /// Block size of every I/O: a multiple of 512 bytes, k/m suffixes allowed.
     #[arg(long, value_name = "BS", default_value = "4k")]
     pub bs: String,
-    /// I/Os in flight per engine (sync and fio-psync: 1 by nature).
+    /// I/Os in flight per engine (sync and fio-psync: 1 by nature); a comma-separated list
+    /// (e.g. 1,4,16,32,128) runs every engine at every depth and draws file_qd.svg (IOPS
+    /// against depth, one line per engine).
     #[arg(long, value_name = "QD", default_value = "32")]
     pub qd: String,
     /// Seconds per engine (issuing stops then; what is in flight is drained).
@@ -75,13 +81,18 @@ pub struct FileArgs {
     #[arg(long, value_name = "RW", default_value = "randread")]
     pub rw: String,
     /// Engines, comma-separated, run one after another [default: sync, threadpool, linux-aio,
-    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, tokio-fs, shared, fio, fio-fixed; also
-    /// fio-psync, fio-libaio]. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
+    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, raw-io-uring, tokio-fs, shared, fio,
+    /// fio-fixed; also fio-psync, fio-libaio]. raw-io-uring: the io-uring crate in a plain
+    /// loop (no runtime), the kernel's own ceiling for the job. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
     /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
     /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
     /// shared: hoop::shared::File read_at from QD tasks on the same kind of runtime.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
+    /// With several --qd: the directory file_qd.svg is written to [default:
+    /// target/hoop-report next to the binary].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// The random I/O job.
@@ -124,128 +135,6 @@ impl Rw {
             Rw::Mixed => 50,
         }
     }
-}
-
-/// An engine of `hoop bench file`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Engine {
-    /// pread/pwrite loop, one thread.
-    Sync,
-    /// POSIX-AIO-like thread pool.
-    Threadpool,
-    /// The kernel's AIO by raw syscalls.
-    LinuxAio,
-    /// hoop, plain reads and writes.
-    Uring,
-    /// hoop, registered buffers.
-    UringFixed,
-    /// hoop, registered buffers, SQPOLL.
-    UringSqpoll,
-    /// hoop, registered buffers, IOPOLL.
-    UringIopoll,
-    /// tokio::fs on a multi-thread tokio runtime (O_DIRECT: spawn_blocking + pread).
-    TokioFs,
-    /// hoop::shared::File from a multi-thread tokio runtime.
-    Shared,
-    /// fio's io_uring engine.
-    Fio,
-    /// fio's io_uring engine with fixed buffers and registered files.
-    FioFixed,
-    /// fio's psync engine.
-    FioPsync,
-    /// fio's libaio engine.
-    FioLibaio,
-}
-
-impl Engine {
-    /// Every engine.
-    const ALL: [Engine; 13] = [
-        Engine::Sync,
-        Engine::Threadpool,
-        Engine::LinuxAio,
-        Engine::Uring,
-        Engine::UringFixed,
-        Engine::UringSqpoll,
-        Engine::UringIopoll,
-        Engine::TokioFs,
-        Engine::Shared,
-        Engine::Fio,
-        Engine::FioFixed,
-        Engine::FioPsync,
-        Engine::FioLibaio,
-    ];
-
-    /// The engines run when `--engines` is not given.
-    pub(crate) const DEFAULT: [Engine; 11] = [
-        Engine::Sync,
-        Engine::Threadpool,
-        Engine::LinuxAio,
-        Engine::Uring,
-        Engine::UringFixed,
-        Engine::UringSqpoll,
-        Engine::UringIopoll,
-        Engine::TokioFs,
-        Engine::Shared,
-        Engine::Fio,
-        Engine::FioFixed,
-    ];
-
-    /// The name, as `--engines` and the JSON say it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Engine::Sync => "sync",
-            Engine::Threadpool => "threadpool",
-            Engine::LinuxAio => "linux-aio",
-            Engine::Uring => "uring",
-            Engine::UringFixed => "uring-fixed",
-            Engine::UringSqpoll => "uring-sqpoll",
-            Engine::UringIopoll => "uring-iopoll",
-            Engine::TokioFs => "tokio-fs",
-            Engine::Shared => "shared",
-            Engine::Fio => "fio",
-            Engine::FioFixed => "fio-fixed",
-            Engine::FioPsync => "fio-psync",
-            Engine::FioLibaio => "fio-libaio",
-        }
-    }
-
-    /// Whether this one runs on a multi-thread tokio runtime.
-    pub(crate) fn on_tokio(self) -> bool {
-        matches!(self, Engine::TokioFs | Engine::Shared)
-    }
-
-    /// Whether fio runs this one.
-    pub(crate) fn is_fio(self) -> bool {
-        matches!(
-            self,
-            Engine::Fio | Engine::FioFixed | Engine::FioPsync | Engine::FioLibaio
-        )
-    }
-}
-
-/// Parses `--engines` (duplicates dropped, order kept).
-pub(crate) fn parse_engines(list: &[String]) -> io::Result<Vec<Engine>> {
-    let mut engines = Vec::new();
-    for name in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let e = Engine::ALL
-            .iter()
-            .copied()
-            .find(|e| e.name() == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
-                invalid(format!(
-                    "--engines: unknown engine {name:?}; known: {}",
-                    known.join(", ")
-                ))
-            })?;
-        if !engines.contains(&e) {
-            engines.push(e);
-        }
-    }
-    if engines.is_empty() {
-        return Err(invalid("--engines: no engine given"));
-    }
-    Ok(engines)
 }
 
 /// Parses a size: bytes, or a number with a k/m/g/t suffix (powers of 1024; `KiB`, `KB` and
@@ -401,6 +290,7 @@ pub(crate) enum Outcome {
 
 /// Runs `hoop bench file`.
 pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
+    let depths = sweep::parse_depths(&args.qd)?;
     let job = FileJob {
         dir: args
             .dir
@@ -408,11 +298,7 @@ pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
         size: parse_size("--size", &args.size)?,
         bs: usize::try_from(parse_size("--bs", &args.bs)?)
             .map_err(|_| invalid("--bs is too large"))?,
-        qd: args
-            .qd
-            .trim()
-            .parse()
-            .map_err(|_| invalid(format!("--qd must be a whole number (got {:?})", args.qd)))?,
+        qd: depths[0],
         secs: args.secs,
         direct: args.direct,
         rw: Rw::parse(&args.rw)?,
@@ -421,15 +307,68 @@ pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
         Some(list) => parse_engines(list)?,
         None => Engine::DEFAULT.to_vec(),
     };
-    job.check()?;
-    let out = Out::new(json, job.secs * engines.len() as f64);
-    let results = run_engines(&job, &engines, &out)?.results;
+    for &qd in &depths {
+        FileJob { qd, ..job.clone() }.check()?;
+    }
+    let runs: usize = depths
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            engines
+                .iter()
+                .filter(|e| i == 0 || !sweep::depth_one_by_nature(**e))
+                .count()
+        })
+        .sum();
+    let out = Out::new(json, job.secs * runs as f64);
+    let mut results = Vec::new();
+    for (i, &qd) in depths.iter().enumerate() {
+        // Sync and fio-psync keep one I/O in flight whatever the depth: run once.
+        let at_depth: Vec<Engine> = engines
+            .iter()
+            .copied()
+            .filter(|e| i == 0 || !sweep::depth_one_by_nature(*e))
+            .collect();
+        if at_depth.is_empty() {
+            continue;
+        }
+        results.extend(run_engines(&FileJob { qd, ..job.clone() }, &at_depth, &out)?.results);
+    }
     out.finish();
     if !results.is_empty() {
         out.human(&format!(
             "{}\n{}",
             metrics::table(&results),
             notes(&results)
+        ));
+    }
+    if depths.len() > 1 {
+        let dir = args
+            .out
+            .clone()
+            .unwrap_or_else(|| sysinfo::target_dir().join("hoop-report"));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let path = dir.join("file_qd.svg");
+        let title = format!(
+            "file: {} {} IOPS by queue depth, {}",
+            job.rw.name(),
+            fmt_bytes(job.bs as u64),
+            if job.direct {
+                "O_DIRECT"
+            } else {
+                "buffered (hot cache)"
+            }
+        );
+        let drawn = sweep::draw(&path, &results, &depths, &title)
+            .map_err(|e| io::Error::other(format!("cannot draw {}: {e}", path.display())));
+        out.human(&format!(
+            "## IOPS by queue depth\n\n{}\n{}",
+            sweep::table(&results, &depths),
+            match drawn {
+                Ok(()) => format!("chart: {}", path.display()),
+                Err(e) => format!("chart: not drawn: {e}"),
+            }
         ));
     }
     let failed: Vec<String> = results
@@ -464,11 +403,12 @@ fn notes(results: &[FileResult]) -> String {
             ));
         }
     }
-    let unknown: Vec<&str> = results
-        .iter()
-        .filter(|r| r.syscalls_per_io.is_none())
-        .map(|r| r.engine)
-        .collect();
+    let mut unknown: Vec<&str> = Vec::new();
+    for r in results.iter().filter(|r| r.syscalls_per_io.is_none()) {
+        if !unknown.contains(&r.engine) {
+            unknown.push(r.engine);
+        }
+    }
     if !unknown.is_empty() {
         s.push_str(&format!(
             "- syscalls/IO: not counted for {} (-)\n",
@@ -601,6 +541,7 @@ fn run_one(cx: &EngineCtx, engine: Engine, fio: Option<&Path>) -> io::Result<Out
                 (Engine::UringFixed, _) => uring::run_uring(cx, uring::Flavor::Fixed),
                 (Engine::UringSqpoll, _) => uring::run_uring(cx, uring::Flavor::Sqpoll),
                 (Engine::UringIopoll, _) => uring::run_uring(cx, uring::Flavor::Iopoll),
+                (Engine::RawUring, _) => raw::run_raw(cx),
                 (Engine::TokioFs, _) => ran(tokio_fs::run_tokio_fs(cx)),
                 (Engine::Shared, _) => ran(shared::run_shared(cx)),
                 (Engine::Fio, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Uring),
@@ -714,20 +655,6 @@ mod tests {
             assert!(parse_size("--size", bad).is_err(), "{bad}");
         }
         assert!(parse_size("--size", "99999999999t").is_err());
-    }
-
-    #[test]
-    fn engines_parse_and_reject_unknown_names() {
-        let l = |s: &str| s.split(',').map(String::from).collect::<Vec<_>>();
-        assert_eq!(
-            parse_engines(&l("sync,uring,sync")).unwrap(),
-            vec![Engine::Sync, Engine::Uring]
-        );
-        let e = parse_engines(&l("sync,nosuch")).unwrap_err().to_string();
-        assert!(e.contains("nosuch") && e.contains("uring-fixed"), "{e}");
-        for e in Engine::ALL {
-            assert_eq!(parse_engines(&l(e.name())).unwrap(), vec![e]);
-        }
     }
 
     #[test]

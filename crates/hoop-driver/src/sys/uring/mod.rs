@@ -240,6 +240,7 @@ impl Uring {
 
     /// Pushes an operation's SQE into a new slot. `granted` says the caller holds a grant from
     /// the room FIFO (it may then pass waiters that came before others).
+    #[inline]
     pub(crate) fn push(
         &mut self,
         entry: Entry,
@@ -277,8 +278,23 @@ impl Uring {
     }
 
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
+    #[inline]
     fn push_sqe(&mut self, entry: &Entry) -> bool {
-        self.push_sqes(std::slice::from_ref(entry))
+        let mut sq = self.ring.submission();
+        if sq.is_full() {
+            drop(sq);
+            // The SQ filled up: submit now rather than wait for the end of the tick.
+            let _ = self.enter(false);
+            sq = self.ring.submission();
+        }
+        // SAFETY: every pointer in the entry points into memory owned by the operation's
+        // data, which the slot or the future keeps alive until the final CQE (UringOp's
+        // contract).
+        let pushed = unsafe { sq.push(entry).is_ok() };
+        if pushed {
+            self.awaiting_cqes += 1;
+        }
+        pushed
     }
 
     /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room

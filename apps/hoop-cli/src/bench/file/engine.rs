@@ -1,0 +1,151 @@
+//! The engines of `hoop bench file`, by name.
+
+use std::io;
+
+use crate::bench::invalid;
+
+/// An engine of `hoop bench file`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// pread/pwrite loop, one thread.
+    Sync,
+    /// POSIX-AIO-like thread pool.
+    Threadpool,
+    /// The kernel's AIO by raw syscalls.
+    LinuxAio,
+    /// hoop, plain reads and writes.
+    Uring,
+    /// hoop, registered buffers.
+    UringFixed,
+    /// hoop, registered buffers, SQPOLL.
+    UringSqpoll,
+    /// hoop, registered buffers, IOPOLL.
+    UringIopoll,
+    /// The io-uring crate in a plain loop: the kernel's ceiling.
+    RawUring,
+    /// tokio::fs on a multi-thread tokio runtime (O_DIRECT: spawn_blocking + pread).
+    TokioFs,
+    /// hoop::shared::File from a multi-thread tokio runtime.
+    Shared,
+    /// fio's io_uring engine.
+    Fio,
+    /// fio's io_uring engine with fixed buffers and registered files.
+    FioFixed,
+    /// fio's psync engine.
+    FioPsync,
+    /// fio's libaio engine.
+    FioLibaio,
+}
+
+impl Engine {
+    /// Every engine.
+    pub(crate) const ALL: [Engine; 14] = [
+        Engine::Sync,
+        Engine::Threadpool,
+        Engine::LinuxAio,
+        Engine::Uring,
+        Engine::UringFixed,
+        Engine::UringSqpoll,
+        Engine::UringIopoll,
+        Engine::RawUring,
+        Engine::TokioFs,
+        Engine::Shared,
+        Engine::Fio,
+        Engine::FioFixed,
+        Engine::FioPsync,
+        Engine::FioLibaio,
+    ];
+
+    /// The engines run when `--engines` is not given.
+    pub(crate) const DEFAULT: [Engine; 12] = [
+        Engine::Sync,
+        Engine::Threadpool,
+        Engine::LinuxAio,
+        Engine::Uring,
+        Engine::UringFixed,
+        Engine::UringSqpoll,
+        Engine::UringIopoll,
+        Engine::RawUring,
+        Engine::TokioFs,
+        Engine::Shared,
+        Engine::Fio,
+        Engine::FioFixed,
+    ];
+
+    /// The name, as `--engines` and the JSON say it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Engine::Sync => "sync",
+            Engine::Threadpool => "threadpool",
+            Engine::LinuxAio => "linux-aio",
+            Engine::Uring => "uring",
+            Engine::UringFixed => "uring-fixed",
+            Engine::UringSqpoll => "uring-sqpoll",
+            Engine::UringIopoll => "uring-iopoll",
+            Engine::RawUring => "raw-io-uring",
+            Engine::TokioFs => "tokio-fs",
+            Engine::Shared => "shared",
+            Engine::Fio => "fio",
+            Engine::FioFixed => "fio-fixed",
+            Engine::FioPsync => "fio-psync",
+            Engine::FioLibaio => "fio-libaio",
+        }
+    }
+
+    /// Whether this one runs on a multi-thread tokio runtime.
+    pub(crate) fn on_tokio(self) -> bool {
+        matches!(self, Engine::TokioFs | Engine::Shared)
+    }
+
+    /// Whether fio runs this one.
+    pub(crate) fn is_fio(self) -> bool {
+        matches!(
+            self,
+            Engine::Fio | Engine::FioFixed | Engine::FioPsync | Engine::FioLibaio
+        )
+    }
+}
+
+/// Parses `--engines` (duplicates dropped, order kept).
+pub(crate) fn parse_engines(list: &[String]) -> io::Result<Vec<Engine>> {
+    let mut engines = Vec::new();
+    for name in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let e = Engine::ALL
+            .iter()
+            .copied()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+                invalid(format!(
+                    "--engines: unknown engine {name:?}; known: {}",
+                    known.join(", ")
+                ))
+            })?;
+        if !engines.contains(&e) {
+            engines.push(e);
+        }
+    }
+    if engines.is_empty() {
+        return Err(invalid("--engines: no engine given"));
+    }
+    Ok(engines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines_parse_and_reject_unknown_names() {
+        let l = |s: &str| s.split(',').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            parse_engines(&l("sync,uring,sync")).unwrap(),
+            vec![Engine::Sync, Engine::Uring]
+        );
+        let e = parse_engines(&l("sync,nosuch")).unwrap_err().to_string();
+        assert!(e.contains("nosuch") && e.contains("uring-fixed"), "{e}");
+        for e in Engine::ALL {
+            assert_eq!(parse_engines(&l(e.name())).unwrap(), vec![e]);
+        }
+    }
+}
