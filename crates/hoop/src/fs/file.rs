@@ -1,6 +1,7 @@
 //! An open file whose operations go through the ring.
 
 use std::ffi::CString;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
@@ -104,8 +105,14 @@ impl File {
     /// `pos` may be [`CURRENT_POS`](hoop_driver::op::CURRENT_POS) to read at, and advance, the
     /// file's own position (for pipes and character devices); this holds for every `*_at`
     /// method.
-    pub async fn read_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
-        Op::new(op::Read::new(self.raw(), buf, pos)).await
+    pub fn read_at<B: IoBufMut>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_ {
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::Read::new(self.raw(), buf, pos))
     }
 
     /// [`read_at`](Self::read_at) with a deadline linked to it in the kernel
@@ -137,8 +144,14 @@ impl File {
 
     /// Writes the initialized bytes of `buf` at byte offset `pos` (at the end of the file when
     /// it was opened with `append`), and returns how many were written: maybe fewer.
-    pub async fn write_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
-        Op::new(op::Write::new(self.raw(), buf, pos)).await
+    pub fn write_at<B: IoBuf>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_ {
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::Write::new(self.raw(), buf, pos))
     }
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
@@ -242,21 +255,33 @@ impl File {
     /// [`read_at`](Self::read_at): `READ_FIXED` when the pool is registered with this thread's
     /// ring, else a plain read into the same memory. The buffers are page-aligned, so this
     /// also serves files opened with `O_DIRECT`.
-    pub async fn read_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    pub fn read_fixed_at<B>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_
     where
         B: hoop_driver::FixedIoBuf + IoBufMut,
     {
-        Op::new(op::ReadFixed::new(self.raw(), buf, pos)).await
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::ReadFixed::new(self.raw(), buf, pos))
     }
 
     /// Writes the initialized bytes of a buffer of a [`FixedBufPool`](crate::FixedBufPool) at
     /// `pos`, like [`write_at`](Self::write_at): `WRITE_FIXED` when the pool is registered with
     /// this thread's ring, else a plain write from the same memory.
-    pub async fn write_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    pub fn write_fixed_at<B>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_
     where
         B: hoop_driver::FixedIoBuf,
     {
-        Op::new(op::WriteFixed::new(self.raw(), buf, pos)).await
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::WriteFixed::new(self.raw(), buf, pos))
     }
 }
 

@@ -14,6 +14,7 @@
 //! every method works the same; [`FixedFile::is_fixed`] tells which, and
 //! [`FixedFile::fallback_reason`] why.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -131,13 +132,25 @@ impl FixedFile {
     }
 
     /// Reads into `buf` (from its start, up to its capacity) at `pos`; see [`File::read_at`].
-    pub async fn read_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
-        Op::new(op::Read::new(self.target(), buf, pos)).await
+    pub fn read_at<B: IoBufMut>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_ {
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::Read::new(self.target(), buf, pos))
     }
 
     /// Writes the initialized bytes of `buf` at `pos`; maybe fewer. See [`File::write_at`].
-    pub async fn write_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<usize, B> {
-        Op::new(op::Write::new(self.target(), buf, pos)).await
+    pub fn write_at<B: IoBuf>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_ {
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::Write::new(self.target(), buf, pos))
     }
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a slice); `UnexpectedEof`
@@ -154,21 +167,33 @@ impl FixedFile {
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) at `pos`: `READ_FIXED`
     /// when the pool is registered with this thread's ring, else a plain read. See
     /// [`File::read_fixed_at`].
-    pub async fn read_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    pub fn read_fixed_at<B>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_
     where
         B: FixedIoBuf + IoBufMut,
     {
-        Op::new(op::ReadFixed::new(self.target(), buf, pos)).await
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::ReadFixed::new(self.target(), buf, pos))
     }
 
     /// Writes the initialized bytes of a buffer of a [`FixedBufPool`](crate::FixedBufPool) at
     /// `pos`: `WRITE_FIXED` when the pool is registered with this thread's ring, else a plain
     /// write. See [`File::write_fixed_at`].
-    pub async fn write_fixed_at<B>(&self, buf: B, pos: u64) -> BufResult<usize, B>
+    pub fn write_fixed_at<B>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> impl Future<Output = BufResult<usize, B>> + '_
     where
         B: FixedIoBuf,
     {
-        Op::new(op::WriteFixed::new(self.target(), buf, pos)).await
+        // A plain function returning the operation (not an `async fn` around it): one state
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        Op::new(op::WriteFixed::new(self.target(), buf, pos))
     }
 
     /// Flushes the file's data and metadata to its device (`fsync`).

@@ -105,6 +105,11 @@ pub(crate) struct Uring {
     chain_queued: bool,
     /// Depth sampling (`Config::sample_depth`): when the depth last changed, and to what.
     depth_clock: Option<Box<DepthClock>>,
+    /// The last `io_uring_enter` was asked to wait for a completion (none was there when it
+    /// began): see `flush_early`.
+    waited: bool,
+    /// A file read or write was queued since the last `io_uring_enter`.
+    storage_queued: bool,
 }
 
 /// The state of depth sampling: the depth since `since`.
@@ -196,6 +201,8 @@ impl Uring {
             held: Vec::new(),
             chain_queued: false,
             depth_clock: cfg.sample_depth.then(Box::default),
+            waited: false,
+            storage_queued: false,
         })
     }
 
@@ -274,6 +281,7 @@ impl Uring {
             let _ = self.table.slots.remove(user_data);
             return Err(PushError::NoRoom);
         }
+        self.storage_queued |= is_storage_io(entry.get_opcode() as u8);
         Ok(user_data)
     }
 
@@ -394,6 +402,27 @@ impl Uring {
                 }
                 std::thread::yield_now();
             }
+        }
+    }
+
+    /// Submits the queued SQEs now, before the tasks still ready in this batch run, when that
+    /// gets file I/O to its device sooner at a cost nobody feels: a file read or write is
+    /// queued, the last `io_uring_enter` had to wait for a completion, and operations are still
+    /// in the kernel (a device at work; the thread idles between its completions). A device
+    /// kept at depth then gets each resubmission at once, as fio's one-at-a-time submits do,
+    /// rather than after every woken task ran: on a virtio disk at QD 32 that was the
+    /// difference between 0.8x and 1.0x of fio's IOPS. A busy loop (completions already there
+    /// when it turned), buffered reads that completed inside the submit (nothing left in the
+    /// kernel), sockets and no-ops keep one submit per batch.
+    #[inline]
+    pub(crate) fn flush_early(&mut self) {
+        if self.waited
+            && self.storage_queued
+            && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0
+        {
+            let _ = self.enter(false);
+            // Still the same batch of a waiting loop: the next task's I/O goes early too.
+            self.waited = true;
         }
     }
 
@@ -530,9 +559,11 @@ impl Uring {
     fn enter(&mut self, block: bool) -> io::Result<()> {
         self.turns_since_enter = 0;
         self.urgent = false;
+        self.storage_queued = false;
         let sqpoll = self.ring.params().is_setup_sqpoll();
         // Completions already posted: reap them rather than wait in the kernel.
         let block = block && self.ring.completion().is_empty();
+        self.waited = block;
         loop {
             let want = u32::from(block);
             let (to_submit, flags) = if sqpoll {
@@ -1108,4 +1139,17 @@ pub(crate) fn drain_eventfd(fd: &OwnedFd) {
             std::mem::size_of::<u64>(),
         )
     };
+}
+
+/// Whether `op` reads or writes a file's data (what a storage device serves).
+fn is_storage_io(op: u8) -> bool {
+    [
+        opcode::Read::CODE,
+        opcode::Write::CODE,
+        opcode::ReadFixed::CODE,
+        opcode::WriteFixed::CODE,
+        opcode::Readv::CODE,
+        opcode::Writev::CODE,
+    ]
+    .contains(&op)
 }
