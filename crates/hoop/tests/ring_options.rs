@@ -539,3 +539,100 @@ fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
         )
     }
 }
+
+/// Issue 15: while the ring waits on a device (an operation still in the kernel, the last
+/// enter waited), a file read a woken task queues is submitted before the next woken task
+/// runs, not at the end of the batch. Two tasks are woken in one batch (their pipe reads
+/// complete while the runtime thread is held); the first queues a file read; the second sees
+/// it already submitted.
+#[test]
+fn file_io_queued_while_waiting_on_a_device_is_submitted_before_the_next_task_runs() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    uring_only(|kind| {
+        bounded(30, move || {
+            // A refused or short submit leaves the read queued, a held completion reorders
+            // the wakes: either makes the order this test checks a matter of luck.
+            let _faults =
+                hoop::fault::opt_out(&["eagain", "ebusy", "eintr", "short_submit", "late"]);
+            let rt = builder(kind).build().expect("runtime");
+            rt.block_on(async {
+                let dir = std::env::temp_dir().join(format!("hoop-flush-{}", std::process::id()));
+                std::fs::write(&dir, b"0123456789").unwrap();
+                let file = Rc::new(std::fs::File::open(&dir).unwrap());
+                let _ = std::fs::remove_file(&dir);
+                let (parked_r, parked_w) = pipe();
+                let (b_r, b_w) = pipe();
+                let (c_r, c_w) = pipe();
+                // Stays in the kernel the whole time: the device is "at work".
+                let parked = hoop::spawn(Op::new(op::Read::new(
+                    parked_r.as_raw_fd(),
+                    vec![0u8; 1],
+                    u64::MAX,
+                )));
+                let after_push = Rc::new(Cell::new(0u64));
+                let (b_fd, c_fd) = (b_r.as_raw_fd(), c_r.as_raw_fd());
+                let b = {
+                    let (file, after_push) = (file.clone(), after_push.clone());
+                    hoop::spawn(async move {
+                        let (r, _) = Op::new(op::Read::new(b_fd, vec![0u8; 1], u64::MAX)).await;
+                        r.expect("b's pipe");
+                        let mut read = Op::new(op::Read::new(file.as_raw_fd(), vec![0u8; 4], 0));
+                        // Polled once: the read is queued (pushed), not awaited yet.
+                        let first = std::future::poll_fn(|cx| {
+                            std::task::Poll::Ready(std::future::Future::poll(
+                                std::pin::Pin::new(&mut read),
+                                cx,
+                            ))
+                        })
+                        .await;
+                        assert!(first.is_pending(), "a file read does not complete at push");
+                        let c = hoop::runtime::current_counters().unwrap();
+                        after_push.set(c.sqes_submitted);
+                        let (r, buf) = read.await;
+                        assert_eq!(r.expect("file read"), 4);
+                        assert_eq!(&buf[..], b"0123");
+                    })
+                };
+                let c_task = {
+                    let after_push = after_push.clone();
+                    hoop::spawn(async move {
+                        let (r, _) = Op::new(op::Read::new(c_fd, vec![0u8; 1], u64::MAX)).await;
+                        r.expect("c's pipe");
+                        let now = hoop::runtime::current_counters().unwrap().sqes_submitted;
+                        (after_push.get(), now)
+                    })
+                };
+                // Let the three reads reach the kernel and the loop wait on them.
+                hoop::time::sleep(Duration::from_millis(50)).await;
+                // Both pipes become readable while this thread is held, so B and C are
+                // woken by the same drain, in that order.
+                let writer = std::thread::spawn(move || {
+                    for w in [&b_w, &c_w] {
+                        // SAFETY: one byte from a valid buffer into an open pipe.
+                        assert_eq!(
+                            unsafe { libc::write(w.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+                            1
+                        );
+                    }
+                    (b_w, c_w)
+                });
+                let _keep = writer.join().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                b.await.expect("b");
+                let (b_saw, c_saw) = c_task.await.expect("c");
+                assert!(
+                    c_saw > b_saw,
+                    "B's file read was still queued when C ran ({b_saw} -> {c_saw} SQEs)"
+                );
+                // SAFETY: one byte from a valid buffer into an open pipe.
+                assert_eq!(
+                    unsafe { libc::write(parked_w.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+                    1
+                );
+                let (r, _) = parked.await.expect("parked");
+                assert_eq!(r.expect("parked read"), 1);
+            });
+        })
+    });
+}
