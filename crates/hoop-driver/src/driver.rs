@@ -88,6 +88,8 @@ struct Shared {
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
     scratch_orphans: Cell<Finished>,
+    /// The last turn left the ring waiting on a device (`Driver::flush_early` then looks).
+    flush_armed: Cell<bool>,
     /// Where fds owned on this driver are sent to be closed from other threads.
     home: Home,
 }
@@ -170,6 +172,7 @@ impl Driver {
                 next_bgid: Cell::new(0),
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
+                flush_armed: Cell::new(false),
             }),
         };
         LOCAL.with(|l| {
@@ -238,7 +241,11 @@ impl Driver {
         let res = {
             let mut d = self.shared.engine.borrow_mut();
             let res = match &mut *d {
-                Engine::Uring(u) => u.turn(block, wait),
+                Engine::Uring(u) => {
+                    let res = u.turn(block, wait);
+                    self.shared.flush_armed.set(u.early_armed());
+                    res
+                }
                 Engine::Epoll(e) => e.turn(block, wait),
             };
             let t = d.table_mut();
@@ -291,6 +298,9 @@ impl Driver {
     /// Otherwise (and on epoll) nothing: one submit per batch.
     #[inline]
     pub fn flush_early(&self) {
+        if !self.shared.flush_armed.get() {
+            return;
+        }
         if let Ok(mut d) = self.shared.engine.try_borrow_mut() {
             if let Engine::Uring(u) = &mut *d {
                 u.flush_early();

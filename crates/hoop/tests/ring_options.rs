@@ -609,11 +609,7 @@ fn file_io_queued_while_waiting_on_a_device_is_submitted_before_the_next_task_ru
                 // woken by the same drain, in that order.
                 let writer = std::thread::spawn(move || {
                     for w in [&b_w, &c_w] {
-                        // SAFETY: one byte from a valid buffer into an open pipe.
-                        assert_eq!(
-                            unsafe { libc::write(w.as_raw_fd(), b"x".as_ptr().cast(), 1) },
-                            1
-                        );
+                        write_byte(w);
                     }
                     (b_w, c_w)
                 });
@@ -625,14 +621,17 @@ fn file_io_queued_while_waiting_on_a_device_is_submitted_before_the_next_task_ru
                     c_saw > b_saw,
                     "B's file read was still queued when C ran ({b_saw} -> {c_saw} SQEs)"
                 );
-                // SAFETY: one byte from a valid buffer into an open pipe.
-                assert_eq!(
-                    unsafe { libc::write(parked_w.as_raw_fd(), b"x".as_ptr().cast(), 1) },
-                    1
-                );
+                write_byte(&parked_w);
                 let (r, _) = parked.await.expect("parked");
                 assert_eq!(r.expect("parked read"), 1);
             });
         })
     });
+}
+
+/// Writes one byte into the pipe `w`.
+fn write_byte(w: &std::os::fd::OwnedFd) {
+    // SAFETY: one byte from a valid buffer into an open pipe.
+    let n = unsafe { libc::write(w.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+    assert_eq!(n, 1, "write to a pipe");
 }

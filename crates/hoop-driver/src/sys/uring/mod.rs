@@ -110,6 +110,8 @@ pub(crate) struct Uring {
     waited: bool,
     /// A file read or write was queued since the last `io_uring_enter`.
     storage_queued: bool,
+    /// The last turn waited and left operations in the kernel: `flush_early` submits.
+    early: bool,
 }
 
 /// The state of depth sampling: the depth since `since`.
@@ -203,6 +205,7 @@ impl Uring {
             depth_clock: cfg.sample_depth.then(Box::default),
             waited: false,
             storage_queued: false,
+            early: false,
         })
     }
 
@@ -416,14 +419,15 @@ impl Uring {
     /// kernel), sockets and no-ops keep one submit per batch.
     #[inline]
     pub(crate) fn flush_early(&mut self) {
-        if self.waited
-            && self.storage_queued
-            && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0
-        {
+        if self.early && self.storage_queued {
             let _ = self.enter(false);
-            // Still the same batch of a waiting loop: the next task's I/O goes early too.
-            self.waited = true;
         }
+    }
+
+    /// Whether the last turn left the ring waiting on a device (see [`Uring::flush_early`]).
+    #[inline]
+    pub(crate) fn early_armed(&self) -> bool {
+        self.early
     }
 
     /// SQEs in the SQ not yet taken by the kernel.
@@ -545,6 +549,8 @@ impl Uring {
             self.enter(block)?;
         }
         self.drain();
+        // A ring waiting on a device: file I/O queued in the coming batch goes early.
+        self.early = self.waited && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0;
         Ok(())
     }
 
@@ -1141,15 +1147,16 @@ pub(crate) fn drain_eventfd(fd: &OwnedFd) {
     };
 }
 
-/// Whether `op` reads or writes a file's data (what a storage device serves).
+/// The opcodes that read or write a file's data (what a storage device serves), as bits.
+const STORAGE_OPS: u64 = 1 << opcode::Read::CODE
+    | 1 << opcode::Write::CODE
+    | 1 << opcode::ReadFixed::CODE
+    | 1 << opcode::WriteFixed::CODE
+    | 1 << opcode::Readv::CODE
+    | 1 << opcode::Writev::CODE;
+
+/// Whether `op` reads or writes a file's data.
+#[inline]
 fn is_storage_io(op: u8) -> bool {
-    [
-        opcode::Read::CODE,
-        opcode::Write::CODE,
-        opcode::ReadFixed::CODE,
-        opcode::WriteFixed::CODE,
-        opcode::Readv::CODE,
-        opcode::Writev::CODE,
-    ]
-    .contains(&op)
+    op < 64 && STORAGE_OPS & (1 << op) != 0
 }
