@@ -15,13 +15,18 @@ type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.
 type Field = fn(&EchoResult) -> Option<f64>;
 
-const COLORS: [RGBColor; 6] = [
+/// The report's palette (matplotlib's tab10), one color per series in order.
+pub(crate) const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 /// A group of bars per x label, one bar per series; `None` draws no bar.

@@ -11,23 +11,11 @@ use plotters::prelude::*;
 
 use super::metrics::FileResult;
 use super::Engine;
+use crate::bench::charts::COLORS;
 use crate::bench::invalid;
 
 /// Most depths one sweep takes.
 const MAX_DEPTHS: usize = 16;
-
-const COLORS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
 
 /// Parses `--qd`: one depth, or several separated by commas (sorted, duplicates dropped).
 pub(crate) fn parse_depths(s: &str) -> io::Result<Vec<usize>> {
