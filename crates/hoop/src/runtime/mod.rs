@@ -353,11 +353,11 @@ impl Runtime {
                     }
                 } else {
                     run_task(inner, id);
-                    if !batch.is_empty() {
-                        // File I/O a task queued goes to its device now if the ring was
-                        // waiting on one (see `Driver::flush_early`).
-                        inner.driver.flush_early();
-                    }
+                }
+                if !batch.is_empty() {
+                    // File I/O the task queued goes to its device now if the ring was waiting
+                    // on one (see `Driver::flush_early`).
+                    inner.driver.flush_early();
                 }
             }
             let idle = LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));

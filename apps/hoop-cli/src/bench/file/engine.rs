@@ -56,21 +56,24 @@ impl Engine {
         Engine::FioLibaio,
     ];
 
-    /// The engines run when `--engines` is not given.
-    pub(crate) const DEFAULT: [Engine; 12] = [
-        Engine::Sync,
-        Engine::Threadpool,
-        Engine::LinuxAio,
-        Engine::Uring,
-        Engine::UringFixed,
-        Engine::UringSqpoll,
-        Engine::UringIopoll,
-        Engine::RawUring,
-        Engine::TokioFs,
-        Engine::Shared,
-        Engine::Fio,
-        Engine::FioFixed,
-    ];
+    /// The engines run when `--engines` is not given: all but fio's psync and libaio, which
+    /// run on request.
+    pub(crate) fn defaults() -> Vec<Engine> {
+        Engine::ALL
+            .into_iter()
+            .filter(|e| !matches!(e, Engine::FioPsync | Engine::FioLibaio))
+            .collect()
+    }
+
+    /// Whether this engine keeps one I/O in flight whatever the depth (sync, fio-psync).
+    pub(crate) fn depth_one_by_nature(self) -> bool {
+        matches!(self, Engine::Sync | Engine::FioPsync)
+    }
+
+    /// The engine named `name`, as `--engines` and the JSON say it.
+    pub(crate) fn by_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
 
     /// The name, as `--engines` and the JSON say it.
     pub(crate) fn name(self) -> &'static str {
@@ -110,17 +113,13 @@ impl Engine {
 pub(crate) fn parse_engines(list: &[String]) -> io::Result<Vec<Engine>> {
     let mut engines = Vec::new();
     for name in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let e = Engine::ALL
-            .iter()
-            .copied()
-            .find(|e| e.name() == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
-                invalid(format!(
-                    "--engines: unknown engine {name:?}; known: {}",
-                    known.join(", ")
-                ))
-            })?;
+        let e = Engine::by_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+            invalid(format!(
+                "--engines: unknown engine {name:?}; known: {}",
+                known.join(", ")
+            ))
+        })?;
         if !engines.contains(&e) {
             engines.push(e);
         }

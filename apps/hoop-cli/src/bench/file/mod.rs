@@ -305,34 +305,33 @@ pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
     };
     let engines = match &args.engines {
         Some(list) => parse_engines(list)?,
-        None => Engine::DEFAULT.to_vec(),
+        None => Engine::defaults(),
     };
     for &qd in &depths {
         FileJob { qd, ..job.clone() }.check()?;
     }
-    let runs: usize = depths
+    // Sync and fio-psync keep one I/O in flight whatever the depth: they run at the first only.
+    let plan: Vec<(usize, Vec<Engine>)> = depths
         .iter()
         .enumerate()
-        .map(|(i, _)| {
-            engines
+        .map(|(i, &qd)| {
+            let at_depth = engines
                 .iter()
-                .filter(|e| i == 0 || !sweep::depth_one_by_nature(**e))
-                .count()
+                .copied()
+                .filter(|e| i == 0 || !e.depth_one_by_nature())
+                .collect();
+            (qd, at_depth)
         })
-        .sum();
+        .collect();
+    let runs: usize = plan.iter().map(|(_, at_depth)| at_depth.len()).sum();
     let out = Out::new(json, job.secs * runs as f64);
     let mut results = Vec::new();
-    for (i, &qd) in depths.iter().enumerate() {
-        // Sync and fio-psync keep one I/O in flight whatever the depth: run once.
-        let at_depth: Vec<Engine> = engines
-            .iter()
-            .copied()
-            .filter(|e| i == 0 || !sweep::depth_one_by_nature(*e))
-            .collect();
+    for (qd, at_depth) in &plan {
         if at_depth.is_empty() {
             continue;
         }
-        results.extend(run_engines(&FileJob { qd, ..job.clone() }, &at_depth, &out)?.results);
+        let qd = *qd;
+        results.extend(run_engines(&FileJob { qd, ..job.clone() }, at_depth, &out)?.results);
     }
     out.finish();
     if !results.is_empty() {

@@ -41,9 +41,9 @@ pub(crate) fn parse_depths(s: &str) -> io::Result<Vec<usize>> {
     Ok(depths)
 }
 
-/// Whether `engine` keeps one I/O in flight whatever the depth (run once in a sweep).
-pub(crate) fn depth_one_by_nature(engine: Engine) -> bool {
-    matches!(engine, Engine::Sync | Engine::FioPsync)
+/// Whether the engine named `name` keeps one I/O in flight whatever the depth (one run).
+fn once(name: &str) -> bool {
+    Engine::by_name(name).is_some_and(Engine::depth_one_by_nature)
 }
 
 /// The sweep's table: one row per engine, one IOPS column per depth (`-` where the engine did
@@ -84,7 +84,7 @@ fn engine_order(results: &[FileResult]) -> Vec<&'static str> {
 /// has its one run at every depth.
 fn point(results: &[FileResult], engine: &str, qd: usize) -> Option<f64> {
     let mut runs = results.iter().filter(|r| r.engine == engine && r.ok());
-    if matches!(engine, "sync" | "fio-psync") {
+    if once(engine) {
         runs.next()
     } else {
         runs.find(|r| r.qd == qd)
@@ -133,7 +133,7 @@ pub(crate) fn draw(
         .draw()?;
     for (i, (engine, points)) in lines.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let label = if matches!(*engine, "sync" | "fio-psync") {
+        let label = if once(engine) {
             format!("{engine} (QD 1 by nature)")
         } else {
             engine.to_string()

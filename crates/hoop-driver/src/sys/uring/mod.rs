@@ -105,9 +105,6 @@ pub(crate) struct Uring {
     chain_queued: bool,
     /// Depth sampling (`Config::sample_depth`): when the depth last changed, and to what.
     depth_clock: Option<Box<DepthClock>>,
-    /// The last `io_uring_enter` was asked to wait for a completion (none was there when it
-    /// began): see `flush_early`.
-    waited: bool,
     /// A file read or write was queued since the last `io_uring_enter`.
     storage_queued: bool,
     /// The last turn waited and left operations in the kernel: `flush_early` submits.
@@ -203,7 +200,6 @@ impl Uring {
             held: Vec::new(),
             chain_queued: false,
             depth_clock: cfg.sample_depth.then(Box::default),
-            waited: false,
             storage_queued: false,
             early: false,
         })
@@ -291,41 +287,28 @@ impl Uring {
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
     #[inline]
     fn push_sqe(&mut self, entry: &Entry) -> bool {
-        let mut sq = self.ring.submission();
-        if sq.is_full() {
-            drop(sq);
-            // The SQ filled up: submit now rather than wait for the end of the tick.
-            let _ = self.enter(false);
-            sq = self.ring.submission();
-        }
-        // SAFETY: every pointer in the entry points into memory owned by the operation's
-        // data, which the slot or the future keeps alive until the final CQE (UringOp's
-        // contract).
-        let pushed = unsafe { sq.push(entry).is_ok() };
-        if pushed {
-            self.awaiting_cqes += 1;
-        }
-        pushed
+        self.push_sqes(std::slice::from_ref(entry))
     }
 
     /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room
     /// for all of them. The SQ tail is published once, after the last entry (when the
     /// `SubmissionQueue` handle drops), so the kernel — an SQPOLL thread included — sees all
-    /// of them or none: a chain is never split (rule 16).
+    /// of them or none: a chain is never split (rule 16). One borrow of the SQ when there is
+    /// room (each borrow reads the kernel's head).
+    #[inline]
     pub(crate) fn push_sqes(&mut self, entries: &[Entry]) -> bool {
-        let room = |u: &mut Uring| {
-            let sq = u.ring.submission();
-            sq.capacity() - sq.len()
-        };
-        if room(self) < entries.len() {
+        let mut sq = self.ring.submission();
+        if sq.capacity() - sq.len() < entries.len() {
+            drop(sq);
             // The SQ filled up: submit now rather than wait for the end of the tick.
             let _ = self.enter(false);
+            sq = self.ring.submission();
         }
-        let mut sq = self.ring.submission();
         // SAFETY: every pointer in the entries points into memory owned by the operations'
         // data, which the slots or the futures keep alive until the final CQE (UringOp's
         // contract).
         let pushed = unsafe { sq.push_multiple(entries).is_ok() };
+        drop(sq);
         if pushed {
             self.awaiting_cqes += entries.len();
             self.chain_queued |= entries.len() > 1;
@@ -544,13 +527,19 @@ impl Uring {
         // submits them all; every 16th busy turn enters anyway, so a task that keeps yielding
         // cannot hold back submissions and completions. (A full SQ is submitted at once by
         // `push_sqe`.)
-        if block || self.urgent || self.turns_since_enter >= 16 || self.ring.submission().taskrun()
+        let waited = if block
+            || self.urgent
+            || self.turns_since_enter >= 16
+            || self.ring.submission().taskrun()
         {
-            self.enter(block)?;
-        }
+            self.enter(block)?
+        } else {
+            false
+        };
         self.drain();
-        // A ring waiting on a device: file I/O queued in the coming batch goes early.
-        self.early = self.waited && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0;
+        // This turn waited and left operations in the kernel: a ring waiting on a device, so
+        // file I/O queued in the coming batch goes early (`flush_early`).
+        self.early = waited && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0;
         Ok(())
     }
 
@@ -562,14 +551,14 @@ impl Uring {
     /// wake the SQ thread after it went to sleep (`SQ_WAKEUP`), to wait for a completion or
     /// flush the CQ overflow backlog (`GETEVENTS`), or to wait for SQ room when the SQ is full
     /// (`SQ_WAIT`). While the SQ thread is awake and nothing needs waiting: no system call.
-    fn enter(&mut self, block: bool) -> io::Result<()> {
+    /// Returns whether it was asked to wait (no completion was there when it began).
+    fn enter(&mut self, block: bool) -> io::Result<bool> {
         self.turns_since_enter = 0;
         self.urgent = false;
         self.storage_queued = false;
         let sqpoll = self.ring.params().is_setup_sqpoll();
         // Completions already posted: reap them rather than wait in the kernel.
         let block = block && self.ring.completion().is_empty();
-        self.waited = block;
         loop {
             let want = u32::from(block);
             let (to_submit, flags) = if sqpoll {
@@ -592,7 +581,7 @@ impl Uring {
                 // and the io-uring crate does not expose the SQ head, so what it consumed is
                 // not known (it would be: SQEs pushed so far minus `len`).
                 if flags == 0 {
-                    return Ok(());
+                    return Ok(block);
                 }
                 (len as u32, flags)
             } else {
@@ -616,13 +605,13 @@ impl Uring {
                     if self.chain_queued && self.ring.submission().is_empty() {
                         self.chain_queued = false;
                     }
-                    return Ok(());
+                    return Ok(block);
                 }
                 Err(e) => match e.raw_os_error() {
                     // A signal: nothing was lost; the caller's loop comes back.
                     Some(libc::EINTR) => {
                         if block {
-                            return Ok(());
+                            return Ok(block);
                         }
                     }
                     // The CQ backlog is full (-EBUSY) or the kernel is short of memory (-EAGAIN):
@@ -631,7 +620,7 @@ impl Uring {
                         self.table.counters.overflow_events += 1;
                         if self.drain_once() == 0 {
                             // Nothing to reap: let the caller retry on its next turn.
-                            return Ok(());
+                            return Ok(false);
                         }
                     }
                     // Completions were really lost: a hard error for everyone, never a hang.
