@@ -590,7 +590,7 @@ impl Uring {
             self.table.counters.enter_calls += 1;
             let wait = if block { self.wait } else { None };
             // The SQEs of this call are in the kernel from here on (SQPOLL's already were).
-            self.sample_depth(if sqpoll { 0 } else { to_submit as usize });
+            self.sample_depth(true);
             let r = match self.fault_at_enter(sqpoll, to_submit) {
                 Some(Err(e)) => Err(e),
                 // A short submit: the kernel does not wait after taking fewer SQEs than asked.
@@ -656,18 +656,27 @@ impl Uring {
             }
             self.drain_once();
         }
-        self.sample_depth(0);
+        self.sample_depth(false);
         self.table.grant();
     }
 
     /// With depth sampling on: adds the depth since the last sample, times the time since then,
     /// to the counters, and starts a new interval at the current depth (operations submitted
-    /// and not reaped, cancels left out), plus `submitting` SQEs about to be submitted.
-    fn sample_depth(&mut self, submitting: usize) {
+    /// and not reaped, cancels left out), with the queued SQEs when `submitting` (an enter
+    /// is about to submit them).
+    fn sample_depth(&mut self, submitting: bool) {
         if self.depth_clock.is_none() {
             return;
         }
-        let depth = (self.owed_cqes() + submitting).saturating_sub(self.cancels_in_flight);
+        let depth = if submitting {
+            // Everything pushed and not reaped, the queued SQEs included (the wake-up poll's
+            // may be one of them: it is left out once, not once as armed and once as queued).
+            let injected = self.held.iter().filter(|h| h.injected).count();
+            (self.awaiting_cqes + injected)
+                .saturating_sub(usize::from(self.wake_armed) + self.cancels_in_flight)
+        } else {
+            self.owed_cqes().saturating_sub(self.cancels_in_flight)
+        };
         let now = std::time::Instant::now();
         let counters = &mut self.table.counters;
         if let Some(clock) = self.depth_clock.as_mut() {
