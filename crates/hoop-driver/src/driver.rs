@@ -126,7 +126,10 @@ impl std::fmt::Debug for Driver {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Driver>> = const { RefCell::new(None) };
+    /// The current driver: a pointer from `Rc::into_raw` that owns one strong reference (null:
+    /// none). A plain `Cell` of a pointer has no destructor, so reading it is one load (the
+    /// first thing every operation's first poll does).
+    static CURRENT: Cell<*const Shared> = const { Cell::new(std::ptr::null()) };
     /// Every live driver built on this thread (to find an fd's home driver outside its
     /// runtime's `block_on`).
     static LOCAL: RefCell<Vec<std::rc::Weak<Shared>>> = const { RefCell::new(Vec::new()) };
@@ -141,7 +144,23 @@ pub struct EnterGuard {
 impl Drop for EnterGuard {
     fn drop(&mut self) {
         let prev = self.prev.take();
-        CURRENT.with(|c| *c.borrow_mut() = prev);
+        set_current(prev);
+    }
+}
+
+/// Makes `driver` the thread's current driver; returns the previous one (its strong reference
+/// moves to the caller).
+fn set_current(driver: Option<Driver>) -> Option<Driver> {
+    let new = driver.map_or(std::ptr::null(), |d| Rc::into_raw(d.shared));
+    let old = CURRENT.with(|c| c.replace(new));
+    if old.is_null() {
+        None
+    } else {
+        // SAFETY: a non-null `CURRENT` came from `Rc::into_raw` above and owned one strong
+        // reference, which moves back into this `Rc` (taken out of the cell, so once).
+        Some(Driver {
+            shared: unsafe { Rc::from_raw(old) },
+        })
     }
 }
 
@@ -208,13 +227,26 @@ impl Driver {
     }
 
     /// The driver of the runtime running on this thread, if any.
+    #[inline]
     pub fn current() -> Option<Driver> {
-        CURRENT.with(|c| c.borrow().clone())
+        let p = CURRENT.with(|c| c.get());
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `CURRENT` came from `Rc::into_raw` and owns a strong reference
+        // until `set_current` replaces it (on this thread only), so the `Shared` is alive;
+        // the count is raised for the `Rc` made here.
+        unsafe {
+            Rc::increment_strong_count(p);
+            Some(Driver {
+                shared: Rc::from_raw(p),
+            })
+        }
     }
 
     /// Makes this the thread's current driver until the guard is dropped.
     pub fn enter(&self) -> EnterGuard {
-        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        let prev = set_current(Some(self.clone()));
         EnterGuard { prev }
     }
 
@@ -557,11 +589,7 @@ impl Driver {
 
     /// Whether this is the current thread's driver (see [`Driver::current`]).
     pub(crate) fn is_current(&self) -> bool {
-        CURRENT.with(|c| {
-            c.borrow()
-                .as_ref()
-                .is_some_and(|d| Rc::ptr_eq(&d.shared, &self.shared))
-        })
+        CURRENT.with(|c| std::ptr::eq(c.get(), Rc::as_ptr(&self.shared)))
     }
 
     /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).
@@ -694,26 +722,35 @@ impl Notifier {
     }
 }
 
-enum State<T> {
-    /// Not yet in the ring (optionally waiting in a driver's room FIFO with a ticket).
-    Idle {
-        data: T,
-        ticket: Option<(u64, Driver)>,
-    },
-    /// In the ring; the slot `user_data` will hold the result.
-    InFlight {
-        data: T,
-        user_data: u64,
-        driver: Driver,
-    },
+/// Where an [`Op`] stands. The operation's data stays in `Op::data` whatever the phase (no
+/// move per transition); the phase says who else knows of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not yet in the ring.
+    Idle,
+    /// Waiting in the driver's room FIFO with this ticket.
+    Room(u64),
+    /// In the ring; the slot `Op::user_data` will hold the result.
+    InFlight,
+    /// Completed: the data was handed to `OpCode::complete`.
     Done,
 }
 
 /// The future of one operation: pushes it on first poll (or waits for room), resolves to its
 /// output, and on drop hands its data to the driver until the final CQE.
+///
+/// The fast path (issue 21): the first poll pushes the SQE and stores the task's waker in the
+/// slot; the CQE handler moves the waker out and leaves the result in the slot; the second poll
+/// takes the result and frees the slot in one lookup. The data is never moved between phases.
 #[must_use = "an operation does nothing unless awaited"]
 pub struct Op<T: OpCode> {
-    state: State<T>,
+    /// The operation's data: `Some` until `complete` took it (or the driver did, on drop).
+    data: Option<T>,
+    /// The driver the operation is pushed on (or waits for room on).
+    driver: Option<Driver>,
+    /// The slot's `user_data` while `InFlight`.
+    user_data: u64,
+    phase: Phase,
 }
 
 impl<T: OpCode> std::fmt::Debug for Op<T> {
@@ -724,9 +761,24 @@ impl<T: OpCode> std::fmt::Debug for Op<T> {
 
 impl<T: OpCode> Op<T> {
     /// An operation, started when first polled inside a runtime.
+    #[inline]
     pub fn new(data: T) -> Op<T> {
         Op {
-            state: State::Idle { data, ticket: None },
+            data: Some(data),
+            driver: None,
+            user_data: 0,
+            phase: Phase::Idle,
+        }
+    }
+
+    /// Hands the data and `c` to the operation's completion handler.
+    #[inline]
+    fn finish(&mut self, c: Completion) -> Poll<T::Output> {
+        self.phase = Phase::Done;
+        match self.data.take() {
+            Some(data) => Poll::Ready(data.complete(c)),
+            // Unreachable: the data leaves only in `finish` (phase `Done`) or in `drop`.
+            None => Poll::Pending,
         }
     }
 }
@@ -735,115 +787,117 @@ impl<T: OpCode> Op<T> {
 // heap (UringOp's contract), so moving the Op is harmless.
 impl<T: OpCode> Unpin for Op<T> {}
 
-impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
-    type Output = T::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
-        let this = self.get_mut();
-        match &mut this.state {
-            State::Idle { data, ticket } => {
-                let driver = match ticket {
-                    Some((_, d)) => Some(d.clone()),
-                    None => Driver::current(),
-                };
-                let Some(driver) = driver else {
-                    return Poll::Ready(take_done(&mut this.state).complete(Completion {
+impl<T: OpCode + UringOp + EpollOp> Op<T> {
+    /// First poll (or a poll while waiting for room): push the SQE, or queue for room.
+    #[inline]
+    fn start(&mut self, cx: &mut Context<'_>) -> Poll<T::Output> {
+        if self.driver.is_none() {
+            match Driver::current() {
+                Some(d) => self.driver = Some(d),
+                None => {
+                    return self.finish(Completion {
                         res: -libc::ENXIO,
                         flags: 0,
-                    }));
-                };
-                let pushed = {
-                    let mut d = driver.shared.engine.borrow_mut();
-                    let held = ticket.as_ref().map(|(t, _)| *t);
-                    let Ok(granted) = d.table_mut().check_ticket(held, cx.waker()) else {
-                        return Poll::Pending;
-                    };
-                    *ticket = None;
-                    match d.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
-                        Ok(user_data) => Ok(user_data),
-                        Err(PushError::NoRoom) => {
-                            *ticket = Some((d.table_mut().wait_room(cx.waker()), driver.clone()));
-                            return Poll::Pending;
-                        }
-                        Err(PushError::Poisoned) => Err(-libc::EBADR),
-                        Err(PushError::ShutDown) => Err(-libc::ECANCELED),
-                    }
-                };
-                match pushed {
-                    Ok(user_data) => {
-                        let epoll = driver.shared.kind == DriverKind::Epoll;
-                        let handle = epoll.then(|| driver.clone());
-                        if let State::Idle { data, .. } =
-                            std::mem::replace(&mut this.state, State::Done)
-                        {
-                            this.state = State::InFlight {
-                                data,
-                                user_data,
-                                driver,
-                            };
-                        }
-                        if let Some(driver) = handle {
-                            // The epoll driver may have completed the operation inline.
-                            let ready = driver
-                                .shared
-                                .engine
-                                .borrow_mut()
-                                .table_mut()
-                                .poll_slot(user_data, cx.waker());
-                            if let Poll::Ready(c) = ready {
-                                return Poll::Ready(take_done(&mut this.state).complete(c));
-                            }
-                        }
-                        // The slot holds the waker.
-                        Poll::Pending
-                    }
-                    Err(res) => Poll::Ready(
-                        take_done(&mut this.state).complete(Completion { res, flags: 0 }),
-                    ),
+                    })
                 }
             }
-            State::InFlight {
-                user_data, driver, ..
-            } => {
-                let c = {
-                    let mut d = driver.shared.engine.borrow_mut();
-                    match d.table_mut().poll_slot(*user_data, cx.waker()) {
-                        Poll::Ready(c) => c,
-                        Poll::Pending => return Poll::Pending,
-                    }
-                };
-                Poll::Ready(take_done(&mut this.state).complete(c))
+        }
+        let Some(driver) = self.driver.as_ref() else {
+            return Poll::Pending;
+        };
+        let Some(data) = self.data.as_mut() else {
+            return Poll::Pending;
+        };
+        let pushed = {
+            let mut d = driver.shared.engine.borrow_mut();
+            let held = match self.phase {
+                Phase::Room(t) => Some(t),
+                _ => None,
+            };
+            let Ok(granted) = d.table_mut().check_ticket(held, cx.waker()) else {
+                return Poll::Pending;
+            };
+            self.phase = Phase::Idle;
+            match d.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
+                Ok(user_data) => Ok(user_data),
+                Err(PushError::NoRoom) => {
+                    self.phase = Phase::Room(d.table_mut().wait_room(cx.waker()));
+                    return Poll::Pending;
+                }
+                Err(PushError::Poisoned) => Err(-libc::EBADR),
+                Err(PushError::ShutDown) => Err(-libc::ECANCELED),
             }
-            State::Done => panic!("hoop Op polled after completion"),
+        };
+        match pushed {
+            Ok(user_data) => {
+                self.user_data = user_data;
+                self.phase = Phase::InFlight;
+                if driver.shared.kind == DriverKind::Epoll {
+                    // The epoll driver may have completed the operation inline.
+                    let ready = driver
+                        .shared
+                        .engine
+                        .borrow_mut()
+                        .table_mut()
+                        .poll_slot(user_data, cx.waker());
+                    if let Poll::Ready(c) = ready {
+                        return self.finish(c);
+                    }
+                }
+                // The slot holds the waker.
+                Poll::Pending
+            }
+            Err(res) => self.finish(Completion { res, flags: 0 }),
         }
     }
 }
 
-fn take_done<T>(state: &mut State<T>) -> T {
-    match std::mem::replace(state, State::Done) {
-        State::Idle { data, .. } | State::InFlight { data, .. } => data,
-        State::Done => unreachable!("take_done on a finished op"),
+impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
+    type Output = T::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self.get_mut();
+        match this.phase {
+            Phase::InFlight => {
+                let c = match &this.driver {
+                    Some(driver) => {
+                        let mut d = driver.shared.engine.borrow_mut();
+                        match d.table_mut().poll_slot(this.user_data, cx.waker()) {
+                            Poll::Ready(c) => c,
+                            Poll::Pending => return Poll::Pending,
+                        }
+                    }
+                    // Unreachable: an operation in flight keeps its driver.
+                    None => Completion {
+                        res: -libc::EBADR,
+                        flags: 0,
+                    },
+                };
+                this.finish(c)
+            }
+            Phase::Idle | Phase::Room(_) => this.start(cx),
+            Phase::Done => panic!("hoop Op polled after completion"),
+        }
     }
 }
 
 impl<T: OpCode> Drop for Op<T> {
     fn drop(&mut self) {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Idle {
-                ticket: Some((ticket, driver)),
-                ..
-            } => {
-                if let Ok(mut d) = driver.shared.engine.try_borrow_mut() {
-                    d.table_mut().leave_room(ticket);
+        match self.phase {
+            Phase::Room(ticket) => {
+                if let Some(driver) = &self.driver {
+                    if let Ok(mut d) = driver.shared.engine.try_borrow_mut() {
+                        d.table_mut().leave_room(ticket);
+                    }
                 }
             }
-            State::InFlight {
-                data,
-                user_data,
-                driver,
-            } => {
+            Phase::InFlight => {
+                let (Some(driver), Some(data)) = (self.driver.as_ref(), self.data.take()) else {
+                    return;
+                };
                 let finished = match driver.shared.engine.try_borrow_mut() {
-                    Ok(mut d) => d.drop_slot(user_data, Box::new(data)),
+                    Ok(mut d) => d.drop_slot(self.user_data, Box::new(data)),
                     Err(_) => {
                         // Dropped from inside the driver (cannot happen by construction): the
                         // kernel may still own the memory, so leak it rather than free it.
@@ -855,7 +909,7 @@ impl<T: OpCode> Drop for Op<T> {
                     data.finish(c);
                 }
             }
-            _ => {}
+            Phase::Idle | Phase::Done => {}
         }
     }
 }

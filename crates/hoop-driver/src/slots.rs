@@ -69,7 +69,12 @@ impl Slots {
     pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
         let index = self.free.pop()?;
         let slot = &mut self.slots[index as usize];
-        slot.state = Some(state);
+        // A free slot holds no state: `replace` rather than assign, so this path carries no
+        // drop glue for the (absent) old state.
+        if let Some(old) = slot.state.replace(state) {
+            debug_assert!(false, "a free slot held a state");
+            drop(old);
+        }
         Some((u64::from(slot.generation) << 32) | u64::from(index))
     }
 
@@ -87,7 +92,7 @@ impl Slots {
 
     /// Polls the live slot `user_data` (`None` if it is free or of another generation); a
     /// slot whose operation completed is freed in the same lookup.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll(&mut self, user_data: u64, waker: &Waker) -> Option<Poll<Completion>> {
         let index = (user_data & 0xffff_ffff) as usize;
         let generation = (user_data >> 32) as u32;
@@ -95,13 +100,30 @@ impl Slots {
         if slot.generation != generation {
             return None;
         }
-        let polled = slot.state.as_mut()?.poll(waker);
-        if polled.is_ready() {
-            slot.state = None;
-            slot.generation = slot.generation.wrapping_add(1);
-            self.free.push(index as u32);
+        // The common case first: the result is there. Taking the state out by value and
+        // matching `Completed` (which owns nothing) frees the slot with no drop glue.
+        let state = slot.state.take();
+        match state {
+            Some(Lifecycle::Completed(c)) => {
+                // `Completed` owns nothing: forgetting it skips a call to the drop glue.
+                std::mem::forget(state);
+                slot.generation = slot.generation.wrapping_add(1);
+                self.free.push(index as u32);
+                Some(Poll::Ready(c))
+            }
+            Some(mut state) => {
+                let polled = state.poll(waker);
+                if polled.is_ready() {
+                    // `poll` is only ready on `Completed`, handled above.
+                    slot.generation = slot.generation.wrapping_add(1);
+                    self.free.push(index as u32);
+                } else {
+                    slot.state = Some(state);
+                }
+                Some(polled)
+            }
+            None => None,
         }
-        Some(polled)
     }
 
     /// Frees the slot `user_data` names (no-op if it is stale).

@@ -285,9 +285,21 @@ impl Uring {
     }
 
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
-    #[inline]
+    #[inline(always)]
     fn push_sqe(&mut self, entry: &Entry) -> bool {
-        self.push_sqes(std::slice::from_ref(entry))
+        let mut sq = self.ring.submission();
+        if sq.is_full() {
+            drop(sq);
+            // The SQ filled up: submit now rather than wait for the end of the tick.
+            let _ = self.enter(false);
+            sq = self.ring.submission();
+        }
+        // SAFETY: every pointer in the entry points into memory owned by the operation's data,
+        // which the slot or the future keeps alive until the final CQE (UringOp's contract).
+        let pushed = unsafe { sq.push(entry).is_ok() };
+        drop(sq);
+        self.awaiting_cqes += usize::from(pushed);
+        pushed
     }
 
     /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room
@@ -963,7 +975,16 @@ struct Reaper<'a> {
 impl Reaper<'_> {
     /// Hands one completion to its owner. `from_kernel` is false for a completion fault
     /// injection made up (no CQE was owed for it).
+    #[inline(always)]
     fn deliver(&mut self, user_data: u64, c: Completion, from_kernel: bool) {
+        // The common case first: the final CQE of an operation's slot.
+        if !tag::is_tag(user_data) && !cqueue::more(c.flags) {
+            if from_kernel {
+                *self.awaiting_cqes = self.awaiting_cqes.saturating_sub(1);
+            }
+            self.table.complete(user_data, c);
+            return;
+        }
         if user_data == tag::MSG_WAKE {
             // A wake-up posted from another thread (msg_ring.rs), for no SQE of this ring:
             // its arrival was the point.
