@@ -34,7 +34,10 @@ pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS};
 pub use handle::{spawn_blocking, Handle, WakePath};
 pub use join::{AbortHandle, JoinError, JoinHandle};
 pub use send_join::SendJoinHandle;
-use task::{Header, Remote, RemoteFuture, Task, TaskId, Tasks, WakeBy, LOCAL_QUEUE, MAIN};
+use task::{
+    with_local_queue, Header, LocalQueueGuard, Remote, RemoteFuture, Task, TaskId, Tasks, WakeBy,
+    MAIN,
+};
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -258,7 +261,7 @@ impl std::fmt::Debug for Runtime {
 
 struct ContextGuard {
     prev: Option<Rc<Inner>>,
-    prev_queue: Option<(u64, VecDeque<TaskId>)>,
+    queue: LocalQueueGuard,
     _driver: hoop_driver::EnterGuard,
 }
 
@@ -266,8 +269,6 @@ impl Drop for ContextGuard {
     fn drop(&mut self) {
         let prev = self.prev.take();
         CONTEXT.with(|c| *c.borrow_mut() = prev);
-        let q = self.prev_queue.take();
-        LOCAL_QUEUE.with(|l| *l.borrow_mut() = q);
     }
 }
 
@@ -284,13 +285,9 @@ impl Runtime {
 
     fn enter(&self) -> ContextGuard {
         let prev = CONTEXT.with(|c| c.borrow_mut().replace(self.inner.clone()));
-        let prev_queue = LOCAL_QUEUE.with(|l| {
-            l.borrow_mut()
-                .replace((self.inner.id, VecDeque::with_capacity(64)))
-        });
         ContextGuard {
             prev,
-            prev_queue,
+            queue: LocalQueueGuard::enter(self.inner.id),
             _driver: self.inner.driver.enter(),
         }
     }
@@ -304,7 +301,8 @@ impl Runtime {
             CONTEXT.with(|c| c.borrow().is_none()),
             "hoop: cannot start a runtime from within a runtime (block_on inside block_on)"
         );
-        let _guard = self.enter();
+        let guard = self.enter();
+        let local = guard.queue.queue();
         let inner = &self.inner;
         let mut future = pin!(future);
         let (main_header, main_waker) = Header::waker(MAIN, inner.remote.clone());
@@ -315,19 +313,11 @@ impl Runtime {
         // The main future is polled first, then whenever its waker puts it in the run queue,
         // in its turn among the tasks.
         main_header.mark_scheduled();
-        LOCAL_QUEUE.with(|l| {
-            if let Some((_, q)) = l.borrow_mut().as_mut() {
-                q.push_back(MAIN);
-            }
-        });
+        local.queue.borrow_mut().push_back(MAIN);
         loop {
             // The tasks woken locally since the last batch: the queue is swapped out whole
             // (`batch` is empty here), cheaper than moving its ids one by one.
-            LOCAL_QUEUE.with(|l| {
-                if let Some((_, q)) = l.borrow_mut().as_mut() {
-                    std::mem::swap(&mut batch, q);
-                }
-            });
+            std::mem::swap(&mut batch, &mut *local.queue.borrow_mut());
             inner.remote.take(&mut batch, &mut spawned);
             // Futures spawned from other threads become tasks here (queued locally, so they
             // run in this batch).
@@ -336,13 +326,12 @@ impl Runtime {
                     drop(spawn(f));
                 }
             }
-            LOCAL_QUEUE.with(|l| {
-                if let Some((_, q)) = l.borrow_mut().as_mut() {
-                    if !q.is_empty() {
-                        batch.append(q);
-                    }
+            {
+                let mut q = local.queue.borrow_mut();
+                if !q.is_empty() {
+                    batch.append(&mut q);
                 }
-            });
+            }
             while let Some(id) = batch.pop_front() {
                 if id == MAIN {
                     // In its turn among the tasks, not after one more driver turn.
@@ -360,7 +349,7 @@ impl Runtime {
                     inner.driver.flush_early();
                 }
             }
-            let idle = LOCAL_QUEUE.with(|l| l.borrow().as_ref().is_none_or(|(_, q)| q.is_empty()));
+            let idle = local.queue.borrow().is_empty();
             let wait = {
                 let t = inner.timers.borrow();
                 (!t.is_empty())
@@ -415,18 +404,22 @@ impl Runtime {
     }
 }
 
+/// Polls task `id` in place: the slab keeps it, the poll holds its own `Rc` and borrows its
+/// future (a task queued twice and found already borrowed is skipped: it is being polled).
 fn run_task(inner: &Inner, id: TaskId) {
-    let Some(mut task) = inner.tasks.borrow_mut().take(id) else {
+    let Some(task) = inner.tasks.borrow().get(id) else {
         return;
     };
     task.header.unschedule();
-    let mut cx = Context::from_waker(&task.waker);
-    match task.future.as_mut().poll(&mut cx) {
-        Poll::Ready(()) => {
-            drop(task);
-            inner.tasks.borrow_mut().release(id);
-        }
-        Poll::Pending => inner.tasks.borrow_mut().put_back(id, task),
+    let ready = {
+        let Ok(mut future) = task.future.try_borrow_mut() else {
+            return;
+        };
+        let mut cx = Context::from_waker(&task.waker);
+        future.as_mut().poll(&mut cx).is_ready()
+    };
+    if ready {
+        inner.tasks.borrow_mut().release(id);
     }
 }
 
@@ -488,18 +481,14 @@ where
     inner.tasks.borrow_mut().fill(
         id,
         Task {
-            future: Box::pin(task_future),
+            future: RefCell::new(Box::pin(task_future)),
             header: header.clone(),
             waker,
         },
     );
     // Schedule the first poll.
     header.mark_scheduled();
-    LOCAL_QUEUE.with(|l| {
-        if let Some((_, q)) = l.borrow_mut().as_mut() {
-            q.push_back(id);
-        }
-    });
+    with_local_queue(|l| l.queue.borrow_mut().push_back(id));
     join::handle(state, Box::new(move || abort_waker.wake_by_ref()))
 }
 

@@ -7,10 +7,11 @@
 //! driver's eventfd), so a waker sent to another thread is sound (the fault monoio#120
 //! describes).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Wake, Waker};
@@ -161,10 +162,65 @@ impl Remote {
     }
 }
 
+/// The run queue of a runtime while it runs on this thread.
+pub(crate) struct RunQueue {
+    /// The runtime whose tasks go here.
+    pub(crate) runtime_id: u64,
+    pub(crate) queue: RefCell<VecDeque<TaskId>>,
+}
+
+impl RunQueue {
+    pub(crate) fn new(runtime_id: u64) -> Box<RunQueue> {
+        Box::new(RunQueue {
+            runtime_id,
+            queue: RefCell::new(VecDeque::with_capacity(64)),
+        })
+    }
+}
+
 thread_local! {
-    /// The run queue of the runtime currently running on this thread, with its id.
-    pub(crate) static LOCAL_QUEUE: RefCell<Option<(u64, VecDeque<TaskId>)>> =
-        const { RefCell::new(None) };
+    /// The run queue of the runtime currently running on this thread (null: none). Set and
+    /// reset only by `LocalQueueGuard`, which owns the queue; a plain `Cell` of a pointer has
+    /// no destructor, so a wake reads it with one load.
+    static LOCAL_QUEUE: Cell<*const RunQueue> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Makes a run queue the thread's local one until dropped (then the previous one again).
+pub(crate) struct LocalQueueGuard {
+    queue: Box<RunQueue>,
+    prev: *const RunQueue,
+}
+
+impl LocalQueueGuard {
+    pub(crate) fn enter(runtime_id: u64) -> LocalQueueGuard {
+        let queue = RunQueue::new(runtime_id);
+        let prev = LOCAL_QUEUE.with(|l| l.replace(&*queue as *const RunQueue));
+        LocalQueueGuard { queue, prev }
+    }
+
+    /// The queue this guard installed.
+    pub(crate) fn queue(&self) -> &RunQueue {
+        &self.queue
+    }
+}
+
+impl Drop for LocalQueueGuard {
+    fn drop(&mut self) {
+        // Reset before `queue` is freed (fields drop after this body).
+        LOCAL_QUEUE.with(|l| l.set(self.prev));
+    }
+}
+
+/// Runs `f` on the thread's local run queue, if a runtime runs here.
+#[inline]
+pub(crate) fn with_local_queue<R>(f: impl FnOnce(&RunQueue) -> R) -> Option<R> {
+    let p = LOCAL_QUEUE.with(|l| l.get());
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null pointer was set by a live `LocalQueueGuard` to the boxed queue it
+    // owns, and is reset (on this thread, the only one that reads it) before that box is freed.
+    Some(f(unsafe { &*p }))
 }
 
 /// A task's waker.
@@ -201,21 +257,32 @@ impl Wake for Header {
         self.wake_by_ref();
     }
 
+    /// A wake on the runtime's own thread (the common case: a completion drained by the
+    /// loop) costs no atomic read-modify-write: a load of `scheduled`, a store, a push on the
+    /// local queue. Only a wake from another thread swaps the flag. The two can race (a remote
+    /// swap between the local load and store): the task is then queued twice and polled once
+    /// more than needed, which a future allows; it is never lost, since whoever saw the flag
+    /// clear queues it.
+    #[inline]
     fn wake_by_ref(self: &Arc<Self>) {
-        if self.scheduled.swap(true, Ordering::AcqRel) {
+        if self.scheduled.load(Ordering::Acquire) {
             return;
         }
-        let queued_locally = LOCAL_QUEUE.with(|q| match q.try_borrow_mut() {
-            Ok(mut q) => match q.as_mut() {
-                Some((id, queue)) if *id == self.remote.runtime_id => {
+        let queued_locally = with_local_queue(|l| {
+            if l.runtime_id != self.remote.runtime_id {
+                return false;
+            }
+            match l.queue.try_borrow_mut() {
+                Ok(mut queue) => {
+                    self.scheduled.store(true, Ordering::Release);
                     queue.push_back(self.id);
                     true
                 }
-                _ => false,
-            },
-            Err(_) => false,
-        });
-        if !queued_locally {
+                Err(_) => false,
+            }
+        })
+        .unwrap_or(false);
+        if !queued_locally && !self.scheduled.swap(true, Ordering::AcqRel) {
             self.remote.push(self.id);
         }
     }
@@ -223,14 +290,15 @@ impl Wake for Header {
 
 /// A spawned task: its future and its waker.
 pub(crate) struct Task {
-    pub(crate) future: Pin<Box<dyn Future<Output = ()>>>,
+    /// Borrowed while the task is polled, in place (the slab keeps its `Rc`).
+    pub(crate) future: RefCell<Pin<Box<dyn Future<Output = ()>>>>,
     pub(crate) header: Arc<Header>,
     pub(crate) waker: Waker,
 }
 
 struct Slot {
     generation: u32,
-    task: Option<Task>,
+    task: Option<Rc<Task>>,
 }
 
 /// The runtime's tasks.
@@ -263,21 +331,17 @@ impl Tasks {
 
     /// Stores the task for `id` (from `vacant`).
     pub(crate) fn fill(&mut self, id: TaskId, task: Task) {
-        self.slots[id.index as usize].task = Some(task);
+        self.slots[id.index as usize].task = Some(Rc::new(task));
     }
 
-    /// Takes the task out to poll it. `None` for a stale id or a task being polled.
-    pub(crate) fn take(&mut self, id: TaskId) -> Option<Task> {
-        let slot = self.slots.get_mut(id.index as usize)?;
+    /// The task to poll (polled in place, through its own `Rc`). `None` for a stale id.
+    #[inline]
+    pub(crate) fn get(&self, id: TaskId) -> Option<Rc<Task>> {
+        let slot = self.slots.get(id.index as usize)?;
         if slot.generation != id.generation {
             return None;
         }
-        slot.task.take()
-    }
-
-    /// Puts a polled, still pending task back.
-    pub(crate) fn put_back(&mut self, id: TaskId, task: Task) {
-        self.slots[id.index as usize].task = Some(task);
+        slot.task.clone()
     }
 
     /// Frees the id of a finished task.
@@ -295,7 +359,7 @@ impl Tasks {
     }
 
     /// Takes every stored task out (shutdown).
-    pub(crate) fn drain(&mut self) -> Vec<(TaskId, Task)> {
+    pub(crate) fn drain(&mut self) -> Vec<(TaskId, Rc<Task>)> {
         let mut out = Vec::new();
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(t) = slot.task.take() {

@@ -266,15 +266,8 @@ impl Uring {
             return Err(PushError::NoRoom);
         };
         let mut entry = entry.user_data(user_data);
-        if self.faults.active() {
-            if let Some(res) = self.fault_at_push(&mut entry) {
-                self.held.push(Held {
-                    user_data,
-                    c: Completion { res, flags: 0 },
-                    injected: true,
-                });
-                return Ok(user_data);
-            }
+        if self.faults.active() && self.fault_injected_at_push(&mut entry, user_data) {
+            return Ok(user_data);
         }
         if !self.push_sqe(&entry) {
             let _ = self.table.slots.remove(user_data);
@@ -284,14 +277,31 @@ impl Uring {
         Ok(user_data)
     }
 
+    /// Fault injection at push (out of line: never on a plain build's path): whether a made-up
+    /// completion replaced the SQE.
+    #[cold]
+    #[inline(never)]
+    fn fault_injected_at_push(&mut self, entry: &mut Entry, user_data: u64) -> bool {
+        match self.fault_at_push(entry) {
+            Some(res) => {
+                self.held.push(Held {
+                    user_data,
+                    c: Completion { res, flags: 0 },
+                    injected: true,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Puts one SQE in the SQ, submitting what is queued first if the SQ is full.
     #[inline(always)]
     fn push_sqe(&mut self, entry: &Entry) -> bool {
         let mut sq = self.ring.submission();
         if sq.is_full() {
             drop(sq);
-            // The SQ filled up: submit now rather than wait for the end of the tick.
-            let _ = self.enter(false);
+            self.submit_full_sq();
             sq = self.ring.submission();
         }
         // SAFETY: every pointer in the entry points into memory owned by the operation's data,
@@ -300,6 +310,13 @@ impl Uring {
         drop(sq);
         self.awaiting_cqes += usize::from(pushed);
         pushed
+    }
+
+    /// The SQ filled up: submit now rather than wait for the end of the tick.
+    #[cold]
+    #[inline(never)]
+    fn submit_full_sq(&mut self) {
+        let _ = self.enter(false);
     }
 
     /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room
