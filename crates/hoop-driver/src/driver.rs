@@ -46,6 +46,7 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn push<T: UringOp + EpollOp>(
         &mut self,
         data: &mut T,
@@ -87,6 +88,9 @@ struct Shared {
     next_bgid: Cell<u16>,
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
+    /// Keys of the runtime's tasks whose operations completed (`task_key`), for the runtime
+    /// to take after a turn.
+    ready_tasks: RefCell<Vec<u64>>,
     scratch_orphans: Cell<Finished>,
     /// The last turn left the ring waiting on a device (`Driver::flush_early` then looks).
     flush_armed: Cell<bool>,
@@ -190,6 +194,7 @@ impl Driver {
                 kind,
                 next_bgid: Cell::new(0),
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
+                ready_tasks: RefCell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
                 flush_armed: Cell::new(false),
             }),
@@ -282,6 +287,12 @@ impl Driver {
             };
             let t = d.table_mut();
             std::mem::swap(&mut wakeups, &mut t.wakeups);
+            if !t.ready_tasks.is_empty() {
+                self.shared
+                    .ready_tasks
+                    .borrow_mut()
+                    .append(&mut t.ready_tasks);
+            }
             if !t.orphans.is_empty() {
                 std::mem::swap(&mut orphans, &mut t.orphans);
             }
@@ -303,6 +314,24 @@ impl Driver {
         self.shared.scratch_wakeups.set(wakeups);
         self.shared.scratch_orphans.set(orphans);
         res
+    }
+
+    /// Moves the keys of the tasks whose operations completed (see [`crate::task_key`]) into
+    /// `out`, in completion order; the runtime queues those tasks. Collected by every turn.
+    #[inline]
+    pub fn take_ready_tasks(&self, out: &mut Vec<u64>) {
+        let mut r = self.shared.ready_tasks.borrow_mut();
+        if r.is_empty() {
+        } else if out.is_empty() {
+            std::mem::swap(&mut *r, out);
+        } else {
+            out.append(&mut r);
+        }
+    }
+
+    /// This driver's identity for [`crate::task_key::TaskGuard::enter`] (stable while it lives).
+    pub fn id(&self) -> *const () {
+        Rc::as_ptr(&self.shared).cast()
     }
 
     /// This driver's [`Home`]: where fds owned here are sent to be closed from other threads.
@@ -343,6 +372,7 @@ impl Driver {
     /// Whether wakers or orphans wait to be run (the next turn must not block).
     pub fn has_ready(&self) -> bool {
         self.shared.engine.borrow().table().has_ready()
+            || !self.shared.ready_tasks.borrow().is_empty()
     }
 
     /// The driver's counters (for epoll, `enter_calls` counts `epoll_wait` calls).
@@ -818,7 +848,13 @@ impl<T: OpCode + UringOp + EpollOp> Op<T> {
                 return Poll::Pending;
             };
             self.phase = Phase::Idle;
-            match d.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
+            // A task of this driver's runtime is woken by its key, with no waker kept.
+            let state =
+                match crate::task_key::key_for(Rc::as_ptr(&driver.shared).cast(), cx.waker()) {
+                    Some(key) => Lifecycle::WaitingTask(key),
+                    None => Lifecycle::Waiting(cx.waker().clone()),
+                };
+            match d.push(data, granted, state) {
                 Ok(user_data) => Ok(user_data),
                 Err(PushError::NoRoom) => {
                     self.phase = Phase::Room(d.table_mut().wait_room(cx.waker()));

@@ -45,6 +45,7 @@ pub mod sys;
 mod table;
 #[cfg(any(test, feature = "fuzzing"))]
 mod table_model;
+pub mod task_key;
 
 pub use addr::SockAddr;
 pub use aligned::AlignedBuf;

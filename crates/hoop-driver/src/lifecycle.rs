@@ -39,6 +39,9 @@ pub(crate) enum Lifecycle {
     Submitted,
     /// The future was polled and waits with this waker.
     Waiting(Waker),
+    /// The future was polled by a task of this driver's runtime, which wakes it by this key
+    /// (`task_key`): no waker is kept.
+    WaitingTask(u64),
     /// The future was dropped before the final CQE; the slot owns the operation's data.
     Ignored(Box<dyn Orphan>),
     /// The final CQE arrived; the future has not yet taken it.
@@ -104,6 +107,8 @@ pub(crate) enum OnDropStream {
 pub(crate) enum OnCqe {
     /// Wake this waker (after the drain) and keep the slot until the future takes the result.
     Wake(Waker),
+    /// Queue the runtime's task with this key (after the drain); keep the slot likewise.
+    WakeTask(u64),
     /// Nothing to wake; the result waits in the slot.
     Stored,
     /// The future is gone: free the slot and finish this data with the completion.
@@ -135,6 +140,7 @@ impl Lifecycle {
         match std::mem::replace(self, Lifecycle::Completed(c)) {
             Lifecycle::Submitted => OnCqe::Stored,
             Lifecycle::Waiting(waker) => OnCqe::Wake(waker),
+            Lifecycle::WaitingTask(key) => OnCqe::WakeTask(key),
             Lifecycle::Ignored(data) => OnCqe::Orphaned(data, c),
             // A second final CQE for one slot cannot happen (generations in user_data reject
             // stale ones); keep the first result rather than lose it.
@@ -219,7 +225,9 @@ impl Lifecycle {
                 }
                 Poll::Pending
             }
-            Lifecycle::Submitted => {
+            // Polled again (by the same task or another): from now on the waker it was given
+            // is kept, which is right whoever polls.
+            Lifecycle::Submitted | Lifecycle::WaitingTask(_) => {
                 *self = Lifecycle::Waiting(waker.clone());
                 Poll::Pending
             }
@@ -261,6 +269,7 @@ impl fmt::Debug for Lifecycle {
         match self {
             Lifecycle::Submitted => f.write_str("Submitted"),
             Lifecycle::Waiting(_) => f.write_str("Waiting"),
+            Lifecycle::WaitingTask(k) => write!(f, "WaitingTask({k})"),
             Lifecycle::Ignored(_) => f.write_str("Ignored"),
             Lifecycle::Completed(c) => write!(f, "Completed({c:?})"),
             Lifecycle::Streaming(s) => write!(f, "Streaming({s:?})"),

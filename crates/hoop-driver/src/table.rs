@@ -33,6 +33,8 @@ pub(crate) struct OpTable {
     granted_through: u64,
     pub(crate) counters: Counters,
     pub(crate) wakeups: Vec<Waker>,
+    /// Keys of the runtime's tasks to queue (`task_key`), in completion order.
+    pub(crate) ready_tasks: Vec<u64>,
     pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
 }
 
@@ -46,13 +48,14 @@ impl OpTable {
             granted_through: 0,
             counters: Counters::default(),
             wakeups: Vec::with_capacity(256),
+            ready_tasks: Vec::with_capacity(256),
             orphans: Vec::new(),
         }
     }
 
     /// Whether wakers or orphans wait to be run.
     pub(crate) fn has_ready(&self) -> bool {
-        !self.wakeups.is_empty() || !self.orphans.is_empty()
+        !self.wakeups.is_empty() || !self.ready_tasks.is_empty() || !self.orphans.is_empty()
     }
 
     /// Whether an operation may take a slot now. `granted` says the caller holds a grant from
@@ -204,8 +207,20 @@ impl OpTable {
     pub(crate) fn complete(&mut self, user_data: u64, c: Completion) {
         match self.slots.get_mut(user_data) {
             None => self.counters.stale_cqes += 1,
-            // The common case first: a future waits with its waker. The waker moves to the
-            // wake list and the result takes its place, with no drop glue on this path.
+            // The common case first: a task of the runtime waits by its key. The key goes to
+            // the ready list (once per task in a row) and the result takes its place.
+            Some(state @ Lifecycle::WaitingTask(_)) => {
+                let old = std::mem::replace(state, Lifecycle::Completed(c));
+                if let Lifecycle::WaitingTask(k) = old {
+                    if self.ready_tasks.last() != Some(&k) {
+                        self.ready_tasks.push(k);
+                    }
+                }
+                // `WaitingTask` owns nothing: forgetting it skips a call to the drop glue.
+                std::mem::forget(old);
+            }
+            // Next: a future waits with its waker. The waker moves to the wake list and the
+            // result takes its place, with no drop glue on this path.
             Some(state @ Lifecycle::Waiting(_)) => {
                 if let Lifecycle::Waiting(w) = std::mem::replace(state, Lifecycle::Completed(c)) {
                     if !self.wakeups.last().is_some_and(|last| last.will_wake(&w)) {
@@ -218,6 +233,11 @@ impl OpTable {
                 OnCqe::Wake(w) => {
                     if !self.wakeups.last().is_some_and(|last| last.will_wake(&w)) {
                         self.wakeups.push(w);
+                    }
+                }
+                OnCqe::WakeTask(k) => {
+                    if self.ready_tasks.last() != Some(&k) {
+                        self.ready_tasks.push(k);
                     }
                 }
                 OnCqe::Stored => {}

@@ -32,6 +32,7 @@ use hoop_driver::{Config, Counters, Driver, DriverKind, ShutdownReport};
 
 pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS};
 pub use handle::{spawn_blocking, Handle, WakePath};
+use hoop_driver::task_key::TaskGuard;
 pub use join::{AbortHandle, JoinError, JoinHandle};
 pub use send_join::SendJoinHandle;
 use task::{
@@ -310,6 +311,7 @@ impl Runtime {
         let mut spawned: Vec<RemoteFuture> = Vec::new();
         let mut reported = None;
         let mut due = Vec::new();
+        let mut ready_keys: Vec<u64> = Vec::with_capacity(256);
         // The main future is polled first, then whenever its waker puts it in the run queue,
         // in its turn among the tasks.
         main_header.mark_scheduled();
@@ -336,6 +338,7 @@ impl Runtime {
                 if id == MAIN {
                     // In its turn among the tasks, not after one more driver turn.
                     main_header.unschedule();
+                    let _mark = TaskGuard::enter(inner.driver.id(), &main_waker, MAIN.key());
                     let mut cx = Context::from_waker(&main_waker);
                     if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                         return v;
@@ -357,6 +360,20 @@ impl Runtime {
                     .flatten()
             };
             let turned = inner.driver.turn_with_wait(idle, wait);
+            // Tasks whose operations completed and that wait by their key: queued here,
+            // without a waker (their wakers' wakes went to the queue during the turn).
+            inner.driver.take_ready_tasks(&mut ready_keys);
+            if !ready_keys.is_empty() {
+                let tasks = inner.tasks.borrow();
+                for key in ready_keys.drain(..) {
+                    let id = TaskId::from_key(key);
+                    if id == MAIN {
+                        main_header.schedule_local(local);
+                    } else if let Some(h) = tasks.header(id) {
+                        h.schedule_local(local);
+                    }
+                }
+            }
             if wait.is_some() {
                 let now = std::time::Instant::now();
                 inner.timers.borrow_mut().expire(now, &mut due);
@@ -415,6 +432,8 @@ fn run_task(inner: &Inner, id: TaskId) {
         let Ok(mut future) = task.future.try_borrow_mut() else {
             return;
         };
+        // Operations this poll starts wake the task by its key (`hoop_driver::task_key`).
+        let _mark = TaskGuard::enter(inner.driver.id(), &task.waker, id.key());
         let mut cx = Context::from_waker(&task.waker);
         future.as_mut().poll(&mut cx).is_ready()
     };

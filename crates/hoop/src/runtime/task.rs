@@ -27,6 +27,23 @@ pub(crate) struct TaskId {
     pub(crate) generation: u32,
 }
 
+impl TaskId {
+    /// The key the driver wakes this task by (`hoop_driver::task_key`).
+    #[inline]
+    pub(crate) fn key(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// The id a key names.
+    #[inline]
+    pub(crate) fn from_key(key: u64) -> TaskId {
+        TaskId {
+            index: key as u32,
+            generation: (key >> 32) as u32,
+        }
+    }
+}
+
 /// The block_on future's id.
 pub(crate) const MAIN: TaskId = TaskId {
     index: u32::MAX,
@@ -241,6 +258,17 @@ impl Header {
         (h.clone(), Waker::from(h))
     }
 
+    /// Queues the task on `local` (this runtime's queue, on its thread) unless it is queued:
+    /// a completion drained here for a task that waits by its key.
+    #[inline]
+    pub(crate) fn schedule_local(&self, local: &RunQueue) {
+        if self.scheduled.load(Ordering::Acquire) {
+            return;
+        }
+        self.scheduled.store(true, Ordering::Release);
+        local.queue.borrow_mut().push_back(self.id);
+    }
+
     /// Called right before the task is polled: wakes from now on queue it again.
     pub(crate) fn unschedule(&self) {
         self.scheduled.store(false, Ordering::Release);
@@ -332,6 +360,16 @@ impl Tasks {
     /// Stores the task for `id` (from `vacant`).
     pub(crate) fn fill(&mut self, id: TaskId, task: Task) {
         self.slots[id.index as usize].task = Some(Rc::new(task));
+    }
+
+    /// The header of live task `id` (`None` for a stale id).
+    #[inline]
+    pub(crate) fn header(&self, id: TaskId) -> Option<&Arc<Header>> {
+        let slot = self.slots.get(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        slot.task.as_ref().map(|t| &t.header)
     }
 
     /// The task to poll (polled in place, through its own `Rc`). `None` for a stale id.
