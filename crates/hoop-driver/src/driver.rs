@@ -162,9 +162,8 @@ fn set_current(driver: Option<Driver>) -> Option<Driver> {
     } else {
         // SAFETY: a non-null `CURRENT` came from `Rc::into_raw` above and owned one strong
         // reference, which moves back into this `Rc` (taken out of the cell, so once).
-        Some(Driver {
-            shared: unsafe { Rc::from_raw(old) },
-        })
+        let shared = unsafe { Rc::from_raw(old) };
+        Some(Driver { shared })
     }
 }
 

@@ -95,8 +95,9 @@ mod tests {
     fn only_the_marked_waker_on_the_marked_driver_has_a_key() {
         let a = Waker::from(Arc::new(Nothing));
         let b = Waker::from(Arc::new(Nothing));
-        let d1 = 1usize as *const ();
-        let d2 = 2usize as *const ();
+        let (x, y) = (1u8, 2u8);
+        let d1 = (&x as *const u8).cast::<()>();
+        let d2 = (&y as *const u8).cast::<()>();
         assert_eq!(key_for(d1, &a), None, "no task marked");
         {
             let _g = TaskGuard::enter(d1, &a, 7);
