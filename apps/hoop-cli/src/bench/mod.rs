@@ -34,6 +34,7 @@ pub(crate) mod file;
 pub(crate) mod http;
 pub(crate) mod nop;
 mod output;
+pub(crate) mod peers;
 mod report;
 pub(crate) mod server;
 mod side_by_side;
