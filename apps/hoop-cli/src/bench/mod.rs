@@ -94,17 +94,24 @@ pub struct BenchArgs {
     /// Suite only: skip the quick HTTP run.
     #[arg(long)]
     pub no_http: bool,
+    /// Suite only: leave out the peers (compio's echo server, the compio and tokio-uring no-op
+    /// rows, the monoio, compio, tokio-uring, glommio and tokio-io-uring file engines), which
+    /// run in the hoop-peer binary of peers/, built on demand (monoio's echo server is built
+    /// in and stays).
+    #[arg(long)]
+    pub no_peers: bool,
 }
 
 /// The benchmarks of `hoop bench`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
-    /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio and monoio servers
-    /// side by side.
+    /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio, monoio and compio
+    /// servers side by side.
     #[command(after_help = EXIT_CODES)]
     Echo(EchoArgs),
-    /// No-op batches through hoop and through a raw io-uring loop (the ceiling); with --shared
-    /// also from THREADS threads through one shared Rings (kbio's nopbench).
+    /// No-op batches through hoop, through a raw io-uring loop (the ceiling) and through the
+    /// peers that have a no-op (compio, tokio-uring); with --shared also from THREADS threads
+    /// through one shared Rings (kbio's nopbench).
     #[command(after_help = EXIT_CODES)]
     Nop(NopArgs),
     /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
@@ -142,7 +149,8 @@ pub struct EchoArgs {
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
     /// Side by side: the servers to compare, comma-separated (hoop = io_uring best path,
-    /// hoop-basic, hoop-epoll, tokio, monoio).
+    /// hoop-basic, hoop-epoll, tokio, monoio, compio; compio's runs in the hoop-peer binary of
+    /// peers/, built on demand, and is skipped with a line where it cannot be).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// With --addr: the server's PID, to measure its CPU time and syscalls per request.
@@ -173,6 +181,10 @@ pub struct NopArgs {
     /// With --shared: rings in the shared set (kbio used one).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "shared")]
     pub rings: usize,
+    /// Leave out the peers' rows (compio, tokio-uring; 1 thread only), which run in the
+    /// hoop-peer binary of peers/, built on demand. monoio has no row: it has no public no-op.
+    #[arg(long)]
+    pub no_peers: bool,
 }
 
 /// Runs `hoop bench`.
@@ -196,6 +208,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             no_file: args.no_file,
             http_secs: args.http_secs,
             no_http: args.no_http,
+            no_peers: args.no_peers,
         }),
     }
 }

@@ -35,6 +35,11 @@ pub(crate) fn binary(out: &Out) -> Result<PathBuf, String> {
     BINARY.get_or_init(|| find_or_build(out)).clone()
 }
 
+/// The `hoop-peer` binary if [`binary`] found or built it already.
+pub(crate) fn built() -> Option<PathBuf> {
+    BINARY.get().and_then(|r| r.as_ref().ok().cloned())
+}
+
 fn find_or_build(out: &Out) -> Result<PathBuf, String> {
     if let Some(bin) = std::env::var_os("HOOP_PEER_BIN") {
         let bin = PathBuf::from(bin);

@@ -32,6 +32,8 @@ const BUFFERED: [Engine; 8] = [
     Engine::Shared,
     Engine::Fio,
 ];
+/// The peers in both parts (tokio-io-uring skips itself in the O_DIRECT one: buffered only).
+const PEERS: [Engine; 5] = Engine::PEERS;
 /// Block size of the quick run.
 const BS: usize = 4096;
 /// Queue depth of the quick run.
@@ -46,12 +48,30 @@ pub(crate) struct QuickOptions {
     pub size: u64,
     /// Seconds per engine.
     pub secs: f64,
+    /// Whether the peers run too (`hoop-peer`, built on demand).
+    pub peers: bool,
 }
 
 impl QuickOptions {
     /// Planned seconds (engines only).
     pub(crate) fn planned_secs(&self) -> f64 {
-        self.secs * (DIRECT.len() + BUFFERED.len()) as f64
+        let peers = if self.peers { 2 * PEERS.len() - 1 } else { 0 };
+        self.secs * (DIRECT.len() + BUFFERED.len() + peers) as f64
+    }
+
+    /// The engines of one part.
+    fn engines(&self, direct: bool) -> Vec<Engine> {
+        let mut v = if direct {
+            DIRECT.to_vec()
+        } else {
+            BUFFERED.to_vec()
+        };
+        if self.peers {
+            // Before fio's (the last of each list), so that fio stays last as it always ran.
+            let at = v.iter().position(|e| e.is_fio()).unwrap_or(v.len());
+            v.splice(at..at, PEERS);
+        }
+        v
     }
 
     /// The job of one part.
@@ -119,9 +139,9 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
     };
     for direct in [true, false] {
         let job = o.job(direct);
-        let engines: &[Engine] = if direct { &DIRECT } else { &BUFFERED };
+        let engines = o.engines(direct);
         let part = if direct { "O_DIRECT" } else { "buffered" };
-        match run_engines(&job, engines, out) {
+        match run_engines(&job, &engines, out) {
             Ok(run) => {
                 for r in run.results.iter().filter(|r| !r.ok()) {
                     suite.failures.push(match &r.first_error {
@@ -242,6 +262,34 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     lines
 }
 
+/// hoop's `uring` engine against each peer that ran, IOPS and CPU per I/O, one line per part
+/// and peer (no target: the figures, for the reader).
+pub(crate) fn peer_lines(s: &FileSuite) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (part, rs) in [("O_DIRECT", &s.direct), ("buffered", &s.buffered)] {
+        let Some(h) = rs.iter().find(|r| r.engine == "uring" && r.ok()) else {
+            continue;
+        };
+        for p in rs
+            .iter()
+            .filter(|r| r.ok() && Engine::by_name(r.engine).is_some_and(Engine::is_peer))
+        {
+            let cpu = match (h.cpu_us_per_io, p.cpu_us_per_io) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "-".into(),
+            };
+            lines.push(format!(
+                "- file {part}: uring/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
+                p.engine,
+                if p.iops > 0.0 { h.iops / p.iops } else { 0.0 },
+                h.iops,
+                p.iops,
+            ));
+        }
+    }
+    lines
+}
+
 /// The report's section: the job, both tables, the CPU per I/O note and the targets.
 pub(crate) fn section(s: &FileSuite) -> String {
     let mut m = String::new();
@@ -285,6 +333,17 @@ pub(crate) fn section(s: &FileSuite) -> String {
         "With O_DIRECT at QD {QD} the device's latency bounds every engine (IOPS ≈ QD / p50 \
          latency, Little's law), so the engines differ more in CPU µs per I/O than in IOPS.\n"
     );
+    let peers = peer_lines(s);
+    if !peers.is_empty() {
+        let _ = writeln!(
+            m,
+            "### Peers side by side (hoop's `uring` / each peer, same reads, same checks)\n"
+        );
+        for l in peers {
+            let _ = writeln!(m, "{l}");
+        }
+        m.push('\n');
+    }
     let _ = writeln!(m, "### File targets\n");
     for t in targets(s) {
         let _ = writeln!(m, "{t}");
@@ -429,6 +488,7 @@ mod tests {
             dir: PathBuf::from("."),
             size: 16 << 20,
             secs: 0.2,
+            peers: true,
         };
         assert!(o.check().is_ok());
         for size in [1000, 0, 2048] {
