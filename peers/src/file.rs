@@ -102,7 +102,13 @@ pub(crate) fn run(f: &Flags) -> io::Result<()> {
                 "monoio" => run_monoio(&job),
                 "compio" => run_compio(&job),
                 "tokio-uring" => run_tokio_uring(&job),
+                #[cfg(feature = "glommio")]
                 "glommio" => run_glommio(&job),
+                #[cfg(not(feature = "glommio"))]
+                "glommio" => Err(invalid(
+                    "this hoop-peer was built without glommio (its binary with glommio: cargo \
+                     build --release --features glommio --bin hoop-peer-glommio)",
+                )),
                 "tokio-io-uring" => run_tokio_io_uring(&job, allowed.clone()),
                 other => Err(invalid(format!("unknown engine {other:?}"))),
             }
@@ -324,9 +330,11 @@ fn run_tokio_uring(job: &Job) -> io::Result<Ran> {
     })
 }
 
+#[cfg(feature = "glommio")]
 /// glommio's read result as the loop's block: the buffer glommio returned (none before a read).
 struct GlommioBlock(Option<glommio::io::ReadResult>);
 
+#[cfg(feature = "glommio")]
 impl Block for GlommioBlock {
     fn full(&self) -> &[u8] {
         self.0.as_deref().unwrap_or(&[])
@@ -336,12 +344,14 @@ impl Block for GlommioBlock {
     }
 }
 
+#[cfg(feature = "glommio")]
 /// The test file as glommio opens it: O_DIRECT (`DmaFile`) or through the page cache.
 enum GlommioFile {
     Dma(glommio::io::DmaFile),
     Buffered(glommio::io::BufferedFile),
 }
 
+#[cfg(feature = "glommio")]
 fn run_glommio(job: &Job) -> io::Result<Ran> {
     // The thread is pinned already (or not, without --cpu): glommio leaves it as it is.
     let ring_depth = job.qd.next_power_of_two().max(128);

@@ -95,9 +95,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_http: bool,
     /// Suite only: leave out the peers (compio's echo server, the compio and tokio-uring no-op
-    /// rows, the monoio, compio, tokio-uring, glommio and tokio-io-uring file engines), which
-    /// run in the hoop-peer binary of peers/, built on demand (monoio's echo server is built
-    /// in and stays).
+    /// rows, the monoio, compio, tokio-uring and tokio-io-uring file engines), which run in the
+    /// hoop-peer binary of peers/, built first (monoio's echo server is built in and stays;
+    /// glommio is not in the suite: `hoop bench file --engines glommio`).
     #[arg(long)]
     pub no_peers: bool,
 }

@@ -2,8 +2,9 @@
 //! work, through the `hoop-peer` binary of `peers/`: a cargo project of its own (not a member
 //! of hoop's workspace, so `cargo test` and CI's build never compile the peers), built here on
 //! demand, once per `hoop` process, with its output visible:
-//! `cargo build --release --locked` in `peers/` (whose `.cargo/config.toml` adds
-//! `--cfg tokio_unstable` for tokio's `io-uring` feature).
+//! `cargo build --release --locked --bin hoop-peer` in `peers/` (whose `.cargo/config.toml`
+//! adds `--cfg tokio_unstable` for tokio's `io-uring` feature); glommio's engine runs in
+//! `hoop-peer-glommio` (`--features glommio`), built only when glommio is asked for.
 //!
 //! Where the binary comes from:
 //! * `HOOP_PEER_BIN=PATH`: that binary, nothing built (missing or failing: the peers are
@@ -28,11 +29,24 @@ const GRACE: Duration = Duration::from_secs(60);
 
 /// How the peers' binary was found or built, once per process.
 static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+/// The same for the binary with glommio.
+static GLOMMIO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
-/// The `hoop-peer` binary, built now if need be (the first call only; later calls return what
-/// the first found). `Err` says in one sentence why the peers cannot run here.
+/// The `hoop-peer` binary (monoio, compio, tokio-uring, tokio-io-uring), built now if need be
+/// (the first call only; later calls return what the first found). `Err` says in one sentence
+/// why the peers cannot run here.
 pub(crate) fn binary(out: &Out) -> Result<PathBuf, String> {
-    BINARY.get_or_init(|| find_or_build(out)).clone()
+    BINARY
+        .get_or_init(|| find_or_build(out, "hoop-peer", None))
+        .clone()
+}
+
+/// `hoop-peer-glommio`: the same program with glommio, whose dependencies would add about a
+/// third to every cold build of [`binary`], so it is built only when glommio is asked for.
+pub(crate) fn binary_glommio(out: &Out) -> Result<PathBuf, String> {
+    GLOMMIO
+        .get_or_init(|| find_or_build(out, "hoop-peer-glommio", Some("glommio")))
+        .clone()
 }
 
 /// The `hoop-peer` binary if [`binary`] found or built it already.
@@ -40,7 +54,7 @@ pub(crate) fn built() -> Option<PathBuf> {
     BINARY.get().and_then(|r| r.as_ref().ok().cloned())
 }
 
-fn find_or_build(out: &Out) -> Result<PathBuf, String> {
+fn find_or_build(out: &Out, name: &str, feature: Option<&str>) -> Result<PathBuf, String> {
     if let Some(bin) = std::env::var_os("HOOP_PEER_BIN") {
         let bin = PathBuf::from(bin);
         return if is_executable(&bin) {
@@ -59,9 +73,13 @@ fn find_or_build(out: &Out) -> Result<PathBuf, String> {
     })?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let target = dir.join("target");
+    let mut args = vec!["build", "--release", "--locked", "--bin", name];
+    if let Some(f) = feature {
+        args.extend(["--features", f]);
+    }
     out.note(&format!(
-        "peers: building hoop-peer (monoio, compio, tokio-uring, glommio, tokio io-uring): \
-         cargo build --release --locked in {} (the first build takes a minute or two)",
+        "peers: building {name}: cargo {} in {} (a minute or so the first time)",
+        args.join(" "),
         dir.display()
     ));
     let t = Instant::now();
@@ -70,7 +88,7 @@ fn find_or_build(out: &Out) -> Result<PathBuf, String> {
     // both. Its output goes to stderr (stdout may carry JSON lines).
     let status = out.suspended(|| {
         Command::new(&cargo)
-            .args(["build", "--release", "--locked", "--bin", "hoop-peer"])
+            .args(&args)
             .current_dir(&dir)
             .env("CARGO_TARGET_DIR", &target)
             .env_remove("RUSTFLAGS")
@@ -91,16 +109,17 @@ fn find_or_build(out: &Out) -> Result<PathBuf, String> {
     if !status.success() {
         return Err(format!(
             "building the peers failed ({status}; cargo's output is above; by hand: cd {} && \
-             cargo build --release)",
-            dir.display()
+             cargo {})",
+            dir.display(),
+            args.join(" ")
         ));
     }
-    let bin = target.join("release").join("hoop-peer");
+    let bin = target.join("release").join(name);
     if !is_executable(&bin) {
         return Err(format!("the peers' build made no {}", bin.display()));
     }
     out.note(&format!(
-        "peers: hoop-peer ready in {:.1} s: {}",
+        "peers: {name} ready in {:.1} s: {}",
         t.elapsed().as_secs_f64(),
         bin.display()
     ));

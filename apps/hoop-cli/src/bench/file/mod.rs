@@ -85,9 +85,10 @@ pub struct FileArgs {
     /// uring, uring-fixed, uring-sqpoll, uring-iopoll, raw-io-uring, tokio-fs, shared, fio,
     /// fio-fixed, monoio, compio, tokio-uring, glommio, tokio-io-uring; also fio-psync,
     /// fio-libaio]. The peers (monoio, compio, tokio-uring, glommio, tokio-io-uring: tokio's own
-    /// io_uring files, buffered only) run in the hoop-peer binary of peers/, built on demand
-    /// (HOOP_PEER_BIN: a built one), QD tasks on one thread of their own runtime, reads checked
-    /// alike; one that cannot be built or run here is skipped with a line saying why. raw-io-uring: the io-uring crate in a plain
+    /// io_uring files, buffered only) run in the hoop-peer binary of peers/ (glommio: in
+    /// hoop-peer-glommio), built on demand (HOOP_PEER_BIN: a built one), QD tasks on one thread
+    /// of their own runtime, reads checked alike; one that cannot be built or run here is
+    /// skipped with a line saying why. raw-io-uring: the io-uring crate in a plain
     /// loop (no runtime), the kernel's own ceiling for the job. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
     /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
     /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
@@ -455,10 +456,13 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
         .then(fio::fio_path)
         .flatten();
     // The peers' binary, built now (before any clock starts) if a peer is to run this job.
-    let peer_bin = order
-        .iter()
-        .any(|&e| e.is_peer() && peer::refuses_job(job, e).is_none())
-        .then(|| crate::bench::peers::binary(out));
+    let wants = |glommio: bool| {
+        order.iter().any(|&e| {
+            e.is_peer() && (e == Engine::Glommio) == glommio && peer::refuses_job(job, e).is_none()
+        })
+    };
+    let peer_bin = wants(false).then(|| crate::bench::peers::binary(out));
+    let glommio_bin = wants(true).then(|| crate::bench::peers::binary_glommio(out));
     let cx = EngineCtx {
         job,
         path: &tf.path,
@@ -475,7 +479,12 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
         let name = engine.name();
         out.start(&format!("file {name}: {}", job.rw.name()), job.secs);
         let cached_pct = testfile::cached_pct(&tf);
-        let outcome = run_one(&cx, engine, fio.as_deref(), peer_bin.as_ref());
+        let bin = if engine == Engine::Glommio {
+            glommio_bin.as_ref()
+        } else {
+            peer_bin.as_ref()
+        };
+        let outcome = run_one(&cx, engine, fio.as_deref(), bin);
         out.done(job.secs);
         let ctx = ResultContext {
             rw: job.rw.name(),

@@ -1,4 +1,4 @@
-//! `hoop-peer`: hoop's peers on the same work as hoop, each on its own runtime, for `hoop bench`
+//! `hoop-peer` (and `hoop-peer-glommio`, the same with glommio): hoop's peers on the same work as hoop, each on its own runtime, for `hoop bench`
 //! to run as a child process (a separate cargo project, so that hoop's own build and tests never
 //! compile them).
 //!
@@ -60,7 +60,8 @@ pub(crate) const NOP_ENGINES: [&str; 2] = ["compio", "tokio-uring"];
 /// The echo servers.
 pub(crate) const ECHO_ENGINES: [&str; 1] = ["compio"];
 
-fn main() {
+/// The program: `hoop-peer` and `hoop-peer-glommio` (the same with feature `glommio`).
+pub fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Err(e) = run(&args) {
         eprintln!("hoop-peer: {e}");
