@@ -490,12 +490,61 @@ mod tests {
     }
 
     #[test]
+    fn the_peers_run_in_both_parts_before_fio_unless_left_out() {
+        let o = QuickOptions {
+            dir: PathBuf::from("."),
+            size: 16 << 20,
+            secs: 1.0,
+            peers: true,
+        };
+        for direct in [true, false] {
+            let e = o.engines(direct);
+            let names: Vec<&str> = e.iter().map(|e| e.name()).collect();
+            assert!(e.last().is_some_and(|e| e.is_fio()), "{names:?}");
+            let peers: Vec<Engine> = e.iter().copied().filter(|e| e.is_peer()).collect();
+            assert_eq!(peers, PEERS, "{names:?}");
+            assert!(!e.contains(&Engine::Glommio), "{names:?}");
+        }
+        let lean = QuickOptions { peers: false, ..o };
+        assert_eq!(lean.engines(true), DIRECT);
+        assert_eq!(lean.engines(false), BUFFERED);
+        assert_eq!(lean.planned_secs(), 16.0);
+    }
+
+    #[test]
+    fn uring_is_compared_with_each_peer_that_ran() {
+        let with_cpu = |engine, iops, cpu| {
+            let mut r = result(engine, iops, false);
+            r.cpu_us_per_io = Some(cpu);
+            r
+        };
+        let mut failed = with_cpu("compio", 1.0, 1.0);
+        failed.errors = 1;
+        let s = FileSuite {
+            buffered: vec![
+                with_cpu("uring", 800_000.0, 1.2),
+                with_cpu("monoio", 400_000.0, 2.4),
+                failed,
+                with_cpu("tokio-fs", 100_000.0, 9.0),
+            ],
+            ..FileSuite::default()
+        };
+        let lines = peer_lines(&s);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("uring/monoio IOPS 2.00x") && lines[0].contains("CPU per I/O 0.50x"),
+            "{lines:?}"
+        );
+        assert!(section(&s).contains("### Peers side by side"));
+    }
+
+    #[test]
     fn bad_sizes_are_refused_before_the_suite_runs_in_its_flag_names() {
         let o = QuickOptions {
             dir: PathBuf::from("."),
             size: 16 << 20,
             secs: 0.2,
-            peers: true,
+            peers: false,
         };
         assert!(o.check().is_ok());
         for size in [1000, 0, 2048] {
