@@ -4,14 +4,15 @@
 //!   running server ([`echo_client`]). Every reply is checked byte for byte; a mismatch, an end
 //!   of stream or an error counts as an error, never as a request.
 //! * `hoop bench echo` (no `--addr`): hoop on io_uring, hoop on epoll (the same server code on
-//!   the other driver), tokio and monoio echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
+//!   the other driver), tokio, monoio and compio (the peers' binary, `peers/`) echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
 //!   order, each configuration at least twice ([`side_by_side`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES [--shared [--rings N]]`: batches of
 //!   no-ops through hoop and through a raw `io-uring` loop, the machine's ceiling, and with
 //!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`nop`]).
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
-//!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
+//!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
+//!   tokio-uring, glommio, tokio's io_uring files: [`peers`]) and fio ([`file`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
@@ -73,7 +74,8 @@ pub struct BenchArgs {
     /// Suite only: repetitions of each echo configuration (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Suite only: the servers to compare, comma-separated (hoop, hoop-basic, hoop-epoll, tokio, monoio).
+    /// Suite only: the servers to compare, comma-separated (hoop, hoop-basic, hoop-epoll, tokio,
+    /// monoio, compio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Suite only: seconds per no-op engine.
@@ -129,8 +131,8 @@ pub enum BenchCommand {
 /// Arguments of `hoop bench echo`.
 #[derive(Debug, clap::Args)]
 pub struct EchoArgs {
-    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio and monoio
-    /// servers side by side.
+    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio, monoio and
+    /// compio servers side by side.
     #[arg(long, value_name = "IP:PORT")]
     pub addr: Option<String>,
     /// Connections, each with one request in flight [default: 50; side by side: 50,500,1000].
