@@ -1,8 +1,8 @@
 //! `hoop bench echo`: one server given with `--addr`, or hoop (on io_uring and on epoll: the
 //! same server code on the two drivers), tokio, monoio and compio (in the peers' binary) servers
 //! started side by side (server pinned to one core, client to the other), measured in
-//! alternating order (A B C D A B C D ...) so that drift hits every server alike; ratios are taken pair by pair within each round and
-//! their median quoted.
+//! alternating order (A B C D A B C D ...) so that drift hits every server alike; ratios are
+//! taken pair by pair within each round and their median quoted.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
