@@ -225,7 +225,18 @@ fn echo_side_by_side_rejects_a_single_round_and_unknown_servers() {
 #[test]
 fn nop_prints_hoop_and_the_raw_ceiling() {
     let out = hoop(&[
-        "bench", "nop", "-t", "1", "-T", "1", "-b", "8", "-n", "32", "--json",
+        "bench",
+        "nop",
+        "-t",
+        "1",
+        "-T",
+        "1",
+        "-b",
+        "8",
+        "-n",
+        "32",
+        "--json",
+        "--no-peers",
     ]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let lines = json_lines(&out);
@@ -406,6 +417,7 @@ fn the_suite_writes_a_report() {
         "0.2",
         "--http-secs",
         "0.2",
+        "--no-peers",
         "--out",
         &dir_arg,
         "--json",

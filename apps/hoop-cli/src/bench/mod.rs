@@ -4,14 +4,15 @@
 //!   running server ([`echo_client`]). Every reply is checked byte for byte; a mismatch, an end
 //!   of stream or an error counts as an error, never as a request.
 //! * `hoop bench echo` (no `--addr`): hoop on io_uring, hoop on epoll (the same server code on
-//!   the other driver), tokio and monoio echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
+//!   the other driver), tokio, monoio and compio (the peers' binary, `peers/`) echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
 //!   order, each configuration at least twice ([`side_by_side`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES [--shared [--rings N]]`: batches of
 //!   no-ops through hoop and through a raw `io-uring` loop, the machine's ceiling, and with
 //!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`nop`]).
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
-//!   sync, a thread pool, linux-aio, hoop's io_uring engines and fio ([`file`]).
+//!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
+//!   tokio-uring, glommio, tokio's io_uring files: [`peers`]) and fio ([`file`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
@@ -34,6 +35,7 @@ pub(crate) mod file;
 pub(crate) mod http;
 pub(crate) mod nop;
 mod output;
+pub(crate) mod peers;
 mod report;
 pub(crate) mod server;
 mod side_by_side;
@@ -72,7 +74,8 @@ pub struct BenchArgs {
     /// Suite only: repetitions of each echo configuration (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Suite only: the servers to compare, comma-separated (hoop, hoop-basic, hoop-epoll, tokio, monoio).
+    /// Suite only: the servers to compare, comma-separated (hoop, hoop-basic, hoop-epoll, tokio,
+    /// monoio, compio).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Suite only: seconds per no-op engine.
@@ -93,17 +96,24 @@ pub struct BenchArgs {
     /// Suite only: skip the quick HTTP run.
     #[arg(long)]
     pub no_http: bool,
+    /// Suite only: leave out the peers (compio's echo server, the compio and tokio-uring no-op
+    /// rows, the monoio, compio, tokio-uring and tokio-io-uring file engines), which run in the
+    /// hoop-peer binary of peers/, built first (monoio's echo server is built in and stays;
+    /// glommio is not in the suite: `hoop bench file --engines glommio`).
+    #[arg(long)]
+    pub no_peers: bool,
 }
 
 /// The benchmarks of `hoop bench`.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
-    /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio and monoio servers
-    /// side by side.
+    /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio, monoio and compio
+    /// servers side by side.
     #[command(after_help = EXIT_CODES)]
     Echo(EchoArgs),
-    /// No-op batches through hoop and through a raw io-uring loop (the ceiling); with --shared
-    /// also from THREADS threads through one shared Rings (kbio's nopbench).
+    /// No-op batches through hoop, through a raw io-uring loop (the ceiling) and through the
+    /// peers that have a no-op (compio, tokio-uring); with --shared also from THREADS threads
+    /// through one shared Rings (kbio's nopbench).
     #[command(after_help = EXIT_CODES)]
     Nop(NopArgs),
     /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
@@ -121,8 +131,8 @@ pub enum BenchCommand {
 /// Arguments of `hoop bench echo`.
 #[derive(Debug, clap::Args)]
 pub struct EchoArgs {
-    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio and monoio
-    /// servers side by side.
+    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio, monoio and
+    /// compio servers side by side.
     #[arg(long, value_name = "IP:PORT")]
     pub addr: Option<String>,
     /// Connections, each with one request in flight [default: 50; side by side: 50,500,1000].
@@ -141,7 +151,8 @@ pub struct EchoArgs {
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
     /// Side by side: the servers to compare, comma-separated (hoop = io_uring best path,
-    /// hoop-basic, hoop-epoll, tokio, monoio).
+    /// hoop-basic, hoop-epoll, tokio, monoio, compio; compio's runs in the hoop-peer binary of
+    /// peers/, built on demand, and is skipped with a line where it cannot be).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// With --addr: the server's PID, to measure its CPU time and syscalls per request.
@@ -172,6 +183,10 @@ pub struct NopArgs {
     /// With --shared: rings in the shared set (kbio used one).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "shared")]
     pub rings: usize,
+    /// Leave out the peers' rows (compio, tokio-uring; 1 thread only), which run in the
+    /// hoop-peer binary of peers/, built on demand. monoio has no row: it has no public no-op.
+    #[arg(long)]
+    pub no_peers: bool,
 }
 
 /// Runs `hoop bench`.
@@ -195,6 +210,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             no_file: args.no_file,
             http_secs: args.http_secs,
             no_http: args.no_http,
+            no_peers: args.no_peers,
         }),
     }
 }

@@ -29,6 +29,16 @@ pub(crate) const HOOP: &str = "hoop";
 pub(crate) const RAW: &str = "raw-io-uring";
 /// Every thread on one shared `hoop::shared::Rings`.
 pub(crate) const SHARED: &str = "hoop-shared";
+/// compio (through `hoop-peer`): `IORING_OP_NOP` defined through its public `OpCode` trait.
+pub(crate) const COMPIO: &str = "compio";
+/// tokio-uring (through `hoop-peer`): `tokio_uring::no_op()`.
+pub(crate) const TOKIO_URING: &str = "tokio-uring";
+/// The peers' rows (one thread each, in the `hoop-peer` binary).
+pub(crate) const PEERS: [&str; 2] = [COMPIO, TOKIO_URING];
+/// Why monoio has no row.
+pub(crate) const MONOIO_NONE: &str = "monoio: no row: monoio 0.2 has no public no-op, and none \
+can be defined outside it (its operation trait, OpAble, is crate-private); compio has none either, \
+but its driver's OpCode trait is public, so its row is IORING_OP_NOP defined through it";
 
 /// kbio's published figures, for reference only: they come from kbio's own machine in 2021.
 pub(crate) const KBIO_REFERENCE: &str = "kbio's published figures (kbio's own machine, 2021, \
@@ -102,15 +112,18 @@ pub(crate) fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
         rings: args.rings,
     };
     cfg.check()?;
-    let engines: &[&'static str] = if args.shared {
-        &[SHARED, HOOP, RAW]
+    let mut engines: Vec<&'static str> = if args.shared {
+        vec![SHARED, HOOP, RAW]
     } else {
-        &[HOOP, RAW]
+        vec![HOOP, RAW]
     };
+    if !args.no_peers {
+        engines.extend(PEERS);
+    }
     let out = Out::new(json, cfg.secs * engines.len() as f64);
-    let results = run_engines(&cfg, engines, &out)?;
+    let (results, skipped) = run_engines(&cfg, &engines, &out)?;
     out.finish();
-    out.human(&table(&results));
+    out.human(&with_notes(table(&results), &skipped, !args.no_peers));
     let errors: u64 = results.iter().map(|r| r.errors).sum();
     if errors > 0 {
         return Err(io::Error::other(format!(
@@ -120,27 +133,118 @@ pub(crate) fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// The table with the lines of the peers that were skipped, and why monoio has no row.
+pub(crate) fn with_notes(mut table: String, skipped: &[String], peers: bool) -> String {
+    for s in skipped {
+        table.push_str(&format!("- {s}\n"));
+    }
+    if peers {
+        table.push_str(&format!("- {MONOIO_NONE}\n"));
+    }
+    table
+}
+
 /// Runs each of `engines` in turn with `cfg`; prints each result as a JSON line with `--json`.
+/// A peer that cannot run here is skipped with a line (printed, and returned with the results).
 pub(crate) fn run_engines(
     cfg: &NopConfig,
     engines: &[&'static str],
     out: &Out,
-) -> io::Result<Vec<NopResult>> {
+) -> io::Result<(Vec<NopResult>, Vec<String>)> {
     let mut results = Vec::with_capacity(engines.len());
+    let mut skipped = Vec::new();
     for &engine in engines {
-        out.start(
-            &format!(
-                "nop {engine}: {} thread(s), batch {}",
-                cfg.threads, cfg.batch
-            ),
-            cfg.secs,
-        );
-        let r = run_engine(engine, cfg)?;
-        out.done(cfg.secs);
+        let r = if PEERS.contains(&engine) {
+            match run_peer(engine, cfg, out) {
+                Ok(r) => r,
+                Err(why) => {
+                    let line = format!("{engine}: skipped: {why}");
+                    out.human(&line);
+                    skipped.push(line);
+                    continue;
+                }
+            }
+        } else {
+            out.start(
+                &format!(
+                    "nop {engine}: {} thread(s), batch {}",
+                    cfg.threads, cfg.batch
+                ),
+                cfg.secs,
+            );
+            let r = run_engine(engine, cfg)?;
+            out.done(cfg.secs);
+            r
+        };
         out.measurement(&r);
         results.push(r);
     }
-    Ok(results)
+    Ok((results, skipped))
+}
+
+/// A peer's row: `hoop-peer nop` on one thread pinned where hoop's first thread is.
+fn run_peer(engine: &'static str, cfg: &NopConfig, out: &Out) -> Result<NopResult, String> {
+    use super::peers::{f64_of, run_json, str_of, u64_of};
+    if cfg.threads != 1 {
+        return Err(format!(
+            "the peers' rows run one thread (this run: -t {})",
+            cfg.threads
+        ));
+    }
+    let bin = super::peers::binary(out)?;
+    let mut args: Vec<String> = [
+        "nop",
+        "--engine",
+        engine,
+        "--secs",
+        &cfg.secs.to_string(),
+        "--batch",
+        &cfg.batch.to_string(),
+        "--entries",
+        &cfg.entries.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(&cpu) = super::sysinfo::allowed_cpus().first() {
+        args.extend(["--cpu".to_string(), cpu.to_string()]);
+    }
+    out.start(
+        &format!("nop {engine} (hoop-peer): 1 thread, batch {}", cfg.batch),
+        cfg.secs,
+    );
+    let v = run_json(&bin, &args, cfg.secs);
+    out.done(cfg.secs);
+    let v = v?;
+    let secs = f64_of(&v, "secs").unwrap_or(0.0);
+    let nops = u64_of(&v, "nops");
+    Ok(NopResult {
+        bench: "nop",
+        engine,
+        threads: 1,
+        batch: cfg.batch,
+        entries: cfg.entries,
+        rings: None,
+        secs: stats::round3(secs),
+        nops,
+        errors: u64_of(&v, "errors"),
+        nops_per_sec: if secs > 0.0 {
+            (nops as f64 / secs).round()
+        } else {
+            0.0
+        },
+        batches: u64_of(&v, "batches"),
+        batch_mean_us: f64_of(&v, "batch_mean_us"),
+        batch_p50_us: f64_of(&v, "batch_p50_us"),
+        batch_p90_us: f64_of(&v, "batch_p90_us"),
+        batch_p99_us: f64_of(&v, "batch_p99_us"),
+        batch_p999_us: f64_of(&v, "batch_p999_us"),
+        batch_p9999_us: f64_of(&v, "batch_p9999_us"),
+        batch_p99999_us: f64_of(&v, "batch_p99999_us"),
+        batch_p999999_us: f64_of(&v, "batch_p999999_us"),
+        batch_max_us: f64_of(&v, "batch_max_us"),
+        syscalls_per_op: None,
+        setup_flags: str_of(&v, "setup").unwrap_or_default(),
+    })
 }
 
 /// When a no-op loop stops: at a deadline (the benchmark), or after a number of no-ops (a
@@ -454,6 +558,19 @@ pub(crate) fn table(results: &[NopResult]) -> String {
             }
         }
         s.push('\n');
+    }
+    if let Some(h) = hoop.filter(|h| h.nops_per_sec > 0.0) {
+        for p in results
+            .iter()
+            .filter(|r| PEERS.contains(&r.engine) && r.threads == h.threads)
+            .filter(|r| r.nops_per_sec > 0.0)
+        {
+            s.push_str(&format!(
+                "hoop / {}: {:.2}x no-ops/s\n",
+                p.engine,
+                h.nops_per_sec / p.nops_per_sec
+            ));
+        }
     }
     let shared: Vec<&NopResult> = results.iter().filter(|r| r.engine == SHARED).collect();
     for sh in &shared {

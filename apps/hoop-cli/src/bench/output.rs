@@ -97,6 +97,11 @@ impl Out {
         })
     }
 
+    /// Runs `f` with the bar cleared (for a child process that writes to the terminal).
+    pub(crate) fn suspended<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
     /// Removes the bar.
     pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();

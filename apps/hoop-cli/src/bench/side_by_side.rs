@@ -1,8 +1,8 @@
 //! `hoop bench echo`: one server given with `--addr`, or hoop (on io_uring and on epoll: the
-//! same server code on the two drivers), tokio and monoio servers started side by side (server
-//! pinned to one core, client to the other), measured in alternating order (A B C D A B C D ...)
-//! so that drift hits every server alike; ratios are taken pair by pair within each round and
-//! their median quoted.
+//! same server code on the two drivers), tokio, monoio and compio (in the peers' binary) servers
+//! started side by side (server pinned to one core, client to the other), measured in
+//! alternating order (A B C D A B C D ...) so that drift hits every server alike; ratios are
+//! taken pair by pair within each round and their median quoted.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -18,7 +18,17 @@ use super::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs}
 /// uring` (its best path: multishot accept and recv on a buffer ring), `hoop-basic` the same
 /// with `--basic` (single-shot accept and recv), `hoop-epoll` is `hoop serve echo --driver
 /// epoll`.
-pub(crate) const SERVERS: [&str; 5] = ["hoop", "hoop-basic", "hoop-epoll", "tokio", "monoio"];
+pub(crate) const SERVERS: [&str; 6] = [
+    "hoop",
+    "hoop-basic",
+    "hoop-epoll",
+    "tokio",
+    "monoio",
+    "compio",
+];
+/// The servers that run in the `hoop-peer` binary (`peers/`, built on demand): compio's echo
+/// server, the same work per connection as the tokio and monoio baselines.
+pub(crate) const PEER_SERVERS: [&str; 1] = ["compio"];
 /// The servers the ratio columns are taken against (numerators), when they ran.
 const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];
 
@@ -70,6 +80,8 @@ pub(crate) struct MatrixOutcome {
     pub results: Vec<EchoResult>,
     /// Runs that could not be measured, with why.
     pub failures: Vec<String>,
+    /// Servers that cannot run here (a peer whose binary could not be built), one line each.
+    pub skipped: Vec<String>,
 }
 
 /// Checks `--servers` and returns it (default: all four).
@@ -124,7 +136,11 @@ pub(crate) fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
             let out = Out::new(json, matrix.planned_secs());
             let outcome = run_matrix(&matrix, &out);
             out.finish();
-            out.human(&summary_table(&outcome.results, &matrix.servers));
+            let mut table = summary_table(&outcome.results, &matrix.servers);
+            for s in &outcome.skipped {
+                table.push_str(&format!("- {s}\n"));
+            }
+            out.human(&table);
             finish_status(&outcome)
         }
     }
@@ -200,10 +216,25 @@ fn run_external(addr: &str, args: &EchoArgs, secs: f64, json: bool) -> io::Resul
 pub(crate) fn run_matrix(m: &Matrix, out: &Out) -> MatrixOutcome {
     let (server_cpu, client_cpu) = super::sysinfo::pin_plan();
     let mut outcome = MatrixOutcome::default();
+    // The peers' servers need the hoop-peer binary: built now, or skipped with a line.
+    let mut servers = m.servers.clone();
+    if servers.iter().any(|s| PEER_SERVERS.contains(&s.as_str())) {
+        if let Err(why) = super::peers::binary(out) {
+            servers.retain(|s| {
+                let peer = PEER_SERVERS.contains(&s.as_str());
+                if peer {
+                    let line = format!("{s}: skipped: {why}");
+                    out.human(&line);
+                    outcome.skipped.push(line);
+                }
+                !peer
+            });
+        }
+    }
     for &conns in &m.conns {
         for &len in &m.lens {
             for round in 0..m.rounds {
-                for server in &m.servers {
+                for server in &servers {
                     let what = format!("echo {server}: c={conns} l={len} round {}", round + 1);
                     out.start(&what, m.secs + RUN_OVERHEAD_SECS);
                     let cfg = ClientConfig {
@@ -248,7 +279,15 @@ fn run_one(
     server_cpu: Option<usize>,
     client_cpu: Option<usize>,
 ) -> io::Result<EchoResult> {
-    let mut child = ServerChild::spawn(server, server_cpu)?;
+    let mut child = if PEER_SERVERS.contains(&server) {
+        let bin = super::peers::built()
+            .ok_or_else(|| io::Error::other("the peers' binary was not built"))?;
+        let mut cmd = std::process::Command::new(bin);
+        cmd.args(["echo", "--engine", server, "--addr", "127.0.0.1:0"]);
+        ServerChild::spawn_cmd(server, cmd, server_cpu, super::server::Ready::ListeningLine)?
+    } else {
+        ServerChild::spawn(server, server_cpu)?
+    };
     cfg.addr = child.addr;
     let pid = child.pid();
     let mut probe = None;

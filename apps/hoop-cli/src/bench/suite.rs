@@ -45,6 +45,9 @@ pub(crate) struct SuiteOptions {
     pub http_secs: f64,
     /// Skip the quick HTTP run.
     pub no_http: bool,
+    /// Leave out the peers that run in `hoop-peer` (compio's echo server, the peers' no-op rows
+    /// and file engines).
+    pub no_peers: bool,
 }
 
 /// Runs the suite.
@@ -60,13 +63,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
                 dir: quick::default_dir(),
                 size: quick::parse_size(&o.file_size)?,
                 secs: o.file_secs,
+                peers: !o.no_peers,
             })
         })
         .transpose()?;
     if let Some(f) = &file_opts {
         f.check()?;
     }
-    let servers = side_by_side::parse_servers(o.servers)?;
+    let mut servers = side_by_side::parse_servers(o.servers)?;
+    if o.no_peers {
+        servers.retain(|s| !side_by_side::PEER_SERVERS.contains(&s.as_str()));
+    }
     let dir = o.out.unwrap_or_else(sysinfo::default_out_dir);
     sysinfo::raise_nofile_limit();
     let started = Instant::now();
@@ -107,8 +114,9 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         pipeline: 1,
         dir: dir.join("http"),
     });
+    let nop_rows = if o.no_peers { 2.0 } else { 4.0 };
     let planned = matrix.planned_secs()
-        + 2.0 * nop_cfg.secs
+        + nop_rows * nop_cfg.secs
         + shared_cfgs.len() as f64 * shared_secs
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs);
@@ -119,6 +127,15 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         dir.display()
     ));
 
+    if !o.no_peers {
+        // Built before any clock starts (each part skips the peers with a line if this fails).
+        let t = Instant::now();
+        if let Err(why) = super::peers::binary(&out) {
+            out.note(&format!("peers: skipped: {why}"));
+        }
+        phases.push(("peers build".into(), t.elapsed()));
+    }
+
     let t = Instant::now();
     let echo = side_by_side::run_matrix(&matrix, &out);
     phases.push(("echo matrix".into(), t.elapsed()));
@@ -126,11 +143,20 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let t = Instant::now();
     let mut failures = echo.failures.clone();
     let mut nop_results = Vec::new();
-    for (cfg, engines) in std::iter::once((&nop_cfg, &[nop::HOOP, nop::RAW][..]))
+    let mut nop_skipped = Vec::new();
+    let first: &[&'static str] = if o.no_peers {
+        &[nop::HOOP, nop::RAW]
+    } else {
+        &[nop::HOOP, nop::RAW, nop::COMPIO, nop::TOKIO_URING]
+    };
+    for (cfg, engines) in std::iter::once((&nop_cfg, first))
         .chain(shared_cfgs.iter().map(|c| (c, &[nop::SHARED][..])))
     {
         match nop::run_engines(cfg, engines, &out) {
-            Ok(r) => nop_results.extend(r),
+            Ok((r, skipped)) => {
+                nop_results.extend(r);
+                nop_skipped.extend(skipped);
+            }
             Err(e) => {
                 let what = format!(
                     "no-op bench ({}, {} thread(s))",
@@ -167,8 +193,11 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     };
     out.finish();
 
-    let echo_table = side_by_side::summary_table(&echo.results, &servers);
-    let nop_table = nop::table(&nop_results);
+    let mut echo_table = side_by_side::summary_table(&echo.results, &servers);
+    for s in &echo.skipped {
+        echo_table.push_str(&format!("- {s}\n"));
+    }
+    let nop_table = nop::with_notes(nop::table(&nop_results), &nop_skipped, !o.no_peers);
     out.human(&format!(
         "## Echo (quick matrix, {} s per run, {} rounds, medians; ratios pair by pair)\n\n{echo_table}",
         o.secs, o.rounds
@@ -232,6 +261,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     side_by_side::finish_status(&side_by_side::MatrixOutcome {
         results: echo.results,
         failures,
+        skipped: Vec::new(),
     })?;
     let http_bad = http_outcome
         .results

@@ -35,11 +35,21 @@ pub(crate) enum Engine {
     FioPsync,
     /// fio's libaio engine.
     FioLibaio,
+    /// monoio's io_uring driver (`monoio::fs::File::read_at`), through `hoop-peer`.
+    Monoio,
+    /// compio's io_uring driver (`compio::fs::File::read_at`), through `hoop-peer`.
+    Compio,
+    /// tokio-uring (`tokio_uring::fs::File::read_at`), through `hoop-peer`.
+    TokioUring,
+    /// glommio (`DmaFile::read_at_aligned`, `BufferedFile::read_at`), through `hoop-peer`.
+    Glommio,
+    /// tokio's own io_uring file support (buffered only), through `hoop-peer`.
+    TokioIoUring,
 }
 
 impl Engine {
     /// Every engine.
-    pub(crate) const ALL: [Engine; 14] = [
+    pub(crate) const ALL: [Engine; 19] = [
         Engine::Sync,
         Engine::Threadpool,
         Engine::LinuxAio,
@@ -54,6 +64,21 @@ impl Engine {
         Engine::FioFixed,
         Engine::FioPsync,
         Engine::FioLibaio,
+        Engine::Monoio,
+        Engine::Compio,
+        Engine::TokioUring,
+        Engine::Glommio,
+        Engine::TokioIoUring,
+    ];
+
+    /// The peers: other runtimes' io_uring files, each on its own runtime in the `hoop-peer`
+    /// binary (`peers/`, built on demand).
+    pub(crate) const PEERS: [Engine; 5] = [
+        Engine::Monoio,
+        Engine::Compio,
+        Engine::TokioUring,
+        Engine::Glommio,
+        Engine::TokioIoUring,
     ];
 
     /// The engines run when `--engines` is not given: all but fio's psync and libaio, which
@@ -92,12 +117,22 @@ impl Engine {
             Engine::FioFixed => "fio-fixed",
             Engine::FioPsync => "fio-psync",
             Engine::FioLibaio => "fio-libaio",
+            Engine::Monoio => "monoio",
+            Engine::Compio => "compio",
+            Engine::TokioUring => "tokio-uring",
+            Engine::Glommio => "glommio",
+            Engine::TokioIoUring => "tokio-io-uring",
         }
     }
 
     /// Whether this one runs on a multi-thread tokio runtime.
     pub(crate) fn on_tokio(self) -> bool {
         matches!(self, Engine::TokioFs | Engine::Shared)
+    }
+
+    /// Whether `hoop-peer` runs this one.
+    pub(crate) fn is_peer(self) -> bool {
+        Engine::PEERS.contains(&self)
     }
 
     /// Whether fio runs this one.

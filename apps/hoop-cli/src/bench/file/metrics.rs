@@ -52,6 +52,21 @@ impl Usage {
         }
     }
 
+    /// Usage as another process measured it over its own run (a peer's `getrusage`).
+    pub(crate) fn from_parts(
+        user: Duration,
+        sys: Duration,
+        voluntary: u64,
+        involuntary: u64,
+    ) -> Usage {
+        Usage {
+            user,
+            sys,
+            voluntary,
+            involuntary,
+        }
+    }
+
     /// What happened between `earlier` and `self`.
     pub(crate) fn since(&self, earlier: &Usage) -> Usage {
         Usage {

@@ -22,6 +22,7 @@ mod fsinfo;
 mod linux_aio;
 mod metrics;
 mod on_tokio;
+mod peer;
 pub(crate) mod quick;
 pub(crate) mod raw;
 mod shared;
@@ -82,7 +83,12 @@ pub struct FileArgs {
     pub rw: String,
     /// Engines, comma-separated, run one after another [default: sync, threadpool, linux-aio,
     /// uring, uring-fixed, uring-sqpoll, uring-iopoll, raw-io-uring, tokio-fs, shared, fio,
-    /// fio-fixed; also fio-psync, fio-libaio]. raw-io-uring: the io-uring crate in a plain
+    /// fio-fixed, monoio, compio, tokio-uring, glommio, tokio-io-uring; also fio-psync,
+    /// fio-libaio]. The peers (monoio, compio, tokio-uring, glommio, tokio-io-uring: tokio's own
+    /// io_uring files, buffered only) run in the hoop-peer binary of peers/ (glommio: in
+    /// hoop-peer-glommio), built on demand (HOOP_PEER_BIN: a built one), QD tasks on one thread
+    /// of their own runtime, reads checked alike; one that cannot be built or run here is
+    /// skipped with a line saying why. raw-io-uring: the io-uring crate in a plain
     /// loop (no runtime), the kernel's own ceiling for the job. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
     /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
     /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
@@ -449,6 +455,14 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
         .any(|e| e.is_fio())
         .then(fio::fio_path)
         .flatten();
+    // The peers' binary, built now (before any clock starts) if a peer is to run this job.
+    let wants = |glommio: bool| {
+        order.iter().any(|&e| {
+            e.is_peer() && (e == Engine::Glommio) == glommio && peer::refuses_job(job, e).is_none()
+        })
+    };
+    let peer_bin = wants(false).then(|| crate::bench::peers::binary(out));
+    let glommio_bin = wants(true).then(|| crate::bench::peers::binary_glommio(out));
     let cx = EngineCtx {
         job,
         path: &tf.path,
@@ -465,7 +479,12 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
         let name = engine.name();
         out.start(&format!("file {name}: {}", job.rw.name()), job.secs);
         let cached_pct = testfile::cached_pct(&tf);
-        let outcome = run_one(&cx, engine, fio.as_deref());
+        let bin = if engine == Engine::Glommio {
+            glommio_bin.as_ref()
+        } else {
+            peer_bin.as_ref()
+        };
+        let outcome = run_one(&cx, engine, fio.as_deref(), bin);
         out.done(job.secs);
         let ctx = ResultContext {
             rw: job.rw.name(),
@@ -519,12 +538,31 @@ pub(crate) struct FileRun {
 }
 
 /// Runs one engine on its own thread: pinned for the submitting thread of our engines; fio's
-/// thread stays unpinned (fio pins its job itself with --cpus_allowed).
-fn run_one(cx: &EngineCtx, engine: Engine, fio: Option<&Path>) -> io::Result<Outcome> {
+/// thread stays unpinned (fio pins its job itself with --cpus_allowed), and so does a peer's
+/// (the child pins its runtime's thread itself). `peer_bin`: the peers' binary, or why there is
+/// none.
+fn run_one(
+    cx: &EngineCtx,
+    engine: Engine,
+    fio: Option<&Path>,
+    peer_bin: Option<&Result<PathBuf, String>>,
+) -> io::Result<Outcome> {
     if engine.is_fio() && fio.is_none() {
         return Ok(Outcome::Skipped(
             "fio is not on PATH (install fio to compare with it)".into(),
         ));
+    }
+    if engine.is_peer() {
+        if let Some(why) = peer::refuses(cx, engine) {
+            return Ok(Outcome::Skipped(why));
+        }
+        return match peer_bin {
+            Some(Ok(bin)) => peer::run_peer(cx, engine, bin),
+            Some(Err(why)) => Ok(Outcome::Skipped(why.clone())),
+            None => Ok(Outcome::Skipped(
+                "the peers' binary was not prepared".into(),
+            )),
+        };
     }
     std::thread::scope(|s| {
         let h = s.spawn(|| {
@@ -548,6 +586,7 @@ fn run_one(cx: &EngineCtx, engine: Engine, fio: Option<&Path>) -> io::Result<Out
                 (Engine::FioPsync, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Psync),
                 (Engine::FioLibaio, Some(f)) => fio::run_fio(cx, f, fio::FioKind::Libaio),
                 (_, None) => Ok(Outcome::Skipped("fio is not on PATH".into())),
+                (e, _) => Ok(Outcome::Skipped(format!("{} runs elsewhere", e.name()))),
             }
         });
         h.join()
@@ -602,6 +641,14 @@ fn header(
         s.push_str(
             "- tokio engines: a multi-thread tokio runtime, one worker per allowed CPU; its \
              workers, blocking pool and every thread the engine starts unpinned (tasks migrate)\n",
+        );
+    }
+    if order.iter().any(|e| e.is_peer()) {
+        s.push_str(
+            "- peers (monoio, compio, tokio-uring, glommio, tokio-io-uring): the hoop-peer binary \
+             (peers/, a cargo project of its own, built on demand), a child process per run: QD \
+             tasks on one thread of the peer's own runtime, that thread pinned like ours, reads \
+             checked by the same code; CPU: the child's own getrusage over its run\n",
         );
     }
     s.push_str(&format!(

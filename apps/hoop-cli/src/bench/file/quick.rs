@@ -32,6 +32,15 @@ const BUFFERED: [Engine; 8] = [
     Engine::Shared,
     Engine::Fio,
 ];
+/// The peers in both parts (tokio-io-uring skips itself in the O_DIRECT one: buffered only).
+/// Not glommio: its binary's build (glommio's dependencies) would take the main job past 8
+/// minutes on a fresh clone here; `hoop bench file --engines glommio` runs it.
+const PEERS: [Engine; 4] = [
+    Engine::Monoio,
+    Engine::Compio,
+    Engine::TokioUring,
+    Engine::TokioIoUring,
+];
 /// Block size of the quick run.
 const BS: usize = 4096;
 /// Queue depth of the quick run.
@@ -46,12 +55,30 @@ pub(crate) struct QuickOptions {
     pub size: u64,
     /// Seconds per engine.
     pub secs: f64,
+    /// Whether the peers run too (`hoop-peer`, built on demand).
+    pub peers: bool,
 }
 
 impl QuickOptions {
     /// Planned seconds (engines only).
     pub(crate) fn planned_secs(&self) -> f64 {
-        self.secs * (DIRECT.len() + BUFFERED.len()) as f64
+        let peers = if self.peers { 2 * PEERS.len() - 1 } else { 0 };
+        self.secs * (DIRECT.len() + BUFFERED.len() + peers) as f64
+    }
+
+    /// The engines of one part.
+    fn engines(&self, direct: bool) -> Vec<Engine> {
+        let mut v = if direct {
+            DIRECT.to_vec()
+        } else {
+            BUFFERED.to_vec()
+        };
+        if self.peers {
+            // Before fio's (the last of each list), so that fio stays last as it always ran.
+            let at = v.iter().position(|e| e.is_fio()).unwrap_or(v.len());
+            v.splice(at..at, PEERS);
+        }
+        v
     }
 
     /// The job of one part.
@@ -119,9 +146,9 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
     };
     for direct in [true, false] {
         let job = o.job(direct);
-        let engines: &[Engine] = if direct { &DIRECT } else { &BUFFERED };
+        let engines = o.engines(direct);
         let part = if direct { "O_DIRECT" } else { "buffered" };
-        match run_engines(&job, engines, out) {
+        match run_engines(&job, &engines, out) {
             Ok(run) => {
                 for r in run.results.iter().filter(|r| !r.ok()) {
                     suite.failures.push(match &r.first_error {
@@ -242,6 +269,34 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     lines
 }
 
+/// hoop's `uring` engine against each peer that ran, IOPS and CPU per I/O, one line per part
+/// and peer (no target: the figures, for the reader).
+pub(crate) fn peer_lines(s: &FileSuite) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (part, rs) in [("O_DIRECT", &s.direct), ("buffered", &s.buffered)] {
+        let Some(h) = rs.iter().find(|r| r.engine == "uring" && r.ok()) else {
+            continue;
+        };
+        for p in rs
+            .iter()
+            .filter(|r| r.ok() && Engine::by_name(r.engine).is_some_and(Engine::is_peer))
+        {
+            let cpu = match (h.cpu_us_per_io, p.cpu_us_per_io) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "-".into(),
+            };
+            lines.push(format!(
+                "- file {part}: uring/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
+                p.engine,
+                if p.iops > 0.0 { h.iops / p.iops } else { 0.0 },
+                h.iops,
+                p.iops,
+            ));
+        }
+    }
+    lines
+}
+
 /// The report's section: the job, both tables, the CPU per I/O note and the targets.
 pub(crate) fn section(s: &FileSuite) -> String {
     let mut m = String::new();
@@ -285,6 +340,17 @@ pub(crate) fn section(s: &FileSuite) -> String {
         "With O_DIRECT at QD {QD} the device's latency bounds every engine (IOPS ≈ QD / p50 \
          latency, Little's law), so the engines differ more in CPU µs per I/O than in IOPS.\n"
     );
+    let peers = peer_lines(s);
+    if !peers.is_empty() {
+        let _ = writeln!(
+            m,
+            "### Peers side by side (hoop's `uring` / each peer, same reads, same checks)\n"
+        );
+        for l in peers {
+            let _ = writeln!(m, "{l}");
+        }
+        m.push('\n');
+    }
     let _ = writeln!(m, "### File targets\n");
     for t in targets(s) {
         let _ = writeln!(m, "{t}");
@@ -424,11 +490,61 @@ mod tests {
     }
 
     #[test]
+    fn the_peers_run_in_both_parts_before_fio_unless_left_out() {
+        let o = QuickOptions {
+            dir: PathBuf::from("."),
+            size: 16 << 20,
+            secs: 1.0,
+            peers: true,
+        };
+        for direct in [true, false] {
+            let e = o.engines(direct);
+            let names: Vec<&str> = e.iter().map(|e| e.name()).collect();
+            assert!(e.last().is_some_and(|e| e.is_fio()), "{names:?}");
+            let peers: Vec<Engine> = e.iter().copied().filter(|e| e.is_peer()).collect();
+            assert_eq!(peers, PEERS, "{names:?}");
+            assert!(!e.contains(&Engine::Glommio), "{names:?}");
+        }
+        let lean = QuickOptions { peers: false, ..o };
+        assert_eq!(lean.engines(true), DIRECT);
+        assert_eq!(lean.engines(false), BUFFERED);
+        assert_eq!(lean.planned_secs(), 16.0);
+    }
+
+    #[test]
+    fn uring_is_compared_with_each_peer_that_ran() {
+        let with_cpu = |engine, iops, cpu| {
+            let mut r = result(engine, iops, false);
+            r.cpu_us_per_io = Some(cpu);
+            r
+        };
+        let mut failed = with_cpu("compio", 1.0, 1.0);
+        failed.errors = 1;
+        let s = FileSuite {
+            buffered: vec![
+                with_cpu("uring", 800_000.0, 1.2),
+                with_cpu("monoio", 400_000.0, 2.4),
+                failed,
+                with_cpu("tokio-fs", 100_000.0, 9.0),
+            ],
+            ..FileSuite::default()
+        };
+        let lines = peer_lines(&s);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("uring/monoio IOPS 2.00x") && lines[0].contains("CPU per I/O 0.50x"),
+            "{lines:?}"
+        );
+        assert!(section(&s).contains("### Peers side by side"));
+    }
+
+    #[test]
     fn bad_sizes_are_refused_before_the_suite_runs_in_its_flag_names() {
         let o = QuickOptions {
             dir: PathBuf::from("."),
             size: 16 << 20,
             secs: 0.2,
+            peers: false,
         };
         assert!(o.check().is_ok());
         for size in [1000, 0, 2048] {

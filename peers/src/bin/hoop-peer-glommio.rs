@@ -1,0 +1,5 @@
+//! `hoop-peer-glommio`: `hoop-peer` with glommio (feature `glommio`); see `src/lib.rs`.
+
+fn main() {
+    hoop_peers::main();
+}

@@ -1,0 +1,5 @@
+//! `hoop-peer`: see the library (`src/lib.rs`).
+
+fn main() {
+    hoop_peers::main();
+}
