@@ -241,7 +241,8 @@ pub(crate) struct FanoutResult {
     pub deliveries_per_sec: f64,
     /// messages / secs.
     pub messages_per_sec: f64,
-    /// Delivery latency (sent to verified at the receiver), microseconds.
+    /// Delivery latency (from the sender's write to the receiver's verified read), sampled:
+    /// every 4th delivery by sequence number and receiver; microseconds.
     pub p50_us: Option<f64>,
     /// 99th percentile.
     pub p99_us: Option<f64>,
@@ -622,7 +623,7 @@ pub(crate) fn summary_table(results: &[FanoutResult], servers: &[String]) -> Str
     let reference = servers.iter().any(|s| s == "hoop");
     let mut s = String::from(
         "| load | server | deliveries/s | messages/s | p50 µs | p99 µs | server CPU µs/delivery | \
-         server CPU % | syscalls/delivery | client CPU % | hog CPU % | errors | runs |",
+         server CPU % | syscalls/delivery | client CPU % | hog CPU % | errors | client-bound runs |",
     );
     if reference {
         s.push_str(" hoop (io_uring)/this deliveries/s | hoop (io_uring)/this CPU/delivery |");
@@ -643,7 +644,7 @@ pub(crate) fn summary_table(results: &[FanoutResult], servers: &[String]) -> Str
             }
             let m = |f: fn(&FanoutResult) -> Option<f64>| med(results, server, hog, f);
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
                 load_label(hog),
                 label(server),
                 f0(m(|r| Some(r.deliveries_per_sec))),
@@ -656,6 +657,7 @@ pub(crate) fn summary_table(results: &[FanoutResult], servers: &[String]) -> Str
                 f1(m(|r| Some(r.client_cpu_pct))),
                 f1(m(|r| r.hog_cpu_pct)),
                 runs.iter().map(|r| r.errors).sum::<u64>(),
+                runs.iter().filter(|r| r.client_bound).count(),
                 runs.len(),
             ));
             if reference {

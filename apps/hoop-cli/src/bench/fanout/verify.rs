@@ -86,7 +86,7 @@ impl Format {
         let check = check_of(sender, seq);
         put_hex(out, u64::from(sender), SENDER.len());
         put_hex(out, seq & MAX_SEQ, SEQ.len());
-        put_hex(out, u64::from(check), CHECK.len());
+        out.extend_from_slice(&hex8(check));
         out.extend_from_slice(self.filler(check));
         out.push(b'\n');
     }
@@ -99,16 +99,56 @@ fn put_hex(out: &mut Vec<u8>, v: u64, digits: usize) {
     }
 }
 
-/// Lowercase hex digits to a number; `None` on any other byte.
+/// Each byte's value as a lowercase hex digit; 0x80 for every other byte.
+const HEX_VALUE: [u8; 256] = {
+    let mut t = [0x80u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Each byte as two lowercase hex digits.
+const HEX_PAIR: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0xf]];
+        i += 1;
+    }
+    t
+};
+
+/// `v` as 8 lowercase hex digits.
+fn hex8(v: u32) -> [u8; 8] {
+    let b = v.to_be_bytes();
+    let (p0, p1, p2, p3) = (
+        HEX_PAIR[b[0] as usize],
+        HEX_PAIR[b[1] as usize],
+        HEX_PAIR[b[2] as usize],
+        HEX_PAIR[b[3] as usize],
+    );
+    [p0[0], p0[1], p1[0], p1[1], p2[0], p2[1], p3[0], p3[1]]
+}
+
+/// Lowercase hex digits (at most 16) to a number; `None` on any other byte.
 fn hex(bytes: &[u8]) -> Option<u64> {
-    bytes.iter().try_fold(0u64, |acc, &b| {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            _ => return None,
-        };
-        Some((acc << 4) | u64::from(d))
-    })
+    let mut acc = 0u64;
+    let mut bad = 0u8;
+    for &b in bytes {
+        let d = HEX_VALUE[b as usize];
+        bad |= d;
+        acc = (acc << 4) | u64::from(d & 0xf);
+    }
+    (bad & 0x80 == 0).then_some(acc)
 }
 
 /// What one received message turned out to be.
@@ -174,31 +214,31 @@ impl Verifier {
     }
 
     /// Checks one message of exactly `fmt.len()` bytes.
+    ///
+    /// The common case costs a table lookup per byte of sender and sequence number, a hash,
+    /// and two comparisons (the check's digits, the filler): a message whose header and filler pass holds no newline but its last byte, so
+    /// the bytes are scanned for newlines only once something is already wrong.
     pub(crate) fn check(&mut self, msg: &[u8]) -> Verdict {
         let len = self.fmt.len;
-        let corrupt = |what: String, framing_lost: bool| Verdict::Corrupt { what, framing_lost };
         if msg.len() != len {
-            return corrupt(format!("{} bytes, not {len}", msg.len()), true);
+            return corrupt(msg, len, format!("{} bytes, not {len}", msg.len()));
         }
         if msg[len - 1] != b'\n' {
-            return corrupt("no newline at the message's end".into(), true);
+            return corrupt(msg, len, "no newline at the message's end".into());
         }
-        if let Some(at) = msg[..len - 1].iter().position(|&b| b == b'\n') {
-            return corrupt(format!("a newline inside the message, at byte {at}"), true);
-        }
-        let (Some(sender), Some(seq), Some(check)) =
-            (hex(&msg[SENDER]), hex(&msg[SEQ]), hex(&msg[CHECK]))
-        else {
-            return corrupt("header is not lowercase hex".into(), false);
+        let (Some(sender), Some(seq)) = (hex(&msg[SENDER]), hex(&msg[SEQ])) else {
+            return corrupt(msg, len, "header is not lowercase hex".into());
         };
         let sender = sender as u32;
-        if check != u64::from(check_of(sender, seq)) {
+        let check = check_of(sender, seq);
+        if msg[CHECK] != hex8(check) {
             return corrupt(
+                msg,
+                len,
                 format!("message {sender}/{seq}: its header does not match its check"),
-                false,
             );
         }
-        let want = self.fmt.filler(check as u32);
+        let want = self.fmt.filler(check);
         if msg[HEADER..len - 1] != *want {
             let at = msg[HEADER..len - 1]
                 .iter()
@@ -206,11 +246,12 @@ impl Verifier {
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
             return corrupt(
+                msg,
+                len,
                 format!(
                     "message {sender}/{seq}: wrong byte at {} of {len}",
                     HEADER + at
                 ),
-                false,
             );
         }
         if sender == PROBE_SENDER {
@@ -227,8 +268,9 @@ impl Verifier {
         let senders = self.fmt.senders;
         let Some(next) = self.next.get_mut(sender as usize) else {
             return corrupt(
+                msg,
+                len,
                 format!("sender {sender} does not exist ({senders} connections)"),
-                false,
             );
         };
         let expected = *next;
@@ -249,6 +291,17 @@ impl Verifier {
         }
         Verdict::Delivered { sender, seq }
     }
+}
+
+/// A corrupt message, and whether the stream lost its message boundaries: the message is not
+/// `len` bytes ending in its only newline.
+fn corrupt(msg: &[u8], len: usize, what: String) -> Verdict {
+    let framing_lost = msg.len() != len || msg.iter().position(|&b| b == b'\n') != Some(len - 1);
+    let what = match msg.iter().position(|&b| b == b'\n') {
+        Some(at) if at + 1 < msg.len() => format!("{what} (a newline inside, at byte {at})"),
+        _ => what,
+    };
+    Verdict::Corrupt { what, framing_lost }
 }
 
 #[cfg(test)]
