@@ -308,7 +308,8 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         pbuf.clear();
         fmt.encode(&mut pbuf, PROBE_SENDER, probe);
         probe += 1;
-        let (res, b) = streams[0].write_all(pbuf).await;
+        // Bounded: a server that stops reading cannot hold the client here.
+        let (res, b) = streams[0].write_all_timeout(pbuf, PROBE_PHASE).await;
         pbuf = b;
         res.map_err(|e| io::Error::new(e.kind(), format!("sending a probe: {e}")))?;
         sleep(PROBE_EVERY).await;
