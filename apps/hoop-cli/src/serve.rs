@@ -2,11 +2,13 @@
 //!
 //! Every server prints exactly one line on stdout once it listens, `listening on IP:PORT` (with
 //! the real port when port 0 was asked), and exits 0 on SIGINT or SIGTERM after closing its
-//! sockets. See [`echo`] for the echo server and [`crate::http`] for the HTTP server.
+//! sockets. See [`echo`] for the echo server, [`fanout`] for the line chat server (the fan-out
+//! benchmark's) and [`crate::http`] for the HTTP server.
 
 use std::io;
 
 pub mod echo;
+pub mod fanout;
 pub(crate) mod signal;
 pub(crate) mod threads;
 
@@ -25,6 +27,9 @@ pub enum ServeCommand {
     Echo(echo::EchoArgs),
     /// Static files over HTTP/1.1 from a root directory.
     Http(crate::http::server::HttpArgs),
+    /// Line chat: every line a client sends goes to every connected client, the sender
+    /// included (the fan-out benchmark's server).
+    Fanout(fanout::FanoutArgs),
 }
 
 /// Runs `hoop serve`.
@@ -32,5 +37,6 @@ pub fn run(args: ServeArgs) -> io::Result<()> {
     match args.command {
         ServeCommand::Echo(args) => echo::run(args),
         ServeCommand::Http(args) => crate::http::server::run(args),
+        ServeCommand::Fanout(args) => fanout::run(args),
     }
 }

@@ -418,6 +418,8 @@ fn the_suite_writes_a_report() {
         "--http-secs",
         "0.2",
         "--no-peers",
+        "--fanout-secs",
+        "0.2",
         "--out",
         &dir_arg,
         "--json",
@@ -438,6 +440,8 @@ fn the_suite_writes_a_report() {
         lines.iter().partition(|v| v["bench"] == "file");
     let (http, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "http");
+    let (fanout, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "fanout");
     assert_eq!(others.len(), 12, "{}", String::from_utf8_lossy(&out.stdout));
     let shared: Vec<(u64, u64)> = others
         .iter()
@@ -465,6 +469,23 @@ fn the_suite_writes_a_report() {
         assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["verified_bytes"].as_bool(), Some(true), "{v}");
+    }
+    // The short fan-out run: 3 servers x 2 rounds, unloaded and hogged (when 2 CPUs allow it).
+    let hogged = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    for server in ["hoop", "hoop-epoll", "tokio"] {
+        for hog in [false, true] {
+            let n = fanout
+                .iter()
+                .filter(|v| v["server"] == server && v["hog"] == hog)
+                .count();
+            let want = if hog && !hogged { 0 } else { 2 };
+            assert_eq!(n, want, "{server} hog={hog}: {fanout:?}");
+        }
+    }
+    for v in &fanout {
+        assert_eq!(v["conns"].as_u64(), Some(200), "{v}");
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["deliveries"].as_u64().unwrap() > 0, "{v}");
     }
     let engines = |direct: bool| -> Vec<&str> {
         file.iter()
@@ -523,6 +544,11 @@ fn the_suite_writes_a_report() {
     assert!(report.contains("kbio's own machine, 2021"), "{report}");
     assert!(report.contains("## HTTP static files"), "{report}");
     assert!(report.contains("- http: hoop (io_uring)"), "{report}");
+    assert!(report.contains("## Fan-out (chat broadcast)"), "{report}");
+    assert!(
+        report.contains("hoop (io_uring)/tokio: deliveries/s"),
+        "{report}"
+    );
     for svg in [
         "echo_rps.svg",
         "echo_latency.svg",

@@ -445,7 +445,11 @@ mod tests {
         t.complete(other_send, ok);
         t.complete(recv, ok);
         t.end_drain();
-        assert_eq!(t.ready_tasks, vec![2, 1, 3], "the receive's task runs first");
+        assert_eq!(
+            t.ready_tasks,
+            vec![2, 1, 3],
+            "the receive's task runs first"
+        );
         assert!(t.has_ready());
     }
 }

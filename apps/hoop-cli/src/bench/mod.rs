@@ -16,11 +16,15 @@
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
+//! * `hoop bench fanout [-c CONNS] [-t SECS] [-l LEN] [--window W] [--servers LIST] [--rounds R]
+//!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
+//!   io_uring and on epoll and tokio side by side, every delivery verified in order
+//!   ([`fanout`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
 //!   fixed amount of work for instruction counts under callgrind ([`count`],
 //!   `scripts/instructions`).
-//! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, tables, and a report written to
-//!   `target/hoop-report/` ([`suite`]).
+//! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, a quick HTTP run, a
+//!   short fan-out run, tables, and a report written to `target/hoop-report/` ([`suite`]).
 //!
 //! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
 //! and its human output goes to stderr.
@@ -31,6 +35,7 @@ use std::path::PathBuf;
 mod charts;
 mod count;
 mod echo_client;
+pub(crate) mod fanout;
 pub(crate) mod file;
 pub(crate) mod http;
 pub(crate) mod nop;
@@ -48,6 +53,12 @@ const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and ev
 verified; 1 on bad arguments, when the server cannot be reached or started, or when a \
 measurement counted errors or verified no request (its result is printed all the same).";
 
+/// The exit codes of `hoop bench fanout`, as `-h` says them.
+const FANOUT_EXIT_CODES: &str = "Exit status: 0 when every run completed and every delivery was \
+verified; 1 on bad arguments, when a server cannot be started or reached, or when a run counted \
+errors (a missing, reordered or corrupt delivery, a message not delivered to every connection \
+within 1 s, an I/O error) or verified no delivery (the results are printed all the same).";
+
 /// Largest payload `-l` accepts: 16 MiB.
 pub(crate) const MAX_LEN: usize = 16 * 1024 * 1024;
 /// Most connections `-c` accepts.
@@ -59,7 +70,8 @@ pub(crate) const MAX_SECS: f64 = 3600.0;
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct BenchArgs {
-    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads) and the report.
+    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads, HTTP, fan-out)
+    /// and the report.
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
     /// Print one JSON object per measurement per line on stdout (human output goes to stderr).
@@ -102,6 +114,13 @@ pub struct BenchArgs {
     /// glommio is not in the suite: `hoop bench file --engines glommio`).
     #[arg(long)]
     pub no_peers: bool,
+    /// Suite only: seconds per run of the short fan-out run (3 servers x 2 rounds, unloaded and
+    /// with a CPU hog on the server's core).
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    pub fanout_secs: f64,
+    /// Suite only: skip the short fan-out run.
+    #[arg(long)]
+    pub no_fanout: bool,
 }
 
 /// The benchmarks of `hoop bench`.
@@ -126,6 +145,11 @@ pub enum BenchCommand {
     /// A fixed number of no-ops or hot-cache 4 KiB reads through hoop or the raw io-uring
     /// loop, and nothing else: what scripts/instructions counts instructions of under callgrind.
     Count(count::CountArgs),
+    /// Chat broadcast: CONNS clients, every message to every client, every delivery verified in
+    /// order; hoop (io_uring and epoll) and tokio servers side by side, optionally with a CPU
+    /// hog on the server's core.
+    #[command(after_help = FANOUT_EXIT_CODES)]
+    Fanout(fanout::FanoutArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -198,6 +222,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
+        Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,
@@ -211,6 +236,8 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             http_secs: args.http_secs,
             no_http: args.no_http,
             no_peers: args.no_peers,
+            fanout_secs: args.fanout_secs,
+            no_fanout: args.no_fanout,
         }),
     }
 }

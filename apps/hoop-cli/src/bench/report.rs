@@ -38,6 +38,10 @@ pub(crate) struct ReportData<'a> {
     pub http_table: &'a str,
     /// Seconds per HTTP run (none: skipped).
     pub http_secs: Option<f64>,
+    /// Fan-out measurements (empty when skipped).
+    pub fanout: &'a [super::fanout::FanoutResult],
+    /// The fan-out section (markdown; none: skipped).
+    pub fanout_section: Option<&'a str>,
     /// Runs that could not be measured.
     pub failures: &'a [String],
     /// Phase timings.
@@ -62,6 +66,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     for r in d.http {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    for r in d.fanout {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
@@ -204,6 +211,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
              Full matrix (adds 10,000 connections): `hoop bench http --full`.\n\n{}\n",
             d.http_table
         );
+    }
+
+    if let Some(section) = d.fanout_section {
+        m.push_str(section);
     }
 
     let _ = writeln!(m, "## Speed targets\n");

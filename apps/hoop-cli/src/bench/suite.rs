@@ -1,13 +1,15 @@
 //! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench (with short rows of
 //! shared rings at 1 and 4 threads), a quick file run
 //! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
-//! static servers side by side), tables, and the
+//! static servers side by side), a short fan-out run (200 chat clients, hoop io_uring, hoop
+//! epoll and tokio, unloaded and with a CPU hog on the server's core), tables, and the
 //! report in `target/hoop-report/`. Every phase is timed.
 
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::fanout;
 use super::file::quick::{self, FileSuite, QuickOptions};
 use super::http;
 use super::nop::{self, NopConfig};
@@ -19,6 +21,8 @@ use super::{check_rounds, check_secs};
 
 /// Longest run of each shared-rings no-op row, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;
+/// Connections of the short fan-out run.
+const FANOUT_CONNS: usize = 200;
 
 /// Options of the suite (the flags of `hoop bench`).
 #[derive(Debug)]
@@ -48,6 +52,10 @@ pub(crate) struct SuiteOptions {
     /// Leave out the peers that run in `hoop-peer` (compio's echo server, the peers' no-op rows
     /// and file engines).
     pub no_peers: bool,
+    /// Seconds per run of the short fan-out run.
+    pub fanout_secs: f64,
+    /// Skip the short fan-out run.
+    pub no_fanout: bool,
 }
 
 /// Runs the suite.
@@ -57,6 +65,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     check_rounds(o.rounds)?;
     check_secs("--file-secs", o.file_secs)?;
     check_secs("--http-secs", o.http_secs)?;
+    check_secs("--fanout-secs", o.fanout_secs)?;
     let file_opts = (!o.no_file)
         .then(|| -> io::Result<QuickOptions> {
             Ok(QuickOptions {
@@ -115,11 +124,25 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         dir: dir.join("http"),
     });
     let nop_rows = if o.no_peers { 2.0 } else { 4.0 };
+    let fanout_plan = (!o.no_fanout).then(|| fanout::Plan {
+        conns: FANOUT_CONNS,
+        len: 64,
+        window: 4,
+        secs: o.fanout_secs,
+        rounds: 2,
+        servers: fanout::SERVERS.iter().map(|s| s.to_string()).collect(),
+        // The hog shares the server's CPU; with one CPU there is nothing to pin apart.
+        hog: sysinfo::pin_plan().0.is_some(),
+    });
+    if let Some(p) = &fanout_plan {
+        p.check()?;
+    }
     let planned = matrix.planned_secs()
         + nop_rows * nop_cfg.secs
         + shared_cfgs.len() as f64 * shared_secs
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
-        + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs);
+        + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
+        + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs);
     let out = Out::new(o.json, planned);
     let pinning = pinning_text();
     out.note(&format!(
@@ -191,6 +214,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         }
         None => http::Outcome::default(),
     };
+
+    let t = Instant::now();
+    let fanout_outcome = match &fanout_plan {
+        Some(plan) => {
+            let o = fanout::run_plan(plan, &out);
+            failures.extend(o.failures.iter().cloned());
+            phases.push(("fanout".into(), t.elapsed()));
+            o
+        }
+        None => fanout::Outcome::default(),
+    };
     out.finish();
 
     let mut echo_table = side_by_side::summary_table(&echo.results, &servers);
@@ -222,6 +256,13 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         ));
     }
 
+    let fanout_section = fanout_plan
+        .as_ref()
+        .map(|p| fanout::section(p, &fanout_outcome));
+    if let Some(s) = &fanout_section {
+        out.human(s);
+    }
+
     let t = Instant::now();
     let written = report::write_report(
         &dir,
@@ -239,6 +280,8 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             http: &http_outcome.results,
             http_table: &http_table,
             http_secs: http_plan.as_ref().map(|p| p.secs),
+            fanout: &fanout_outcome.results,
+            fanout_section: fanout_section.as_deref(),
             failures: &failures,
             phases: &phases,
         },
@@ -271,6 +314,12 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if http_bad > 0 {
         return Err(io::Error::other(format!(
             "{http_bad} HTTP run(s) counted errors or verified no request"
+        )));
+    }
+    let fanout_bad = fanout_outcome.bad();
+    if fanout_bad > 0 {
+        return Err(io::Error::other(format!(
+            "{fanout_bad} fan-out run(s) counted errors or verified no delivery"
         )));
     }
     let file_errors: u64 = file.all().map(|r| r.errors).sum();

@@ -1,0 +1,314 @@
+//! `hoop serve fanout`: a line chat server. Every line a client sends (up to and including its
+//! `\n`) is forwarded to every connected client, the sender included, in the order the server
+//! read them; a line sent before a client was accepted is not forwarded to it.
+//!
+//! Written the way a newcomer would write it, once on hoop and once on tokio, the two as alike
+//! as the runtimes allow, each on one thread:
+//!
+//! * one `tokio::sync::broadcast` channel for the whole server (it works on any executor);
+//!   each accepted connection subscribes to it, then runs two tasks: a reader, which reads into
+//!   an owned buffer and sends every complete line into the channel as an `Arc<[u8]>`, and a
+//!   writer, which waits for the next line, takes every line already queued behind it (up to
+//!   64 KiB) into its buffer and writes them with one `write_all`;
+//! * hoop: `hoop serve fanout --server hoop` on the driver `--driver` picks (io_uring or epoll:
+//!   the same code), one runtime thread (the same thread and shutdown plumbing as `hoop serve
+//!   echo`), `TcpStream::read` into `buf.slice(buf.len()..)` and `write_all` of the owned
+//!   buffer, the stream shared by its two tasks through an `Rc`;
+//! * tokio: `--server tokio`, tokio's current-thread runtime (one thread, like hoop's),
+//!   `into_split()` halves, `read_buf` and `write_all`.
+//!
+//! A connection that falls more than `--capacity` lines behind loses the oldest ones
+//! (broadcast's rule; the server says so once per connection on stderr); the benchmark's
+//! clients bound what is in flight far below that, and would see the gap. A line longer than
+//! [`MAX_LINE`] closes its connection.
+//!
+//! Prints `listening on IP:PORT` first and exits 0 on SIGINT/SIGTERM, as `hoop serve echo`.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hoop::net::{TcpListener, TcpStream};
+use hoop::IoBuf;
+use tokio::sync::broadcast;
+
+use super::echo::{run_baseline, DriverArg};
+use super::signal::Signals;
+use super::threads::{raise_nofile_limit, run_threads, settle_driver, until_stopped, AcceptPacing};
+
+/// Longest line the server takes; a longer one closes its connection.
+pub(crate) const MAX_LINE: usize = 1024 * 1024;
+/// Bytes a read may fill beyond a partial line already held.
+const READ_BYTES: usize = 64 * 1024;
+/// Most bytes a writer gathers into one write.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// One line, newline included, shared by every connection it goes to.
+type Line = Arc<[u8]>;
+
+/// Which runtime serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FanoutServer {
+    /// hoop, one runtime thread, on the driver `--driver` picks.
+    Hoop,
+    /// tokio's current-thread runtime (epoll).
+    Tokio,
+}
+
+/// Arguments of `hoop serve fanout`.
+#[derive(Debug, clap::Args)]
+pub struct FanoutArgs {
+    /// Address to listen on; port 0 picks a free port (the first line printed says which).
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    pub addr: String,
+    /// Which runtime serves the connections (each on one thread).
+    #[arg(long, value_enum, default_value_t = FanoutServer::Hoop)]
+    pub server: FanoutServer,
+    /// hoop's driver: uring, epoll, or auto (io_uring, else epoll). Default: $HOOP_DRIVER when
+    /// set, else auto.
+    #[arg(long, value_enum, value_name = "DRIVER")]
+    pub driver: Option<DriverArg>,
+    /// Lines the broadcast channel keeps for a connection that is behind.
+    #[arg(long, value_name = "LINES", default_value_t = 65536)]
+    pub capacity: usize,
+}
+
+/// Most lines `--capacity` accepts.
+const MAX_CAPACITY: usize = 1 << 24;
+
+/// Runs the chat server until SIGINT or SIGTERM.
+pub fn run(args: FanoutArgs) -> io::Result<()> {
+    if args.capacity == 0 || args.capacity > MAX_CAPACITY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--capacity must be between 1 and {MAX_CAPACITY} lines, not {}",
+                args.capacity
+            ),
+        ));
+    }
+    if args.server == FanoutServer::Tokio && args.driver.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--driver applies to the hoop server only, not to tokio",
+        ));
+    }
+    // Before any thread exists, so that every thread inherits the mask.
+    let signals = Signals::block()?;
+    raise_nofile_limit();
+    let capacity = args.capacity;
+    match args.server {
+        FanoutServer::Hoop => {
+            let kind = settle_driver("fanout", args.driver)?;
+            let serve: super::threads::Serve = Arc::new(move |i, listener, stop| {
+                let accept: Pin<Box<dyn Future<Output = ()>>> =
+                    Box::pin(hoop_accept_loop(listener, i, capacity));
+                Box::pin(async move { until_stopped(&stop, accept).await })
+            });
+            run_threads("fanout", &args.addr, 1, kind, &signals, serve)
+        }
+        FanoutServer::Tokio => run_baseline(
+            &args.addr,
+            "tokio",
+            Box::new(move |l| run_tokio_fanout(l, capacity)),
+            &signals,
+        ),
+    }
+}
+
+/// Sends every complete line at the start of `buf` into the channel; returns how many bytes
+/// that took (the rest is a partial line).
+fn send_lines(buf: &[u8], tx: &broadcast::Sender<Line>) -> usize {
+    let mut start = 0;
+    while let Some(n) = buf[start..].iter().position(|&b| b == b'\n') {
+        let end = start + n + 1;
+        // An error only means nobody is subscribed.
+        let _ = tx.send(Line::from(&buf[start..end]));
+        start = end;
+    }
+    start
+}
+
+/// Waits for the next line, then takes it and every line already queued behind it (up to
+/// [`WRITE_BATCH`] bytes) into `out`. `false`: the channel is closed. Lines lost to lagging
+/// are reported once per connection (`lagged`).
+async fn next_lines(
+    rx: &mut broadcast::Receiver<Line>,
+    out: &mut Vec<u8>,
+    lagged: &mut bool,
+) -> bool {
+    use broadcast::error::{RecvError, TryRecvError};
+    let mut lost = 0u64;
+    while out.is_empty() {
+        match rx.recv().await {
+            Ok(line) => out.extend_from_slice(&line),
+            Err(RecvError::Lagged(n)) => lost += n,
+            Err(RecvError::Closed) => return false,
+        }
+    }
+    while out.len() < WRITE_BATCH {
+        match rx.try_recv() {
+            Ok(line) => out.extend_from_slice(&line),
+            Err(TryRecvError::Lagged(n)) => lost += n,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    if lost > 0 && !*lagged {
+        *lagged = true;
+        eprintln!("fanout: a connection fell behind and lost {lost} line(s)");
+    }
+    true
+}
+
+// ===== hoop =====
+
+/// Accepts forever; every connection subscribes to the one channel.
+async fn hoop_accept_loop(listener: TcpListener, worker: usize, capacity: usize) {
+    let (tx, _) = broadcast::channel::<Line>(capacity);
+    let mut pacing = AcceptPacing::new("fanout", worker);
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                pacing.ok();
+                // Detached: the task runs until its connection ends or the runtime drops.
+                drop(hoop::spawn(hoop_conn(stream, tx.clone())));
+            }
+            Err(e) => pacing.failed(e).await,
+        }
+    }
+}
+
+/// One connection: subscribe, write what the channel brings on one task, read lines into the
+/// channel on this one; when reading ends, the writer is stopped too.
+async fn hoop_conn(stream: TcpStream, tx: broadcast::Sender<Line>) {
+    // Best effort: without it only latency suffers.
+    let _ = stream.set_nodelay(true);
+    let stream = Rc::new(stream);
+    let rx = tx.subscribe();
+    let writer = hoop::spawn(hoop_writer(stream.clone(), rx));
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    loop {
+        buf.reserve(READ_BYTES);
+        // Appends after the partial line kept from the last read.
+        let filled = buf.len();
+        let (res, b) = stream.read(buf.slice(filled..)).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let used = send_lines(&buf, &tx);
+        buf.drain(..used);
+        if buf.len() > MAX_LINE {
+            break;
+        }
+    }
+    writer.abort();
+}
+
+async fn hoop_writer(stream: Rc<TcpStream>, mut rx: broadcast::Receiver<Line>) {
+    let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
+    let mut lagged = false;
+    loop {
+        out.clear();
+        if !next_lines(&mut rx, &mut out, &mut lagged).await {
+            return;
+        }
+        let (res, b) = stream.write_all(out).await;
+        out = b;
+        if res.is_err() {
+            return;
+        }
+    }
+}
+
+// ===== tokio =====
+
+/// Pause after `accept` failed for want of descriptors or memory.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(1);
+
+/// Serves the chat on `listener` with tokio's current-thread runtime, forever (the process is
+/// stopped by a signal).
+fn run_tokio_fanout(listener: std::net::TcpListener, capacity: usize) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        // `from_std` must run inside the runtime (it registers with the reactor).
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let (tx, _) = broadcast::channel::<Line>(capacity);
+        loop {
+            match listener.accept().await {
+                Ok((stream, _peer)) => {
+                    tokio::spawn(tokio_conn(stream, tx.clone()));
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EFAULT) => {
+                        return Err(e)
+                    }
+                    _ => {
+                        eprintln!("tokio fanout: accept failed: {e}; retrying");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
+            }
+        }
+    })
+}
+
+async fn tokio_conn(stream: tokio::net::TcpStream, tx: broadcast::Sender<Line>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // Best effort: without it only latency suffers.
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut rx = tx.subscribe();
+    let writer = tokio::spawn(async move {
+        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
+        let mut lagged = false;
+        loop {
+            out.clear();
+            if !next_lines(&mut rx, &mut out, &mut lagged).await {
+                return;
+            }
+            if wr.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    loop {
+        buf.reserve(READ_BYTES);
+        // Appends after the partial line kept from the last read.
+        match rd.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let used = send_lines(&buf, &tx);
+        buf.drain(..used);
+        if buf.len() > MAX_LINE {
+            break;
+        }
+    }
+    writer.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complete_lines_go_out_and_a_partial_one_stays() {
+        let (tx, mut rx) = broadcast::channel::<Line>(8);
+        let used = send_lines(b"ab\ncd\nef", &tx);
+        assert_eq!(used, 6);
+        assert_eq!(&*rx.try_recv().unwrap(), b"ab\n");
+        assert_eq!(&*rx.try_recv().unwrap(), b"cd\n");
+        assert!(rx.try_recv().is_err());
+        assert_eq!(send_lines(b"no newline", &tx), 0);
+    }
+}

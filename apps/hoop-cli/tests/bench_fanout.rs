@@ -1,0 +1,332 @@
+//! `hoop bench fanout`: the JSON contract side by side (hoop io_uring, hoop epoll, tokio), the
+//! hogged rows, and against small in-process chat servers (std::net, 127.0.0.1:0) that forward
+//! faithfully, drop a line or corrupt one: every delivery is verified, and a missing or wrong
+//! one is an error (exit status 1), never a delivery. Each run is a handful of clients for a
+//! fraction of a second.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
+
+fn hoop(args: &[&str]) -> Output {
+    Command::new(HOOP)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn cpus() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Every field of the contract, with the values a clean run has.
+fn assert_clean_measurement(v: &Value) {
+    assert_eq!(v["bench"], "fanout", "{v}");
+    for field in [
+        "server",
+        "conns",
+        "len",
+        "window",
+        "hog",
+        "round",
+        "secs",
+        "deliveries",
+        "messages",
+        "errors",
+        "deliveries_per_sec",
+        "messages_per_sec",
+        "cpu_us_per_delivery",
+        "p50_us",
+        "p99_us",
+        "server_cpu_pct",
+        "client_cpu_pct",
+        "hog_cpu_pct",
+        "pinned",
+    ] {
+        assert!(v.get(field).is_some(), "no {field}: {v}");
+    }
+    assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+    assert!(v["first_error"].is_null(), "{v}");
+    let deliveries = v["deliveries"].as_u64().unwrap();
+    let messages = v["messages"].as_u64().unwrap();
+    assert!(deliveries > 0, "{v}");
+    assert!(v["deliveries_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["messages_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+    // Every message goes to every connection; those still in flight when the window closed
+    // are not delivered everywhere: at most conns x window of them.
+    let conns = v["conns"].as_u64().unwrap();
+    let window = v["window"].as_u64().unwrap();
+    assert!(deliveries <= messages * conns, "{v}");
+    assert!(
+        deliveries + conns * window * conns >= messages * conns,
+        "{v}"
+    );
+    assert!(v["p50_us"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[test]
+fn side_by_side_json_contract_with_zero_errors() {
+    let out = hoop(&[
+        "bench", "fanout", "--json", "-c", "4", "-l", "48", "-t", "0.3", "--rounds", "1",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "stderr: {err}");
+    let lines = json_lines(&out);
+    let servers: Vec<&str> = lines
+        .iter()
+        .map(|v| v["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["hoop", "hoop-epoll", "tokio"], "{err}");
+    for v in &lines {
+        assert_clean_measurement(v);
+        assert_eq!(v["conns"], 4);
+        assert_eq!(v["len"], 48);
+        assert_eq!(v["hog"], false);
+        assert!(v["hog_cpu_pct"].is_null(), "{v}");
+        assert_eq!(v["round"], 0);
+        assert!(v["cpu_us_per_delivery"].as_f64().is_some(), "{v}");
+    }
+    // The human table goes to stderr with --json, and says what it compares.
+    for needle in [
+        "| unloaded | hoop (io_uring) |",
+        "| unloaded | hoop (epoll) |",
+        "| unloaded | tokio |",
+        "hoop (io_uring)/this deliveries/s",
+        "hoop (io_uring)/hoop (epoll): deliveries/s",
+        "hoop (io_uring)/tokio: deliveries/s",
+        "sender included",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?}: {err}");
+    }
+}
+
+#[test]
+fn hog_rows_run_beside_unloaded_ones() {
+    if cpus() < 2 {
+        eprintln!("skip: the hog needs 2 CPUs");
+        return;
+    }
+    let out = hoop(&[
+        "bench",
+        "fanout",
+        "--json",
+        "-c",
+        "3",
+        "-t",
+        "0.2",
+        "--rounds",
+        "1",
+        "--servers",
+        "hoop-epoll",
+        "--hog",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "stderr: {err}");
+    let lines = json_lines(&out);
+    let hogs: Vec<bool> = lines.iter().map(|v| v["hog"].as_bool().unwrap()).collect();
+    assert_eq!(hogs, [false, true], "{err}");
+    for v in &lines {
+        assert_clean_measurement(v);
+        assert_eq!(v["server"], "hoop-epoll");
+        assert_eq!(v["pinned"], true);
+    }
+    assert!(
+        lines[1]["hog_cpu_pct"].as_f64().unwrap() > 0.0,
+        "{}",
+        lines[1]
+    );
+    assert!(
+        err.contains("busy-looping thread pinned to CPU"),
+        "the output says how the hog loads the core: {err}"
+    );
+    assert!(
+        err.contains("| CPU hog on the server's core | hoop (epoll) |"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_arguments_fail_with_one_line() {
+    for (args, needle) in [
+        (&["-l", "16"][..], "-l/--len must be between 32"),
+        (&["--servers", "nginx"][..], "unknown server"),
+        (&["--window", "0"][..], "--window must be between 1"),
+        (&["-c", "0"][..], "-c/--conns must be at least 1"),
+        (
+            &["--addr", "127.0.0.1:1", "--hog"][..],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["bench", "fanout"];
+        all.extend_from_slice(args);
+        let out = hoop(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// What the in-process chat server does to the messages (probes, which start with `ffffff`,
+/// always go through).
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// The 20th message is not forwarded to anybody.
+    DropOne,
+    /// The 20th message has one filler byte changed, for everybody.
+    CorruptOne,
+}
+
+/// A chat server on 127.0.0.1:0, one thread per connection; every line goes to every
+/// connection under one lock (so every connection sees the same order). Bounded: it stops
+/// accepting when dropped, and its threads end when their peer closes or after 2 s of silence.
+struct ChatServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl ChatServer {
+    fn start(fault: Fault) -> ChatServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let peers: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let count = Arc::new(AtomicU64::new(0));
+        thread::spawn(move || {
+            for _ in 0..30_000 {
+                if flag.load(Ordering::Relaxed) {
+                    return;
+                }
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        s.set_nodelay(true).unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                        peers.lock().unwrap().push(s.try_clone().unwrap());
+                        let (peers, count) = (peers.clone(), count.clone());
+                        thread::spawn(move || relay(s, &peers, &count, fault));
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        ChatServer { addr, stop }
+    }
+}
+
+impl Drop for ChatServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn relay(s: TcpStream, peers: &Mutex<Vec<TcpStream>>, count: &AtomicU64, fault: Fault) {
+    let mut lines = BufReader::new(s);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let mut peers = peers.lock().unwrap();
+        if !line.starts_with(b"ffffff") {
+            let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+            if n == 20 {
+                match fault {
+                    Fault::None => {}
+                    Fault::DropOne => continue,
+                    Fault::CorruptOne => {
+                        let at = line.len() - 2;
+                        line[at] = if line[at] == b'a' { b'b' } else { b'a' };
+                    }
+                }
+            }
+        }
+        // A peer that went away is skipped (its write fails); the others still get the line.
+        for p in peers.iter_mut() {
+            let _ = p.write_all(&line);
+        }
+    }
+}
+
+fn external(server: &ChatServer) -> (Output, Value) {
+    let addr = server.addr.to_string();
+    let out = hoop(&[
+        "bench", "fanout", "--addr", &addr, "-c", "3", "-t", "0.3", "--rounds", "1", "--json",
+    ]);
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 1, "one measurement; stderr: {}", stderr(&out));
+    let v = lines[0].clone();
+    (out, v)
+}
+
+#[test]
+fn a_faithful_server_verifies_every_delivery() {
+    let server = ChatServer::start(Fault::None);
+    let (out, v) = external(&server);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_clean_measurement(&v);
+    assert_eq!(v["server"], "external");
+    // No server PID: its CPU is unknown.
+    assert!(v["cpu_us_per_delivery"].is_null(), "{v}");
+}
+
+#[test]
+fn a_dropped_message_is_an_error_not_a_delivery() {
+    let server = ChatServer::start(Fault::DropOne);
+    let (out, v) = external(&server);
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    // Each of the 3 receivers misses it: a gap each (or, had its sender sent nothing after
+    // it, a stalled message).
+    assert!(v["errors"].as_u64().unwrap() >= 1, "{v}");
+    let first = v["first_error"].as_str().unwrap();
+    assert!(
+        first.contains("missing") || first.contains("not delivered"),
+        "{first}"
+    );
+    let deliveries = v["deliveries"].as_u64().unwrap();
+    let messages = v["messages"].as_u64().unwrap();
+    assert!(deliveries < messages * 3, "{v}");
+}
+
+#[test]
+fn a_corrupt_message_is_an_error_not_a_delivery() {
+    let server = ChatServer::start(Fault::CorruptOne);
+    let (out, v) = external(&server);
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    // Every receiver sees the wrong byte (and then, as the corrupt message's sequence number
+    // could not be trusted, a gap before its sender's next message).
+    assert!(v["errors"].as_u64().unwrap() >= 3, "{v}");
+    assert!(
+        v["first_error"].as_str().unwrap().contains("wrong byte"),
+        "{v}"
+    );
+}
