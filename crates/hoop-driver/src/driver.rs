@@ -285,7 +285,6 @@ impl Driver {
                 Engine::Epoll(e) => e.turn(block, wait),
             };
             let t = d.table_mut();
-            t.end_drain();
             std::mem::swap(&mut wakeups, &mut t.wakeups);
             if !t.ready_tasks.is_empty() {
                 self.shared
@@ -650,7 +649,6 @@ impl Driver {
                 Engine::Epoll(e) => e.shutdown(),
             };
             let t = d.table_mut();
-            t.end_drain();
             (
                 report,
                 std::mem::take(&mut t.wakeups),

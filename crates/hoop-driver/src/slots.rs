@@ -28,9 +28,6 @@ pub(crate) mod tag {
 
 struct Slot {
     generation: u32,
-    /// The operation writes out (a send or a write): its completion's wake runs after the
-    /// wakes of the same drain's other completions (`OpTable::complete`).
-    output: bool,
     state: Option<Lifecycle>,
 }
 
@@ -48,7 +45,6 @@ impl Slots {
             slots: (0..capacity)
                 .map(|_| Slot {
                     generation: 0,
-                    output: false,
                     state: None,
                 })
                 .collect(),
@@ -71,15 +67,8 @@ impl Slots {
     /// Takes a free slot in state `state`; returns its `user_data`.
     #[inline]
     pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
-        self.insert_with(state, false)
-    }
-
-    /// [`insert`](Self::insert), saying whether the operation writes out (see `Slot::output`).
-    #[inline]
-    pub(crate) fn insert_with(&mut self, state: Lifecycle, output: bool) -> Option<u64> {
         let index = self.free.pop()?;
         let slot = &mut self.slots[index as usize];
-        slot.output = output;
         // A free slot holds no state: `replace` rather than assign, so this path carries no
         // drop glue for the (absent) old state.
         if let Some(old) = slot.state.replace(state) {
@@ -99,19 +88,6 @@ impl Slots {
             return None;
         }
         slot.state.as_mut()
-    }
-
-    /// The live slot `user_data` names and whether its operation writes out.
-    #[inline]
-    pub(crate) fn get_mut_with_output(&mut self, user_data: u64) -> Option<(&mut Lifecycle, bool)> {
-        let index = (user_data & 0xffff_ffff) as usize;
-        let generation = (user_data >> 32) as u32;
-        let slot = self.slots.get_mut(index)?;
-        if slot.generation != generation {
-            return None;
-        }
-        let output = slot.output;
-        slot.state.as_mut().map(|s| (s, output))
     }
 
     /// Polls the live slot `user_data` (`None` if it is free or of another generation); a

@@ -35,10 +35,6 @@ pub(crate) struct OpTable {
     pub(crate) wakeups: Vec<Waker>,
     /// Keys of the runtime's tasks to queue (`task_key`), in completion order.
     pub(crate) ready_tasks: Vec<u64>,
-    /// Wakes and keys of this drain's output completions (sends, writes): appended after the
-    /// others when the drain ends (`end_drain`).
-    late_wakeups: Vec<Waker>,
-    late_tasks: Vec<u64>,
     pub(crate) orphans: Vec<(Box<dyn Orphan>, Completion)>,
 }
 
@@ -53,38 +49,13 @@ impl OpTable {
             counters: Counters::default(),
             wakeups: Vec::with_capacity(256),
             ready_tasks: Vec::with_capacity(256),
-            late_wakeups: Vec::new(),
-            late_tasks: Vec::new(),
             orphans: Vec::new(),
         }
     }
 
     /// Whether wakers or orphans wait to be run.
     pub(crate) fn has_ready(&self) -> bool {
-        !self.wakeups.is_empty()
-            || !self.ready_tasks.is_empty()
-            || !self.orphans.is_empty()
-            || !self.late_wakeups.is_empty()
-            || !self.late_tasks.is_empty()
-    }
-
-    /// The drain ended: the wakes of its output completions go after the others. So a task
-    /// woken because its send completed runs after the tasks woken by this drain's receives:
-    /// a writer that gathers what the readers produced then sees all of it, and sends once,
-    /// as it would on a readiness driver, where the send completes inside the writer's poll
-    /// (found with `hoop bench fanout`: 160 deliveries per send against epoll's 398).
-    #[inline]
-    pub(crate) fn end_drain(&mut self) {
-        if !self.late_wakeups.is_empty() {
-            for w in self.late_wakeups.drain(..) {
-                if !self.wakeups.iter().rev().take(8).any(|x| x.will_wake(&w)) {
-                    self.wakeups.push(w);
-                }
-            }
-        }
-        if !self.late_tasks.is_empty() {
-            self.ready_tasks.append(&mut self.late_tasks);
-        }
+        !self.wakeups.is_empty() || !self.ready_tasks.is_empty() || !self.orphans.is_empty()
     }
 
     /// Whether an operation may take a slot now. `granted` says the caller holds a grant from
@@ -234,34 +205,15 @@ impl OpTable {
     /// The final completion of slot `user_data` arrived.
     #[inline(always)]
     pub(crate) fn complete(&mut self, user_data: u64, c: Completion) {
-        let OpTable {
-            slots,
-            counters,
-            wakeups,
-            ready_tasks,
-            late_wakeups,
-            late_tasks,
-            orphans,
-            ..
-        } = self;
-        let Some((state, output)) = slots.get_mut_with_output(user_data) else {
-            counters.stale_cqes += 1;
-            return;
-        };
-        // Output completions (sends, writes) wake after the drain's others (`end_drain`).
-        let (wakeups, ready_tasks) = if output {
-            (late_wakeups, late_tasks)
-        } else {
-            (wakeups, ready_tasks)
-        };
-        match state {
+        match self.slots.get_mut(user_data) {
+            None => self.counters.stale_cqes += 1,
             // The common case first: a task of the runtime waits by its key. The key goes to
             // the ready list (once per task in a row) and the result takes its place.
-            Lifecycle::WaitingTask(_) => {
+            Some(state @ Lifecycle::WaitingTask(_)) => {
                 let old = std::mem::replace(state, Lifecycle::Completed(c));
                 if let Lifecycle::WaitingTask(k) = old {
-                    if ready_tasks.last() != Some(&k) {
-                        ready_tasks.push(k);
+                    if self.ready_tasks.last() != Some(&k) {
+                        self.ready_tasks.push(k);
                     }
                 }
                 // `WaitingTask` owns nothing: forgetting it skips a call to the drop glue.
@@ -269,29 +221,29 @@ impl OpTable {
             }
             // Next: a future waits with its waker. The waker moves to the wake list and the
             // result takes its place, with no drop glue on this path.
-            Lifecycle::Waiting(_) => {
+            Some(state @ Lifecycle::Waiting(_)) => {
                 if let Lifecycle::Waiting(w) = std::mem::replace(state, Lifecycle::Completed(c)) {
-                    if !wakeups.last().is_some_and(|last| last.will_wake(&w)) {
-                        wakeups.push(w);
+                    if !self.wakeups.last().is_some_and(|last| last.will_wake(&w)) {
+                        self.wakeups.push(w);
                     }
                 }
             }
-            _ => match state.on_cqe(c) {
+            Some(state) => match state.on_cqe(c) {
                 // One task waiting on many operations is woken once per drain.
                 OnCqe::Wake(w) => {
-                    if !wakeups.last().is_some_and(|last| last.will_wake(&w)) {
-                        wakeups.push(w);
+                    if !self.wakeups.last().is_some_and(|last| last.will_wake(&w)) {
+                        self.wakeups.push(w);
                     }
                 }
                 OnCqe::WakeTask(k) => {
-                    if ready_tasks.last() != Some(&k) {
-                        ready_tasks.push(k);
+                    if self.ready_tasks.last() != Some(&k) {
+                        self.ready_tasks.push(k);
                     }
                 }
                 OnCqe::Stored => {}
                 OnCqe::Orphaned(data, c) => {
-                    let _ = slots.remove(user_data);
-                    orphans.push((data, c));
+                    let _ = self.slots.remove(user_data);
+                    self.orphans.push((data, c));
                 }
                 OnCqe::Freed => self.free_stream_slot(user_data),
             },
@@ -417,39 +369,5 @@ impl OpTable {
             self.complete(user_data, Completion { res, flags: 0 });
         }
         self.release_all_waiters();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_completions_wake_after_the_drains_others() {
-        let mut t = OpTable::new(8);
-        let send = t
-            .slots
-            .insert_with(Lifecycle::WaitingTask(1), true)
-            .unwrap();
-        let recv = t
-            .slots
-            .insert_with(Lifecycle::WaitingTask(2), false)
-            .unwrap();
-        let other_send = t
-            .slots
-            .insert_with(Lifecycle::WaitingTask(3), true)
-            .unwrap();
-        let ok = Completion { res: 1, flags: 0 };
-        // The kernel posts the sends' completions first (they completed inside the submit).
-        t.complete(send, ok);
-        t.complete(other_send, ok);
-        t.complete(recv, ok);
-        t.end_drain();
-        assert_eq!(
-            t.ready_tasks,
-            vec![2, 1, 3],
-            "the receive's task runs first"
-        );
-        assert!(t.has_ready());
     }
 }

@@ -96,7 +96,6 @@ impl Ring {
             let mut g = self.lock();
             let r = f(&mut g.uring.0);
             let u = &mut g.uring.0;
-            u.table.end_drain();
             std::mem::swap(&mut wakeups, &mut u.table.wakeups);
             let orphans = if u.table.orphans.is_empty() {
                 Vec::new()

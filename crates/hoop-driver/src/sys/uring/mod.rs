@@ -262,8 +262,7 @@ impl Uring {
         if !self.table.may_push(granted) {
             return Err(PushError::NoRoom);
         }
-        let opcode = entry.get_opcode() as u8;
-        let Some(user_data) = self.table.slots.insert_with(state, is_output_io(opcode)) else {
+        let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
         let mut entry = entry.user_data(user_data);
@@ -274,7 +273,7 @@ impl Uring {
             let _ = self.table.slots.remove(user_data);
             return Err(PushError::NoRoom);
         }
-        self.storage_queued |= is_storage_io(opcode);
+        self.storage_queued |= is_storage_io(entry.get_opcode() as u8);
         Ok(user_data)
     }
 
@@ -687,7 +686,6 @@ impl Uring {
             self.drain_once();
         }
         self.sample_depth(false);
-        self.table.end_drain();
         self.table.grant();
     }
 
@@ -1197,18 +1195,4 @@ const STORAGE_OPS: u64 = 1 << opcode::Read::CODE
 #[inline]
 fn is_storage_io(op: u8) -> bool {
     op < 64 && STORAGE_OPS & (1 << op) != 0
-}
-
-/// The opcodes that write data out (a socket's or a file's), as bits: their completions wake
-/// after the drain's others (`OpTable::end_drain`).
-const OUTPUT_OPS: u64 = 1 << opcode::Send::CODE
-    | 1 << opcode::SendMsg::CODE
-    | 1 << opcode::Write::CODE
-    | 1 << opcode::WriteFixed::CODE
-    | 1 << opcode::Writev::CODE;
-
-/// Whether `op` writes data out.
-#[inline]
-fn is_output_io(op: u8) -> bool {
-    op < 64 && OUTPUT_OPS & (1 << op) != 0
 }
