@@ -302,3 +302,29 @@ pub(crate) fn check_rounds(rounds: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Checks a `--servers` list against `known` (case and spaces ignored, repeats dropped, in the
+/// order given) and returns it; `None`: every known server.
+pub(crate) fn parse_server_list(
+    list: Option<Vec<String>>,
+    known: &[&str],
+) -> io::Result<Vec<String>> {
+    let list = list.unwrap_or_else(|| known.iter().map(|s| s.to_string()).collect());
+    let mut out: Vec<String> = Vec::new();
+    for s in list {
+        let s = s.trim().to_ascii_lowercase();
+        if !known.contains(&s.as_str()) {
+            return Err(invalid(format!(
+                "unknown server {s:?} in --servers (known: {})",
+                known.join(", ")
+            )));
+        }
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid("--servers needs at least one server"));
+    }
+    Ok(out)
+}

@@ -86,24 +86,7 @@ pub(crate) struct MatrixOutcome {
 
 /// Checks `--servers` and returns it (default: all four).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    let list = list.unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
-    let mut out: Vec<String> = Vec::new();
-    for s in list {
-        let s = s.trim().to_ascii_lowercase();
-        if !SERVERS.contains(&s.as_str()) {
-            return Err(invalid(format!(
-                "unknown server {s:?} in --servers (known: {})",
-                SERVERS.join(", ")
-            )));
-        }
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    if out.is_empty() {
-        return Err(invalid("--servers needs at least one server"));
-    }
-    Ok(out)
+    super::parse_server_list(list, &SERVERS)
 }
 
 /// Runs `hoop bench echo`.
