@@ -5,8 +5,10 @@
 
 mod common;
 
+use common::pipe;
+
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::mpsc;
 use std::task::{Context, Poll, Waker};
@@ -14,15 +16,6 @@ use std::time::Duration;
 
 use common::{bounded, builder, each_driver, runtime, DriverKind};
 use hoop::driver::{op, Op};
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0);
-    // SAFETY: pipe2 returned two new fds that nothing else owns.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
 
 /// Invariant 8: a ring of 4 SQ entries runs 10,000 concurrent operations to completion; the
 /// ones that find no room wait (FIFO), nothing spins, panics or is lost. (epoll caps the

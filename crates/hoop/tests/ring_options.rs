@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::pipe;
+
 use std::alloc::Layout;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -523,21 +525,6 @@ fn depth_sampling_counts_operations_in_the_kernel() {
             assert_eq!(c.mean_depth(), None);
         })
     });
-}
-
-fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0, "pipe2");
-    // SAFETY: both fds were just created and are owned by nobody else.
-    unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
-    }
 }
 
 /// Issue 15: while the ring waits on a device (an operation still in the kernel, the last

@@ -5,9 +5,11 @@
 
 mod common;
 
+use common::pipe;
+
 use std::cell::RefCell;
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,14 +18,6 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use common::{bounded, each_driver, runtime};
 use hoop::driver::{op, Op};
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: two new fds nothing else owns.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
 
 fn write_all(fd: &OwnedFd, bytes: &[u8]) {
     // SAFETY: writes from a live slice to an fd this test owns.

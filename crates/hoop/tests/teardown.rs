@@ -9,9 +9,11 @@
 
 mod common;
 
+use common::pipe;
+
 use std::cell::RefCell;
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Wake, Waker};
 use std::time::Duration;
@@ -39,15 +41,6 @@ fn fd_count() -> usize {
         last = now;
     }
     last
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0);
-    // SAFETY: pipe2 returned two new fds that nothing else owns.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
 /// 10,000 reads of empty pipes in flight (each its own task, plus 1,000 no-op tasks and timers
