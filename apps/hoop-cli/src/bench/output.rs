@@ -47,6 +47,27 @@ impl Out {
     }
 
     /// A note that always goes to stderr (warnings, phase timings).
+    /// Warns about a run that verified nothing (`verified` of `unit`, e.g. "request") or
+    /// counted errors (with the first one): one wording for every side-by-side bench.
+    pub(crate) fn warn_run(
+        &self,
+        what: &str,
+        verified: u64,
+        unit: &str,
+        errors: u64,
+        first_error: Option<&str>,
+    ) {
+        if verified == 0 {
+            self.note(&format!("warning: {what}: no verified {unit}"));
+        }
+        if errors > 0 {
+            self.note(&format!(
+                "warning: {what}: {errors} error(s), first: {}",
+                first_error.unwrap_or("?")
+            ));
+        }
+    }
+
     pub(crate) fn note(&self, text: &str) {
         self.bar.suspend(|| eprintln!("{text}"));
     }

@@ -229,16 +229,13 @@ pub(crate) fn run_matrix(m: &Matrix, out: &Out) -> MatrixOutcome {
                     match run_one(server, round, cfg, server_cpu, client_cpu) {
                         Ok(r) => {
                             out.measurement(&r);
-                            if r.requests == 0 {
-                                out.note(&format!("warning: {what}: no verified request"));
-                            }
-                            if r.errors > 0 {
-                                out.note(&format!(
-                                    "warning: {what}: {} error(s), first: {}",
-                                    r.errors,
-                                    r.first_error.as_deref().unwrap_or("?")
-                                ));
-                            }
+                            out.warn_run(
+                                &what,
+                                r.requests,
+                                "request",
+                                r.errors,
+                                r.first_error.as_deref(),
+                            );
                             outcome.results.push(r);
                         }
                         Err(e) => {

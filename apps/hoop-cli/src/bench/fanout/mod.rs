@@ -405,16 +405,13 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
                 match run_one(plan, server, round, hog, server_cpu, client_cpu) {
                     Ok(r) => {
                         out.measurement(&r);
-                        if r.deliveries == 0 {
-                            out.note(&format!("warning: {what}: no verified delivery"));
-                        }
-                        if r.errors > 0 {
-                            out.note(&format!(
-                                "warning: {what}: {} error(s), first: {}",
-                                r.errors,
-                                r.first_error.as_deref().unwrap_or("?")
-                            ));
-                        }
+                        out.warn_run(
+                            &what,
+                            r.deliveries,
+                            "delivery",
+                            r.errors,
+                            r.first_error.as_deref(),
+                        );
                         o.results.push(r);
                     }
                     Err(e) => {
