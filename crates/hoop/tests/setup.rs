@@ -10,62 +10,10 @@ use std::time::Duration;
 use hoop::net::{TcpListener, TcpStream};
 use hoop::DriverKind;
 
-const CHILD_ENV: &str = "HOOP_TEST_SECCOMP_CHILD";
+mod common;
+use common::block_io_uring_setup;
 
-/// Installs a seccomp filter: `io_uring_setup` returns EPERM, everything else is allowed.
-fn block_io_uring_setup() {
-    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
-    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-    const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
-    let arch = if cfg!(target_arch = "x86_64") {
-        AUDIT_ARCH_X86_64
-    } else {
-        AUDIT_ARCH_AARCH64
-    };
-    let stmt = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
-    let ld_w_abs = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    let jeq_k = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
-    let filter = [
-        // seccomp_data.arch at offset 4: other architectures are let through untouched.
-        stmt(ld_w_abs, 4),
-        jump(jeq_k, arch, 0, 3),
-        // seccomp_data.nr at offset 0.
-        stmt(ld_w_abs, 0),
-        jump(jeq_k, libc::SYS_io_uring_setup as u32, 0, 1),
-        stmt(ret_k, SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        stmt(ret_k, SECCOMP_RET_ALLOW),
-    ];
-    let prog = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes integer arguments only.
-    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    assert_eq!(
-        r,
-        0,
-        "PR_SET_NO_NEW_PRIVS: {}",
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: `prog` points to a live filter array for the duration of the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0,
-            &prog as *const libc::sock_fprog,
-        )
-    };
-    assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
-}
+const CHILD_ENV: &str = "HOOP_TEST_SECCOMP_CHILD";
 
 /// A TCP echo round trip over 127.0.0.1 on the current runtime: returns what came back.
 async fn echo_round_trip(payload: Vec<u8>) -> std::io::Result<Vec<u8>> {

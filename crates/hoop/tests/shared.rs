@@ -56,9 +56,60 @@ fn poll_once<F: Future + Unpin>(mut f: F) -> F {
     f
 }
 
+/// Set in the child that runs this file again on the epoll engine.
+const EPOLL_CHILD_ENV: &str = "HOOP_SHARED_EPOLL_CHILD";
+
+/// The whole file once more on shared rings built on hoop's epoll driver (what a process where
+/// io_uring is refused gets: `HOOP_DRIVER=epoll` makes `Rings::builder()` choose it), in a
+/// child process; tests that need io_uring itself skip there with a line.
+#[test]
+fn every_test_again_on_the_epoll_engine() {
+    if std::env::var_os(EPOLL_CHILD_ENV).is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--test-threads=1",
+            "--skip",
+            "every_test_again_on_the_epoll_engine",
+        ])
+        .env(EPOLL_CHILD_ENV, "1")
+        .env("HOOP_DRIVER", "epoll")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok"),
+        "the shared tests on the epoll engine failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    // The child's skips, said here too (its output is captured).
+    for line in stderr.lines().filter(|l| l.starts_with("skip on")) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// Whether this process runs the tests on the epoll engine; `what` needs io_uring, and the
+/// skip is said on stderr.
+fn skip_on_epoll(what: &str) -> bool {
+    let epoll = std::env::var_os(EPOLL_CHILD_ENV).is_some();
+    if epoll {
+        hoop::__private::skip(hoop::DriverKind::Epoll, &format!("{what} needs io_uring"));
+    }
+    epoll
+}
+
 fn rings() -> Option<Rings> {
     match Rings::builder().rings(2).entries(64).build() {
-        Ok(r) => Some(r),
+        Ok(r) => {
+            if std::env::var_os(EPOLL_CHILD_ENV).is_some() {
+                assert_eq!(r.driver_kind(), hoop::DriverKind::Epoll);
+            }
+            Some(r)
+        }
         Err(e) => {
             eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
             None
@@ -66,7 +117,13 @@ fn rings() -> Option<Rings> {
     }
 }
 
+/// Open fds, counted once every dropped set of rings has been torn down (their teardown runs
+/// on a thread of its own and closes the rings' fds; bounded wait).
 fn open_fds() -> usize {
+    let start = Instant::now();
+    while Rings::teardowns_in_progress() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
@@ -389,6 +446,9 @@ fn reaper_cpu_ticks() -> u64 {
 #[test]
 fn sqpoll_rings_run_no_ops_and_files() {
     let _g = serial();
+    if skip_on_epoll("SQPOLL") {
+        return;
+    }
     let rings = match Rings::builder().rings(1).entries(32).sqpoll(true).build() {
         Ok(r) => r,
         Err(e) => return eprintln!("SKIP: {e}"),
@@ -413,6 +473,9 @@ fn sqpoll_rings_run_no_ops_and_files() {
 #[test]
 fn iopoll_sets_send_what_a_polled_ring_refuses_to_the_plain_ring() {
     let _g = serial();
+    if skip_on_epoll("IOPOLL") {
+        return;
+    }
     let rings = match Rings::builder().rings(1).entries(32).iopoll(true).build() {
         Ok(r) => r,
         Err(e) => return eprintln!("SKIP: IOPOLL rings unavailable: {e}"),

@@ -32,8 +32,10 @@ use std::time::Duration;
 
 pub use self::op::{Keep, SharedOp};
 use self::ring::Ring;
+pub use self::ring::{set_reactor_hook, ReactorGuard, ReactorRing};
 use crate::config::{Config, DriverKind};
 use crate::op::{Nop, OpCode};
+use crate::sys::epoll::EpollOp;
 use crate::sys::uring::{ShutdownReport, UringOp};
 
 /// Where an operation may run.
@@ -47,8 +49,11 @@ pub enum Route {
     Any,
 }
 
+/// Called once with the shutdown report when the last handle of a set is dropped.
+type OnShutdown = Arc<Mutex<Option<Box<dyn FnOnce(ShutdownReport) + Send>>>>;
+
 /// How a [`Rings`] set is built.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RingsBuilder {
     rings: usize,
     entries: u32,
@@ -56,6 +61,22 @@ pub struct RingsBuilder {
     iopoll: bool,
     shutdown_timeout: Duration,
     max_in_flight: Option<u32>,
+    driver: DriverKind,
+    on_shutdown: OnShutdown,
+}
+
+impl fmt::Debug for RingsBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RingsBuilder")
+            .field("rings", &self.rings)
+            .field("entries", &self.entries)
+            .field("sqpoll", &self.sqpoll)
+            .field("iopoll", &self.iopoll)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for RingsBuilder {
@@ -67,6 +88,12 @@ impl Default for RingsBuilder {
             iopoll: false,
             shutdown_timeout: Duration::from_secs(5),
             max_in_flight: None,
+            // As `Runtime::new()`: `HOOP_DRIVER` chooses, else auto.
+            driver: DriverKind::from_env()
+                .ok()
+                .flatten()
+                .unwrap_or(DriverKind::Auto),
+            on_shutdown: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -113,30 +140,64 @@ impl RingsBuilder {
         self
     }
 
-    /// Sets up the rings and starts their reapers. A ring that cannot be set up returns why
-    /// (io_uring refused by seccomp or `kernel.io_uring_disabled`, memlock, ...).
+    /// Which engine the rings use (default: `HOOP_DRIVER` if set, else `Auto`): `Auto` sets up
+    /// io_uring and, where it is
+    /// refused (seccomp, `kernel.io_uring_disabled`, an old kernel, memlock), falls back to
+    /// hoop's epoll driver with the reason in one line on stderr (once per process) and in
+    /// [`Rings::fallback_reason`]; `Uring` fails instead; `Epoll` never tries io_uring.
+    pub fn driver(mut self, kind: DriverKind) -> Self {
+        self.driver = kind;
+        self
+    }
+
+    /// Called once, on the teardown thread, with the report of the shutdown that dropping the
+    /// last handle starts (see [`Rings`]); without it the report is dropped.
+    pub fn on_shutdown(mut self, f: impl FnOnce(ShutdownReport) + Send + 'static) -> Self {
+        self.on_shutdown = Arc::new(Mutex::new(Some(Box::new(f))));
+        self
+    }
+
+    /// Sets up the rings and starts their reapers. With the default `driver(Auto)`, a set
+    /// io_uring refuses is built on epoll instead (see [`RingsBuilder::driver`]); a forced
+    /// `Uring` returns why it cannot be set up (seccomp, `kernel.io_uring_disabled`, memlock,
+    /// ...).
     pub fn build(self) -> io::Result<Rings> {
-        let cfg = |iopoll: bool| Config {
+        let cfg = |iopoll: bool, driver: DriverKind| Config {
             entries: self.entries,
             // Several threads submit: no SINGLE_ISSUER / DEFER_TASKRUN, no per-thread
             // registered ring fd.
             taskrun_flags: false,
             register_ring_fd: false,
-            driver: DriverKind::Uring,
+            driver,
             sqpoll_idle: self.sqpoll.then(|| Duration::from_millis(10)),
             iopoll,
             shutdown_timeout: self.shutdown_timeout,
             max_in_flight: self.max_in_flight,
             ..Config::default()
         };
+        let mut fallback_reason = None;
+        let mut driver = match self.driver {
+            DriverKind::Epoll => DriverKind::Epoll,
+            _ => DriverKind::Uring,
+        };
         let mut rings = Vec::new();
-        for _ in 0..self.rings {
-            rings.push(Arc::new(
-                Ring::new(&cfg(self.iopoll)).map_err(io::Error::from)?,
-            ));
+        while rings.len() < self.rings {
+            match Ring::new(&cfg(self.iopoll && driver == DriverKind::Uring, driver)) {
+                Ok(r) => rings.push(Arc::new(r)),
+                Err(e) if self.driver == DriverKind::Auto && driver == DriverKind::Uring => {
+                    let reason = e.to_string();
+                    note_fallback_once(&reason);
+                    fallback_reason = Some(reason);
+                    driver = DriverKind::Epoll;
+                    rings.clear();
+                }
+                Err(e) => return Err(io::Error::from(e)),
+            }
         }
-        if self.iopoll {
-            rings.push(Arc::new(Ring::new(&cfg(false)).map_err(io::Error::from)?));
+        if self.iopoll && driver == DriverKind::Uring {
+            rings.push(Arc::new(
+                Ring::new(&cfg(false, driver)).map_err(io::Error::from)?,
+            ));
         }
         let mut reapers = Vec::new();
         for (i, ring) in rings.iter().enumerate() {
@@ -151,6 +212,9 @@ impl RingsBuilder {
                     let inner = RingsInner {
                         rings,
                         reapers: Mutex::new(reapers),
+                        driver,
+                        fallback_reason: None,
+                        on_shutdown: Arc::new(Mutex::new(None)),
                     };
                     drop(inner);
                     return Err(io::Error::new(
@@ -164,6 +228,9 @@ impl RingsBuilder {
             inner: Arc::new(RingsInner {
                 rings,
                 reapers: Mutex::new(reapers),
+                driver,
+                fallback_reason,
+                on_shutdown: self.on_shutdown,
             }),
             pin: None,
         })
@@ -190,41 +257,107 @@ fn home_ring(n: usize) -> usize {
     })
 }
 
+/// Prints why a set of shared rings runs on epoll, once per process.
+fn note_fallback_once(reason: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        eprintln!("hoop: io_uring unavailable, shared rings use the epoll driver: {reason}");
+    });
+}
+
 struct RingsInner {
     rings: Vec<Arc<Ring>>,
     reapers: Mutex<Vec<JoinHandle<()>>>,
+    driver: DriverKind,
+    fallback_reason: Option<String>,
+    on_shutdown: OnShutdown,
 }
 
 impl RingsInner {
     fn shutdown(&self) -> ShutdownReport {
-        let mut total = ShutdownReport::default();
-        for ring in &self.rings {
-            let r = ring.with(|u| u.shutdown());
-            total.cancelled += r.cancelled;
-            total.leaked += r.leaked;
-            total.still_in_flight += r.still_in_flight;
+        shutdown_all(&self.rings)
+    }
+}
+
+fn shutdown_all(rings: &[Arc<Ring>]) -> ShutdownReport {
+    let mut total = ShutdownReport::default();
+    for ring in rings {
+        let r = ring.with(|e| e.shutdown());
+        total.cancelled += r.cancelled;
+        total.leaked += r.leaked;
+        total.still_in_flight += r.still_in_flight;
+    }
+    total
+}
+
+/// What the last handle's drop hands to the teardown thread.
+struct Teardown {
+    rings: Vec<Arc<Ring>>,
+    reapers: Vec<JoinHandle<()>>,
+    on_shutdown: OnShutdown,
+}
+
+/// Sets whose teardown has not finished yet.
+static TEARDOWNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Teardown {
+    /// Cancels what is in flight, reaps every final CQE (or leaks its memory after the
+    /// timeout), stops the reapers and the reactor pollers, joins the reapers, and hands the
+    /// report to the `on_shutdown` callback.
+    fn run(self) {
+        let Teardown {
+            rings,
+            reapers,
+            on_shutdown,
+        } = self;
+        let report = shutdown_all(&rings);
+        for ring in &rings {
+            ring.stop_reaper();
         }
-        total
+        let me = std::thread::current().id();
+        for handle in reapers {
+            // Run by a reaper itself (it cannot be here, but a join on oneself would hang).
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+        // The rings' fds close here (unless a future or a reactor poller still holds one).
+        drop(rings);
+        let f = on_shutdown.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f(report);
+        }
+        TEARDOWNS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
 impl Drop for RingsInner {
-    /// The last handle: cancel what is in flight and reap every final CQE (or leak its memory
-    /// after the timeout) before the reapers stop; the rings' memory goes when the last
-    /// operation holding a ring is gone.
+    /// The last handle: the teardown (cancel, reap every final CQE or leak after the timeout,
+    /// stop and join the reapers) runs on a thread of its own, so the thread that dropped the
+    /// handle (a tokio worker, say) never blocks; the report goes to
+    /// [`RingsBuilder::on_shutdown`]. Only if no thread can be started does it run here.
     fn drop(&mut self) {
-        let _ = self.shutdown();
-        for ring in &self.rings {
-            ring.stop_reaper();
-        }
-        let me = std::thread::current().id();
-        let reapers = std::mem::take(&mut *self.reapers.lock().unwrap_or_else(|e| e.into_inner()));
-        for handle in reapers {
-            // Dropped by a reaper itself (a completion handler held the last handle): that
-            // thread exits on its own once this returns.
-            if handle.thread().id() != me {
-                let _ = handle.join();
+        let teardown = Teardown {
+            rings: std::mem::take(&mut self.rings),
+            reapers: std::mem::take(&mut *self.reapers.lock().unwrap_or_else(|e| e.into_inner())),
+            on_shutdown: self.on_shutdown.clone(),
+        };
+        TEARDOWNS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let (tx, rx) = std::sync::mpsc::channel::<Teardown>();
+        let spawned = std::thread::Builder::new()
+            .name("hoop-rings-teardown".into())
+            .spawn(move || {
+                if let Ok(t) = rx.recv() {
+                    t.run();
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                if let Err(std::sync::mpsc::SendError(t)) = tx.send(teardown) {
+                    t.run();
+                }
             }
+            Err(_) => teardown.run(),
         }
     }
 }
@@ -320,7 +453,7 @@ impl Rings {
 
     /// Starts `op` (when first polled) on a ring `route` allows. The building block of
     /// `hoop::shared`'s files and sockets.
-    pub fn submit<T: OpCode + UringOp + Send>(&self, route: Route, op: T) -> SharedOp<T> {
+    pub fn submit<T: OpCode + UringOp + EpollOp + Send>(&self, route: Route, op: T) -> SharedOp<T> {
         SharedOp::new(op, self.pick(route))
     }
 
@@ -334,8 +467,27 @@ impl Rings {
         self.inner
             .rings
             .iter()
-            .map(|r| r.with(|u| u.table.slots.in_use()))
+            .map(|r| r.with(|e| e.in_use()))
             .sum()
+    }
+
+    /// How many dropped sets are still being torn down (their last handle's drop hands the
+    /// teardown to a thread of its own): a program that wants every ring closed before it goes
+    /// on (or exits) waits for 0, or calls [`Rings::shutdown`] before dropping its last handle.
+    pub fn teardowns_in_progress() -> usize {
+        TEARDOWNS.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The engine the rings run on: `Uring`, or `Epoll` where io_uring was refused (see
+    /// [`RingsBuilder::driver`]).
+    pub fn driver_kind(&self) -> DriverKind {
+        self.inner.driver
+    }
+
+    /// Why the set runs on epoll although io_uring was asked for (`driver(Auto)`): the setup
+    /// error, e.g. EPERM from a seccomp filter. `None` on io_uring.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.inner.fallback_reason.as_deref()
     }
 
     /// Cancels every operation in flight on every ring and reaps their final CQEs (or leaks

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::ring::Ring;
+use crate::driver::Engine;
 use crate::lifecycle::{Completion, Lifecycle};
 use crate::op::OpCode;
-use crate::sys::uring::{PushError, Uring, UringOp};
+use crate::sys::epoll::EpollOp;
+use crate::sys::uring::{PushError, UringOp};
 
 /// An operation that keeps `keep` alive until its final CQE: an `Arc` of the fd the SQE names,
 /// so that the fd is closed only after the kernel is done with every SQE naming it (rules 5
@@ -47,6 +49,14 @@ unsafe impl<T: UringOp, K: 'static> UringOp for Keep<T, K> {
     }
 }
 
+// SAFETY: the call is the inner operation's, whose pointers are its own (its contract); `keep`
+// is never named by the call.
+unsafe impl<T: EpollOp, K: 'static> EpollOp for Keep<T, K> {
+    fn create_call(&mut self) -> crate::sys::epoll::Call {
+        self.op.create_call()
+    }
+}
+
 enum State<T> {
     /// Not in the ring yet (optionally holding a ticket of the ring's room FIFO).
     Idle {
@@ -74,6 +84,8 @@ enum State<T> {
 #[must_use = "an operation does nothing unless awaited"]
 pub struct SharedOp<T: OpCode> {
     state: State<T>,
+    /// Submit on the first poll instead of after the other ready tasks ran.
+    eager: bool,
     /// Times the kernel cancelled the operation without its owner asking (see `poll`).
     resubmits: u8,
 }
@@ -92,6 +104,7 @@ impl<T: OpCode> SharedOp<T> {
     pub(crate) fn new(data: T, ring: Arc<Ring>) -> SharedOp<T> {
         SharedOp {
             resubmits: 0,
+            eager: false,
             state: State::Idle {
                 data,
                 ring,
@@ -101,20 +114,20 @@ impl<T: OpCode> SharedOp<T> {
     }
 }
 
-// The data's kernel-visible memory is on the heap (UringOp's contract): moving is harmless.
-impl<T: OpCode> Unpin for SharedOp<T> {}
-
-fn push<T: UringOp>(
-    u: &mut Uring,
-    data: &mut T,
-    granted: bool,
-    state: Lifecycle,
-) -> Result<u64, PushError> {
-    match data.link_timeout() {
-        Some(ts) => u.push_with_timeout(data.create_entry(), ts, granted, state),
-        None => u.push(data.create_entry(), granted, state),
+impl<T: OpCode> SharedOp<T> {
+    /// Submits on the first poll (one `io_uring_enter` for this operation alone) instead of
+    /// pushing the SQE and coming back after the executor's other ready tasks pushed theirs.
+    /// For an operation that is alone in its task's poll, as a poll-based read or write is
+    /// (`AsyncRead`/`AsyncWrite`): there, waiting for a batch costs a second poll of the
+    /// whole task (hyper's connection, say) and batches nothing.
+    pub fn eager(mut self) -> Self {
+        self.eager = true;
+        self
     }
 }
+
+// The data's kernel-visible memory is on the heap (UringOp's contract): moving is harmless.
+impl<T: OpCode> Unpin for SharedOp<T> {}
 
 enum Pushed {
     Slot(u64),
@@ -122,92 +135,102 @@ enum Pushed {
     Fail(i32),
 }
 
-impl<T: OpCode + UringOp + Send> Future for SharedOp<T> {
+impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
     type Output = T::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
         let this = self.get_mut();
-        match &mut this.state {
-            State::Idle { data, ring, ticket } => {
-                let ring = ring.clone();
-                let pushed = ring.with(|u| {
-                    let Ok(granted) = u.table.check_ticket(*ticket, cx.waker()) else {
-                        return Pushed::Wait;
-                    };
-                    *ticket = None;
-                    match push(u, data, granted, Lifecycle::Waiting(cx.waker().clone())) {
-                        Ok(user_data) => Pushed::Slot(user_data),
-                        Err(PushError::NoRoom) => {
-                            *ticket = Some(u.table.wait_room(cx.waker()));
-                            Pushed::Wait
+        loop {
+            return match &mut this.state {
+                State::Idle { data, ring, ticket } => {
+                    let ring = ring.clone();
+                    let pushed = ring.with(|e: &mut Engine| {
+                        let Ok(granted) = e.table_mut().check_ticket(*ticket, cx.waker()) else {
+                            return Pushed::Wait;
+                        };
+                        *ticket = None;
+                        match e.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
+                            Ok(user_data) => Pushed::Slot(user_data),
+                            Err(PushError::NoRoom) => {
+                                *ticket = Some(e.table_mut().wait_room(cx.waker()));
+                                Pushed::Wait
+                            }
+                            Err(PushError::Poisoned) => Pushed::Fail(-libc::EBADR),
+                            Err(PushError::ShutDown) => Pushed::Fail(-libc::ECANCELED),
                         }
-                        Err(PushError::Poisoned) => Pushed::Fail(-libc::EBADR),
-                        Err(PushError::ShutDown) => Pushed::Fail(-libc::ECANCELED),
-                    }
-                });
-                match pushed {
-                    Pushed::Slot(user_data) => {
-                        if let State::Idle { data, .. } =
-                            std::mem::replace(&mut this.state, State::Done)
-                        {
-                            this.state = State::InFlight {
-                                data,
-                                user_data,
-                                ring,
-                            };
+                    });
+                    match pushed {
+                        Pushed::Slot(user_data) => {
+                            if let State::Idle { data, .. } =
+                                std::mem::replace(&mut this.state, State::Done)
+                            {
+                                this.state = State::InFlight {
+                                    data,
+                                    user_data,
+                                    ring,
+                                };
+                            }
+                            if this.eager {
+                                // Submit and look for the result now.
+                                continue;
+                            }
+                            // Come back to submit, after the other ready tasks pushed theirs.
+                            cx.waker().wake_by_ref();
+                            Poll::Pending
                         }
-                        // Come back to submit, after the other ready tasks pushed theirs.
-                        cx.waker().wake_by_ref();
-                        Poll::Pending
+                        Pushed::Wait => Poll::Pending,
+                        Pushed::Fail(res) => Poll::Ready(
+                            take_done(&mut this.state).complete(Completion { res, flags: 0 }),
+                        ),
                     }
-                    Pushed::Wait => Poll::Pending,
-                    Pushed::Fail(res) => Poll::Ready(
-                        take_done(&mut this.state).complete(Completion { res, flags: 0 }),
-                    ),
                 }
-            }
-            State::InFlight {
-                user_data, ring, ..
-            } => {
-                let ready = ring.with(|u| {
-                    // An enter error other than those `enter` handles leaves the SQEs queued:
-                    // the next poll, or the reaper, tries again.
-                    let _ = u.submit_and_reap();
-                    u.table.poll_slot(*user_data, cx.waker())
-                });
-                match ready {
-                    // `ECANCELED` while the owner still polls: nobody here cancelled it (a
-                    // dropped future is never polled; a shutdown refuses the push below). The
-                    // kernel cancels the requests a thread submitted when that thread exits,
-                    // and a submit takes every SQE queued on the ring, other threads' too: the
-                    // request never ran, so it goes in again (found under fault injection,
-                    // issue 14; `shared.rs::tcp_echo_across_threads`).
-                    // (An operation with a linked deadline is cancelled by its deadline: that
-                    // `ECANCELED` is its result.)
-                    Poll::Ready(c)
-                        if c.res == -libc::ECANCELED
-                            && this.resubmits < MAX_RESUBMITS
-                            && !matches!(&this.state, State::InFlight { data, .. }
+                State::InFlight {
+                    user_data, ring, ..
+                } => {
+                    let ready = ring.with(|e: &mut Engine| {
+                        // An enter error other than those `enter` handles leaves the SQEs queued:
+                        // the next poll, or the reaper, tries again.
+                        let _ = e.submit_and_reap();
+                        e.table_mut().poll_slot(*user_data, cx.waker())
+                    });
+                    if ready.is_pending() {
+                        // Left in the kernel: let the executor's reactor wait for it if it can.
+                        ring.offer_to_reactor();
+                    }
+                    match ready {
+                        // `ECANCELED` while the owner still polls: nobody here cancelled it (a
+                        // dropped future is never polled; a shutdown refuses the push below). The
+                        // kernel cancels the requests a thread submitted when that thread exits,
+                        // and a submit takes every SQE queued on the ring, other threads' too: the
+                        // request never ran, so it goes in again (found under fault injection,
+                        // issue 14; `shared.rs::tcp_echo_across_threads`).
+                        // (An operation with a linked deadline is cancelled by its deadline: that
+                        // `ECANCELED` is its result.)
+                        Poll::Ready(c)
+                            if c.res == -libc::ECANCELED
+                                && this.resubmits < MAX_RESUBMITS
+                                && !matches!(&this.state, State::InFlight { data, .. }
                                 if data.link_timeout().is_some()) =>
-                    {
-                        this.resubmits += 1;
-                        if let State::InFlight { data, ring, .. } =
-                            std::mem::replace(&mut this.state, State::Done)
                         {
-                            this.state = State::Idle {
-                                data,
-                                ring,
-                                ticket: None,
-                            };
+                            this.resubmits += 1;
+                            if let State::InFlight { data, ring, .. } =
+                                std::mem::replace(&mut this.state, State::Done)
+                            {
+                                this.state = State::Idle {
+                                    data,
+                                    ring,
+                                    ticket: None,
+                                };
+                            }
+                            cx.waker().wake_by_ref();
+                            Poll::Pending
                         }
-                        cx.waker().wake_by_ref();
-                        Poll::Pending
+                        Poll::Ready(c) => Poll::Ready(take_done(&mut this.state).complete(c)),
+                        Poll::Pending => Poll::Pending,
                     }
-                    Poll::Ready(c) => Poll::Ready(take_done(&mut this.state).complete(c)),
-                    Poll::Pending => Poll::Pending,
                 }
-            }
-            State::Done => Poll::Pending,
+                State::Done => Poll::Pending,
+            };
         }
     }
 }
@@ -226,17 +249,17 @@ impl<T: OpCode> Drop for SharedOp<T> {
                 ticket: Some(ticket),
                 ring,
                 ..
-            } => ring.with(|u| u.table.leave_room(ticket)),
+            } => ring.with(|e| e.table_mut().leave_room(ticket)),
             State::InFlight {
                 data,
                 user_data,
                 ring,
             } => {
-                let finished = ring.with(|u| {
-                    let finished = u.drop_slot(user_data, Box::new(data));
+                let finished = ring.with(|e| {
+                    let finished = e.drop_slot(user_data, Box::new(data));
                     // The cancel (and the SQE itself, if it was still queued) go to the
                     // kernel now: drop = cancel in the kernel.
-                    let _ = u.submit_and_reap();
+                    let _ = e.submit_and_reap();
                     finished
                 });
                 if let Some((data, c)) = finished {

@@ -1,39 +1,95 @@
-//! One ring of a shared set: the io_uring engine behind a lock, and its reaper thread.
+//! One ring of a shared set: an engine (io_uring, or hoop's epoll driver where io_uring is
+//! refused) behind a lock, and the two ways its completions are waited for.
 //!
-//! Any thread pushes SQEs and drains the CQ while it holds the lock (never blocking in the
-//! kernel there); the reaper waits in `io_uring_enter` outside the lock, and only while the
-//! kernel owes the ring a completion, so an idle ring costs no CPU. Wakers and orphaned results
-//! collected under the lock run after it is released (rule 11).
+//! Any thread pushes operations and drains completions while it holds the lock (never blocking
+//! in the kernel there). What completes later is waited for either by the executor's own
+//! reactor (a poller task attached through [`ReactorRing`]: hoop's tokio integration registers
+//! the ring fd with tokio's reactor, so a completion wakes a tokio worker directly, with no
+//! thread of hoop's in between) or, when no reactor is attached, by the ring's reaper thread,
+//! which waits outside the lock and only while something is owed, so an idle ring costs no
+//! CPU. Wakers and orphaned results collected under the lock run after it is released
+//! (rule 11).
 
 use std::cell::Cell;
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::config::{Config, DriverKind};
+use crate::driver::Engine;
 use crate::setup::SetupError;
-use crate::sys::uring::{wait_for_cqe, Uring};
+use crate::sys::epoll::Epoll;
+use crate::sys::uring::{wait_for_cqe, ShutdownReport, Uring};
 
 /// How long the reaper waits in the kernel before it looks at its stop flag again.
 const REAPER_WAIT: Duration = Duration::from_millis(100);
 
-/// The io_uring engine of a shared ring.
-pub(crate) struct SendUring(pub(crate) Uring);
+/// The engine of a shared ring.
+pub(crate) struct SendEngine(pub(crate) Engine);
 
-// SAFETY: `Uring` is `!Send` only because its slots may hold any operation's data (a
-// `Box<dyn Orphan>`, which need not be `Send`) and because a per-thread ring may keep an `Rc`
-// of its registered file table and a ring fd registered in the thread's table. A shared ring
-// only ever receives operations through `Rings`, whose entry points require `T: Send`; it never
-// registers a file table (`fixed_files` stays `None`) nor its ring fd (`register_ring_fd` is
-// off), and wakers are `Send`. Every access goes through the ring's mutex.
-unsafe impl Send for SendUring {}
+// SAFETY: an engine is `!Send` only because its slots may hold any operation's data (a
+// `Box<dyn Orphan>`, which need not be `Send`) and because a per-thread io_uring engine may
+// keep an `Rc` of its registered file table and a ring fd registered in the thread's table. A
+// shared ring only ever receives operations through `Rings`, whose entry points require
+// `T: Send`; it never registers a file table (`fixed_files` stays `None`) nor its ring fd
+// (`register_ring_fd` is off); the epoll engine's pool threads and fds are plain `Send` data;
+// wakers are `Send`. Every access goes through the ring's mutex.
+unsafe impl Send for SendEngine {}
+
+impl Engine {
+    /// Submits what is queued and collects every completion, without blocking.
+    pub(crate) fn submit_and_reap(&mut self) -> std::io::Result<()> {
+        match self {
+            Engine::Uring(u) => u.submit_and_reap(),
+            Engine::Epoll(e) => e.poll_now(),
+        }
+    }
+
+    /// Whether a completion can still come without anything more being submitted.
+    fn owed(&mut self) -> bool {
+        match self {
+            Engine::Uring(u) => u.owed_cqes() > 0,
+            Engine::Epoll(e) => e.has_pending(),
+        }
+    }
+
+    /// Work the waiter must do without waiting (see `Uring::has_unsent`).
+    pub(crate) fn has_unsent(&mut self) -> bool {
+        match self {
+            Engine::Uring(u) => u.has_unsent(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// When the engine's next timer expires (epoll keeps deadlines in user space; io_uring's
+    /// are linked timeouts in the kernel).
+    fn next_deadline(&self) -> Option<Instant> {
+        match self {
+            Engine::Uring(_) => None,
+            Engine::Epoll(e) => e.next_timeout().map(|d| Instant::now() + d),
+        }
+    }
+
+    pub(crate) fn shutdown(&mut self) -> ShutdownReport {
+        match self {
+            Engine::Uring(u) => u.shutdown(),
+            Engine::Epoll(e) => e.shutdown(),
+        }
+    }
+
+    pub(crate) fn in_use(&self) -> usize {
+        self.table().slots.in_use()
+    }
+}
 
 pub(crate) struct State {
-    pub(crate) uring: SendUring,
-    /// The reaper waits on the condvar (nothing was owed when it looked).
+    pub(crate) engine: SendEngine,
+    /// The reaper waits on the condvar (nothing was owed when it looked, or a reactor waits).
     reaper_parked: bool,
+    /// Until when the reaper sleeps (parked or in the kernel); `None`: until woken.
+    reaper_until: Option<Instant>,
     /// The reaper must exit.
     stop: bool,
 }
@@ -42,12 +98,21 @@ pub(crate) struct State {
 pub(crate) struct Ring {
     state: Mutex<State>,
     reaper_cv: Condvar,
-    ring_fd: RawFd,
+    /// What the reaper or a reactor waits on: the ring fd, or the epoll fd.
+    wait_fd: RawFd,
+    /// The epoll engine's wake-up eventfd (to cut the reaper's wait short), or `None`.
+    kick_fd: Option<Arc<std::os::fd::OwnedFd>>,
+    pub(crate) kind: DriverKind,
     /// An `IORING_SETUP_IOPOLL` ring: O_DIRECT reads and writes (and no-ops) only.
     pub(crate) iopoll: bool,
     /// Slots in use, for picking the least-loaded ring (written under the lock).
     load: AtomicUsize,
     setup_flags: &'static str,
+    /// Reactor pollers attached (0 or 1): while one is, the reaper leaves the waiting to it.
+    pollers: AtomicUsize,
+    /// The attached poller's waker, woken when the ring stops.
+    poller_waker: Mutex<Option<Waker>>,
+    stopped: AtomicBool,
 }
 
 thread_local! {
@@ -55,20 +120,61 @@ thread_local! {
     static SCRATCH: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
 }
 
+/// Called with a ring that has operations owed and no reactor attached (see
+/// [`set_reactor_hook`]).
+static REACTOR_HOOK: OnceLock<fn(ReactorRing)> = OnceLock::new();
+
+/// Installs the function shared rings call when an operation is left in the kernel on a ring
+/// no reactor waits on: hoop's tokio integration attaches a poller task on the caller's
+/// runtime. The first call wins; later ones are ignored.
+#[doc(hidden)]
+pub fn set_reactor_hook(hook: fn(ReactorRing)) {
+    let _ = REACTOR_HOOK.set(hook);
+}
+
 impl Ring {
     pub(crate) fn new(cfg: &Config) -> Result<Ring, SetupError> {
-        let uring = Uring::new(cfg)?;
+        let engine = match cfg.driver {
+            DriverKind::Epoll => {
+                let mut e = Epoll::new(cfg)?;
+                e.set_transient_fds();
+                Engine::Epoll(e)
+            }
+            _ => Engine::Uring(Uring::new(cfg)?),
+        };
+        let (wait_fd, kick_fd, kind, iopoll, setup_flags) = match &engine {
+            Engine::Uring(u) => (
+                u.ring_fd(),
+                None,
+                DriverKind::Uring,
+                u.is_iopoll(),
+                u.setup_flags(),
+            ),
+            Engine::Epoll(e) => (
+                e.epoll_fd(),
+                Some(e.wake_fd()),
+                DriverKind::Epoll,
+                false,
+                "epoll",
+            ),
+        };
         Ok(Ring {
-            ring_fd: uring.ring_fd(),
-            iopoll: uring.is_iopoll(),
-            setup_flags: uring.setup_flags(),
+            wait_fd,
+            kick_fd,
+            kind,
+            iopoll,
+            setup_flags,
             state: Mutex::new(State {
-                uring: SendUring(uring),
+                engine: SendEngine(engine),
                 reaper_parked: false,
+                reaper_until: None,
                 stop: false,
             }),
             reaper_cv: Condvar::new(),
             load: AtomicUsize::new(0),
+            pollers: AtomicUsize::new(0),
+            poller_waker: Mutex::new(None),
+            stopped: AtomicBool::new(false),
         })
     }
 
@@ -86,27 +192,30 @@ impl Ring {
         self.setup_flags
     }
 
+    fn attached(&self) -> bool {
+        self.pollers.load(Ordering::Acquire) > 0
+    }
+
     /// Runs `f` on the engine under the ring's lock. Then, with the lock released, wakes the
-    /// tasks the call woke and finishes the results nobody waits for. Wakes the reaper when the
-    /// kernel owes a completion and it is parked.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Uring) -> R) -> R {
+    /// tasks the call woke and finishes the results nobody waits for. Wakes the reaper when it
+    /// has become its turn to wait (something owed and no reactor attached, or an earlier
+    /// epoll deadline).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
         let section = crate::deferred::Section::enter();
         let mut wakeups = SCRATCH.with(|s| s.take());
         let (r, orphans) = {
             let mut g = self.lock();
-            let r = f(&mut g.uring.0);
-            let u = &mut g.uring.0;
-            std::mem::swap(&mut wakeups, &mut u.table.wakeups);
-            let orphans = if u.table.orphans.is_empty() {
+            let r = f(&mut g.engine.0);
+            let e = &mut g.engine.0;
+            let table = e.table_mut();
+            std::mem::swap(&mut wakeups, &mut table.wakeups);
+            let orphans = if table.orphans.is_empty() {
                 Vec::new()
             } else {
-                std::mem::take(&mut u.table.orphans)
+                std::mem::take(&mut table.orphans)
             };
-            self.load.store(u.table.slots.in_use(), Ordering::Relaxed);
-            if g.reaper_parked && (g.uring.0.owed_cqes() > 0 || g.uring.0.has_unsent()) {
-                g.reaper_parked = false;
-                self.reaper_cv.notify_one();
-            }
+            self.load.store(e.in_use(), Ordering::Relaxed);
+            self.wake_reaper_if_due(&mut g);
             (r, orphans)
         };
         drop(section);
@@ -120,37 +229,102 @@ impl Ring {
         r
     }
 
-    /// The reaper's loop: park while the kernel owes nothing; otherwise wait in the kernel for
-    /// a CQE (outside the lock), then drain.
+    fn wake_reaper_if_due(&self, g: &mut State) {
+        let attached = self.attached();
+        let e = &mut g.engine.0;
+        if g.reaper_parked && (e.has_unsent() || (!attached && e.owed())) {
+            g.reaper_parked = false;
+            self.reaper_cv.notify_one();
+            return;
+        }
+        // An epoll deadline earlier than the reaper's next look (timers are the reaper's
+        // whether or not a reactor is attached).
+        if let Some(due) = e.next_deadline() {
+            if g.reaper_until.is_none_or(|until| due < until) {
+                g.reaper_until = Some(due);
+                if g.reaper_parked {
+                    g.reaper_parked = false;
+                    self.reaper_cv.notify_one();
+                } else if let Some(fd) = &self.kick_fd {
+                    kick(fd.as_raw_fd());
+                }
+            }
+        }
+    }
+
+    /// Submits what is queued and drains every completion, waking outside the lock.
+    pub(crate) fn drain(&self) {
+        self.with(|e| {
+            let _ = e.submit_and_reap();
+        });
+    }
+
+    /// An operation was left in the kernel: offer the ring to a reactor if none waits on it.
+    #[inline]
+    pub(crate) fn offer_to_reactor(self: &Arc<Ring>) {
+        if self.attached() || self.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(hook) = REACTOR_HOOK.get() {
+            hook(ReactorRing { ring: self.clone() });
+        }
+    }
+
+    /// The reaper's loop: park while the kernel owes nothing or a reactor waits; otherwise
+    /// wait for a completion (outside the lock), then drain.
     pub(crate) fn reap_until_stopped(&self) {
         loop {
             let mut unsent;
+            let wait_until;
             {
                 let mut g = self.lock();
                 loop {
                     if g.stop {
                         return;
                     }
-                    unsent = g.uring.0.has_unsent();
-                    if unsent || g.uring.0.owed_cqes() > 0 {
+                    let e = &mut g.engine.0;
+                    unsent = e.has_unsent();
+                    let deadline = e.next_deadline();
+                    let due = deadline.is_some_and(|d| d <= Instant::now());
+                    if unsent || due || (!self.attached() && e.owed()) {
+                        wait_until = deadline;
                         break;
                     }
                     g.reaper_parked = true;
-                    g = self.reaper_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                    g.reaper_until = deadline;
+                    g = match deadline {
+                        None => self.reaper_cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+                        Some(d) => {
+                            let left = d.saturating_duration_since(Instant::now());
+                            self.reaper_cv
+                                .wait_timeout(g, left)
+                                .map(|(g, _)| g)
+                                .unwrap_or_else(|e| e.into_inner().0)
+                        }
+                    };
                     g.reaper_parked = false;
+                    g.reaper_until = None;
                 }
+                g.reaper_until = wait_until;
             }
             // A signal, a timeout or an error all lead back to the checks above; the drain
-            // below finds whatever arrived.
-            // Held-back completions and SQEs a refused submit left queued are handled by the
-            // submit-and-drain below, not waited for; a kernel that keeps refusing is retried
-            // after a millisecond, not in a spin.
+            // below finds whatever arrived. Held-back completions and SQEs a refused submit
+            // left queued are handled by the submit-and-drain below, not waited for; a kernel
+            // that keeps refusing is retried after a millisecond, not in a spin.
             if !unsent {
-                let _ = wait_for_cqe(self.ring_fd, REAPER_WAIT);
+                let wait = wait_until.map_or(REAPER_WAIT, |d| {
+                    d.saturating_duration_since(Instant::now()).min(REAPER_WAIT)
+                });
+                match self.kind {
+                    DriverKind::Epoll => wait_readable(self.wait_fd, wait),
+                    _ => {
+                        let _ = wait_for_cqe(self.wait_fd, wait);
+                    }
+                }
             }
-            unsent = self.with(|u| {
-                let _ = u.submit_and_reap();
-                u.has_unsent()
+            unsent = self.with(|e| {
+                let _ = e.submit_and_reap();
+                e.has_unsent()
             });
             if unsent {
                 std::thread::sleep(Duration::from_millis(1));
@@ -158,10 +332,127 @@ impl Ring {
         }
     }
 
-    /// Tells the reaper to exit.
+    /// Tells the reaper and the attached poller to exit.
     pub(crate) fn stop_reaper(&self) {
-        let mut g = self.lock();
-        g.stop = true;
-        self.reaper_cv.notify_all();
+        self.stopped.store(true, Ordering::Release);
+        {
+            let mut g = self.lock();
+            g.stop = true;
+            self.reaper_cv.notify_all();
+        }
+        if let Some(fd) = &self.kick_fd {
+            kick(fd.as_raw_fd());
+        }
+        let waker = self
+            .poller_waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (a signal or an error just returns).
+fn wait_readable(fd: RawFd, timeout: Duration) {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one live pollfd, read and written by the kernel for the call only.
+    unsafe { libc::poll(&mut p, 1, ms) };
+}
+
+/// Adds one to an eventfd (cuts a wait on the epoll fd short).
+fn kick(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local to an eventfd.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// A ring of a shared set, handed to an executor's reactor so that it waits for the ring's
+/// completions itself (hoop's tokio integration; see [`set_reactor_hook`]). Not part of the
+/// stable API.
+#[doc(hidden)]
+pub struct ReactorRing {
+    ring: Arc<Ring>,
+}
+
+impl std::fmt::Debug for ReactorRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReactorRing")
+            .field("fd", &self.ring.wait_fd)
+            .finish()
+    }
+}
+
+impl ReactorRing {
+    /// The fd that turns readable when completions are ready (the ring fd, or the epoll fd).
+    /// It stays open while this handle lives.
+    pub fn fd(&self) -> RawFd {
+        self.ring.wait_fd
+    }
+
+    /// Claims the ring for one reactor: `None` if one is attached already. While the guard
+    /// lives the reaper leaves the waiting to the reactor; dropping it hands it back.
+    pub fn try_attach(&self) -> Option<ReactorGuard> {
+        self.ring
+            .pollers
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        Some(ReactorGuard {
+            ring: self.ring.clone(),
+        })
+    }
+
+    /// Submits what is queued and drains every completion, waking the tasks (outside every
+    /// lock).
+    pub fn drain(&self) {
+        self.ring.drain();
+    }
+
+    /// Whether the ring has stopped (its set was shut down): the poller should end.
+    pub fn stopped(&self) -> bool {
+        self.ring.stopped.load(Ordering::Acquire)
+    }
+
+    /// The waker to wake when the ring stops.
+    pub fn set_waker(&self, waker: &Waker) {
+        let mut w = self
+            .ring
+            .poller_waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !w.as_ref().is_some_and(|old| old.will_wake(waker)) {
+            *w = Some(waker.clone());
+        }
+    }
+}
+
+/// A reactor's claim on a ring (see [`ReactorRing::try_attach`]).
+#[doc(hidden)]
+pub struct ReactorGuard {
+    ring: Arc<Ring>,
+}
+
+impl std::fmt::Debug for ReactorGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReactorGuard")
+    }
+}
+
+impl Drop for ReactorGuard {
+    /// The reactor is gone (its runtime shut down, or it failed): the reaper waits again, and
+    /// drains at once whatever came in meanwhile.
+    fn drop(&mut self) {
+        self.ring.pollers.fetch_sub(1, Ordering::AcqRel);
+        let mut g = self.ring.lock();
+        if g.reaper_parked {
+            g.reaper_parked = false;
+            self.ring.reaper_cv.notify_one();
+        }
     }
 }

@@ -84,6 +84,7 @@ impl File {
     }
 
     fn from_owned(rings: &Rings, fd: OwnedFd, direct: bool) -> File {
+        super::install_reactor();
         File {
             fd: Arc::new(fd),
             rings: rings.clone(),

@@ -36,6 +36,7 @@ impl TcpListener {
 
     /// Wraps a std listener (blocking or not: io_uring does not care).
     pub fn from_std(rings: &Rings, listener: std::net::TcpListener) -> TcpListener {
+        super::install_reactor();
         TcpListener {
             fd: Arc::new(OwnedFd::from(listener)),
             rings: rings.clone(),
@@ -133,6 +134,7 @@ impl TcpStream {
     }
 
     pub(crate) fn from_owned(rings: &Rings, fd: OwnedFd) -> TcpStream {
+        super::install_reactor();
         TcpStream {
             fd: Arc::new(fd),
             rings: rings.clone(),

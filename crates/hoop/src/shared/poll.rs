@@ -4,6 +4,8 @@
 //! The state machine is the thread-per-core types' (`crate::poll_io`: one internal 16 KiB
 //! buffer per direction, reused; write-behind, so a dropped write future neither loses nor
 //! duplicates accepted bytes), with operations on shared rings, which any thread may poll.
+//! Each read or write is alone in its task's poll, so it is submitted on its first poll
+//! (`SharedOp::eager`) rather than after a second poll of the whole task.
 
 use std::future::Ready;
 use std::io;
@@ -35,11 +37,13 @@ impl Ops for SocketOps {
         let recv = op::Recv::new(fd, buf, 0);
         self.rings
             .submit(Route::Plain, Keep::new(recv, self.fd.clone()))
+            .eager()
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
         let send = op::Send::new(fd, buf, 0);
         self.rings
             .submit(Route::Plain, Keep::new(send, self.fd.clone()))
+            .eager()
     }
     fn shutdown(&self, fd: RawFd) -> Self::Shutdown {
         let op = op::Shutdown::new(fd, libc::SHUT_WR);
@@ -66,11 +70,13 @@ impl Ops for FileOps {
         let read = op::Read::new(fd, buf, op::CURRENT_POS);
         self.rings
             .submit(self.route, Keep::new(read, self.fd.clone()))
+            .eager()
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
         let write = op::Write::new(fd, buf, op::CURRENT_POS);
         self.rings
             .submit(self.route, Keep::new(write, self.fd.clone()))
+            .eager()
     }
     fn shutdown(&self, _: RawFd) -> Self::Shutdown {
         std::future::ready(Ok(()))

@@ -184,6 +184,11 @@ pub(crate) struct Epoll {
     faults: Faults,
     /// Completions held back by fault injection, delivered at the start of the next turn.
     held: Vec<(u64, i32)>,
+    /// A shared ring's engine (`shared::Rings` on epoll): fds are closed by whichever thread
+    /// drops the last handle, without telling the engine, so it keeps no state for an fd
+    /// nothing waits on (tried first, registered on `EAGAIN`, deregistered once its queues are
+    /// empty) and a reused fd number never meets a stale registration.
+    transient_fds: bool,
 }
 
 fn setup_err(e: io::Error) -> SetupError {
@@ -236,6 +241,7 @@ impl Epoll {
             ready_fds: Vec::new(),
             faults: Faults::new(),
             held: Vec::new(),
+            transient_fds: false,
         })
     }
 
@@ -245,6 +251,38 @@ impl Epoll {
 
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down
+    }
+
+    /// Makes this engine a shared ring's: no state kept for fds nothing waits on (see the
+    /// field).
+    pub(crate) fn set_transient_fds(&mut self) {
+        self.transient_fds = true;
+    }
+
+    /// The epoll fd: readable when an fd an operation waits on, or the pool's eventfd, is.
+    pub(crate) fn epoll_fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+
+    /// Whether any operation waits (on an fd, a timer or the pool).
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.held.is_empty() || self.table.any_unfinished()
+    }
+
+    /// How long until the next timer (an operation's deadline) expires, if any.
+    pub(crate) fn next_timeout(&self) -> Option<Duration> {
+        let ms = self.next_timeout_ms();
+        (ms >= 0).then(|| Duration::from_millis(ms as u64))
+    }
+
+    /// A shared ring's non-blocking turn: collects readiness, pool results and expired timers
+    /// now (no every-16th-turn batching: the caller polls only when it has a reason to).
+    pub(crate) fn poll_now(&mut self) -> io::Result<()> {
+        if !self.held.is_empty() {
+            self.release_held();
+        }
+        self.busy_turns = 0;
+        self.wait(0)
     }
 
     // ----- starting operations ----------------------------------------------------------------
@@ -352,6 +390,35 @@ impl Epoll {
         connect_check: bool,
         state: Lifecycle,
     ) -> Result<u64, PushError> {
+        if self.transient_fds && !connect_check {
+            // Nothing is known of an fd nothing waits on: try the call first, and register
+            // the fd only if it has to wait (an edge that comes before the registration is
+            // reported by the registration itself).
+            let idle = self.fds.get_mut(fd).is_none_or(|st| {
+                if write {
+                    st.writers.is_empty()
+                } else {
+                    st.readers.is_empty()
+                }
+            });
+            if idle {
+                let res = call.run_nr(nr);
+                if res != -libc::EAGAIN {
+                    self.release_if_idle(fd);
+                    self.table.counters.cqes_reaped += 1;
+                    return self.insert(completed(state, res));
+                }
+                if !self.register(fd) {
+                    return self.push_pool(call, state);
+                }
+                let st = self.fds.entry(fd);
+                if write {
+                    st.writable = false;
+                } else {
+                    st.readable = false;
+                }
+            }
+        }
         if !self.register(fd) {
             // epoll refuses this fd (a regular file): run it on the pool instead.
             return self.push_pool(call, state);
@@ -396,16 +463,19 @@ impl Epoll {
     }
 
     fn is_regular(&mut self, fd: RawFd) -> bool {
+        if self.transient_fds {
+            // Nothing cached: the fd number may name another file next time.
+            let r = fd_is_regular(fd);
+            if !r {
+                make_nonblocking(fd);
+            }
+            return r;
+        }
         let st = self.fds.entry(fd);
         if let Some(r) = st.regular {
             return r;
         }
-        // SAFETY: fstat writes a stat struct into a local.
-        let mut sb: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `sb` is a live, writable stat struct.
-        let ok = unsafe { libc::fstat(fd, &mut sb) } == 0;
-        let fmt = sb.st_mode & libc::S_IFMT;
-        let r = !ok || fmt == libc::S_IFREG || fmt == libc::S_IFBLK || fmt == libc::S_IFDIR;
+        let r = fd_is_regular(fd);
         st.regular = Some(r);
         if !r {
             self.set_nonblocking(fd);
@@ -414,18 +484,16 @@ impl Epoll {
     }
 
     fn set_nonblocking(&mut self, fd: RawFd) {
+        if self.transient_fds {
+            make_nonblocking(fd);
+            return;
+        }
         let st = self.fds.entry(fd);
         if st.nonblocking {
             return;
         }
         st.nonblocking = true;
-        // SAFETY: fcntl on an fd with integer arguments.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags >= 0 && flags & libc::O_NONBLOCK == 0 {
-                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            }
-        }
+        make_nonblocking(fd);
     }
 
     /// Registers `fd` (edge-triggered, both directions) once. False if epoll refuses it.
@@ -526,6 +594,7 @@ impl Epoll {
                     };
                     q.retain(|u| *u != user_data);
                 }
+                self.release_if_idle(fd);
                 self.finish(user_data, -libc::ECANCELED);
             }
             Some(Waiting::Timer) => {
@@ -662,6 +731,25 @@ impl Epoll {
 
     /// Runs the operations queued on `fd` while it stays ready.
     fn run_ready(&mut self, fd: RawFd) {
+        self.run_ready_queues(fd);
+        self.release_if_idle(fd);
+    }
+
+    /// A shared ring's engine forgets an fd once nothing waits on it (see `transient_fds`).
+    fn release_if_idle(&mut self, fd: RawFd) {
+        if !self.transient_fds {
+            return;
+        }
+        let idle = self
+            .fds
+            .get_mut(fd)
+            .is_some_and(|st| st.readers.is_empty() && st.writers.is_empty());
+        if idle {
+            self.forget_fd(fd);
+        }
+    }
+
+    fn run_ready_queues(&mut self, fd: RawFd) {
         for write in [false, true] {
             loop {
                 let Some(st) = self.fds.get_mut(fd) else {
@@ -833,6 +921,28 @@ impl Drop for Epoll {
     fn drop(&mut self) {
         let _ = self.shutdown();
         let _ = self.table.leak_ignored();
+    }
+}
+
+/// Whether `fd` is a regular file, block device or directory (its I/O goes to the pool); an
+/// fd that cannot be examined counts as one.
+fn fd_is_regular(fd: RawFd) -> bool {
+    // SAFETY: fstat writes a stat struct into a local.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `sb` is a live, writable stat struct.
+    let ok = unsafe { libc::fstat(fd, &mut sb) } == 0;
+    let fmt = sb.st_mode & libc::S_IFMT;
+    !ok || fmt == libc::S_IFREG || fmt == libc::S_IFBLK || fmt == libc::S_IFDIR
+}
+
+/// Sets `O_NONBLOCK` on `fd` if it is not set.
+fn make_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on an fd with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 && flags & libc::O_NONBLOCK == 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
     }
 }
 

@@ -95,6 +95,8 @@ pub(crate) struct Uring {
     /// SQEs pushed whose final CQE has not been drained yet (the wake-up poll and cancels
     /// included): whether a completion can still come, for a shared ring's reaper.
     awaiting_cqes: usize,
+    /// The last enter left SQEs in the SQ (see `enter`).
+    refused: bool,
     /// Fault injection (nothing without the `fault-injection` feature).
     faults: Faults,
     /// Completions held back by fault injection (and injected ones), delivered on the next
@@ -196,6 +198,7 @@ impl Uring {
             registered,
             fixed_files: None,
             awaiting_cqes: 0,
+            refused: false,
             faults,
             held: Vec::new(),
             chain_queued: false,
@@ -372,8 +375,7 @@ impl Uring {
     /// (`EAGAIN`/`EBUSY` from the kernel, a short submit) which no future may come back to
     /// submit.
     pub(crate) fn has_unsent(&mut self) -> bool {
-        !self.held.is_empty()
-            || (!self.ring.params().is_setup_sqpoll() && !self.ring.submission().is_empty())
+        !self.held.is_empty() || (self.refused && !self.ring.submission().is_empty())
     }
 
     /// Submits what is queued (cancels included) if anything is, and drains every CQE; wakers
@@ -582,6 +584,14 @@ impl Uring {
     /// (`SQ_WAIT`). While the SQ thread is awake and nothing needs waiting: no system call.
     /// Returns whether it was asked to wait (no completion was there when it began).
     fn enter(&mut self, block: bool) -> io::Result<bool> {
+        let r = self.enter_inner(block);
+        // SQEs still queued after an enter were refused (EAGAIN/EBUSY, a short submit, an
+        // error): a shared ring's reaper must submit them (`has_unsent`).
+        self.refused = !self.ring.params().is_setup_sqpoll() && !self.ring.submission().is_empty();
+        r
+    }
+
+    fn enter_inner(&mut self, block: bool) -> io::Result<bool> {
         self.turns_since_enter = 0;
         self.urgent = false;
         self.storage_queued = false;
