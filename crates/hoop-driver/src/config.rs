@@ -66,6 +66,9 @@ pub struct Config {
     pub max_in_flight: Option<u32>,
     /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
     pub taskrun_flags: bool,
+    /// Try `COOP_TASKRUN | TASKRUN_FLAG` (not `SINGLE_ISSUER`) before plain setup, when
+    /// `taskrun_flags` is off: for rings several threads submit to (shared rings).
+    pub coop_taskrun: bool,
     /// How long shutdown waits for in-flight operations' final CQEs before leaking their memory.
     pub shutdown_timeout: Duration,
     /// Which driver to run.
@@ -110,6 +113,7 @@ impl Default for Config {
             cq_entries: None,
             max_in_flight: None,
             taskrun_flags: true,
+            coop_taskrun: false,
             shutdown_timeout: Duration::from_secs(5),
             driver: DriverKind::Auto,
             pool_threads: 4,

@@ -167,6 +167,9 @@ impl RingsBuilder {
             // Several threads submit: no SINGLE_ISSUER / DEFER_TASKRUN, no per-thread
             // registered ring fd.
             taskrun_flags: false,
+            // Completions run as task work of the thread that submitted: COOP_TASKRUN lets a
+            // running thread take them at its next system call instead of an interrupt.
+            coop_taskrun: std::env::var_os("HOOP_SHARED_NO_COOP").is_none(),
             register_ring_fd: false,
             driver,
             sqpoll_idle: self.sqpoll.then(|| Duration::from_millis(10)),

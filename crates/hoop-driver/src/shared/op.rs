@@ -130,7 +130,8 @@ impl<T: OpCode> SharedOp<T> {
 impl<T: OpCode> Unpin for SharedOp<T> {}
 
 enum Pushed {
-    Slot(u64),
+    /// In slot `.0`; with `eager`, already submitted, and `.1` is the slot's state.
+    Slot(u64, Option<Poll<Completion>>),
     Wait,
     Fail(i32),
 }
@@ -140,97 +141,112 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
         let this = self.get_mut();
-        loop {
-            return match &mut this.state {
-                State::Idle { data, ring, ticket } => {
-                    let ring = ring.clone();
-                    let pushed = ring.with(|e: &mut Engine| {
-                        let Ok(granted) = e.table_mut().check_ticket(*ticket, cx.waker()) else {
-                            return Pushed::Wait;
-                        };
-                        *ticket = None;
-                        match e.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
-                            Ok(user_data) => Pushed::Slot(user_data),
-                            Err(PushError::NoRoom) => {
-                                *ticket = Some(e.table_mut().wait_room(cx.waker()));
-                                Pushed::Wait
-                            }
-                            Err(PushError::Poisoned) => Pushed::Fail(-libc::EBADR),
-                            Err(PushError::ShutDown) => Pushed::Fail(-libc::ECANCELED),
+        match &mut this.state {
+            State::Idle { data, ring, ticket } => {
+                let ring = ring.clone();
+                let eager = this.eager;
+                let pushed = ring.with(|e: &mut Engine| {
+                    let Ok(granted) = e.table_mut().check_ticket(*ticket, cx.waker()) else {
+                        return Pushed::Wait;
+                    };
+                    *ticket = None;
+                    match e.push(data, granted, Lifecycle::Waiting(cx.waker().clone())) {
+                        Ok(user_data) if eager => {
+                            // Submitted and looked at under the same lock.
+                            let _ = e.submit_and_reap();
+                            let ready = e.table_mut().poll_slot(user_data, cx.waker());
+                            Pushed::Slot(user_data, Some(ready))
                         }
-                    });
-                    match pushed {
-                        Pushed::Slot(user_data) => {
-                            if let State::Idle { data, .. } =
-                                std::mem::replace(&mut this.state, State::Done)
-                            {
-                                this.state = State::InFlight {
-                                    data,
-                                    user_data,
-                                    ring,
-                                };
-                            }
-                            if this.eager {
-                                // Submit and look for the result now.
-                                continue;
-                            }
-                            // Come back to submit, after the other ready tasks pushed theirs.
-                            cx.waker().wake_by_ref();
-                            Poll::Pending
+                        Ok(user_data) => Pushed::Slot(user_data, None),
+                        Err(PushError::NoRoom) => {
+                            *ticket = Some(e.table_mut().wait_room(cx.waker()));
+                            Pushed::Wait
                         }
-                        Pushed::Wait => Poll::Pending,
-                        Pushed::Fail(res) => Poll::Ready(
-                            take_done(&mut this.state).complete(Completion { res, flags: 0 }),
-                        ),
+                        Err(PushError::Poisoned) => Pushed::Fail(-libc::EBADR),
+                        Err(PushError::ShutDown) => Pushed::Fail(-libc::ECANCELED),
                     }
-                }
-                State::InFlight {
-                    user_data, ring, ..
-                } => {
-                    let ready = ring.with(|e: &mut Engine| {
-                        // An enter error other than those `enter` handles leaves the SQEs queued:
-                        // the next poll, or the reaper, tries again.
-                        let _ = e.submit_and_reap();
-                        e.table_mut().poll_slot(*user_data, cx.waker())
-                    });
-                    if ready.is_pending() {
-                        // Left in the kernel: let the executor's reactor wait for it if it can.
-                        ring.offer_to_reactor();
-                    }
-                    match ready {
-                        // `ECANCELED` while the owner still polls: nobody here cancelled it (a
-                        // dropped future is never polled; a shutdown refuses the push below). The
-                        // kernel cancels the requests a thread submitted when that thread exits,
-                        // and a submit takes every SQE queued on the ring, other threads' too: the
-                        // request never ran, so it goes in again (found under fault injection,
-                        // issue 14; `shared.rs::tcp_echo_across_threads`).
-                        // (An operation with a linked deadline is cancelled by its deadline: that
-                        // `ECANCELED` is its result.)
-                        Poll::Ready(c)
-                            if c.res == -libc::ECANCELED
-                                && this.resubmits < MAX_RESUBMITS
-                                && !matches!(&this.state, State::InFlight { data, .. }
-                                if data.link_timeout().is_some()) =>
+                });
+                match pushed {
+                    Pushed::Slot(user_data, ready) => {
+                        if let State::Idle { data, .. } =
+                            std::mem::replace(&mut this.state, State::Done)
                         {
-                            this.resubmits += 1;
-                            if let State::InFlight { data, ring, .. } =
-                                std::mem::replace(&mut this.state, State::Done)
-                            {
-                                this.state = State::Idle {
-                                    data,
-                                    ring,
-                                    ticket: None,
-                                };
-                            }
-                            cx.waker().wake_by_ref();
-                            Poll::Pending
+                            this.state = State::InFlight {
+                                data,
+                                user_data,
+                                ring,
+                            };
                         }
-                        Poll::Ready(c) => Poll::Ready(take_done(&mut this.state).complete(c)),
-                        Poll::Pending => Poll::Pending,
+                        match ready {
+                            Some(ready) => this.settle(ready, cx),
+                            None => {
+                                // Come back to submit, after the other ready tasks pushed
+                                // theirs.
+                                cx.waker().wake_by_ref();
+                                Poll::Pending
+                            }
+                        }
                     }
+                    Pushed::Wait => Poll::Pending,
+                    Pushed::Fail(res) => Poll::Ready(
+                        take_done(&mut this.state).complete(Completion { res, flags: 0 }),
+                    ),
                 }
-                State::Done => Poll::Pending,
-            };
+            }
+            State::InFlight {
+                user_data, ring, ..
+            } => {
+                let ready = ring.with(|e: &mut Engine| {
+                    // An enter error other than those `enter` handles leaves the SQEs queued:
+                    // the next poll, or the reaper, tries again.
+                    let _ = e.submit_and_reap();
+                    e.table_mut().poll_slot(*user_data, cx.waker())
+                });
+                this.settle(ready, cx)
+            }
+            State::Done => Poll::Pending,
+        }
+    }
+}
+
+impl<T: OpCode + UringOp + EpollOp + Send> SharedOp<T> {
+    /// What a poll of the slot found, for an operation in flight.
+    fn settle(&mut self, ready: Poll<Completion>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        match ready {
+            // `ECANCELED` while the owner still polls: nobody here cancelled it (a dropped
+            // future is never polled; a shutdown refuses the push). The kernel cancels the
+            // requests a thread submitted when that thread exits, and a submit takes every SQE
+            // queued on the ring, other threads' too: the request never ran, so it goes in
+            // again (found under fault injection, issue 14;
+            // `shared.rs::tcp_echo_across_threads`). (An operation with a linked deadline is
+            // cancelled by its deadline: that `ECANCELED` is its result.)
+            Poll::Ready(c)
+                if c.res == -libc::ECANCELED
+                    && self.resubmits < MAX_RESUBMITS
+                    && !matches!(&self.state, State::InFlight { data, .. }
+                        if data.link_timeout().is_some()) =>
+            {
+                self.resubmits += 1;
+                if let State::InFlight { data, ring, .. } =
+                    std::mem::replace(&mut self.state, State::Done)
+                {
+                    self.state = State::Idle {
+                        data,
+                        ring,
+                        ticket: None,
+                    };
+                }
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Poll::Ready(c) => Poll::Ready(take_done(&mut self.state).complete(c)),
+            Poll::Pending => {
+                // Left in the kernel: let the executor's reactor wait for it if it can.
+                if let State::InFlight { ring, .. } = &self.state {
+                    ring.offer_to_reactor();
+                }
+                Poll::Pending
+            }
         }
     }
 }

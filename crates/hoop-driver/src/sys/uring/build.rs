@@ -100,6 +100,13 @@ pub(super) fn build_ring(
             ..base
         });
     }
+    if cfg.coop_taskrun && !cfg.taskrun_flags && cfg.sqpoll_idle.is_none() {
+        attempts.push(Attempt {
+            coop_taskrun: true,
+            submit_all: true,
+            ..base
+        });
+    }
     attempts.push(Attempt {
         submit_all: true,
         ..base
