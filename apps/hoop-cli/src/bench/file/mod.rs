@@ -31,6 +31,7 @@ mod task;
 mod testfile;
 mod tokio_fs;
 mod uring;
+pub(crate) mod whole;
 
 pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
