@@ -1,4 +1,5 @@
-//! `hoop-peer file`: random block reads through one peer runtime, QD tasks on one thread.
+//! `hoop-peer file`: random block reads through one peer runtime, QD tasks on one thread (or,
+//! for `tokio-io-uring` with `--workers N`, on a multi-thread tokio runtime).
 //!
 //! * `monoio`: `monoio::fs::File::read_at` on monoio's io_uring driver.
 //! * `compio`: `compio::fs::File::read_at` (`AsyncReadAt`) on compio's io_uring driver.
@@ -6,7 +7,9 @@
 //! * `glommio`: `DmaFile::read_at_aligned` (O_DIRECT; glommio's own DMA buffers) or
 //!   `BufferedFile::read_at` (buffered), on a `LocalExecutor`.
 //! * `tokio-io-uring`: tokio's own io_uring file support (tokio 1.48+, `--cfg tokio_unstable`,
-//!   feature `io-uring`, `Builder::enable_io_uring`) on a current-thread runtime: one
+//!   feature `io-uring`, `Builder::enable_io_uring`) on a current-thread runtime, or with
+//!   `--workers N` a multi-thread one (N workers, unpinned: what hoop runs, like for like with
+//!   its `shared` engine; `--cpu` then pins nothing but the thread that waits): one
 //!   `tokio::fs::File` per task, `seek` + `read_exact` per read (tokio has no positional read;
 //!   the read goes through io_uring, the seek through the blocking pool). Buffered only:
 //!   `tokio::fs::File` reads into its own unaligned buffer, so O_DIRECT reads fail with EINVAL.
@@ -35,6 +38,8 @@ struct Job {
     direct: bool,
     blocks: u64,
     cpu: Option<usize>,
+    /// tokio-io-uring: workers of a multi-thread runtime (none: current-thread).
+    workers: Option<usize>,
 }
 
 /// What a run gives back besides the counts: the runtime's setup, for the note.
@@ -80,6 +85,10 @@ pub(crate) fn run(f: &Flags) -> io::Result<()> {
              is not aligned (buffered only)",
         ));
     }
+    let workers = crate::workers_flag(f)?;
+    if workers.is_some() && engine != "tokio-io-uring" {
+        return Err(invalid("--workers is for tokio-io-uring only"));
+    }
     let job = Job {
         engine,
         path,
@@ -89,6 +98,7 @@ pub(crate) fn run(f: &Flags) -> io::Result<()> {
         direct,
         blocks: size / bs as u64,
         cpu,
+        workers,
     };
     // Every thread the engine starts from here on may use every allowed CPU; only the runtime's
     // own thread is pinned (as hoop's engines pin their submitting thread).
@@ -448,18 +458,9 @@ impl Block for TokioBlock {
 
 fn run_tokio_io_uring(job: &Job, allowed: Vec<usize>) -> io::Result<Ran> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .enable_io_uring()
-        // The blocking pool's threads (the seeks) are not pinned with the runtime's thread.
-        .on_thread_start(move || {
-            let _ = crate::set_affinity(&allowed);
-        })
-        .build()
-        .map_err(|e| io::Error::new(e.kind(), format!("tokio's runtime with io_uring: {e}")))?;
+    let rt = tokio_runtime(job.workers, allowed)?;
     let bufs = job.buffers()?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
+    rt.block_on(async {
         // Opened through tokio (with io_uring enabled, the open itself goes through the ring),
         // one handle per task: the file position belongs to the handle.
         let mut files = Vec::with_capacity(job.qd);
@@ -483,7 +484,7 @@ fn run_tokio_io_uring(job: &Job, allowed: Vec<usize>) -> io::Result<Ran> {
                     (r.map(|_| n), b)
                 };
                 let block = TokioBlock { buf, file };
-                tokio::task::spawn_local(read_loop(
+                tokio::spawn(read_loop(
                     read,
                     block,
                     job.bs,
@@ -501,10 +502,44 @@ fn run_tokio_io_uring(job: &Job, allowed: Vec<usize>) -> io::Result<Ran> {
         }
         Ok(clock.stop(
             total,
-            "tokio 1.x current-thread runtime, enable_io_uring (tokio_unstable); one \
-             tokio::fs::File per task, seek (blocking pool) + read_exact (io_uring read into \
-             tokio's buffer, copied out)"
-                .to_string(),
+            format!(
+                "tokio 1.x {}, enable_io_uring (tokio_unstable); one tokio::fs::File per task, \
+                 seek (blocking pool) + read_exact (io_uring read into tokio's buffer, copied out)",
+                runtime_name(job.workers)
+            ),
         ))
     })
+}
+
+/// tokio's runtime with io_uring: multi-thread with `workers` workers (every thread unpinned:
+/// on every CPU in `allowed`), or current-thread on the calling thread (pinned or not, as it
+/// is) when `workers` is `None`; the blocking pool's threads on every CPU in `allowed` either
+/// way.
+pub(crate) fn tokio_runtime(
+    workers: Option<usize>,
+    allowed: Vec<usize>,
+) -> io::Result<tokio::runtime::Runtime> {
+    let mut b = match workers {
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n.max(1));
+            b
+        }
+        None => tokio::runtime::Builder::new_current_thread(),
+    };
+    b.enable_all()
+        .enable_io_uring()
+        .on_thread_start(move || {
+            let _ = crate::set_affinity(&allowed);
+        })
+        .build()
+        .map_err(|e| io::Error::new(e.kind(), format!("tokio's runtime with io_uring: {e}")))
+}
+
+/// How [`tokio_runtime`] runs, for the setup line.
+pub(crate) fn runtime_name(workers: Option<usize>) -> String {
+    match workers {
+        Some(n) => format!("multi-thread runtime, {n} workers (unpinned)"),
+        None => "current-thread runtime".into(),
+    }
 }

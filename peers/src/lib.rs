@@ -3,7 +3,8 @@
 //! compile them).
 //!
 //! ```text
-//! hoop-peer file --engine E --path P --size BYTES [--bs 4096] [--qd 32] [--secs S] [--direct] [--cpu N]
+//! hoop-peer file --engine E --path P --size BYTES [--bs 4096] [--qd 32] [--secs S] [--direct] [--cpu N] [--workers N]
+//! hoop-peer fsread --engine tokio-io-uring --path P --size BYTES [--reads 200] [--warmup 20] [--secs S] [--workers N]
 //! hoop-peer nop  --engine E [--secs S] [--batch 32] [--entries 128] [--cpu N]
 //! hoop-peer echo --engine compio [--addr 127.0.0.1:0]
 //! hoop-peer engines
@@ -14,7 +15,11 @@
 //! is checked as hoop's engines check theirs (`pattern.rs`, the same file): the full block came
 //! back and every 512-byte sector carries its own offset. One JSON line on stdout.
 //! File engines: `monoio`, `compio`, `tokio-uring`, `glommio`, `tokio-io-uring` (tokio's own
-//! io_uring file support: buffered only).
+//! io_uring file support: buffered only; with `--workers N` on a multi-thread runtime of N
+//! unpinned workers instead of one thread).
+//!
+//! `fsread`: whole-file reads (`tokio::fs::read` on tokio's io_uring), one after another from
+//! one task after a warm-up, every byte checked; latency per read. One JSON line.
 //!
 //! `nop`: BATCH no-ops awaited together, until `--secs` are up; batch latency. One JSON line.
 //! No-op engines: `compio` (an `IORING_OP_NOP` defined through compio's public `OpCode` trait:
@@ -43,6 +48,7 @@ mod pattern;
 mod buf;
 mod echo;
 mod file;
+mod fsread;
 mod nop;
 
 use pattern::Picker;
@@ -72,23 +78,25 @@ pub fn main() {
 fn run(args: &[String]) -> io::Result<()> {
     let (cmd, rest) = args
         .split_first()
-        .ok_or_else(|| invalid("usage: hoop-peer file|nop|echo|engines [flags]"))?;
+        .ok_or_else(|| invalid("usage: hoop-peer file|fsread|nop|echo|engines [flags]"))?;
     let flags = Flags::parse(rest)?;
     match cmd.as_str() {
         "file" => file::run(&flags),
+        "fsread" => fsread::run(&flags),
         "nop" => nop::run(&flags),
         "echo" => echo::run(&flags),
         "engines" => {
             println!(
-                "file: {}\nnop: {}\necho: {}",
+                "file: {}\nfsread: {}\nnop: {}\necho: {}",
                 FILE_ENGINES.join(", "),
+                fsread::FSREAD_ENGINES.join(", "),
                 NOP_ENGINES.join(", "),
                 ECHO_ENGINES.join(", ")
             );
             Ok(())
         }
         other => Err(invalid(format!(
-            "unknown command {other:?} (file, nop, echo, engines)"
+            "unknown command {other:?} (file, fsread, nop, echo, engines)"
         ))),
     }
 }
@@ -153,6 +161,20 @@ impl Flags {
             )));
         }
         Ok(e.to_string())
+    }
+}
+
+/// `--workers N` (at least 1), if given: the workers of a multi-thread tokio runtime.
+pub(crate) fn workers_flag(f: &Flags) -> io::Result<Option<usize>> {
+    match f.get("workers") {
+        None if f.has("workers") => Err(invalid("--workers needs a number")),
+        None => Ok(None),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(Some(n)),
+            _ => Err(invalid(format!(
+                "--workers: {s:?} is not a number in 1..=1024"
+            ))),
+        },
     }
 }
 

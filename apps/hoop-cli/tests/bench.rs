@@ -442,6 +442,33 @@ fn the_suite_writes_a_report() {
         others.into_iter().partition(|v| v["bench"] == "http");
     let (fanout, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "fanout");
+    // The whole-file reads: shared and spawn-blocking at 64 KiB and 1 MiB (tokio-io-uring is a
+    // peer: left out here), every read verified.
+    let (fsread, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "fsread");
+    let runs: Vec<(&str, u64)> = fsread
+        .iter()
+        .map(|v| {
+            (
+                v["engine"].as_str().unwrap(),
+                v["file_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("shared", 65536),
+            ("spawn-blocking", 65536),
+            ("shared", 1 << 20),
+            ("spawn-blocking", 1 << 20)
+        ],
+        "{err}"
+    );
+    for v in &fsread {
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["reads"].as_u64().unwrap() > 0, "{v}");
+    }
     assert_eq!(others.len(), 12, "{}", String::from_utf8_lossy(&out.stdout));
     let shared: Vec<(u64, u64)> = others
         .iter()
@@ -540,6 +567,22 @@ fn the_suite_writes_a_report() {
     assert!(report.contains("## File random reads"), "{report}");
     assert!(report.contains("uring-fixed/linux-aio IOPS"), "{report}");
     assert!(report.contains("shared/tokio-fs CPU per I/O"), "{report}");
+    assert!(report.contains("### Whole-file reads"), "{report}");
+    assert!(
+        report.contains("- tokio-io-uring: skipped: the peers are left out (--no-peers)"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "whole read 64 KiB: shared/tokio-io-uring mean latency (target <= 0.5x): n/a"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("shared/uring IOPS"), "{report}");
+    assert!(
+        err.contains("whole-file reads: tokio-io-uring: skipped: the peers are left out"),
+        "{err}"
+    );
     assert!(report.contains("- no-op shared, 4 thread(s)"), "{report}");
     assert!(report.contains("kbio's own machine, 2021"), "{report}");
     assert!(report.contains("## HTTP static files"), "{report}");

@@ -318,3 +318,167 @@ fn a_depth_list_sweeps_every_engine_and_draws_the_chart() {
         assert!(svg.contains(needle), "{needle} not in the chart");
     }
 }
+
+/// `hoop bench fsread` with `args` after `--json --dir DIR`, the peers' binary at `peer_bin`.
+fn fsread(dir: &Path, peer_bin: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["bench", "fsread", "--json", "--dir", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = Command::new(HOOP)
+        .args(&all)
+        .env("HOOP_PEER_BIN", peer_bin)
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    out
+}
+
+/// Checks one `hoop bench fsread` record: every field, verified reads, no error.
+fn check_fsread_record(r: &Value, engine: &str, size: u64, reads: u64) {
+    for field in [
+        "bench",
+        "engine",
+        "file_bytes",
+        "reads",
+        "warmup",
+        "errors",
+        "first_error",
+        "bytes_verified",
+        "mean_us",
+        "p50_us",
+        "p99_us",
+        "max_us",
+        "secs",
+        "workers",
+        "setup",
+    ] {
+        assert!(r.get(field).is_some(), "{engine}: no {field} in {r}");
+    }
+    assert_eq!(r["bench"], "fsread");
+    assert_eq!(r["engine"], engine);
+    assert_eq!(r["file_bytes"], size, "{r}");
+    assert_eq!(r["errors"], 0, "{r}");
+    assert_eq!(r["reads"], reads, "{r}");
+    assert_eq!(r["bytes_verified"], reads * size, "{r}");
+    for q in ["mean_us", "p50_us", "p99_us", "max_us"] {
+        assert!(r[q].as_f64().is_some_and(|v| v > 0.0), "{q}: {r}");
+    }
+    assert!(r["workers"].as_u64().unwrap() >= 1, "{r}");
+}
+
+/// Whole-file reads: shared and spawn-blocking run and verify every read of every size;
+/// tokio-io-uring, with no peers' binary, is skipped with one line saying why (once, not per
+/// size), and the run succeeds.
+#[test]
+fn fsread_verifies_whole_files_and_skips_tokio_io_uring_without_its_binary() {
+    let dir = TempDir::new("fsread");
+    let out = fsread(
+        &dir.0,
+        Path::new("/nonexistent/hoop-peer"),
+        &[
+            "--sizes", "64k,4k", "--reads", "5", "--warmup", "1", "--secs", "5",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let recs = records(&out);
+    let runs: Vec<(&str, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["engine"].as_str().unwrap(),
+                r["file_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("shared", 65536),
+            ("spawn-blocking", 65536),
+            ("shared", 4096),
+            ("spawn-blocking", 4096)
+        ],
+        "{err}"
+    );
+    for r in &recs {
+        check_fsread_record(
+            r,
+            r["engine"].as_str().unwrap(),
+            r["file_bytes"].as_u64().unwrap(),
+            5,
+        );
+    }
+    let skips: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("tokio-io-uring: skipped: "))
+        .collect();
+    assert_eq!(skips.len(), 1, "{err}");
+    assert!(skips[0].contains("HOOP_PEER_BIN"), "{err}");
+    assert!(err.contains("| engine | file | reads | mean µs |"), "{err}");
+    assert!(
+        err.contains("whole read 64 KiB: shared/spawn-blocking mean latency"),
+        "{err}"
+    );
+    for (args, needle) in [
+        (vec!["--sizes", "1000"], "--sizes"),
+        (vec!["--engines", "tokio-fs"], "tokio-fs"),
+        (vec!["--reads", "0"], "--reads"),
+    ] {
+        let out = fsread(&dir.0, Path::new("/nonexistent/hoop-peer"), &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(text(&out.stderr).contains(needle), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// tokio's own io_uring `tokio::fs::read` through the peers' binary, when one is built already
+/// (`HOOP_PEER_BIN`, or peers/target/release/hoop-peer): this test never builds it (no network,
+/// no minutes on `cargo test`'s clock), and says so on stderr when it skips.
+#[test]
+fn fsread_tokio_io_uring_through_a_built_peer_binary() {
+    let bin = std::env::var_os("HOOP_PEER_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers/target/release/hoop-peer"),
+        PathBuf::from,
+    );
+    if !bin.is_file() {
+        eprintln!(
+            "skipped: no built hoop-peer at {} (cd peers && cargo build --release --bin \
+             hoop-peer, or HOOP_PEER_BIN=PATH)",
+            bin.display()
+        );
+        return;
+    }
+    let dir = TempDir::new("fsread-peer");
+    let out = fsread(
+        &dir.0,
+        &bin,
+        &[
+            "--sizes",
+            "64k",
+            "--reads",
+            "5",
+            "--warmup",
+            "1",
+            "--engines",
+            "tokio-io-uring,shared",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2, "{err}");
+    check_fsread_record(&recs[0], "tokio-io-uring", 65536, 5);
+    assert!(
+        recs[0]["setup"]
+            .as_str()
+            .unwrap()
+            .contains("enable_io_uring"),
+        "{}",
+        recs[0]
+    );
+    check_fsread_record(&recs[1], "shared", 65536, 5);
+    assert!(
+        err.contains("whole read 64 KiB: shared/tokio-io-uring mean latency"),
+        "{err}"
+    );
+}

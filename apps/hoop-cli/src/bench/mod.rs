@@ -13,6 +13,10 @@
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
 //!   tokio-uring, glommio, tokio's io_uring files: [`peers`]) and fio ([`file`]).
+//! * `hoop bench fsread [--dir DIR] [--sizes 64k,1m] [--reads 1000] [--warmup 50] [--secs 5]
+//!   [--engines LIST]`: the latency of whole-file reads from one task of a multi-thread tokio
+//!   runtime through `hoop::shared::fs::read`, tokio's own io_uring `tokio::fs::read` (the
+//!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`file::whole`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
@@ -138,6 +142,11 @@ pub enum BenchCommand {
     /// Random file I/O on one test file through sync, a thread pool, linux-aio, hoop's
     /// io_uring engines and fio, with the same metrics; every read is verified.
     File(file::FileArgs),
+    /// Whole-file read latency (64 KiB and 1 MiB, hot cache) from one task of a multi-thread
+    /// tokio runtime: hoop::shared::fs::read, tokio's io_uring tokio::fs::read (tokio-io-uring,
+    /// in the hoop-peer binary of peers/, built on demand; skipped with a line where it cannot
+    /// be) and spawn_blocking(std::fs::read); every byte of every read checked.
+    Fsread(file::whole::FsreadArgs),
     /// HTTP: load a static-file server (--url), or run hoop (io_uring and epoll), nginx and
     /// tokio+hyper side by side; every response checked.
     #[command(after_help = EXIT_CODES)]
@@ -220,6 +229,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
+        Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),

@@ -65,6 +65,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     for r in d.file.all() {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
+    for r in &d.file.whole {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
     for r in d.http {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }

@@ -31,6 +31,7 @@ mod task;
 mod testfile;
 mod tokio_fs;
 mod uring;
+pub(crate) mod whole;
 
 pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
@@ -87,7 +88,8 @@ pub struct FileArgs {
     /// fio-libaio]. The peers (monoio, compio, tokio-uring, glommio, tokio-io-uring: tokio's own
     /// io_uring files, buffered only) run in the hoop-peer binary of peers/ (glommio: in
     /// hoop-peer-glommio), built on demand (HOOP_PEER_BIN: a built one), QD tasks on one thread
-    /// of their own runtime, reads checked alike; one that cannot be built or run here is
+    /// of their own runtime (tokio-io-uring: on a multi-thread tokio runtime, one worker per
+    /// allowed CPU, as tokio-fs and shared), reads checked alike; one that cannot be built or run here is
     /// skipped with a line saying why. raw-io-uring: the io-uring crate in a plain
     /// loop (no runtime), the kernel's own ceiling for the job. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
     /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
@@ -647,8 +649,10 @@ fn header(
         s.push_str(
             "- peers (monoio, compio, tokio-uring, glommio, tokio-io-uring): the hoop-peer binary \
              (peers/, a cargo project of its own, built on demand), a child process per run: QD \
-             tasks on one thread of the peer's own runtime, that thread pinned like ours, reads \
-             checked by the same code; CPU: the child's own getrusage over its run\n",
+             tasks on one thread of the peer's own runtime, that thread pinned like ours \
+             (tokio-io-uring: on a multi-thread tokio runtime, one worker per allowed CPU, all \
+             unpinned, as tokio-fs and shared), reads checked by the same code; CPU: the \
+             child's own getrusage over its run\n",
         );
     }
     s.push_str(&format!(

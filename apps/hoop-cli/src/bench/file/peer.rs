@@ -2,7 +2,10 @@
 //! job through another runtime, run by the `hoop-peer` binary as a child process
 //! ([`crate::bench::peers`]). Each peer runs QD tasks on ONE thread of its own runtime, pinned to
 //! the CPU hoop's engines run on (the child pins that thread itself, `--cpu`; any other thread
-//! it starts stays unpinned, as hoop's engines leave theirs), each task reading one random block
+//! it starts stays unpinned, as hoop's engines leave theirs) — except `tokio-io-uring`, which
+//! runs as hoop's `shared` and `tokio-fs` engines do, like for like: QD tasks on a multi-thread
+//! tokio runtime with one worker per allowed CPU, every thread unpinned (`--workers`) — each
+//! task reading one random block
 //! at a time into its own page-aligned buffer through the peer's own API, every read checked
 //! by the very code hoop's engines use (`content/pattern.rs`, which the peer includes).
 //!
@@ -66,7 +69,14 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
     if job.direct {
         args.push("--direct".into());
     }
-    if let Some(cpu) = cx.pin {
+    // tokio-io-uring runs as hoop's tokio engines (`shared`, `tokio-fs`) do: a multi-thread
+    // runtime with one worker per allowed CPU, every thread unpinned; the others on one thread
+    // pinned like hoop's own engines.
+    let multi_thread = engine == Engine::TokioIoUring;
+    if multi_thread {
+        args.push("--workers".into());
+        args.push(super::on_tokio::workers(cx).to_string());
+    } else if let Some(cpu) = cx.pin {
         args.push("--cpu".into());
         args.push(cpu.to_string());
     }
@@ -97,10 +107,12 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
         mean: f64_of(&v, "mean_us"),
     });
     m.setup_flags = str_of(&v, "setup");
+    m.unpinned = multi_thread;
     m.note = Some(format!(
-        "peer: hoop-peer (child process), {} tasks on one thread of {}, every read verified; \
-         CPU and context switches: the peer's own getrusage over its run",
+        "peer: hoop-peer (child process), {} tasks on {} {}, every read verified; CPU and \
+         context switches: the peer's own getrusage over its run",
         job.qd,
+        if multi_thread { "a" } else { "one thread of" },
         str_of(&v, "setup").unwrap_or_else(|| engine.name().to_string())
     ));
     Ok(Outcome::Ran(Box::new(m)))

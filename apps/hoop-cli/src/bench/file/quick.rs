@@ -1,11 +1,14 @@
 //! The quick file run of `hoop bench` (the suite): 4 KiB random reads at QD 32 on one test
-//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, and its
+//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, then a short
+//! whole-file read latency run (`hoop bench fsread`: 64 KiB and 1 MiB through
+//! `hoop::shared::fs::read`, tokio's io_uring `tokio::fs::read` and `spawn_blocking`), and its
 //! section of the report with the file targets evaluated from the measured numbers.
 
 use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
+use super::whole::{self, ReadResult};
 use super::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
 use crate::bench::invalid;
 use crate::bench::output::Out;
@@ -45,6 +48,14 @@ const PEERS: [Engine; 4] = [
 const BS: usize = 4096;
 /// Queue depth of the quick run.
 const QD: usize = 32;
+/// File sizes of the whole-file reads (issue 22: PR #8063's shape).
+const WHOLE_SIZES: [u64; 2] = [64 << 10, 1 << 20];
+/// Timed whole-file reads per engine and size.
+const WHOLE_READS: u64 = 300;
+/// Warm-up whole-file reads per engine and size.
+const WHOLE_WARMUP: u64 = 30;
+/// Longest time per whole-file engine and size, seconds.
+const WHOLE_SECS: f64 = 1.0;
 
 /// Options of the quick run.
 #[derive(Debug, Clone)]
@@ -64,6 +75,22 @@ impl QuickOptions {
     pub(crate) fn planned_secs(&self) -> f64 {
         let peers = if self.peers { 2 * PEERS.len() - 1 } else { 0 };
         self.secs * (DIRECT.len() + BUFFERED.len() + peers) as f64
+            + self.whole_plan().planned_secs()
+    }
+
+    /// The whole-file reads: tokio-io-uring only with the peers.
+    fn whole_plan(&self) -> whole::Plan {
+        whole::Plan {
+            dir: self.dir.clone(),
+            sizes: WHOLE_SIZES.to_vec(),
+            reads: WHOLE_READS,
+            warmup: WHOLE_WARMUP,
+            secs: WHOLE_SECS,
+            engines: whole::ENGINES
+                .into_iter()
+                .filter(|&e| self.peers || e != "tokio-io-uring")
+                .collect(),
+        }
     }
 
     /// The engines of one part.
@@ -124,6 +151,10 @@ pub(crate) struct FileSuite {
     pub direct: Vec<FileResult>,
     /// Buffered (hot page cache) results.
     pub buffered: Vec<FileResult>,
+    /// Whole-file read latencies (`hoop bench fsread`'s engines).
+    pub whole: Vec<ReadResult>,
+    /// Whole-file engines skipped, each with why.
+    pub whole_skipped: Vec<String>,
     /// Parts that could not run, and engines that failed.
     pub failures: Vec<String>,
 }
@@ -171,6 +202,30 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
                 out.note(&format!("warning: file bench ({part}): {e}"));
                 suite.failures.push(format!("file bench ({part}): {e}"));
             }
+        }
+    }
+    if !o.peers {
+        let line = "tokio-io-uring: skipped: the peers are left out (--no-peers)".to_string();
+        out.human(&format!("whole-file reads: {line}"));
+        suite.whole_skipped.push(line);
+    }
+    match whole::run_plan(&o.whole_plan(), out) {
+        Ok(w) => {
+            for r in w.results.iter().filter(|r| !r.ok()) {
+                suite.failures.push(format!(
+                    "file whole read {} {}: {} errors; first: {}",
+                    fmt_bytes(r.file_bytes),
+                    r.engine,
+                    r.errors,
+                    r.first_error.as_deref().unwrap_or("no read counted")
+                ));
+            }
+            suite.whole = w.results;
+            suite.whole_skipped.extend(w.skipped);
+        }
+        Err(e) => {
+            out.note(&format!("warning: whole-file reads: {e}"));
+            suite.failures.push(format!("file whole reads: {e}"));
         }
     }
     suite
@@ -266,27 +321,72 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
         "raw-io-uring",
         Goal::Iops(0.95),
     );
+    // Issue 22: hoop from a tokio runtime against tokio's own io_uring files, and against
+    // hoop's own thread-per-core ring.
+    ratio(
+        "buffered",
+        &s.buffered,
+        "shared",
+        "tokio-io-uring",
+        Goal::Iops(5.0),
+    );
+    ratio("O_DIRECT", &s.direct, "shared", "uring", Goal::Iops(0.95));
+    ratio("buffered", &s.buffered, "shared", "uring", Goal::Iops(0.9));
+    lines.extend(whole_targets(s));
     lines
 }
 
+/// Issue 22's whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
+/// tokio's io_uring `tokio::fs::read`, at 64 KiB and at 1 MiB.
+fn whole_targets(s: &FileSuite) -> Vec<String> {
+    WHOLE_SIZES
+        .iter()
+        .map(|&size| {
+            let what = format!(
+                "- file whole read {}: shared/tokio-io-uring mean latency",
+                fmt_bytes(size)
+            );
+            match (
+                whole::mean_of(&s.whole, "shared", size),
+                whole::mean_of(&s.whole, "tokio-io-uring", size),
+            ) {
+                (Some(h), Some(t)) if t > 0.0 => {
+                    let r = h / t;
+                    format!(
+                        "{what} {r:.2}x ({h:.1} vs {t:.1} µs; target <= 0.5x): {}",
+                        if r <= 0.5 { "met" } else { "NOT met" }
+                    )
+                }
+                _ => format!("{what} (target <= 0.5x): n/a (not measured)"),
+            }
+        })
+        .collect()
+}
+
 /// hoop's `uring` engine against each peer that ran, IOPS and CPU per I/O, one line per part
-/// and peer (no target: the figures, for the reader).
+/// and peer, and hoop's `shared` against `tokio-io-uring` (both QD tasks on a multi-thread
+/// tokio runtime) (no target here: the figures, for the reader).
 pub(crate) fn peer_lines(s: &FileSuite) -> Vec<String> {
     let mut lines = Vec::new();
-    for (part, rs) in [("O_DIRECT", &s.direct), ("buffered", &s.buffered)] {
-        let Some(h) = rs.iter().find(|r| r.engine == "uring" && r.ok()) else {
+    for (part, rs, ours) in [
+        ("O_DIRECT", &s.direct, "uring"),
+        ("buffered", &s.buffered, "uring"),
+        ("buffered", &s.buffered, "shared"),
+    ] {
+        let Some(h) = rs.iter().find(|r| r.engine == ours && r.ok()) else {
             continue;
         };
-        for p in rs
-            .iter()
-            .filter(|r| r.ok() && Engine::by_name(r.engine).is_some_and(Engine::is_peer))
-        {
+        for p in rs.iter().filter(|r| {
+            r.ok()
+                && Engine::by_name(r.engine).is_some_and(Engine::is_peer)
+                && (ours == "uring" || r.engine == "tokio-io-uring")
+        }) {
             let cpu = match (h.cpu_us_per_io, p.cpu_us_per_io) {
                 (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
                 _ => "-".into(),
             };
             lines.push(format!(
-                "- file {part}: uring/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
+                "- file {part}: {ours}/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
                 p.engine,
                 if p.iops > 0.0 { h.iops / p.iops } else { 0.0 },
                 h.iops,
@@ -344,13 +444,41 @@ pub(crate) fn section(s: &FileSuite) -> String {
     if !peers.is_empty() {
         let _ = writeln!(
             m,
-            "### Peers side by side (hoop's `uring` / each peer, same reads, same checks)\n"
+            "### Peers side by side (hoop's `uring` / each peer, and `shared` / `tokio-io-uring` \
+             on the same multi-thread tokio runtime shape; same reads, same checks)\n"
         );
         for l in peers {
             let _ = writeln!(m, "{l}");
         }
         m.push('\n');
     }
+    let _ = writeln!(
+        m,
+        "### Whole-file reads (hot cache, one task of a multi-thread tokio runtime)\n"
+    );
+    if s.whole.is_empty() {
+        let _ = writeln!(m, "Not measured.");
+    } else {
+        let _ = writeln!(
+            m,
+            "Up to {WHOLE_READS} timed reads after {WHOLE_WARMUP} warm-up per engine and size (at \
+             most {WHOLE_SECS} s each), every byte of every read checked; `hoop bench fsread` \
+             runs more.\n"
+        );
+        let _ = writeln!(m, "{}", whole::table(&s.whole));
+        for r in &s.whole {
+            if !r.setup.is_empty() && r.file_bytes == WHOLE_SIZES[0] {
+                let _ = writeln!(m, "- {}: {}", r.engine, r.setup);
+            }
+        }
+        for l in whole::ratio_lines(&s.whole) {
+            let _ = writeln!(m, "{l}");
+        }
+    }
+    for why in &s.whole_skipped {
+        let _ = writeln!(m, "- {why}");
+    }
+    m.push('\n');
     let _ = writeln!(m, "### File targets\n");
     for t in targets(s) {
         let _ = writeln!(m, "{t}");
@@ -410,7 +538,7 @@ mod tests {
             ..FileSuite::default()
         };
         let t = targets(&s);
-        assert_eq!(t.len(), 10);
+        assert_eq!(t.len(), 15);
         assert!(
             t[0].contains("0.94x") && t[0].ends_with("NOT met"),
             "{}",
@@ -479,6 +607,93 @@ mod tests {
     }
 
     #[test]
+    fn issue_22_targets_follow_shared_against_tokio_io_uring_and_uring() {
+        let s = FileSuite {
+            direct: vec![
+                result("uring", 100_000.0, true),
+                result("shared", 96_000.0, true),
+            ],
+            buffered: vec![
+                result("uring", 800_000.0, false),
+                result("shared", 700_000.0, false),
+                result("tokio-io-uring", 100_000.0, false),
+            ],
+            whole: vec![
+                read("shared", 64 << 10, 15.0),
+                read("tokio-io-uring", 64 << 10, 38.0),
+                read("shared", 1 << 20, 90.0),
+                read("tokio-io-uring", 1 << 20, 100.0),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        let expected = [
+            (
+                "buffered 4 KiB QD 32: shared/tokio-io-uring IOPS 7.00x (target >= 5x)",
+                ": met",
+            ),
+            (
+                "O_DIRECT 4 KiB QD 32: shared/uring IOPS 0.96x (target >= 0.95x)",
+                ": met",
+            ),
+            (
+                "buffered 4 KiB QD 32: shared/uring IOPS 0.88x (target >= 0.9x)",
+                "NOT met",
+            ),
+            (
+                "whole read 64 KiB: shared/tokio-io-uring mean latency 0.39x",
+                ": met",
+            ),
+            (
+                "whole read 1 MiB: shared/tokio-io-uring mean latency 0.90x",
+                "NOT met",
+            ),
+        ];
+        assert_eq!(t.len(), 10 + expected.len());
+        for (line, (needle, verdict)) in t[10..].iter().zip(expected) {
+            assert!(line.contains(needle) && line.ends_with(verdict), "{line}");
+        }
+        let none = targets(&FileSuite::default());
+        for line in &none[10..] {
+            assert!(line.ends_with("n/a (not measured)"), "{line}");
+        }
+        let peers = peer_lines(&s);
+        assert!(
+            peers
+                .iter()
+                .any(|l| l.contains("buffered: shared/tokio-io-uring IOPS 7.00x")),
+            "{peers:?}"
+        );
+        let md = section(&FileSuite {
+            whole_skipped: vec!["tokio-io-uring: skipped: --no-peers".into()],
+            ..s
+        });
+        assert!(md.contains("### Whole-file reads"), "{md}");
+        assert!(md.contains("| shared | 64 KiB |"), "{md}");
+        assert!(md.contains("- tokio-io-uring: skipped: --no-peers"), "{md}");
+    }
+
+    fn read(engine: &'static str, size: u64, mean: f64) -> ReadResult {
+        ReadResult {
+            bench: "fsread",
+            engine,
+            file_bytes: size,
+            reads: 10,
+            warmup: 1,
+            errors: 0,
+            first_error: None,
+            bytes_verified: 10 * size,
+            mean_us: Some(mean),
+            p50_us: Some(mean),
+            p99_us: Some(mean * 2.0),
+            max_us: Some(mean * 3.0),
+            secs: 0.1,
+            workers: 2,
+            setup: format!("{engine} setup"),
+        }
+    }
+
+    #[test]
     fn an_engine_with_errors_is_not_measured() {
         let mut bad = result("uring", 900_000.0, false);
         bad.errors = 3;
@@ -508,7 +723,18 @@ mod tests {
         let lean = QuickOptions { peers: false, ..o };
         assert_eq!(lean.engines(true), DIRECT);
         assert_eq!(lean.engines(false), BUFFERED);
-        assert_eq!(lean.planned_secs(), 16.0);
+        // 16 engine runs of 1 s, and the whole-file reads (2 sizes x 2 engines, at most 1 s).
+        assert_eq!(lean.planned_secs(), 20.0);
+        assert!(!lean.whole_plan().engines.contains(&"tokio-io-uring"));
+        assert_eq!(
+            QuickOptions {
+                peers: true,
+                ..lean
+            }
+            .whole_plan()
+            .engines,
+            whole::ENGINES
+        );
     }
 
     #[test]
