@@ -1,6 +1,8 @@
 //! Echo servers as child processes, and what we measure of them from outside: CPU time from
-//! `/proc/PID/stat`, syscalls from `perf stat -e raw_syscalls:sys_enter`.
+//! `/proc/PID/stat`, context switches from `/proc/PID/task/*/status`, syscalls from
+//! `perf stat -e raw_syscalls:sys_enter`.
 
+use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
@@ -266,6 +268,53 @@ fn parse_stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Context switches (voluntary + involuntary) of every thread of process `pid`, by thread id,
+/// from `/proc/PID/task/TID/status`. A thread that exits while the directory is read is
+/// skipped; an unreadable process is an error.
+pub(crate) fn thread_ctx_switches(pid: u32) -> io::Result<BTreeMap<u32, u64>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        if let Some(n) = std::fs::read_to_string(entry.path().join("status"))
+            .ok()
+            .and_then(|s| parse_ctx_switches(&s))
+        {
+            out.insert(tid, n);
+        }
+    }
+    Ok(out)
+}
+
+/// `voluntary_ctxt_switches` + `nonvoluntary_ctxt_switches` of one `/proc/.../status`.
+pub(crate) fn parse_ctx_switches(status: &str) -> Option<u64> {
+    let field = |name: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(field("voluntary_ctxt_switches")? + field("nonvoluntary_ctxt_switches")?)
+}
+
+/// Context switches between two snapshots of [`thread_ctx_switches`]. A thread present in
+/// both counts its difference; one that appeared after the first snapshot counts all of its
+/// switches (it was born inside the window). A thread that exited before the second snapshot
+/// is lost: Linux keeps a dead thread's counts only in the process's totals, which `/proc`
+/// does not show per thread, so its switches inside the window are not counted (the servers
+/// measured here keep their threads for the whole run: runtime workers, ring reapers; tokio's
+/// blocking-pool threads that retire mid-run would be undercounted).
+pub(crate) fn ctx_switches_between(before: &BTreeMap<u32, u64>, after: &BTreeMap<u32, u64>) -> u64 {
+    after
+        .iter()
+        .map(|(tid, &n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum()
+}
+
 /// `perf` on PATH, if any.
 pub(crate) fn perf_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -278,6 +327,7 @@ pub(crate) fn perf_path() -> Option<PathBuf> {
 pub(crate) struct ServerProbe {
     pid: u32,
     cpu0: Option<Duration>,
+    ctx0: Option<BTreeMap<u32, u64>>,
     perf: Option<Child>,
     perf_deadline: Instant,
 }
@@ -291,6 +341,8 @@ pub(crate) struct ServerMetrics {
     pub cpu_us_per_req: Option<f64>,
     /// Syscalls per request.
     pub syscalls_per_req: Option<f64>,
+    /// Context switches (voluntary + involuntary, every thread) per request.
+    pub ctx_switches_per_req: Option<f64>,
 }
 
 impl ServerProbe {
@@ -311,6 +363,7 @@ impl ServerProbe {
         ServerProbe {
             pid,
             cpu0: process_cpu(pid).ok(),
+            ctx0: thread_ctx_switches(pid).ok(),
             perf,
             perf_deadline: Instant::now() + secs + Duration::from_secs(5),
         }
@@ -320,6 +373,10 @@ impl ServerProbe {
     pub(crate) fn finish(mut self, wall: Duration, requests: u64) -> ServerMetrics {
         let cpu = match (self.cpu0, process_cpu(self.pid).ok()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        let ctx = match (&self.ctx0, thread_ctx_switches(self.pid).ok()) {
+            (Some(a), Some(b)) => Some(ctx_switches_between(a, &b)),
             _ => None,
         };
         let syscalls = self
@@ -335,6 +392,7 @@ impl ServerProbe {
             }),
             cpu_us_per_req: cpu.and_then(|c| per_req(c.as_micros() as f64)),
             syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
+            ctx_switches_per_req: ctx.and_then(|n| per_req(n as f64)),
         }
     }
 }
@@ -407,6 +465,31 @@ mod tests {
             Some(SocketAddr::from(([127, 0, 0, 1], 4321)))
         );
         assert_eq!(parse_listening("hello"), None);
+    }
+
+    #[test]
+    fn parses_ctx_switches() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(parse_ctx_switches(status), Some(127));
+        assert_eq!(
+            parse_ctx_switches("Name:\tx\nvoluntary_ctxt_switches:\t1\n"),
+            None
+        );
+        assert_eq!(parse_ctx_switches("voluntary_ctxt_switches: x\n"), None);
+    }
+
+    #[test]
+    fn ctx_switches_count_new_threads_and_skip_gone_ones() {
+        let before = BTreeMap::from([(1, 10), (2, 5), (3, 100)]);
+        // 1 grew by 4, 2 by 0, 3 exited (lost), 4 is new (all of its 6 count).
+        let after = BTreeMap::from([(1, 14), (2, 5), (4, 6)]);
+        assert_eq!(ctx_switches_between(&before, &after), 10);
+    }
+
+    #[test]
+    fn own_ctx_switches_are_readable() {
+        let me = thread_ctx_switches(std::process::id()).unwrap();
+        assert!(!me.is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The side-by-side runs of `hoop bench http`: the test files, the servers (hoop on io_uring
 //! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
-//! first CPU, every configuration run `rounds` times in alternating server order by the client
-//! on the second CPU, and one cell with wrk as the client when it is installed.
+//! first CPU (issue 22's multi-thread hyper-shared and hyper-tokio unpinned, both on every
+//! allowed CPU), every configuration run `rounds` times in alternating server order by the
+//! client on the second CPU, and one cell with wrk as the client when it is installed.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use super::client::{self, HttpClientConfig};
 use super::{
-    file_content, file_name, make_result, nginx, Cell, HttpResult, FILES, RUN_OVERHEAD_SECS,
+    file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
+    RUN_OVERHEAD_SECS,
 };
 use crate::bench::invalid;
 use crate::bench::output::Out;
@@ -95,6 +97,8 @@ fn start_server(
         "hoop" => (hoop(&["--driver", "uring"]), Ready::ListeningLine),
         "hoop-epoll" => (hoop(&["--driver", "epoll"]), Ready::ListeningLine),
         "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
+        "hyper-shared" => (hoop(&["--server", "hyper-shared"]), Ready::ListeningLine),
+        "hyper-tokio" => (hoop(&["--server", "hyper-tokio"]), Ready::ListeningLine),
         "nginx" => {
             let Some(bin) = nginx::find() else {
                 return Ok(None);
@@ -141,11 +145,59 @@ fn nofile_limit() -> u64 {
     lim.rlim_cur
 }
 
-/// Runs the plan: servers started once (pinned to the first CPU), each configuration `rounds`
-/// times with the servers in alternating order; then the wrk cell when wrk is installed.
+/// The CPUs as a list: "0", "0,1".
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The line saying where each server and the client run.
+fn pinning_note(
+    servers: &[String],
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+    all: &[usize],
+) -> String {
+    let names = |pinned: bool| {
+        servers
+            .iter()
+            .filter(|s| unpinned(s) != pinned)
+            .map(|s| label(s).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let (pinned, free) = (names(true), names(false));
+    if !pinned.is_empty() {
+        parts.push(match server_cpu {
+            Some(c) => format!("{pinned} pinned to CPU {c}"),
+            None => format!("{pinned} unpinned (fewer than two CPUs)"),
+        });
+    }
+    if !free.is_empty() {
+        parts.push(format!(
+            "{free} unpinned on CPUs {} (tokio multi-thread, {} workers each; the same CPUs \
+             for both, shared with the client)",
+            cpu_list(all),
+            all.len().max(1)
+        ));
+    }
+    parts.push(match client_cpu {
+        Some(c) => format!("the client pinned to CPU {c}"),
+        None => "the client unpinned".into(),
+    });
+    format!("pinning: {}", parts.join("; "))
+}
+
+/// Runs the plan: servers started once (pinned to the first CPU, but for the multi-thread
+/// hyper-shared and hyper-tokio: every allowed CPU), each configuration `rounds` times with the
+/// servers in alternating order; then the wrk cell when wrk is installed.
 pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     let mut o = Outcome::default();
     let (server_cpu, client_cpu) = crate::bench::sysinfo::pin_plan();
+    let all_cpus = crate::bench::sysinfo::allowed_cpus();
     let (root, files) = match make_files(&plan.dir) {
         Ok(f) => f,
         Err(e) => {
@@ -170,8 +222,15 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         }
     }
     let mut servers: Vec<(String, ServerChild)> = Vec::new();
+    o.notes.push(pinning_note(
+        &plan.servers,
+        server_cpu,
+        client_cpu,
+        &all_cpus,
+    ));
     for name in &plan.servers {
-        match start_server(name, &root, &plan.dir, server_cpu) {
+        let cpu = if unpinned(name) { None } else { server_cpu };
+        match start_server(name, &root, &plan.dir, cpu) {
             Ok(Some(child)) => servers.push((name.clone(), child)),
             Ok(None) => o.notes.push(nginx::MISSING.to_string()),
             Err(e) => {
@@ -214,8 +273,17 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                         .map(|p| p.finish(outcome.wall, outcome.requests))
                         .unwrap_or_default();
                     child.check_alive()?;
-                    let pinned = server_cpu.is_some() && client_cpu.is_some();
-                    Ok(make_result(name, &url, round, &cfg, &outcome, m, pinned))
+                    let (pinned, cpus) = if unpinned(name) {
+                        (false, cpu_list(&all_cpus))
+                    } else {
+                        (
+                            server_cpu.is_some() && client_cpu.is_some(),
+                            server_cpu.map_or_else(|| cpu_list(&all_cpus), |c| c.to_string()),
+                        )
+                    };
+                    let mut r = make_result(name, &url, round, &cfg, &outcome, m, pinned);
+                    r.server_cpus = Some(cpus);
+                    Ok(r)
                 }) {
                     Ok(r) => {
                         out.measurement(&r);
@@ -334,6 +402,8 @@ fn run_wrk(
         server_cpu_pct: m.cpu_pct,
         server_cpu_us_per_req: m.cpu_us_per_req,
         syscalls_per_req: m.syscalls_per_req,
+        ctx_switches_per_req: m.ctx_switches_per_req,
+        server_cpus: server_cpu.map(|c| c.to_string()),
         client_bound: false,
         pinned: client_cpu.is_some() && server_cpu.is_some(),
         connected: 50,
