@@ -174,6 +174,8 @@ fn bad_arguments_are_refused() {
         (vec!["--cells", "1k-c0"], "--cells"),
         (vec!["--cells", "1k-c5", "--full"], "--cells"),
         (vec!["--cells", "1k-c5", "-c", "3"], "--cells"),
+        // Without hyper-shared or hyper-tokio (or without wrk installed).
+        (vec!["--wrk", "--servers", "hoop"], "--wrk"),
     ] {
         let mut all = vec!["bench", "http"];
         all.extend_from_slice(&args);

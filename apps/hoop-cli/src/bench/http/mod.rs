@@ -17,6 +17,9 @@
 //! hoop bench http --servers hyper-shared,hyper-tokio --cells 1k-c50,1k-c500 --rounds 5 -t 3
 //! ```
 //!
+//! `--wrk` adds, after those rounds, wrk (`-t1 -cCONNS`) against both at every keep-alive cell,
+//! every round, alternating, and the same per-round table for wrk.
+//!
 //! Context switches per request (`ctx_switches_per_req`, every server and `--url
 //! --server-pid`): voluntary + involuntary switches of every thread of the server
 //! (`/proc/PID/task/*/status`) over the window, divided by verified requests.
@@ -127,6 +130,11 @@ pub struct HttpBenchArgs {
     /// matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cells: Option<Vec<String>>,
+    /// Side by side, with hyper-shared and hyper-tokio: also wrk (`wrk -t1 -cCONNS`, whole
+    /// seconds, not verifying bodies) against both at every keep-alive cell, every round, in
+    /// alternating order, after the load generator's rounds (needs wrk installed).
+    #[arg(long)]
+    pub wrk: bool,
     /// Side by side: where the files and nginx's configuration go (default:
     /// target/hoop-report/http).
     #[arg(long, value_name = "DIR")]
@@ -140,7 +148,7 @@ pub(crate) struct HttpResult {
     pub bench: &'static str,
     /// "hoop" (io_uring), "hoop-epoll", "nginx", "hyper", or "external" (--url).
     pub server: String,
-    /// "hoop" (this load generator) or "wrk".
+    /// "hoop" (this load generator) or "wrk" (bodies not verified).
     pub client: &'static str,
     /// The URL loaded.
     pub url: String,
@@ -379,6 +387,9 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             if args.verify.is_some() || args.server_pid.is_some() {
                 return Err(invalid("--verify and --server-pid go with --url"));
             }
+            if args.wrk && side_by_side::wrk_path().is_none() {
+                return Err(invalid("--wrk: wrk is not installed (apt-get install wrk)"));
+            }
             check_rounds(args.rounds)?;
             let secs = args.secs.unwrap_or(2.0);
             check_secs("-t/--secs", secs)?;
@@ -411,7 +422,13 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                 rounds: args.rounds,
                 pipeline: args.pipeline,
                 dir,
+                wrk: args.wrk,
             };
+            if plan.wrk && !plan.servers.iter().any(|s| unpinned(s)) {
+                return Err(invalid(
+                    "--wrk runs wrk against hyper-shared and hyper-tokio: name one in --servers",
+                ));
+            }
             let out = Out::new(json, plan.planned_secs());
             let outcome = run_side_by_side(&plan, &out);
             out.finish();

@@ -234,8 +234,30 @@ pub(crate) fn targets(results: &[HttpResult]) -> Vec<String> {
 /// cell side by side (req/s, server CPU µs/req, context switches/req, and the two ratios
 /// hyper-shared / hyper-tokio of that round), a median row per cell (medians of each column;
 /// the ratios are medians of the per-round ratios), then the targets: at least 1.0x the
-/// req/s, at most 1.0x the CPU per request, in every cell.
+/// req/s, at most 1.0x the CPU per request, in every cell. With `--wrk`, the same again for
+/// wrk's runs.
 pub(crate) fn hyper_pair_section(results: &[HttpResult]) -> Option<String> {
+    let mut s = pair_table(results, "the verifying load generator")?;
+    // The table reads the load generator's results (client "hoop"); wrk's are shown through
+    // it under that name.
+    let wrk: Vec<HttpResult> = results
+        .iter()
+        .filter(|r| r.client == "wrk" && (r.server == HYPER_PAIR.0 || r.server == HYPER_PAIR.1))
+        .cloned()
+        .map(|mut r| {
+            r.client = "hoop";
+            r
+        })
+        .collect();
+    if let Some(t) = pair_table(&wrk, "wrk -t1, bodies not verified") {
+        s.push('\n');
+        s.push_str(&t);
+    }
+    Some(s)
+}
+
+/// [`hyper_pair_section`]'s table for the results of one client (`client`: how it is named).
+fn pair_table(results: &[HttpResult], client: &str) -> Option<String> {
     let (a, b) = HYPER_PAIR;
     let has = |s: &str| results.iter().any(|r| r.server == s && r.client == "hoop");
     if !has(a) || !has(b) {
@@ -247,7 +269,7 @@ pub(crate) fn hyper_pair_section(results: &[HttpResult]) -> Option<String> {
         _ => None,
     };
     let mut s = format!(
-        "## {} / {} (issue 22): every round, paired within the round\n\n\
+        "## {} / {} (issue 22), {client}: every round, paired within the round\n\n\
          | cell | round | {a} req/s | {b} req/s | req/s ratio | {a} CPU µs/req | {b} CPU µs/req | \
          CPU/req ratio | {a} ctx sw/req | {b} ctx sw/req | errors |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -322,7 +344,9 @@ pub(crate) fn hyper_pair_section(results: &[HttpResult]) -> Option<String> {
             f(med(results, b, &cell, ctx), 3),
         ));
     }
-    s.push_str("\nIssue 22's targets (medians of the per-round ratios):\n");
+    s.push_str(&format!(
+        "\nIssue 22's targets, {client} (medians of the per-round ratios):\n"
+    ));
     for t in targets {
         s.push_str(&t);
         s.push('\n');
@@ -397,6 +421,16 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("- 1k-c500: hyper-shared >= 1.0x hyper-tokio req/s: met (2.00x); CPU/req <= 1.0x: met (0.50x)"), "{s}");
+        assert!(!s.contains("wrk"), "{s}");
+        let mut with_wrk = rs.clone();
+        for r in &rs[..2] {
+            let mut w = r.clone();
+            w.client = "wrk";
+            with_wrk.push(w);
+        }
+        let s = hyper_pair_section(&with_wrk).unwrap();
+        assert!(s.contains("(issue 22), wrk -t1"), "{s}");
+        assert!(s.contains("Issue 22's targets, wrk -t1"), "{s}");
         let t = summary_table(&rs, &["hyper-shared".into(), "hyper-tokio".into()], &[]);
         assert!(
             t.contains("ctx switches/req") && t.contains("| 0.500 |"),
