@@ -211,6 +211,8 @@ fn server_pid_gives_cpu_and_context_switches_per_request() {
     assert!(v["server_cpu_us_per_req"].is_number(), "{v}");
     assert!(v["ctx_switches_per_req"].as_f64().unwrap() >= 0.0, "{v}");
     assert!(err.contains("ctx switches/req"), "{err}");
+    assert!(v["server_threads"].is_object(), "{v}");
+    assert!(err.contains("server threads, per request"), "{err}");
 }
 
 /// The smallest version of issue 22's comparison: both hyper servers, one small cell, the
@@ -255,6 +257,13 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
             assert!(v["ctx_switches_per_req"].as_f64().unwrap() >= 0.0, "{v}");
             assert_eq!(v["pinned"], false, "{v}");
             assert!(v["server_cpus"].is_string(), "{v}");
+            assert!(
+                v["server_threads"]["tokio-rt-worker"]["threads"]
+                    .as_u64()
+                    .unwrap()
+                    >= 1,
+                "{v}"
+            );
         }
     }
     // The human text (on stderr with --json): the table's column, the pinning line, and the
@@ -269,6 +278,7 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
         "| 1k-c4 | 2 |",
         "| 1k-c4 | **median** |",
         "Issue 22's targets",
+        "Where the server's time goes",
     ] {
         assert!(err.contains(needle), "{needle:?} in {err}");
     }

@@ -22,7 +22,8 @@
 //!
 //! Context switches per request (`ctx_switches_per_req`, every server and `--url
 //! --server-pid`): voluntary + involuntary switches of every thread of the server
-//! (`/proc/PID/task/*/status`) over the window, divided by verified requests.
+//! (`/proc/PID/task/*/status`) over the window, divided by verified requests; by thread group
+//! (name without its number) with CPU time in `server_threads`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -34,7 +35,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::Out;
-use super::server::{ServerMetrics, ServerProbe};
+use super::server::{ServerMetrics, ServerProbe, ThreadUse};
 use super::stats;
 use super::{check_conns, check_rounds, check_secs, invalid};
 
@@ -198,6 +199,9 @@ pub(crate) struct HttpResult {
     pub ctx_switches_per_req: Option<f64>,
     /// The CPUs the server may run on ("0", "0,1"; null when unknown, as with --url).
     pub server_cpus: Option<String>,
+    /// The server's threads by group (name without its number: "tokio-rt-worker",
+    /// "hoop-reaper"): threads, CPU µs and context switches per verified request each.
+    pub server_threads: BTreeMap<String, ThreadUse>,
     /// Client CPU >= 90% of wall time while the server's was under 90%.
     pub client_bound: bool,
     /// Server and client pinned to different CPUs.
@@ -602,11 +606,32 @@ fn make_result(
         syscalls_per_req: m.syscalls_per_req,
         ctx_switches_per_req: m.ctx_switches_per_req,
         server_cpus: None,
+        server_threads: m.threads,
         client_bound: client_cpu_pct.is_some_and(|c| c >= 90.0)
             && m.cpu_pct.is_none_or(|s| s < 90.0),
         pinned,
         connected: o.connected,
     }
+}
+
+/// `tokio-rt-worker x2 4.10 µs 0.412 cs; hoop-reaper x2 ...`: thread groups, busiest first.
+pub(crate) fn threads_line(groups: &BTreeMap<String, ThreadUse>) -> String {
+    let mut v: Vec<(&String, &ThreadUse)> = groups.iter().collect();
+    v.sort_by(|a, b| {
+        (b.1.cpu_us_per_req, b.1.ctx_switches_per_req)
+            .partial_cmp(&(a.1.cpu_us_per_req, a.1.ctx_switches_per_req))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    v.iter()
+        .filter(|(_, u)| u.cpu_us_per_req > 0.0 || u.ctx_switches_per_req > 0.0)
+        .map(|(g, u)| {
+            format!(
+                "{g} x{} {:.2} µs {:.3} cs",
+                u.threads, u.cpu_us_per_req, u.ctx_switches_per_req
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn describe(r: &HttpResult) -> String {
@@ -642,6 +667,12 @@ fn describe(r: &HttpResult) -> String {
         r.ctx_switches_per_req
             .map_or("-".into(), |x| format!("{x:.3}")),
     );
+    if !r.server_threads.is_empty() {
+        s.push_str(&format!(
+            "\nserver threads, per request: {}",
+            threads_line(&r.server_threads)
+        ));
+    }
     if let Some(e) = &r.first_error {
         s.push_str(&format!("\nfirst error: {e}"));
     }

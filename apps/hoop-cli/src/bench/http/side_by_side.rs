@@ -516,6 +516,7 @@ fn run_wrk_file(
         syscalls_per_req: m.syscalls_per_req,
         ctx_switches_per_req: m.ctx_switches_per_req,
         server_cpus: run.server_cpus,
+        server_threads: m.threads,
         client_bound: false,
         pinned: run.pinned,
         connected: run.conns,

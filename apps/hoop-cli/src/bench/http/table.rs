@@ -1,7 +1,10 @@
 //! The side-by-side table, its ratios (paired within a round, medians over rounds) and the
 //! issue's speed targets evaluated from the numbers.
 
+use std::collections::BTreeMap;
+
 use super::{label, Cell, HttpResult, HYPER_PAIR};
+use crate::bench::server::ThreadUse;
 use crate::bench::stats::median;
 
 /// The configurations present in `results` (hoop's client only), in first-seen order.
@@ -351,7 +354,57 @@ fn pair_table(results: &[HttpResult], client: &str) -> Option<String> {
         s.push_str(&t);
         s.push('\n');
     }
+    s.push_str(
+        "\nWhere the server's time goes, per request by thread group (threads, CPU µs at \
+         clock-tick resolution, context switches; medians over rounds):\n",
+    );
+    for cell in cells_of(results) {
+        for server in [a, b] {
+            let groups = thread_medians(results, server, &cell);
+            if !groups.is_empty() {
+                s.push_str(&format!(
+                    "- {} {server}: {}\n",
+                    cell.name(),
+                    super::threads_line(&groups)
+                ));
+            }
+        }
+    }
     Some(s)
+}
+
+/// Per thread group, the median over rounds of each figure (a group missing from a round
+/// counts as absent there, not as zero).
+fn thread_medians(
+    results: &[HttpResult],
+    server: &str,
+    cell: &Cell,
+) -> BTreeMap<String, ThreadUse> {
+    let runs: Vec<&HttpResult> = results
+        .iter()
+        .filter(|r| r.server == server && in_cell(r, cell))
+        .collect();
+    let mut names: Vec<&String> = runs.iter().flat_map(|r| r.server_threads.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|g| {
+            let m = |f: fn(&ThreadUse) -> f64| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.server_threads.get(g).map(f))
+                    .collect();
+                median(&v).unwrap_or(0.0)
+            };
+            let use_ = ThreadUse {
+                threads: m(|u| u.threads as f64).round() as usize,
+                cpu_us_per_req: m(|u| u.cpu_us_per_req),
+                ctx_switches_per_req: m(|u| u.ctx_switches_per_req),
+            };
+            (g.clone(), use_)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -388,6 +441,14 @@ mod tests {
             syscalls_per_req: None,
             ctx_switches_per_req: Some(0.5),
             server_cpus: Some("0,1".into()),
+            server_threads: BTreeMap::from([(
+                "tokio-rt-worker".to_string(),
+                crate::bench::server::ThreadUse {
+                    threads: 2,
+                    cpu_us_per_req: cpu,
+                    ctx_switches_per_req: 0.5,
+                },
+            )]),
             client_bound: false,
             pinned: false,
             connected: conns,
@@ -422,6 +483,10 @@ mod tests {
         );
         assert!(s.contains("- 1k-c500: hyper-shared >= 1.0x hyper-tokio req/s: met (2.00x); CPU/req <= 1.0x: met (0.50x)"), "{s}");
         assert!(!s.contains("wrk"), "{s}");
+        assert!(
+            s.contains("- 1k-c50 hyper-shared: tokio-rt-worker x2 10.50 µs 0.500 cs"),
+            "{s}"
+        );
         let mut with_wrk = rs.clone();
         for r in &rs[..2] {
             let mut w = r.clone();
