@@ -1,5 +1,6 @@
 //! `hoop bench http` against a running `hoop serve http`: the JSON contract, keep-alive,
-//! connection per request, pipelining, byte verification, and clear failures.
+//! connection per request, pipelining, byte verification, and clear failures; and the
+//! smallest side-by-side run of issue 22's pair (hyper-shared against hyper-tokio).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -169,6 +170,12 @@ fn bad_arguments_are_refused() {
         (vec!["--url", "http://127.0.0.1:1/"], "cannot connect"),
         (vec!["--servers", "apache"], "apache"),
         (vec!["--rounds", "1"], "--rounds"),
+        (vec!["--cells", "2k-c5"], "--cells"),
+        (vec!["--cells", "1k-c0"], "--cells"),
+        (vec!["--cells", "1k-c5", "--full"], "--cells"),
+        (vec!["--cells", "1k-c5", "-c", "3"], "--cells"),
+        // Without hyper-shared or hyper-tokio (or without wrk installed).
+        (vec!["--wrk", "--servers", "hoop"], "--wrk"),
     ] {
         let mut all = vec!["bench", "http"];
         all.extend_from_slice(&args);
@@ -177,5 +184,102 @@ fn bad_arguments_are_refused() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn server_pid_gives_cpu_and_context_switches_per_request() {
+    let s = setup("pid");
+    let url = format!("http://{}/f.bin", s.addr);
+    let pid = s.server.id().to_string();
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--url",
+        &url,
+        "-c",
+        "2",
+        "-t",
+        "0.3",
+        "--json",
+        "--server-pid",
+        &pid,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v = json(&out);
+    assert!(v["server_cpu_us_per_req"].is_number(), "{v}");
+    assert!(v["ctx_switches_per_req"].as_f64().unwrap() >= 0.0, "{v}");
+    assert!(err.contains("ctx switches/req"), "{err}");
+    assert!(v["server_threads"].is_object(), "{v}");
+    assert!(err.contains("server threads, per request"), "{err}");
+}
+
+/// The smallest version of issue 22's comparison: both hyper servers, one small cell, the
+/// minimum two rounds of 0.3 s. Checks the output's shape, never a speed.
+#[test]
+fn hyper_shared_against_hyper_tokio_side_by_side() {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-pair", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--servers",
+        "hyper-shared,hyper-tokio",
+        "--cells",
+        "1k-c4",
+        "--rounds",
+        "2",
+        "-t",
+        "0.3",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let results: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for server in ["hyper-shared", "hyper-tokio"] {
+        let runs: Vec<&Value> = results.iter().filter(|v| v["server"] == server).collect();
+        assert_eq!(runs.len(), 2, "{server}: {text}");
+        for v in runs {
+            assert_eq!(v["file_bytes"].as_u64(), Some(1024), "{v}");
+            assert_eq!(v["conns"].as_u64(), Some(4), "{v}");
+            assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+            assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
+            assert!(v["verified_bytes"].as_bool().unwrap(), "{v}");
+            assert!(v["ctx_switches_per_req"].as_f64().unwrap() >= 0.0, "{v}");
+            assert_eq!(v["pinned"], false, "{v}");
+            assert!(v["server_cpus"].is_string(), "{v}");
+            assert!(
+                v["server_threads"]["tokio-rt-worker"]["threads"]
+                    .as_u64()
+                    .unwrap()
+                    >= 1,
+                "{v}"
+            );
+        }
+    }
+    // The human text (on stderr with --json): the table's column, the pinning line, and the
+    // per-round pair table with its medians and targets.
+    for needle in [
+        "ctx switches/req",
+        "hyper on hoop::shared",
+        "hyper on tokio net",
+        "pinning: ",
+        "unpinned",
+        "| 1k-c4 | 1 |",
+        "| 1k-c4 | 2 |",
+        "| 1k-c4 | **median** |",
+        "Issue 22's targets",
+        "Where the server's time goes",
+    ] {
+        assert!(err.contains(needle), "{needle:?} in {err}");
     }
 }

@@ -122,6 +122,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         rounds: 2,
         pipeline: 1,
         dir: dir.join("http"),
+        wrk: false,
     });
     let nop_rows = if o.no_peers { 2.0 } else { 4.0 };
     let fanout_plan = (!o.no_fanout).then(|| fanout::Plan {

@@ -62,8 +62,10 @@ pub struct HttpArgs {
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long)]
     pub access_log: bool,
-    /// Which server: hoop, or the tokio+hyper baseline of `hoop bench http` (one thread,
-    /// GET of whole files only).
+    /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
+    /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
+    /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
+    /// TcpStream, the files under --root held in memory).
     #[arg(long, value_enum, default_value_t = HttpServerKind::Hoop)]
     pub server: HttpServerKind,
 }
@@ -75,6 +77,10 @@ pub enum HttpServerKind {
     Hoop,
     /// The tokio + hyper baseline (benchmarks only).
     Hyper,
+    /// hyper on `hoop::shared` sockets in tokio's multi-thread runtime (benchmarks only).
+    HyperShared,
+    /// The same hyper service on tokio's own `TcpStream` (benchmarks only).
+    HyperTokio,
 }
 
 /// Buffers in each thread's provided buffer ring, and their size.
@@ -119,21 +125,33 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         ));
     }
     let root = Arc::new(Root::open(&args.root)?);
-    if args.server == HttpServerKind::Hyper {
+    if args.server != HttpServerKind::Hoop {
         if args.threads != 1 || args.driver.is_some() {
             return Err(invalid(
-                "the hyper baseline runs on one tokio thread: no --threads or --driver".into(),
+                "the hyper baselines choose their own threads (one, or one tokio worker per \
+                 allowed CPU): no --threads or --driver"
+                    .into(),
             ));
         }
         let signals = Signals::block()?;
         raise_nofile_limit();
         let dir = args.root.clone();
-        return crate::serve::echo::run_baseline(
-            &args.addr,
-            "hyper",
-            Box::new(move |l| crate::bench::http::hyper_server::run(l, dir)),
-            &signals,
-        );
+        use crate::bench::http::hyper_sockets::{self, Net};
+        let (name, serve): (&'static str, crate::serve::echo::BaselineServe) = match args.server {
+            HttpServerKind::HyperShared => (
+                "hyper-shared",
+                Box::new(move |l| hyper_sockets::run(l, &dir, Net::Shared)),
+            ),
+            HttpServerKind::HyperTokio => (
+                "hyper-tokio",
+                Box::new(move |l| hyper_sockets::run(l, &dir, Net::Tokio)),
+            ),
+            _ => (
+                "hyper",
+                Box::new(move |l| crate::bench::http::hyper_server::run(l, dir)),
+            ),
+        };
+        return crate::serve::echo::run_baseline(&args.addr, name, serve, &signals);
     }
     let cfg = Arc::new(Config {
         header_timeout: Duration::from_millis(args.header_timeout_ms),

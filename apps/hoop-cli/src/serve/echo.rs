@@ -263,12 +263,15 @@ async fn echo_conn(stream: TcpStream) {
     }
 }
 
+/// What a baseline server runs on its thread, given its listener.
+pub(crate) type BaselineServe = Box<dyn FnOnce(std::net::TcpListener) -> io::Result<()> + Send>;
+
 /// A baseline server on its own thread; the main thread waits for a signal, then returns (the
 /// process exits, which closes the baseline's sockets).
 pub(crate) fn run_baseline(
     addr: &str,
     name: &'static str,
-    serve: Box<dyn FnOnce(std::net::TcpListener) -> io::Result<()> + Send>,
+    serve: BaselineServe,
     signals: &Signals,
 ) -> io::Result<()> {
     // Bound like hoop's listener (SO_REUSEADDR, backlog 1024) so the comparison is fair.

@@ -4,6 +4,26 @@
 //! CPU, the client on the second, in alternating order (A B C D A B C D), each configuration
 //! at least twice, on files the bench creates (1 KiB, 64 KiB, 1 MiB, every response verified
 //! byte for byte). When `wrk` is installed, one cell also runs wrk against hoop.
+//!
+//! Issue 22's comparison: two more servers, not in the default list, `hyper-shared` (hyper on
+//! `hoop::shared` sockets) and `hyper-tokio` (the same hyper service on tokio's `TcpStream`),
+//! both in tokio's multi-thread runtime with one worker per allowed CPU, files served from
+//! memory ([`hyper_sockets`]). They are not pinned: both get every CPU the bench may use (the
+//! client stays pinned to the second), and the output says so. With both in `--servers`, a
+//! per-round table of hyper-shared / hyper-tokio (req/s, server CPU µs/req, context switches
+//! per request) follows the summary, with medians and issue 22's targets:
+//!
+//! ```text
+//! hoop bench http --servers hyper-shared,hyper-tokio --cells 1k-c50,1k-c500 --rounds 5 -t 3
+//! ```
+//!
+//! `--wrk` adds, after those rounds, wrk (`-t1 -cCONNS`) against both at every keep-alive cell,
+//! every round, alternating, and the same per-round table for wrk.
+//!
+//! Context switches per request (`ctx_switches_per_req`, every server and `--url
+//! --server-pid`): voluntary + involuntary switches of every thread of the server
+//! (`/proc/PID/task/*/status`) over the window, divided by verified requests; by thread group
+//! (name without its number) with CPU time in `server_threads`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -15,12 +35,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::output::Out;
-use super::server::{ServerMetrics, ServerProbe};
+use super::server::{ServerMetrics, ServerProbe, ThreadUse};
 use super::stats;
 use super::{check_conns, check_rounds, check_secs, invalid};
 
 pub(crate) mod client;
 pub(crate) mod hyper_server;
+pub(crate) mod hyper_sockets;
 pub(crate) mod nginx;
 mod side_by_side;
 mod table;
@@ -35,8 +56,21 @@ const MAX_PIPELINE: usize = 1024;
 /// Planned overhead of one run (connect phase, stop), for the progress bar.
 const RUN_OVERHEAD_SECS: f64 = 0.3;
 
-/// The servers of the side-by-side runs, in run order.
+/// The servers of the side-by-side runs by default (and of the main job), in run order.
 pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "nginx", "hyper"];
+
+/// Every server `--servers` accepts: the default ones and issue 22's pair.
+pub(crate) const ALL_SERVERS: [&str; 6] = [
+    "hoop",
+    "hoop-epoll",
+    "nginx",
+    "hyper",
+    "hyper-shared",
+    "hyper-tokio",
+];
+
+/// Issue 22's pair: hyper on hoop's shared sockets, and the same on tokio's (the baseline).
+pub(crate) const HYPER_PAIR: (&str, &str) = ("hyper-shared", "hyper-tokio");
 
 /// How a server is named in tables and charts.
 pub(crate) fn label(server: &str) -> &str {
@@ -44,8 +78,15 @@ pub(crate) fn label(server: &str) -> &str {
         "hoop" => "hoop (io_uring)",
         "hoop-epoll" => "hoop (epoll)",
         "hyper" => "tokio+hyper",
+        "hyper-shared" => "hyper on hoop::shared",
+        "hyper-tokio" => "hyper on tokio net",
         other => other,
     }
+}
+
+/// Whether server `name` is a multi-thread server, left unpinned (every allowed CPU).
+pub(crate) fn unpinned(name: &str) -> bool {
+    name == HYPER_PAIR.0 || name == HYPER_PAIR.1
 }
 
 /// Arguments of `hoop bench http`.
@@ -80,9 +121,21 @@ pub struct HttpBenchArgs {
     /// Side by side: repetitions of each configuration (at least 2).
     #[arg(long, value_name = "R", default_value_t = 2)]
     pub rounds: u32,
-    /// Side by side: the servers, comma-separated (hoop, hoop-epoll, nginx, hyper).
+    /// Side by side: the servers, comma-separated (default: hoop, hoop-epoll, nginx, hyper;
+    /// also hyper-shared and hyper-tokio, hyper on hoop::shared sockets and on tokio's own,
+    /// in tokio's multi-thread runtime, unpinned, compared round by round when both run).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
+    /// Side by side: only these cells, comma-separated, each SIZE-cCONNS[-close] with SIZE
+    /// 1k, 64k or 1m (e.g. `1k-c50,1k-c500` for issue 22's comparison) [default: the quick
+    /// matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub cells: Option<Vec<String>>,
+    /// Side by side, with hyper-shared and hyper-tokio: also wrk (`wrk -t1 -cCONNS`, whole
+    /// seconds, not verifying bodies) against both at every keep-alive cell, every round, in
+    /// alternating order, after the load generator's rounds (needs wrk installed).
+    #[arg(long)]
+    pub wrk: bool,
     /// Side by side: where the files and nginx's configuration go (default:
     /// target/hoop-report/http).
     #[arg(long, value_name = "DIR")]
@@ -96,7 +149,7 @@ pub(crate) struct HttpResult {
     pub bench: &'static str,
     /// "hoop" (io_uring), "hoop-epoll", "nginx", "hyper", or "external" (--url).
     pub server: String,
-    /// "hoop" (this load generator) or "wrk".
+    /// "hoop" (this load generator) or "wrk" (bodies not verified).
     pub client: &'static str,
     /// The URL loaded.
     pub url: String,
@@ -142,6 +195,13 @@ pub(crate) struct HttpResult {
     pub server_cpu_us_per_req: Option<f64>,
     /// Server syscalls per verified request (perf; null without it).
     pub syscalls_per_req: Option<f64>,
+    /// Server context switches (voluntary + involuntary, every thread) per verified request.
+    pub ctx_switches_per_req: Option<f64>,
+    /// The CPUs the server may run on ("0", "0,1"; null when unknown, as with --url).
+    pub server_cpus: Option<String>,
+    /// The server's threads by group (name without its number: "tokio-rt-worker",
+    /// "hoop-reaper"): threads, CPU µs and context switches per verified request each.
+    pub server_threads: BTreeMap<String, ThreadUse>,
     /// Client CPU >= 90% of wall time while the server's was under 90%.
     pub client_bound: bool,
     /// Server and client pinned to different CPUs.
@@ -169,6 +229,79 @@ impl Cell {
             "keep-alive"
         }
     }
+
+    /// The cell's `--cells` name: `1k-c50`, `1m-c500`, `1k-c50-close`.
+    pub(crate) fn name(&self) -> String {
+        format!(
+            "{}-c{}{}",
+            size_name(self.file_bytes),
+            self.conns,
+            if self.close { "-close" } else { "" }
+        )
+    }
+}
+
+/// A size as `--cells` names it: `1k`, `64k`, `1m`.
+fn size_name(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}m", b >> 20),
+        b if b >= 1024 && b % 1024 == 0 => format!("{}k", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// Parses one `--cells` name (`1k-c50`, `64k-c500`, `1m-c50-close`; case-insensitive): the
+/// size must be one of the bench's files ([`FILES`]).
+pub(crate) fn parse_cell(name: &str) -> io::Result<Cell> {
+    let lower = name.trim().to_ascii_lowercase();
+    let bad = || {
+        invalid(format!(
+            "--cells: {name:?} is not SIZE-cCONNS[-close] with SIZE 1k, 64k or 1m \
+             (examples: 1k-c50, 1k-c500, 1m-c50-close)"
+        ))
+    };
+    let mut parts = lower.split('-');
+    let size = parts.next().ok_or_else(bad)?;
+    let conns = parts
+        .next()
+        .and_then(|c| c.strip_prefix('c'))
+        .ok_or_else(bad)?;
+    let close = match parts.next() {
+        None => false,
+        Some("close") => true,
+        Some(_) => return Err(bad()),
+    };
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    // One of the bench's files, named as `Cell::name` names it.
+    let file_bytes = FILES
+        .iter()
+        .copied()
+        .find(|&f| size_name(f) == size)
+        .ok_or_else(bad)?;
+    let conns: usize = conns.parse().map_err(|_| bad())?;
+    check_conns(conns).map_err(|e| invalid(format!("--cells {name:?}: {e}")))?;
+    Ok(Cell {
+        file_bytes,
+        conns,
+        close,
+    })
+}
+
+/// Parses `--cells` (duplicates dropped, order kept).
+pub(crate) fn parse_cells(names: &[String]) -> io::Result<Vec<Cell>> {
+    let mut cells: Vec<Cell> = Vec::new();
+    for n in names {
+        let c = parse_cell(n)?;
+        if !cells.contains(&c) {
+            cells.push(c);
+        }
+    }
+    if cells.is_empty() {
+        return Err(invalid("--cells needs at least one cell"));
+    }
+    Ok(cells)
 }
 
 /// The files of the side-by-side runs.
@@ -258,14 +391,22 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             if args.verify.is_some() || args.server_pid.is_some() {
                 return Err(invalid("--verify and --server-pid go with --url"));
             }
+            if args.wrk && side_by_side::wrk_path().is_none() {
+                return Err(invalid("--wrk: wrk is not installed (apt-get install wrk)"));
+            }
             check_rounds(args.rounds)?;
             let secs = args.secs.unwrap_or(2.0);
             check_secs("-t/--secs", secs)?;
             let servers = parse_servers(args.servers.clone())?;
-            let mut cells = if args.full {
-                full_cells()
-            } else {
-                quick_cells()
+            if args.cells.is_some() && (args.full || args.conns.is_some() || args.close) {
+                return Err(invalid(
+                    "--cells names every cell: not with --full, -c/--conns or --close",
+                ));
+            }
+            let mut cells = match &args.cells {
+                Some(names) => parse_cells(names)?,
+                None if args.full => full_cells(),
+                None => quick_cells(),
             };
             if let Some(c) = args.conns {
                 cells.retain(|cell| cell.close == args.close);
@@ -285,7 +426,13 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                 rounds: args.rounds,
                 pipeline: args.pipeline,
                 dir,
+                wrk: args.wrk,
             };
+            if plan.wrk && !plan.servers.iter().any(|s| unpinned(s)) {
+                return Err(invalid(
+                    "--wrk runs wrk against hyper-shared and hyper-tokio: name one in --servers",
+                ));
+            }
             let out = Out::new(json, plan.planned_secs());
             let outcome = run_side_by_side(&plan, &out);
             out.finish();
@@ -294,14 +441,18 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                 &plan.servers,
                 &outcome.notes,
             ));
+            if let Some(pair) = table::hyper_pair_section(&outcome.results) {
+                out.human(&pair);
+            }
             finish_status(&outcome)
         }
     }
 }
 
-/// Checks `--servers` and returns it (default: all four).
+/// Checks `--servers` and returns it (default: the four of [`SERVERS`]).
 fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    super::parse_server_list(list, &SERVERS)
+    let list = list.or_else(|| Some(SERVERS.iter().map(|s| s.to_string()).collect()));
+    super::parse_server_list(list, &ALL_SERVERS)
 }
 
 /// `http://HOST:PORT/path` -> (address, host header, path).
@@ -453,6 +604,9 @@ fn make_result(
         server_cpu_pct: m.cpu_pct,
         server_cpu_us_per_req: m.cpu_us_per_req,
         syscalls_per_req: m.syscalls_per_req,
+        ctx_switches_per_req: m.ctx_switches_per_req,
+        server_cpus: None,
+        server_threads: m.threads,
         client_bound: client_cpu_pct.is_some_and(|c| c >= 90.0)
             && m.cpu_pct.is_none_or(|s| s < 90.0),
         pinned,
@@ -460,12 +614,32 @@ fn make_result(
     }
 }
 
+/// `tokio-rt-worker x2 4.10 µs 0.412 cs; hoop-reaper x2 ...`: thread groups, busiest first.
+pub(crate) fn threads_line(groups: &BTreeMap<String, ThreadUse>) -> String {
+    let mut v: Vec<(&String, &ThreadUse)> = groups.iter().collect();
+    v.sort_by(|a, b| {
+        (b.1.cpu_us_per_req, b.1.ctx_switches_per_req)
+            .partial_cmp(&(a.1.cpu_us_per_req, a.1.ctx_switches_per_req))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    v.iter()
+        .filter(|(_, u)| u.cpu_us_per_req > 0.0 || u.ctx_switches_per_req > 0.0)
+        .map(|(g, u)| {
+            format!(
+                "{g} x{} {:.2} µs {:.3} cs",
+                u.threads, u.cpu_us_per_req, u.ctx_switches_per_req
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn describe(r: &HttpResult) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let mut s = format!(
         "http {} {} ({} B, {} conns, {}{}): {} verified requests ({:.0} req/s, {:.1} MiB/s), {} errors {:?}\n\
          latency µs: p50 {}  p99 {}  p99.9 {}  max {}\n\
-         client CPU {}%  server CPU {}%  server CPU µs/req {}  syscalls/req {}",
+         client CPU {}%  server CPU {}%  server CPU µs/req {}  syscalls/req {}  ctx switches/req {}",
         r.server,
         r.url,
         r.file_bytes,
@@ -490,7 +664,15 @@ fn describe(r: &HttpResult) -> String {
         r.server_cpu_us_per_req
             .map_or("-".into(), |x| format!("{x:.2}")),
         r.syscalls_per_req.map_or("-".into(), |x| format!("{x:.2}")),
+        r.ctx_switches_per_req
+            .map_or("-".into(), |x| format!("{x:.3}")),
     );
+    if !r.server_threads.is_empty() {
+        s.push_str(&format!(
+            "\nserver threads, per request: {}",
+            threads_line(&r.server_threads)
+        ));
+    }
     if let Some(e) = &r.first_error {
         s.push_str(&format!("\nfirst error: {e}"));
     }
@@ -524,6 +706,57 @@ mod tests {
                     \x20 Non-2xx or 3xx responses: 3\n\
                     Requests/sec:  49382.50\nTransfer/sec:     50.00MB\n";
         assert_eq!(parse_wrk(text), Some((98765, 49382.5, 6)));
+    }
+
+    #[test]
+    fn cells_parse_and_name_themselves() {
+        let c = parse_cells(&["1k-c50".into(), "1K-C500".into(), "1k-c50".into()]).unwrap();
+        assert_eq!(
+            c,
+            vec![
+                Cell {
+                    file_bytes: 1024,
+                    conns: 50,
+                    close: false
+                },
+                Cell {
+                    file_bytes: 1024,
+                    conns: 500,
+                    close: false
+                }
+            ]
+        );
+        let close = parse_cell("1m-c50-close").unwrap();
+        assert_eq!(
+            (close.file_bytes, close.conns, close.close),
+            (1 << 20, 50, true)
+        );
+        assert_eq!(parse_cell("64k-c10").unwrap().file_bytes, 64 * 1024);
+        for c in quick_cells().iter().chain(full_cells().iter()) {
+            assert_eq!(parse_cell(&c.name()).unwrap(), *c, "{}", c.name());
+        }
+        for bad in [
+            "",
+            "1k",
+            "2k-c50",
+            "1k-50",
+            "1k-c",
+            "1k-cx",
+            "1k-c50-ka",
+            "1k-c50-close-x",
+            "1k-c0",
+        ] {
+            assert!(parse_cell(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_cells(&[]).is_err());
+    }
+
+    #[test]
+    fn servers_default_to_four_and_accept_the_hyper_pair() {
+        assert_eq!(parse_servers(None).unwrap(), SERVERS.map(String::from));
+        let pair = parse_servers(Some(vec!["hyper-shared".into(), "hyper-tokio".into()]));
+        assert_eq!(pair.unwrap(), ["hyper-shared", "hyper-tokio"]);
+        assert!(unpinned("hyper-shared") && unpinned("hyper-tokio") && !unpinned("hoop"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The side-by-side runs of `hoop bench http`: the test files, the servers (hoop on io_uring
 //! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
-//! first CPU, every configuration run `rounds` times in alternating server order by the client
-//! on the second CPU, and one cell with wrk as the client when it is installed.
+//! first CPU (issue 22's multi-thread hyper-shared and hyper-tokio unpinned, both on every
+//! allowed CPU), every configuration run `rounds` times in alternating server order by the
+//! client on the second CPU, and one cell with wrk as the client when it is installed.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use super::client::{self, HttpClientConfig};
 use super::{
-    file_content, file_name, make_result, nginx, Cell, HttpResult, FILES, RUN_OVERHEAD_SECS,
+    file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
+    RUN_OVERHEAD_SECS,
 };
 use crate::bench::invalid;
 use crate::bench::output::Out;
@@ -34,13 +36,22 @@ pub(crate) struct Plan {
     pub pipeline: usize,
     /// Files and nginx's prefix.
     pub dir: PathBuf,
+    /// wrk against hyper-shared and hyper-tokio at every keep-alive cell, every round.
+    pub wrk: bool,
 }
 
 impl Plan {
     /// Planned seconds, for progress bars.
     pub(crate) fn planned_secs(&self) -> f64 {
         let runs = self.cells.len() * self.servers.len() * self.rounds as usize;
+        let wrk_runs = if self.wrk {
+            let pair = self.servers.iter().filter(|s| unpinned(s)).count();
+            self.cells.iter().filter(|c| !c.close).count() * pair * self.rounds as usize
+        } else {
+            0
+        };
         runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
+            + wrk_runs as f64 * (wrk_secs(self.secs) as f64 + RUN_OVERHEAD_SECS)
     }
 }
 
@@ -95,6 +106,8 @@ fn start_server(
         "hoop" => (hoop(&["--driver", "uring"]), Ready::ListeningLine),
         "hoop-epoll" => (hoop(&["--driver", "epoll"]), Ready::ListeningLine),
         "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
+        "hyper-shared" => (hoop(&["--server", "hyper-shared"]), Ready::ListeningLine),
+        "hyper-tokio" => (hoop(&["--server", "hyper-tokio"]), Ready::ListeningLine),
         "nginx" => {
             let Some(bin) = nginx::find() else {
                 return Ok(None);
@@ -141,11 +154,59 @@ fn nofile_limit() -> u64 {
     lim.rlim_cur
 }
 
-/// Runs the plan: servers started once (pinned to the first CPU), each configuration `rounds`
-/// times with the servers in alternating order; then the wrk cell when wrk is installed.
+/// The CPUs as a list: "0", "0,1".
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The line saying where each server and the client run.
+fn pinning_note(
+    servers: &[String],
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+    all: &[usize],
+) -> String {
+    let names = |pinned: bool| {
+        servers
+            .iter()
+            .filter(|s| unpinned(s) != pinned)
+            .map(|s| label(s).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let (pinned, free) = (names(true), names(false));
+    if !pinned.is_empty() {
+        parts.push(match server_cpu {
+            Some(c) => format!("{pinned} pinned to CPU {c}"),
+            None => format!("{pinned} unpinned (fewer than two CPUs)"),
+        });
+    }
+    if !free.is_empty() {
+        parts.push(format!(
+            "{free} unpinned on CPUs {} (tokio multi-thread, {} workers each; the same CPUs \
+             for both, shared with the client)",
+            cpu_list(all),
+            all.len().max(1)
+        ));
+    }
+    parts.push(match client_cpu {
+        Some(c) => format!("the client pinned to CPU {c}"),
+        None => "the client unpinned".into(),
+    });
+    format!("pinning: {}", parts.join("; "))
+}
+
+/// Runs the plan: servers started once (pinned to the first CPU, but for the multi-thread
+/// hyper-shared and hyper-tokio: every allowed CPU), each configuration `rounds` times with the
+/// servers in alternating order; then the wrk cell when wrk is installed.
 pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     let mut o = Outcome::default();
     let (server_cpu, client_cpu) = crate::bench::sysinfo::pin_plan();
+    let all_cpus = crate::bench::sysinfo::allowed_cpus();
     let (root, files) = match make_files(&plan.dir) {
         Ok(f) => f,
         Err(e) => {
@@ -170,8 +231,15 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         }
     }
     let mut servers: Vec<(String, ServerChild)> = Vec::new();
+    o.notes.push(pinning_note(
+        &plan.servers,
+        server_cpu,
+        client_cpu,
+        &all_cpus,
+    ));
     for name in &plan.servers {
-        match start_server(name, &root, &plan.dir, server_cpu) {
+        let cpu = if unpinned(name) { None } else { server_cpu };
+        match start_server(name, &root, &plan.dir, cpu) {
             Ok(Some(child)) => servers.push((name.clone(), child)),
             Ok(None) => o.notes.push(nginx::MISSING.to_string()),
             Err(e) => {
@@ -214,8 +282,17 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                         .map(|p| p.finish(outcome.wall, outcome.requests))
                         .unwrap_or_default();
                     child.check_alive()?;
-                    let pinned = server_cpu.is_some() && client_cpu.is_some();
-                    Ok(make_result(name, &url, round, &cfg, &outcome, m, pinned))
+                    let (pinned, cpus) = if unpinned(name) {
+                        (false, cpu_list(&all_cpus))
+                    } else {
+                        (
+                            server_cpu.is_some() && client_cpu.is_some(),
+                            server_cpu.map_or_else(|| cpu_list(&all_cpus), |c| c.to_string()),
+                        )
+                    };
+                    let mut r = make_result(name, &url, round, &cfg, &outcome, m, pinned);
+                    r.server_cpus = Some(cpus);
+                    Ok(r)
                 }) {
                     Ok(r) => {
                         out.measurement(&r);
@@ -241,7 +318,19 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     // One cell with wrk as the client, so a reader sees the two clients agree.
     if let Some((_, hoop)) = servers.iter().find(|(n, _)| n == "hoop") {
         match wrk_path() {
-            Some(wrk) => match run_wrk(&wrk, hoop, plan.secs, client_cpu, server_cpu) {
+            Some(wrk) => match run_wrk(
+                &wrk,
+                hoop,
+                WrkRun {
+                    server: "hoop",
+                    conns: 50,
+                    round: 0,
+                    secs: plan.secs,
+                    client_cpu,
+                    server_cpus: server_cpu.map(|c| c.to_string()),
+                    pinned: client_cpu.is_some() && server_cpu.is_some(),
+                },
+            ) {
                 Ok(r) => {
                     o.notes.push(format!(
                         "wrk -t1 -c50 against hoop (io_uring), 1 KiB keep-alive: {:.0} req/s \
@@ -270,28 +359,118 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                 .push("wrk not installed (apt-get install wrk): no second client".into()),
         }
     }
+    if plan.wrk {
+        run_wrk_pair(plan, &servers, &cells, client_cpu, &all_cpus, out, &mut o);
+    }
     drop(servers);
     o
 }
 
-fn wrk_path() -> Option<PathBuf> {
+/// `--wrk`: wrk against hyper-shared and hyper-tokio at every keep-alive cell, `rounds` times
+/// in alternating order, each run measured like the load generator's (CPU, context switches,
+/// syscalls per request).
+fn run_wrk_pair(
+    plan: &Plan,
+    servers: &[(String, ServerChild)],
+    cells: &[Cell],
+    client_cpu: Option<usize>,
+    all_cpus: &[usize],
+    out: &Out,
+    o: &mut Outcome,
+) {
+    let Some(wrk) = wrk_path() else {
+        o.failures
+            .push("--wrk: wrk is not installed (apt-get install wrk)".into());
+        return;
+    };
+    for cell in cells.iter().filter(|c| !c.close) {
+        for round in 0..plan.rounds {
+            for (name, child) in servers.iter().filter(|(n, _)| unpinned(n)) {
+                let what = format!(
+                    "wrk {name}: {} B, c={} keep-alive round {}",
+                    cell.file_bytes,
+                    cell.conns,
+                    round + 1
+                );
+                let secs = wrk_secs(plan.secs) as f64 + RUN_OVERHEAD_SECS;
+                out.start(&what, secs);
+                let run = WrkRun {
+                    server: name,
+                    conns: cell.conns,
+                    round,
+                    secs: plan.secs,
+                    client_cpu,
+                    server_cpus: Some(cpu_list(all_cpus)),
+                    pinned: false,
+                };
+                match run_wrk_file(&wrk, child, cell.file_bytes, run) {
+                    Ok(r) => {
+                        out.measurement(&r);
+                        if r.errors > 0 || r.requests == 0 {
+                            out.note(&format!(
+                                "warning: {what}: {} requests, {} error(s)",
+                                r.requests, r.errors
+                            ));
+                        }
+                        o.results.push(r);
+                    }
+                    Err(e) => {
+                        out.note(&format!("warning: {what}: {e}"));
+                        o.failures.push(format!("{what}: {e}"));
+                    }
+                }
+                out.done(secs);
+            }
+        }
+    }
+}
+
+pub(super) fn wrk_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("wrk"))
         .find(|p| p.is_file())
 }
 
-/// wrk -t1 -c50 on the 1 KiB file, pinned to the client CPU.
-fn run_wrk(
+/// wrk's window: `secs` rounded up to whole seconds (wrk's `-d` takes no fraction).
+fn wrk_secs(secs: f64) -> u64 {
+    secs.ceil().max(1.0) as u64
+}
+
+/// One wrk run: against which server, how.
+struct WrkRun<'a> {
+    /// The server's name in the results.
+    server: &'a str,
+    /// `-c`.
+    conns: usize,
+    /// The round, for pairing.
+    round: u32,
+    /// Seconds asked (rounded up to whole seconds).
+    secs: f64,
+    /// wrk is pinned there (with `taskset`).
+    client_cpu: Option<usize>,
+    /// The server's CPUs, for the result.
+    server_cpus: Option<String>,
+    /// Server and client pinned to different CPUs.
+    pinned: bool,
+}
+
+/// `wrk -t1 -c50` on the 1 KiB file against hoop (the second-client check of the table).
+fn run_wrk(wrk: &Path, server: &ServerChild, run: WrkRun<'_>) -> io::Result<HttpResult> {
+    run_wrk_file(wrk, server, 1024, run)
+}
+
+/// `wrk -t1 -cCONNS -dSECS` on the test file of `file_bytes`, pinned to the client CPU, the
+/// server measured over the run.
+fn run_wrk_file(
     wrk: &Path,
     server: &ServerChild,
-    secs: f64,
-    client_cpu: Option<usize>,
-    server_cpu: Option<usize>,
+    file_bytes: u64,
+    run: WrkRun<'_>,
 ) -> io::Result<HttpResult> {
-    let url = format!("http://{}/{}", server.addr, file_name(1024));
-    let secs_whole = secs.ceil().max(1.0) as u64;
-    let mut cmd = match client_cpu {
+    let url = format!("http://{}/{}", server.addr, file_name(file_bytes));
+    let secs_whole = wrk_secs(run.secs);
+    let mut cmd = match run.client_cpu {
         Some(cpu) => {
             let mut c = Command::new("taskset");
             c.arg("-c").arg(cpu.to_string()).arg(wrk);
@@ -299,7 +478,8 @@ fn run_wrk(
         }
         None => Command::new(wrk),
     };
-    cmd.args(["-t1", "-c50"])
+    cmd.arg("-t1")
+        .arg(format!("-c{}", run.conns))
         .arg(format!("-d{secs_whole}s"))
         .arg(&url);
     let probe = ServerProbe::start(server.pid(), Duration::from_secs(secs_whole));
@@ -310,12 +490,12 @@ fn run_wrk(
     let m = probe.finish(Duration::from_secs(secs_whole), requests);
     Ok(HttpResult {
         bench: "http",
-        server: "hoop".into(),
+        server: run.server.into(),
         client: "wrk",
         url,
-        round: 0,
-        file_bytes: 1024,
-        conns: 50,
+        round: run.round,
+        file_bytes,
+        conns: run.conns,
         mode: "keep-alive",
         pipeline: 1,
         secs: secs_whole as f64,
@@ -325,7 +505,7 @@ fn run_wrk(
         first_error: None,
         verified_bytes: false,
         rps,
-        mib_s: stats::round3(rps * 1024.0 / (1 << 20) as f64),
+        mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
         p50_us: None,
         p99_us: None,
         p999_us: None,
@@ -334,9 +514,12 @@ fn run_wrk(
         server_cpu_pct: m.cpu_pct,
         server_cpu_us_per_req: m.cpu_us_per_req,
         syscalls_per_req: m.syscalls_per_req,
+        ctx_switches_per_req: m.ctx_switches_per_req,
+        server_cpus: run.server_cpus,
+        server_threads: m.threads,
         client_bound: false,
-        pinned: client_cpu.is_some() && server_cpu.is_some(),
-        connected: 50,
+        pinned: run.pinned,
+        connected: run.conns,
     })
 }
 
