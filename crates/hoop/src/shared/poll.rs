@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use hoop_driver::op;
 use hoop_driver::shared::{Keep, Route, SharedOp};
-use hoop_driver::Slice;
+use hoop_driver::{BufResult, IoBuf, Slice};
 
 use super::Rings;
 use crate::poll_io::{Kind, Ops, PollIo};
@@ -30,7 +30,7 @@ pub(crate) struct SocketOps {
 
 impl Ops for SocketOps {
     type Read = SharedOp<Keep<op::Recv<Buf>, Arc<OwnedFd>>>;
-    type Write = SharedOp<Keep<op::Send<Buf>, Arc<OwnedFd>>>;
+    type Write = SendFuture;
     type Shutdown = SharedOp<Keep<op::Shutdown, Arc<OwnedFd>>>;
     const THREAD_BOUND: bool = false;
     fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
@@ -40,15 +40,64 @@ impl Ops for SocketOps {
             .eager()
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
+        // A send the socket buffer has room for completes in the system call itself: made
+        // here, it costs one `send(2)`, where the ring would cost an SQE, an enter and a CQE
+        // for the same copy. Only a send that would wait goes to the ring (whose kernel poll
+        // then waits for room).
+        // SAFETY: the pointer and length are the initialized bytes of `buf`, which this call
+        // owns and which nothing else touches during it.
+        let r = unsafe {
+            libc::send(
+                fd,
+                buf.stable_ptr().cast(),
+                buf.bytes_init(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if r >= 0 {
+            return SendFuture::Done(Some((Ok(r as usize), buf)));
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) {
+            return SendFuture::Done(Some((Err(e), buf)));
+        }
         let send = op::Send::new(fd, buf, 0);
-        self.rings
-            .submit(Route::Plain, Keep::new(send, self.fd.clone()))
-            .eager()
+        SendFuture::Ring(
+            self.rings
+                .submit(Route::Plain, Keep::new(send, self.fd.clone()))
+                .eager(),
+        )
     }
     fn shutdown(&self, fd: RawFd) -> Self::Shutdown {
         let op = op::Shutdown::new(fd, libc::SHUT_WR);
         self.rings
             .submit(Route::Plain, Keep::new(op, self.fd.clone()))
+    }
+}
+
+/// A poll-based send: done in the system call, or waiting on the ring.
+#[derive(Debug)]
+pub(crate) enum SendFuture {
+    /// Sent (or failed) at once; taken by the first poll.
+    Done(Option<BufResult<usize, Buf>>),
+    /// The socket had no room: the ring sends when it has.
+    Ring(SharedOp<Keep<op::Send<Buf>, Arc<OwnedFd>>>),
+}
+
+impl std::future::Future for SendFuture {
+    type Output = BufResult<usize, Buf>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            SendFuture::Done(done) => match done.take() {
+                Some(r) => std::task::Poll::Ready(r),
+                // Polled after its result: nothing more will come.
+                None => std::task::Poll::Pending,
+            },
+            SendFuture::Ring(op) => std::pin::Pin::new(op).poll(cx),
+        }
     }
 }
 
