@@ -112,3 +112,92 @@ pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
         )
     }
 }
+
+/// The fds this process has open now.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// Tests that count fds (or slots in flight) take this lock and run one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits, polling every 5 ms, until `done()` holds; fails with `what` after `secs` seconds.
+pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{what}: still not so after {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `f` once with a no-op waker (a shared operation's first poll puts its SQE in the
+/// ring; its second submits it). `Err(f)`: still pending, here it is back; `Ok`: finished.
+pub fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Result<F::Output, F> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Ok(v),
+        std::task::Poll::Pending => Err(f),
+    }
+}
+
+/// Shared rings for a test that is not about ring setup: opts out of the injected `setup`
+/// fault while building them (under it the test would only be skipped). `None` (and a
+/// line on stderr) where io_uring is unavailable.
+pub fn shared_rings(entries: u32) -> Option<hoop::shared::Rings> {
+    let _setup = hoop::fault::opt_out(&["setup"]);
+    match hoop::shared::Rings::builder()
+        .rings(2)
+        .entries(entries)
+        .build()
+    {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
+            None
+        }
+    }
+}
+
+/// An error an injected fault makes up for an operation that did not run (`ECANCELED`,
+/// `ECONNRESET`, `ENOBUFS`): the caller tries again.
+pub fn injected_error(e: &std::io::Error) -> bool {
+    hoop::fault::enabled()
+        && matches!(
+            e.raw_os_error(),
+            Some(libc::ECANCELED) | Some(libc::ECONNRESET) | Some(libc::ENOBUFS)
+        )
+}
+
+/// Sends all of `data` on a `hoop::shared` stream, one send at a time, retrying what an
+/// injected error says did not run (bounded).
+pub async fn shared_send_all(s: &hoop::shared::TcpStream, data: &[u8]) {
+    let (mut at, mut retries) = (0, 0);
+    while at < data.len() {
+        match s.write(data[at..].to_vec()).await.0 {
+            Ok(n) => at += n,
+            Err(e) if injected_error(&e) && retries < 1000 => retries += 1,
+            Err(e) => panic!("send at byte {at} of {}: {e}", data.len()),
+        }
+    }
+}
+
+/// Receives exactly `len` bytes from a `hoop::shared` stream, retrying what an injected error
+/// says did not run (bounded); fails if the peer closes first.
+pub async fn shared_recv_exact(s: &hoop::shared::TcpStream, len: usize) -> Vec<u8> {
+    let (mut got, mut retries) = (Vec::with_capacity(len), 0);
+    while got.len() < len {
+        match s.read(Vec::with_capacity(len - got.len())).await {
+            (Ok(0), _) => panic!("peer closed after {} of {len} bytes", got.len()),
+            (Ok(_), buf) => got.extend_from_slice(&buf),
+            (Err(e), _) if injected_error(&e) && retries < 1000 => retries += 1,
+            (Err(e), _) => panic!("recv after {} of {len} bytes: {e}", got.len()),
+        }
+    }
+    got
+}
