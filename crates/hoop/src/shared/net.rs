@@ -90,8 +90,10 @@ impl AsRawFd for TcpListener {
 /// keeps one internal 16 KiB buffer per direction, reused, so a call allocates nothing; a
 /// `poll_write` that returns `Ready(n)` has taken the bytes (write-behind: `poll_flush` waits
 /// for them), and one that returns `Pending` has taken nothing, so a dropped write future
-/// neither loses nor duplicates bytes. The owned-buffer methods (`read`, `write_all`) take
-/// precedence over the traits' extension methods of the same name.
+/// neither loses nor duplicates bytes. The owned-buffer methods `read`, `read_exact`, `write`,
+/// `write_all` and `shutdown` take precedence over the traits' extension methods of the same
+/// name: spell those `AsyncWriteExt::shutdown(&mut stream)` (see the module docs, "Owned-buffer
+/// methods and the I/O traits").
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
