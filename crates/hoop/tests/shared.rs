@@ -1,5 +1,8 @@
 //! `hoop::shared`: rings any thread submits to. These tests use plain OS threads and a minimal
-//! `block_on` (no runtime at all); the tokio tests are in `shared_tokio.rs`.
+//! `block_on` (no runtime at all); the tokio tests are in `shared_tokio.rs`. They run one at a
+//! time (`common::serial`: several count fds or reaper CPU time).
+
+mod common;
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -8,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
+use common::{open_fds, serial};
 use hoop::shared::{Rings, TcpListener, TcpStream};
 
 struct Unpark {
@@ -48,12 +52,11 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// Polls `f` once (so its SQE is pushed), then returns it.
-fn poll_once<F: Future + Unpin>(mut f: F) -> F {
-    let waker = Waker::noop();
-    let mut cx = Context::from_waker(waker);
-    assert!(std::pin::Pin::new(&mut f).poll(&mut cx).is_pending());
-    f
+/// Polls `f` once (so its SQE is pushed), expecting it pending, then returns it.
+fn poll_once<F: Future + Unpin>(f: F) -> F {
+    common::poll_once(f)
+        .err()
+        .expect("an operation finished at its first poll")
 }
 
 fn rings() -> Option<Rings> {
@@ -64,16 +67,6 @@ fn rings() -> Option<Rings> {
             None
         }
     }
-}
-
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
-}
-
-/// The tests run one at a time (several count fds or reaper CPU time).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[test]

@@ -25,13 +25,7 @@ use hoop::shared::{File, OpenOptions, Rings, TcpListener, TcpStream};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 fn rings() -> Option<Rings> {
-    match Rings::builder().rings(2).entries(128).build() {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
-            None
-        }
-    }
+    common::shared_rings(128)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
