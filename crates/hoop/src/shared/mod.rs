@@ -24,7 +24,11 @@
 //! resolver before it returns, which blocks the calling thread for a host name (never for a
 //! literal address such as `"127.0.0.1:0"`), and binds when first polled. Methods on a `File`,
 //! `TcpStream` or `TcpListener` take `&self` and clone what the operation needs (the fd's
-//! `Arc`, the rings), so their futures borrow nothing either.
+//! `Arc`, the rings), so their futures borrow nothing either. An operation may be polled first
+//! on one thread and finished on another, even one polled first on a thread that has exited
+//! since (the kernel then cancels the request; a cancel its owner did not ask for is
+//! resubmitted): `tests/shared_tokio.rs` moves operations in flight between tokio's workers
+//! and past a thread's exit.
 //!
 //! The rules are the thread-per-core runtime's: buffers are owned by the operation until its
 //! final completion, dropping a future cancels its operation in the kernel, a late accept or
