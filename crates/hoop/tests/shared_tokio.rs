@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use common::{open_fds, poll_once, serial, shared_recv_exact, shared_send_all, wait_until};
+use common::{poll_once, serial, shared_recv_exact, shared_send_all, wait_until};
 
 use futures::FutureExt;
 use hoop::shared::{File, OpenOptions, Rings, TcpListener, TcpStream};
@@ -603,7 +603,7 @@ fn sixty_four_tasks_move_between_four_workers_with_operations_in_flight() {
     let Some(rings) = common::shared_rings(256) else {
         return;
     };
-    let before = open_fds();
+    let before = common::fd_set();
     let path = std::env::temp_dir().join(format!("hoop-shared-move-{}", std::process::id()));
     let (threads, moved_ops) = common::bounded(60, {
         let rings = rings.clone();
@@ -658,7 +658,7 @@ fn sixty_four_tasks_move_between_four_workers_with_operations_in_flight() {
         "no operation changed threads: the test proved nothing"
     );
     wait_until("every slot freed", 10, || rings.in_flight() == 0);
-    wait_until("fds back to baseline", 10, || open_fds() == before);
+    common::assert_no_new_fds(&before, 10);
     std::fs::remove_file(&path).unwrap();
 }
 
@@ -697,7 +697,7 @@ async fn read_rest(file: &File, mut got: Vec<u8>, want: usize) -> Vec<u8> {
 fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
     let _g = serial();
     // Before the rings: their fds go too, with the last handle.
-    let before = open_fds();
+    let before = common::fd_set();
     let Some(rings) = common::shared_rings(64) else {
         return;
     };
@@ -818,5 +818,5 @@ fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
         std::fs::remove_file(&path).unwrap();
         drop(rings);
     });
-    wait_until("fds back to baseline", 10, || open_fds() == before);
+    common::assert_no_new_fds(&before, 10);
 }

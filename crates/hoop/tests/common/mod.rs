@@ -118,6 +118,41 @@ pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
+/// The fds open now, each with what it names (its `/proc/self/fd` link), without the one
+/// that lists them.
+pub fn fd_set() -> std::collections::BTreeSet<(String, std::path::PathBuf)> {
+    let listing = std::path::PathBuf::from(format!("/proc/{}/fd", std::process::id()));
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?;
+            (target != listing).then(|| (e.file_name().to_string_lossy().into_owned(), target))
+        })
+        .collect()
+}
+
+/// Waits (up to `secs` seconds) until every fd open is one of `before` (same number, same
+/// file), and fails listing the others. Fds other threads close meanwhile do not matter, so
+/// the threads a failed test left behind do not fail this one.
+pub fn assert_no_new_fds(
+    before: &std::collections::BTreeSet<(String, std::path::PathBuf)>,
+    secs: u64,
+) {
+    let start = std::time::Instant::now();
+    loop {
+        let new: Vec<_> = fd_set().difference(before).cloned().collect();
+        if new.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "fds not closed after {secs} s: {new:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Tests that count fds (or slots in flight) take this lock and run one at a time.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
