@@ -1,5 +1,8 @@
 //! `hoop::shared`: rings any thread submits to. These tests use plain OS threads and a minimal
-//! `block_on` (no runtime at all); the tokio tests are in `shared_tokio.rs`.
+//! `block_on` (no runtime at all); the tokio tests are in `shared_tokio.rs`. They run one at a
+//! time (`common::serial`: several count fds or reaper CPU time).
+
+mod common;
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -8,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
+use common::{open_fds, serial};
 use hoop::shared::{Rings, TcpListener, TcpStream};
 
 struct Unpark {
@@ -48,12 +52,11 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// Polls `f` once (so its SQE is pushed), then returns it.
-fn poll_once<F: Future + Unpin>(mut f: F) -> F {
-    let waker = Waker::noop();
-    let mut cx = Context::from_waker(waker);
-    assert!(std::pin::Pin::new(&mut f).poll(&mut cx).is_pending());
-    f
+/// Polls `f` once (so its SQE is pushed), expecting it pending, then returns it.
+fn poll_once<F: Future + Unpin>(f: F) -> F {
+    common::poll_once(f)
+        .err()
+        .expect("an operation finished at its first poll")
 }
 
 /// Set in the child that runs this file again on the epoll engine.
@@ -103,34 +106,11 @@ fn skip_on_epoll(what: &str) -> bool {
 }
 
 fn rings() -> Option<Rings> {
-    match Rings::builder().rings(2).entries(64).build() {
-        Ok(r) => {
-            if std::env::var_os(EPOLL_CHILD_ENV).is_some() {
-                assert_eq!(r.driver_kind(), hoop::DriverKind::Epoll);
-            }
-            Some(r)
-        }
-        Err(e) => {
-            eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
-            None
-        }
+    let r = common::shared_rings(64)?;
+    if std::env::var_os(EPOLL_CHILD_ENV).is_some() {
+        assert_eq!(r.driver_kind(), hoop::DriverKind::Epoll);
     }
-}
-
-/// Open fds, counted once every dropped set of rings has been torn down (their teardown runs
-/// on a thread of its own and closes the rings' fds; bounded wait).
-fn open_fds() -> usize {
-    let start = Instant::now();
-    while Rings::teardowns_in_progress() > 0 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
-}
-
-/// The tests run one at a time (several count fds or reaper CPU time).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    Some(r)
 }
 
 #[test]

@@ -448,6 +448,15 @@ impl Drop for ReactorGuard {
     /// The reactor is gone (its runtime shut down, or it failed): the reaper waits again, and
     /// drains at once whatever came in meanwhile.
     fn drop(&mut self) {
+        // The poller's waker keeps its task, and through it the executor's runtime (tokio's
+        // I/O driver fds included), alive: let go of it with the poller.
+        drop(
+            self.ring
+                .poller_waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         self.ring.pollers.fetch_sub(1, Ordering::AcqRel);
         let mut g = self.ring.lock();
         if g.reaper_parked {

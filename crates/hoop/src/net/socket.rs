@@ -419,7 +419,15 @@ impl<T: ToSocketAddrs + ?Sized> ToSocketAddrs for &T {}
 pub(crate) async fn resolve_nonblocking(
     addr: &(impl ToSocketAddrs + ?Sized),
 ) -> io::Result<Vec<std::net::SocketAddr>> {
-    let found = match addr.resolve() {
+    lookup(addr.resolve()).await
+}
+
+/// Finishes what [`sealed::Sealed::resolve`] started: the addresses it found, or the system
+/// resolver's lookup of its host name on the blocking pool. Owns everything it needs (a
+/// `Send + 'static` future), so a caller can take the address by reference, call `resolve`
+/// at once and return this.
+pub(crate) async fn lookup(found: Resolve) -> io::Result<Vec<std::net::SocketAddr>> {
+    let found = match found {
         Resolve::Ready(r) => r?,
         Resolve::HostPort(s) => {
             crate::spawn_blocking(move || {

@@ -55,19 +55,26 @@ impl Clone for File {
 }
 
 impl File {
-    /// Opens `path` read-only.
-    pub async fn open(rings: &Rings, path: impl AsRef<Path>) -> io::Result<File> {
-        OpenOptions::new().read(true).open(rings, path).await
+    /// Opens `path` read-only. The path is copied before this returns: the future borrows
+    /// neither `rings` nor `path` (`tokio::spawn(File::open(&rings, &path))` compiles).
+    pub fn open(
+        rings: &Rings,
+        path: impl AsRef<Path>,
+    ) -> impl Future<Output = io::Result<File>> + Send + 'static {
+        OpenOptions::new().read(true).open(rings, path)
     }
 
-    /// Opens `path` write-only, creating it or truncating it.
-    pub async fn create(rings: &Rings, path: impl AsRef<Path>) -> io::Result<File> {
+    /// Opens `path` write-only, creating it or truncating it. Borrows nothing (as
+    /// [`File::open`]).
+    pub fn create(
+        rings: &Rings,
+        path: impl AsRef<Path>,
+    ) -> impl Future<Output = io::Result<File>> + Send + 'static {
         OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .open(rings, path)
-            .await
     }
 
     /// Options to open a file with (std's rules, plus `custom_flags` such as `O_DIRECT`).
@@ -242,7 +249,9 @@ impl OpenOptions {
         custom_flags(i32),
     }
 
-    /// Opens `path` on `rings`.
+    /// Opens `path` on `rings`. The path is converted (to a C string) and `rings` cloned before
+    /// this returns, so the future borrows neither; a path with a NUL byte fails when the
+    /// future is first polled.
     pub fn open(
         &self,
         rings: &Rings,
@@ -263,21 +272,32 @@ impl OpenOptions {
     }
 }
 
-/// Reads the whole file at `path` through `rings`.
-pub async fn read(rings: &Rings, path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    let file = File::open(rings, path).await?;
-    let hint = file.metadata().await.map_or(0, |m| m.len());
-    crate::io_util::read_to_end(hint, |s, pos| file.read_at(s, pos)).await
+/// Reads the whole file at `path` through `rings`. The path is copied and `rings` cloned
+/// before this returns: the future borrows neither.
+pub fn read(
+    rings: &Rings,
+    path: impl AsRef<Path>,
+) -> impl Future<Output = io::Result<Vec<u8>>> + Send + 'static {
+    let open = File::open(rings, path);
+    async move {
+        let file = open.await?;
+        let hint = file.metadata().await.map_or(0, |m| m.len());
+        crate::io_util::read_to_end(hint, |s, pos| file.read_at(s, pos)).await
+    }
 }
 
 /// Writes `contents` (its initialized bytes) to the file at `path` through `rings`, creating
-/// it or truncating it first.
-pub async fn write(
+/// it or truncating it first. The path is copied and `rings` cloned before this returns: the
+/// future borrows neither (`contents` is owned, as every buffer here).
+pub fn write(
     rings: &Rings,
     path: impl AsRef<Path>,
     contents: impl IoBuf + Send,
-) -> io::Result<()> {
-    let file = File::create(rings, path).await?;
-    let (res, _) = file.write_all_at(contents, 0).await;
-    res
+) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    let create = File::create(rings, path);
+    async move {
+        let file = create.await?;
+        let (res, _) = file.write_all_at(contents, 0).await;
+        res
+    }
 }

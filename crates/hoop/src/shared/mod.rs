@@ -14,6 +14,22 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every future here is `Send + 'static`, the constructors' too: [`File::open`],
+//! [`File::create`], [`OpenOptions::open`], [`fs::read`], [`fs::write`], [`TcpStream::connect`]
+//! and [`TcpListener::bind`] take `&Rings` and a borrowed path or address, but clone the handle
+//! and copy the path (or resolve the address) before they return, so
+//! `tokio::spawn(File::open(&rings, &path))` compiles and runs after both are gone. Name
+//! resolution: `TcpStream::connect` looks a host name up on hoop's blocking pool when the
+//! future runs (a literal address is parsed at once); `TcpListener::bind` resolves with std's
+//! resolver before it returns, which blocks the calling thread for a host name (never for a
+//! literal address such as `"127.0.0.1:0"`), and binds when first polled. Methods on a `File`,
+//! `TcpStream` or `TcpListener` take `&self` and clone what the operation needs (the fd's
+//! `Arc`, the rings), so their futures borrow nothing either. An operation may be polled first
+//! on one thread and finished on another, even one polled first on a thread that has exited
+//! since (the kernel then cancels the request; a cancel its owner did not ask for is
+//! resubmitted): `tests/shared_tokio.rs` moves operations in flight between tokio's workers
+//! and past a thread's exit.
+//!
 //! The rules are the thread-per-core runtime's: buffers are owned by the operation until its
 //! final completion, dropping a future cancels its operation in the kernel, a late accept or
 //! open result is closed, and the rings' memory is freed only after every final CQE (dropping
@@ -21,6 +37,79 @@
 //! SQEs are batched and completions reaped, and DESIGN.md ("Shared rings") for the numbers
 //! behind the design. Shared rings need io_uring: [`RingsBuilder::build`] says why it cannot
 //! be set up (there is no epoll fallback for them).
+//!
+//! # Owned-buffer methods and the I/O traits
+//!
+//! [`TcpStream`] has inherent methods with owned buffers whose names are also methods of
+//! tokio's `AsyncReadExt`/`AsyncWriteExt` (feature `tokio`) and of `futures::io`'s. Rust picks
+//! the inherent method for `stream.method(..)` (on a `TcpStream` value, or a `&TcpStream`),
+//! whatever trait is in scope, so the call with the trait's arguments does not compile; call
+//! the trait's method through the trait (or through a `&mut TcpStream` receiver, where the
+//! trait's `&mut self` method is found first). The names stay: other code uses them.
+//!
+//! | method | `stream.method(..)` is | the trait's spelling |
+//! |---|---|---|
+//! | `read` | `TcpStream::read(&self, buf: B) -> BufResult<usize, B>` (owned buffer) | `AsyncReadExt::read(&mut stream, &mut buf)` |
+//! | `read_exact` | `TcpStream::read_exact(&self, buf: B) -> BufResult<(), B>` | `AsyncReadExt::read_exact(&mut stream, &mut buf)` |
+//! | `write` | `TcpStream::write(&self, buf: B) -> BufResult<usize, B>` | `AsyncWriteExt::write(&mut stream, &buf)` |
+//! | `write_all` | `TcpStream::write_all(&self, buf: B) -> BufResult<(), B>` | `AsyncWriteExt::write_all(&mut stream, &buf)` |
+//! | `shutdown` | `TcpStream::shutdown(&self, how: Shutdown)` (`IORING_OP_SHUTDOWN`, either half) | `AsyncWriteExt::shutdown(&mut stream)` (flushes, then shuts the write half) |
+//!
+//! The futures' traits are spelled the same way (`futures::io::AsyncReadExt::read(&mut stream,
+//! &mut buf)`). Every other trait method (`flush`, `read_to_end`, `read_to_string`, `read_buf`,
+//! `write_buf`, `close`, ...) has no inherent twin: `stream.flush()` is the trait's. [`File`]
+//! has no clash: its owned-buffer methods end in `_at` (`read_at`, `write_all_at`, ...), so
+//! `file.read(&mut buf)`, `file.write_all(&buf)`, `file.seek(pos)` and `file.flush()` are the
+//! traits' (`AsyncSeekExt` included).
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio")]
+//! # async fn demo(
+//! #     rings: hoop::shared::Rings,
+//! #     addr: std::net::SocketAddr,
+//! # ) -> std::io::Result<()> {
+//! use std::net::Shutdown;
+//!
+//! use hoop::shared::{File, TcpStream};
+//! use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+//!
+//! let mut stream = TcpStream::connect(&rings, addr).await?;
+//! // `stream.method(..)`: the owned-buffer methods.
+//! let (res, buf) = stream.write_all(b"ping".to_vec()).await;
+//! res?;
+//! let (res, _) = stream.write(buf).await;
+//! res?;
+//! let (res, buf) = stream.read(Vec::with_capacity(4096)).await;
+//! res?;
+//! let (res, _) = stream.read_exact(vec![0u8; 4]).await;
+//! res?;
+//! drop(buf);
+//!
+//! // tokio's methods of the same names, through the trait.
+//! let mut buf = [0u8; 4];
+//! AsyncWriteExt::write_all(&mut stream, b"ping").await?;
+//! let _n: usize = AsyncWriteExt::write(&mut stream, b"ping").await?;
+//! let _n: usize = AsyncReadExt::read(&mut stream, &mut buf).await?;
+//! AsyncReadExt::read_exact(&mut stream, &mut buf).await?;
+//! // Or through a `&mut TcpStream` receiver.
+//! let _n: usize = (&mut stream).read(&mut buf).await?;
+//! (&mut stream).write_all(b"ping").await?;
+//! // No twin: the trait's at once.
+//! stream.flush().await?;
+//! let mut rest = Vec::new();
+//! stream.read_to_end(&mut rest).await?;
+//! // Both shutdowns.
+//! AsyncWriteExt::shutdown(&mut stream).await?;
+//! stream.shutdown(Shutdown::Both).await?;
+//!
+//! // A File: no clash at all.
+//! let mut file = File::open(&rings, "/etc/hostname").await?;
+//! let _n: usize = file.read(&mut buf).await?;
+//! file.seek(std::io::SeekFrom::Start(0)).await?;
+//! let (res, _) = file.read_at(Vec::with_capacity(64), 0).await;
+//! res?;
+//! # Ok(()) }
+//! ```
 
 mod fs_impl;
 mod net;

@@ -14,7 +14,7 @@ use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 use super::poll::{socket_state, SocketOps};
 use super::Rings;
 use crate::io_util::{fill_exact, until_done};
-use crate::net::socket::{domain_of, ip_addr, resolve_nonblocking};
+use crate::net::socket::{domain_of, ip_addr, lookup};
 use crate::poll_io::PollIo;
 
 /// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
@@ -27,11 +27,21 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Binds to `addr` (`SO_REUSEADDR`, as std does) and listens. Name resolution, if `addr` is
-    /// a host name, is std's (blocking).
-    pub async fn bind(rings: &Rings, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        Ok(TcpListener::from_std(rings, listener))
+    /// Binds to `addr` (`SO_REUSEADDR`, as std does) and listens, trying each address it
+    /// resolves to in turn. `addr` is resolved before this returns, with std's resolver: a
+    /// host name blocks the calling thread for the lookup (a literal address does not); the
+    /// bind itself happens when the future is first polled. The future borrows neither
+    /// `rings` nor `addr`.
+    pub fn bind(
+        rings: &Rings,
+        addr: impl ToSocketAddrs,
+    ) -> impl Future<Output = io::Result<TcpListener>> + Send + 'static {
+        let addrs = addr.to_socket_addrs().map(Vec::from_iter);
+        let rings = rings.clone();
+        async move {
+            let listener = std::net::TcpListener::bind(&addrs?[..])?;
+            Ok(TcpListener::from_std(&rings, listener))
+        }
     }
 
     /// Wraps a std listener (blocking or not: io_uring does not care).
@@ -81,8 +91,10 @@ impl AsRawFd for TcpListener {
 /// keeps one internal 16 KiB buffer per direction, reused, so a call allocates nothing; a
 /// `poll_write` that returns `Ready(n)` has taken the bytes (write-behind: `poll_flush` waits
 /// for them), and one that returns `Pending` has taken nothing, so a dropped write future
-/// neither loses nor duplicates bytes. The owned-buffer methods (`read`, `write_all`) take
-/// precedence over the traits' extension methods of the same name.
+/// neither loses nor duplicates bytes. The owned-buffer methods `read`, `read_exact`, `write`,
+/// `write_all` and `shutdown` take precedence over the traits' extension methods of the same
+/// name: spell those `AsyncWriteExt::shutdown(&mut stream)` (see the module docs, "Owned-buffer
+/// methods and the I/O traits").
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
@@ -103,20 +115,25 @@ impl Clone for TcpStream {
 
 impl TcpStream {
     /// Connects to `addr`, trying each address it resolves to in turn. A literal address is
-    /// parsed in place; a host name (`"localhost:8080"`) is resolved on hoop's blocking pool
-    /// (`hoop::spawn_blocking`), never on the calling executor's thread.
-    pub async fn connect(
+    /// parsed before this returns; a host name (`"localhost:8080"`) is copied and resolved,
+    /// when the future runs, on hoop's blocking pool (`hoop::spawn_blocking`), never on the
+    /// calling executor's thread. The future borrows neither `rings` nor `addr`.
+    pub fn connect(
         rings: &Rings,
         addr: impl crate::net::ToSocketAddrs,
-    ) -> io::Result<TcpStream> {
-        let mut last = None;
-        for addr in resolve_nonblocking(&addr).await? {
-            match TcpStream::connect_one(rings, addr).await {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
+    ) -> impl Future<Output = io::Result<TcpStream>> + Send + 'static {
+        let found = addr.resolve();
+        let rings = rings.clone();
+        async move {
+            let mut last = None;
+            for addr in lookup(found).await? {
+                match TcpStream::connect_one(&rings, addr).await {
+                    Ok(s) => return Ok(s),
+                    Err(e) => last = Some(e),
+                }
             }
+            Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
         }
-        Err(last.unwrap_or_else(|| io::Error::other("no address to connect to")))
     }
 
     async fn connect_one(rings: &Rings, addr: SocketAddr) -> io::Result<TcpStream> {

@@ -167,3 +167,141 @@ pub fn block_io_uring_setup() {
     };
     assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
 }
+
+/// The fds this process has open now, counted once every dropped set of shared rings has been
+/// torn down (the last handle's drop hands the teardown, which closes the rings' fds, to a
+/// thread of its own; bounded wait).
+pub fn open_fds() -> usize {
+    settle_teardowns();
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// Waits (at most 10 s) until no dropped set of shared rings is still being torn down.
+pub fn settle_teardowns() {
+    let start = std::time::Instant::now();
+    while hoop::shared::Rings::teardowns_in_progress() > 0
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The fds open now, each with what it names (its `/proc/self/fd` link), without the one
+/// that lists them.
+pub fn fd_set() -> std::collections::BTreeSet<(String, std::path::PathBuf)> {
+    settle_teardowns();
+    let listing = std::path::PathBuf::from(format!("/proc/{}/fd", std::process::id()));
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?;
+            (target != listing).then(|| (e.file_name().to_string_lossy().into_owned(), target))
+        })
+        .collect()
+}
+
+/// Waits (up to `secs` seconds) until every fd open is one of `before` (same number, same
+/// file), and fails listing the others. Fds other threads close meanwhile do not matter, so
+/// the threads a failed test left behind do not fail this one.
+pub fn assert_no_new_fds(
+    before: &std::collections::BTreeSet<(String, std::path::PathBuf)>,
+    secs: u64,
+) {
+    let start = std::time::Instant::now();
+    loop {
+        let new: Vec<_> = fd_set().difference(before).cloned().collect();
+        if new.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "fds not closed after {secs} s: {new:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Tests that count fds (or slots in flight) take this lock and run one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits, polling every 5 ms, until `done()` holds; fails with `what` after `secs` seconds.
+pub fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{what}: still not so after {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `f` once with a no-op waker (a shared operation's first poll puts its SQE in the
+/// ring; its second submits it). `Err(f)`: still pending, here it is back; `Ok`: finished.
+pub fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Result<F::Output, F> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Ok(v),
+        std::task::Poll::Pending => Err(f),
+    }
+}
+
+/// Shared rings for a test that is not about ring setup: opts out of the injected `setup`
+/// fault while building them (under it the test would only be skipped). `None` (and a
+/// line on stderr) where io_uring is unavailable.
+pub fn shared_rings(entries: u32) -> Option<hoop::shared::Rings> {
+    let _setup = hoop::fault::opt_out(&["setup"]);
+    match hoop::shared::Rings::builder()
+        .rings(2)
+        .entries(entries)
+        .build()
+    {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("SKIP: io_uring unavailable for shared rings: {e}");
+            None
+        }
+    }
+}
+
+/// An error an injected fault makes up for an operation that did not run (`ECANCELED`,
+/// `ECONNRESET`, `ENOBUFS`): the caller tries again.
+pub fn injected_error(e: &std::io::Error) -> bool {
+    hoop::fault::enabled()
+        && matches!(
+            e.raw_os_error(),
+            Some(libc::ECANCELED) | Some(libc::ECONNRESET) | Some(libc::ENOBUFS)
+        )
+}
+
+/// Sends all of `data` on a `hoop::shared` stream, one send at a time, retrying what an
+/// injected error says did not run (bounded).
+pub async fn shared_send_all(s: &hoop::shared::TcpStream, data: &[u8]) {
+    let (mut at, mut retries) = (0, 0);
+    while at < data.len() {
+        match s.write(data[at..].to_vec()).await.0 {
+            Ok(n) => at += n,
+            Err(e) if injected_error(&e) && retries < 1000 => retries += 1,
+            Err(e) => panic!("send at byte {at} of {}: {e}", data.len()),
+        }
+    }
+}
+
+/// Receives exactly `len` bytes from a `hoop::shared` stream, retrying what an injected error
+/// says did not run (bounded); fails if the peer closes first.
+pub async fn shared_recv_exact(s: &hoop::shared::TcpStream, len: usize) -> Vec<u8> {
+    let (mut got, mut retries) = (Vec::with_capacity(len), 0);
+    while got.len() < len {
+        match s.read(Vec::with_capacity(len - got.len())).await {
+            (Ok(0), _) => panic!("peer closed after {} of {len} bytes", got.len()),
+            (Ok(_), buf) => got.extend_from_slice(&buf),
+            (Err(e), _) if injected_error(&e) && retries < 1000 => retries += 1,
+            (Err(e), _) => panic!("recv after {} of {len} bytes: {e}", got.len()),
+        }
+    }
+    got
+}
