@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hoop_driver::op;
-use hoop_driver::shared::{Keep, Route};
+use hoop_driver::shared::{Keep, Route, SharedOp};
 use hoop_driver::{BufResult, IoBuf, IoBufMut};
 
 use super::poll::{file_state, FileOps};
@@ -122,6 +122,14 @@ impl File {
         buf: B,
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        self.read_at_op(buf, pos)
+    }
+
+    fn read_at_op<B: IoBufMut + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> SharedOp<Keep<op::Read<B>, Arc<OwnedFd>>> {
         let read = op::Read::new(self.fd.as_raw_fd(), buf, pos);
         self.rings
             .submit(self.route, Keep::new(read, self.fd.clone()))
@@ -134,6 +142,14 @@ impl File {
         buf: B,
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
+        self.write_at_op(buf, pos)
+    }
+
+    fn write_at_op<B: IoBuf + Send>(
+        &self,
+        buf: B,
+        pos: u64,
+    ) -> SharedOp<Keep<op::Write<B>, Arc<OwnedFd>>> {
         let write = op::Write::new(self.fd.as_raw_fd(), buf, pos);
         self.rings
             .submit(self.route, Keep::new(write, self.fd.clone()))
@@ -257,6 +273,16 @@ impl OpenOptions {
         rings: &Rings,
         path: impl AsRef<Path>,
     ) -> impl Future<Output = io::Result<File>> + Send + 'static {
+        self.open_with(rings, path, false)
+    }
+
+    /// `open`; `eager`: submitted on the first poll (see `SharedOp::eager`).
+    fn open_with(
+        &self,
+        rings: &Rings,
+        path: impl AsRef<Path>,
+        eager: bool,
+    ) -> impl Future<Output = io::Result<File>> + Send + 'static {
         let prepared = self
             .0
             .flags()
@@ -266,7 +292,8 @@ impl OpenOptions {
         async move {
             let (flags, path) = prepared?;
             let open = op::OpenAt::new(libc::AT_FDCWD, path, flags | libc::O_CLOEXEC, mode);
-            let fd = rings.submit(Route::Plain, open).await?;
+            let open = rings.submit(Route::Plain, open);
+            let fd = if eager { open.eager().await } else { open.await }?;
             Ok(File::from_owned(&rings, fd, flags & libc::O_DIRECT != 0))
         }
     }
@@ -278,11 +305,29 @@ pub fn read(
     rings: &Rings,
     path: impl AsRef<Path>,
 ) -> impl Future<Output = io::Result<Vec<u8>>> + Send + 'static {
-    let open = File::open(rings, path);
+    // Each step waits for the one before: nothing to batch, so every operation is submitted
+    // on its first poll (a hot-cache open and read complete inside that submit, without going
+    // back to the executor).
+    let open = OpenOptions::new().read(true).open_with(rings, path, true);
     async move {
         let file = open.await?;
-        let hint = file.metadata().await.map_or(0, |m| m.len());
-        crate::io_util::read_to_end(hint, |s, pos| file.read_at(s, pos)).await
+        let hint = size_hint(file.fd.as_raw_fd());
+        crate::io_util::read_to_end(hint, |s, pos| file.read_at_op(s, pos).eager()).await
+    }
+}
+
+/// The file's size by `fstat(2)` on its fd, made here: a read of the inode's attributes that
+/// never waits for the device, where a `statx` through the ring would be handed to a kernel
+/// worker thread (io_uring runs statx off the submitting thread) and cost a wake-up. 0 when it
+/// fails (the read then grows its buffer as it goes).
+fn size_hint(fd: RawFd) -> u64 {
+    // SAFETY: fstat writes a stat struct into a local.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `sb` is a live, writable stat struct; `fd` is open (the caller holds it).
+    if unsafe { libc::fstat(fd, &mut sb) } == 0 {
+        u64::try_from(sb.st_size).unwrap_or(0)
+    } else {
+        0
     }
 }
 
@@ -294,10 +339,20 @@ pub fn write(
     path: impl AsRef<Path>,
     contents: impl IoBuf + Send,
 ) -> impl Future<Output = io::Result<()>> + Send + 'static {
-    let create = File::create(rings, path);
+    // As `read`: one step after another, each submitted on its first poll.
+    let create = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open_with(rings, path, true);
     async move {
         let file = create.await?;
-        let (res, _) = file.write_all_at(contents, 0).await;
+        let total = contents.bytes_init();
+        let msg = "failed to write the whole buffer";
+        let (res, _) = until_done(contents, total, io::ErrorKind::WriteZero, msg, |s, done| {
+            file.write_at_op(s, done as u64).eager()
+        })
+        .await;
         res
     }
 }
