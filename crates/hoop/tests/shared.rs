@@ -70,6 +70,8 @@ fn every_test_again_on_the_epoll_engine() {
     if std::env::var_os(EPOLL_CHILD_ENV).is_some() {
         return;
     }
+    // Serial: the child's output pipes are fds of this process, which other tests count.
+    let _g = serial();
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
         .args([

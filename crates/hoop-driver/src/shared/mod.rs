@@ -169,7 +169,7 @@ impl RingsBuilder {
             taskrun_flags: false,
             // Completions run as task work of the thread that submitted: COOP_TASKRUN lets a
             // running thread take them at its next system call instead of an interrupt.
-            coop_taskrun: std::env::var_os("HOOP_SHARED_NO_COOP").is_none(),
+            coop_taskrun: true,
             register_ring_fd: false,
             driver,
             sqpoll_idle: self.sqpoll.then(|| Duration::from_millis(10)),
