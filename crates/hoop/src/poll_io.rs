@@ -510,9 +510,13 @@ macro_rules! poll_io_traits {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut tokio::io::ReadBuf<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
+                // tokio's cooperative budget, as tokio's own I/O types take it: a stream that is
+                // always ready (inline completions) still lets its worker's other tasks run.
+                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
                 let (fd, io) = self.get_mut().poll_io();
                 let want = buf.remaining();
                 std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
+                coop.made_progress();
                 std::task::Poll::Ready(Ok(()))
             }
         }
@@ -524,8 +528,13 @@ macro_rules! poll_io_traits {
                 cx: &mut std::task::Context<'_>,
                 buf: &[u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
+                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
                 let (fd, io) = self.get_mut().poll_io();
-                io.poll_write(fd, cx, buf)
+                let r = io.poll_write(fd, cx, buf);
+                if r.is_ready() {
+                    coop.made_progress();
+                }
+                r
             }
             fn poll_flush(
                 self: std::pin::Pin<&mut Self>,

@@ -820,3 +820,33 @@ fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
     });
     common::assert_no_new_fds(&before, 10);
 }
+
+/// A tokio runtime built without I/O cannot take a ring fd (tokio panics in the registration,
+/// which hoop catches quietly): the rings' reapers keep the waiting and everything completes.
+#[test]
+fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
+    let _g = serial();
+    let Some(rings) = common::shared_rings(64) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let stream = {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        // SAFETY: a connected stream socket we own; TcpStream only wraps it for recv/send.
+        TcpStream::from_std(&rings, unsafe {
+            std::net::TcpStream::from_raw_fd(a.into_raw_fd())
+        })
+    };
+    let read = rt.spawn(async move {
+        let (res, buf) = stream.read(vec![0u8; 16]).await;
+        res.map(|n| buf[..n].to_vec())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    b.write_all(b"no io driver").unwrap();
+    let got = common::bounded(10, move || rt.block_on(read).unwrap().unwrap());
+    assert_eq!(got, b"no io driver");
+}

@@ -293,7 +293,11 @@ impl OpenOptions {
             let (flags, path) = prepared?;
             let open = op::OpenAt::new(libc::AT_FDCWD, path, flags | libc::O_CLOEXEC, mode);
             let open = rings.submit(Route::Plain, open);
-            let fd = if eager { open.eager().await } else { open.await }?;
+            let fd = if eager {
+                open.eager().await
+            } else {
+                open.await
+            }?;
             Ok(File::from_owned(&rings, fd, flags & libc::O_DIRECT != 0))
         }
     }

@@ -11,9 +11,11 @@
 //! poller lives, the ring's reaper thread only parks; when the runtime goes away (the poller
 //! task is dropped) the reaper takes the waiting back. Outside tokio nothing changes.
 
+use std::cell::Cell;
 use std::future::poll_fn;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
 use std::task::Poll;
 
 use hoop_driver::shared::{set_reactor_hook, ReactorGuard, ReactorRing};
@@ -27,6 +29,38 @@ static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 /// Installs [`attach`] as the shared rings' reactor hook (idempotent, cheap).
 pub(crate) fn install() {
     set_reactor_hook(attach);
+}
+
+thread_local! {
+    /// Set while this thread registers a ring fd with tokio (see [`QuietPanics`]).
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While alive, a panic on this thread prints nothing: tokio's registration panics (with its
+/// own message) in a runtime built without I/O, and that panic is expected and caught. The
+/// process's panic hook is wrapped once (the previous hook runs for every other panic).
+struct QuietPanics;
+
+impl QuietPanics {
+    fn on() -> QuietPanics {
+        static HOOK: Once = Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !QUIET.with(|q| q.get()) {
+                    previous(info);
+                }
+            }));
+        });
+        QUIET.with(|q| q.set(true));
+        QuietPanics
+    }
+}
+
+impl Drop for QuietPanics {
+    fn drop(&mut self) {
+        QUIET.with(|q| q.set(false));
+    }
 }
 
 /// The ring, as the fd tokio's reactor watches: the ring (and so its fd) lives as long as the
@@ -49,10 +83,12 @@ fn attach(ring: ReactorRing) {
     let Some(guard) = ring.try_attach() else {
         return;
     };
-    // Registered here, on the calling thread, so that a runtime without I/O is found out once
-    // (tokio panics there; the panic is caught and the reapers keep the ring).
+    // Registered here, on the calling thread, so that a runtime without I/O is found out once:
+    // tokio has no way to ask, and panics in the registration; the panic is caught (and kept
+    // quiet: see `quiet_panics`) and the reapers keep the rings from then on.
     let registered = {
         let _enter = handle.enter();
+        let _quiet = QuietPanics::on();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: the fd is the ring's (or its epoll engine's), owned by the ring that
             // `WaitFd` holds, so it stays open and names the same file for as long as the

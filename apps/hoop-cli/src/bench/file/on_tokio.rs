@@ -44,12 +44,15 @@ impl<I: SendIo> BlockIo<AlignedBuf> for Sendable<I> {
 
 /// Unpins the calling thread (the engine's own, which ends with the engine, so that every
 /// thread it starts inherits every allowed CPU), then builds a multi-thread runtime with one
-/// worker per allowed CPU.
+/// worker per allowed CPU and tokio's I/O driver.
 pub(crate) fn runtime(cx: &EngineCtx) -> io::Result<Runtime> {
     set_affinity(cx.allowed);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers(cx))
         .thread_name("hoop-bench-tokio")
+        // I/O on: the shared rings hand their waiting to tokio's reactor (a runtime without
+        // it leaves it to their reaper threads).
+        .enable_io()
         .build()
 }
 
