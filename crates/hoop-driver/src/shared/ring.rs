@@ -202,13 +202,19 @@ impl Ring {
     /// epoll deadline).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
         let section = crate::deferred::Section::enter();
-        let mut wakeups = SCRATCH.with(|s| s.take());
-        let (r, orphans) = {
+        let (r, mut wakeups, orphans) = {
             let mut g = self.lock();
             let r = f(&mut g.engine.0);
             let e = &mut g.engine.0;
             let table = e.table_mut();
-            std::mem::swap(&mut wakeups, &mut table.wakeups);
+            // Most calls wake nothing: the scratch list is only fetched when there are wakers.
+            let wakeups = if table.wakeups.is_empty() {
+                Vec::new()
+            } else {
+                let mut w = SCRATCH.with(|s| s.take());
+                std::mem::swap(&mut w, &mut table.wakeups);
+                w
+            };
             let orphans = if table.orphans.is_empty() {
                 Vec::new()
             } else {
@@ -216,16 +222,18 @@ impl Ring {
             };
             self.load.store(e.in_use(), Ordering::Relaxed);
             self.wake_reaper_if_due(&mut g);
-            (r, orphans)
+            (r, wakeups, orphans)
         };
         drop(section);
-        for w in wakeups.drain(..) {
-            w.wake();
+        if !wakeups.is_empty() {
+            for w in wakeups.drain(..) {
+                w.wake();
+            }
+            SCRATCH.with(|s| s.set(wakeups));
         }
         for (data, c) in orphans {
             data.finish(c);
         }
-        SCRATCH.with(|s| s.set(wakeups));
         r
     }
 
@@ -239,6 +247,9 @@ impl Ring {
         }
         // An epoll deadline earlier than the reaper's next look (timers are the reaper's
         // whether or not a reactor is attached).
+        if matches!(e, Engine::Uring(_)) {
+            return;
+        }
         if let Some(due) = e.next_deadline() {
             if g.reaper_until.is_none_or(|until| due < until) {
                 g.reaper_until = Some(due);
