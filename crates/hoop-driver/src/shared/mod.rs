@@ -425,6 +425,12 @@ impl Rings {
                 return rings[i].clone();
             }
         }
+        // The thread's own ring when it has few operations in flight: no other ring can then
+        // be LOAD_SLACK emptier, so the scan below would choose it anyway.
+        let own = &rings[home_ring(rings.len())];
+        if fits(own) && (route != Route::Direct || own.iopoll) && own.load() <= LOAD_SLACK {
+            return own.clone();
+        }
         let prefer_iopoll = route == Route::Direct;
         let mut best: Option<&Arc<Ring>> = None;
         for r in rings.iter().filter(|r| fits(r)) {
@@ -447,7 +453,6 @@ impl Rings {
         // The thread's own ring, unless it is clearly busier than the least-loaded one: the
         // operations of one thread then share a ring (one lock, one enter per batch) instead
         // of bouncing every ring's lock between CPUs.
-        let own = &rings[home_ring(rings.len())];
         if fits(own) && own.iopoll == best.iopoll && own.load() <= best.load() + LOAD_SLACK {
             return own.clone();
         }
