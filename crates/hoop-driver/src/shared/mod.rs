@@ -2,24 +2,31 @@
 //! included), as `Send + 'static` futures.
 //!
 //! [`Rings`] is a set of rings, each with a preallocated table of op slots, a lock, and a reaper
-//! thread. Any thread submits; an operation goes to the least-loaded ring (kbio's rule) unless
-//! the handle is [pinned](Rings::pinned), with one refinement: each thread has a ring of its own
-//! (given in turn) that it keeps using while that ring has at most 32 more operations in flight
-//! than the least-loaded one, so that one thread's batch takes one lock and one
-//! `io_uring_enter` instead of bouncing between rings. With [`RingsBuilder::iopoll`], the rings are
-//! `IORING_SETUP_IOPOLL` rings and one plain ring is added: O_DIRECT reads and writes (and
-//! no-ops) go to the polled rings, everything an IOPOLL ring refuses to the plain one.
+//! thread that waits only when nothing else does. Any thread submits; an operation goes to the
+//! thread's own ring (rings are given to threads in turn) while that ring has at most 32 more
+//! operations in flight than the least-loaded one, else to the least-loaded ring (kbio's rule),
+//! unless the handle is [pinned](Rings::pinned): one thread's batch takes one lock and one
+//! `io_uring_enter` instead of bouncing between rings. With [`RingsBuilder::iopoll`], the rings
+//! are `IORING_SETUP_IOPOLL` rings and one plain ring is added: O_DIRECT reads and writes (and
+//! no-ops) go to the polled rings, everything an IOPOLL ring refuses to the plain one. Where
+//! io_uring is refused, the set runs on hoop's epoll engine instead ([`RingsBuilder::driver`]).
 //!
 //! The operations are the driver's own ([`crate::op`]), with the same ownership rules as on a
 //! per-thread ring: the future owns its buffer, dropping it cancels the operation in the kernel,
 //! a late accept or open result is closed, and memory is freed only after the final CQE.
 //!
+//! Submission: an operation's first poll pushes its SQE and comes back after the executor's
+//! other ready tasks pushed theirs, so one `io_uring_enter` takes them all; an operation alone
+//! in its task's poll submits at once ([`SharedOp::eager`]).
+//!
 //! Completions: a thread that polls an operation submits the queued SQEs and drains the CQ
-//! itself, so operations that complete inline (no-ops, hot-cache reads) never leave the thread;
-//! the reaper waits in `io_uring_enter` only while the kernel owes the ring a CQE (an idle set of
-//! rings uses no CPU) and wakes the tasks of what completes later. Wakers are called outside
-//! every lock. No room (slots or SQ): the future waits in the ring's FIFO, woken when a slot
-//! frees; nothing spins and nothing blocks.
+//! itself, so operations that complete inline (no-ops, hot-cache reads) never leave the thread.
+//! What completes later is waited for by the executor's reactor when one takes the ring (hoop's
+//! tokio integration registers the ring fd with tokio's reactor through [`set_reactor_hook`]:
+//! a completion wakes a tokio worker directly), else by the ring's reaper, which waits in the
+//! kernel only while something is owed (an idle set of rings uses no CPU). Wakers are called
+//! outside every lock. No room (slots or SQ): the future waits in the ring's FIFO, woken when a
+//! slot frees; nothing spins and nothing blocks.
 
 mod op;
 mod ring;
@@ -365,9 +372,11 @@ impl Drop for RingsInner {
     }
 }
 
-/// A set of io_uring rings any thread submits to. `Clone + Send + Sync`: every clone is a
-/// handle to the same rings; dropping the last one (from any thread) cancels what is in flight,
-/// reaps every final CQE, and stops the reapers.
+/// A set of io_uring rings (or epoll engines, where io_uring is refused) any thread submits
+/// to. `Clone + Send + Sync`: every clone is a handle to the same rings; dropping the last one
+/// (from any thread) starts the teardown on a thread of its own, so the dropping thread never
+/// blocks: it cancels what is in flight, reaps every final CQE, stops the reapers, and gives
+/// its report to [`RingsBuilder::on_shutdown`]. [`Rings::shutdown`] does the same at once.
 #[derive(Clone)]
 pub struct Rings {
     inner: Arc<RingsInner>,
@@ -500,7 +509,9 @@ impl Rings {
 
     /// Cancels every operation in flight on every ring and reaps their final CQEs (or leaks
     /// their memory after the shutdown timeout); operations started afterwards fail with
-    /// `ECANCELED`. Dropping the last handle does the same.
+    /// `ECANCELED`. Blocks until done (up to the shutdown timeout): from an async task, call
+    /// it through `spawn_blocking`. Dropping the last handle does the same on a thread of its
+    /// own.
     pub fn shutdown(&self) -> ShutdownReport {
         self.inner.shutdown()
     }

@@ -33,10 +33,16 @@
 //! The rules are the thread-per-core runtime's: buffers are owned by the operation until its
 //! final completion, dropping a future cancels its operation in the kernel, a late accept or
 //! open result is closed, and the rings' memory is freed only after every final CQE (dropping
-//! the last [`Rings`] handle, from any thread, cancels and reaps first). See [`Rings`] for how
-//! SQEs are batched and completions reaped, and DESIGN.md ("Shared rings") for the numbers
-//! behind the design. Shared rings need io_uring: [`RingsBuilder::build`] says why it cannot
-//! be set up (there is no epoll fallback for them).
+//! the last [`Rings`] handle, from any thread, cancels and reaps first, on a thread of its own:
+//! the dropping thread never blocks). See [`Rings`] for how SQEs are batched and completions
+//! reaped, and DESIGN.md ("Shared rings") for the numbers behind the design.
+//!
+//! Inside a tokio runtime (feature `tokio`), the rings hand their waiting to tokio's reactor:
+//! a poller task per ring watches the ring fd, so a completion wakes a tokio worker directly,
+//! with no thread of hoop's in between. Where io_uring is refused (Docker's default seccomp
+//! profile, `kernel.io_uring_disabled`), [`Rings::new`] builds the same set on hoop's epoll
+//! engine, says why once on stderr and in [`Rings::fallback_reason`], and every type here keeps
+//! working (`HOOP_DRIVER=epoll` chooses it; [`RingsBuilder::driver`] forces either).
 //!
 //! # Owned-buffer methods and the I/O traits
 //!
