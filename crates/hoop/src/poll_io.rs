@@ -241,6 +241,21 @@ impl<O: Ops> PollIo<O> {
         })
     }
 
+    /// Before a read made outside this machine (by readiness): pushes the write-behind on, as
+    /// `poll_read_with` does, and says whether no read of this machine is pending (no bytes
+    /// kept, no read in flight), so that the caller may read the socket itself.
+    pub(crate) fn read_idle(&mut self, fd: RawFd, cx: &mut Context<'_>) -> io::Result<bool> {
+        self.check_thread()?;
+        if self.write_op.is_some() {
+            let _ = self.drive_write(fd, cx);
+        }
+        let kept = self
+            .read_buf
+            .as_ref()
+            .is_some_and(|b| self.read_pos < b.len());
+        Ok(!kept && self.read_op.is_none())
+    }
+
     /// `poll_read` into whatever `put` writes to (tokio's `ReadBuf` takes the bytes without
     /// zeroing its unfilled part first): at most `want` bytes are handed to `put`, once.
     pub(crate) fn poll_read_with(
@@ -466,7 +481,7 @@ impl<O: Ops> PollIo<O> {
 /// Implements `futures::io::AsyncRead`/`AsyncWrite` (and tokio's with feature `tokio`) for a
 /// type with a `poll_io(&mut self) -> (RawFd, &mut PollIo)` method.
 macro_rules! poll_io_traits {
-    ($t:ty) => {
+    (@common $t:ty) => {
         impl futures::io::AsyncRead for $t {
             fn poll_read(
                 self: std::pin::Pin<&mut Self>,
@@ -504,24 +519,6 @@ macro_rules! poll_io_traits {
         }
 
         #[cfg(feature = "tokio")]
-        impl tokio::io::AsyncRead for $t {
-            fn poll_read(
-                self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-                buf: &mut tokio::io::ReadBuf<'_>,
-            ) -> std::task::Poll<std::io::Result<()>> {
-                // tokio's cooperative budget, as tokio's own I/O types take it: a stream that is
-                // always ready (inline completions) still lets its worker's other tasks run.
-                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-                let (fd, io) = self.get_mut().poll_io();
-                let want = buf.remaining();
-                std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
-                coop.made_progress();
-                std::task::Poll::Ready(Ok(()))
-            }
-        }
-
-        #[cfg(feature = "tokio")]
         impl tokio::io::AsyncWrite for $t {
             fn poll_write(
                 self: std::pin::Pin<&mut Self>,
@@ -549,6 +546,31 @@ macro_rules! poll_io_traits {
             ) -> std::task::Poll<std::io::Result<()>> {
                 let (fd, io) = self.get_mut().poll_io();
                 io.poll_close(fd, cx)
+            }
+        }
+    };
+    // The type writes its own tokio `AsyncRead` (hoop::shared::TcpStream: reads by readiness
+    // inside a tokio runtime).
+    ($t:ty, own_tokio_read) => {
+        $crate::poll_io::poll_io_traits!(@common $t);
+    };
+    ($t:ty) => {
+        $crate::poll_io::poll_io_traits!(@common $t);
+        #[cfg(feature = "tokio")]
+        impl tokio::io::AsyncRead for $t {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                // tokio's cooperative budget, as tokio's own I/O types take it: a stream that is
+                // always ready (inline completions) still lets its worker's other tasks run.
+                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+                let (fd, io) = self.get_mut().poll_io();
+                let want = buf.remaining();
+                std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
+                coop.made_progress();
+                std::task::Poll::Ready(Ok(()))
             }
         }
     };

@@ -101,6 +101,9 @@ pub struct TcpStream {
     rings: Rings,
     /// The poll-based traits' state (made on first use; a clone starts without one).
     io: Option<Box<PollIo<SocketOps>>>,
+    /// Readability on tokio's reactor, for tokio's `AsyncRead` (a clone starts without one).
+    #[cfg(feature = "tokio")]
+    ready: super::reactor::Readiness,
 }
 
 impl Clone for TcpStream {
@@ -109,6 +112,8 @@ impl Clone for TcpStream {
             fd: self.fd.clone(),
             rings: self.rings.clone(),
             io: None,
+            #[cfg(feature = "tokio")]
+            ready: Default::default(),
         }
     }
 }
@@ -156,6 +161,8 @@ impl TcpStream {
             fd: Arc::new(fd),
             rings: rings.clone(),
             io: None,
+            #[cfg(feature = "tokio")]
+            ready: Default::default(),
         }
     }
 
@@ -166,6 +173,77 @@ impl TcpStream {
 
     fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// tokio's `poll_read` inside a tokio runtime: wait for readability on tokio's reactor and
+    /// `recv(2)` straight into the caller's buffer, as tokio's own `TcpStream` does (a recv
+    /// through the ring that has to wait completes as task work of the thread that submitted
+    /// it, which costs a wake-up of that worker; see DESIGN.md "Shared rings"). `None`: no
+    /// reactor here, or a read through the ring is pending: the caller reads through the ring.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_read_by_readiness(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Option<std::task::Poll<io::Result<()>>> {
+        use std::task::Poll;
+        let fd = self.raw();
+        {
+            let (_, io) = self.poll_io();
+            match io.read_idle(fd, cx) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Poll::Ready(Err(e))),
+            }
+        }
+        if buf.remaining() == 0 {
+            return Some(Poll::Ready(Ok(())));
+        }
+        let afd = self.ready.get(&self.fd)?;
+        let gone = loop {
+            let mut guard = match afd.poll_read_ready(cx) {
+                Poll::Pending => return Some(Poll::Pending),
+                Poll::Ready(Ok(g)) => g,
+                // The runtime that registered it is gone: back to the ring.
+                Poll::Ready(Err(_)) => break true,
+            };
+            // SAFETY: recv writes at most `unfilled.len()` bytes into the unfilled part of
+            // `buf`, memory it owns; nothing reads it before `assume_init` below, which covers
+            // exactly the bytes recv wrote.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            let res = guard.try_io(|_| {
+                // SAFETY: a pointer and length within `unfilled`, alive for the call.
+                let r = unsafe {
+                    libc::recv(
+                        fd,
+                        unfilled.as_mut_ptr().cast(),
+                        unfilled.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(r as usize)
+                }
+            });
+            match res {
+                Ok(Ok(n)) => {
+                    // SAFETY: recv initialized the first `n` unfilled bytes.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    return Some(Poll::Ready(Ok(())));
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => return Some(Poll::Ready(Err(e))),
+                // Not readable after all (readiness cleared): wait for the next edge.
+                Err(_would_block) => {}
+            }
+        };
+        if gone {
+            self.ready = super::reactor::Readiness::Off;
+        }
+        None
     }
 
     /// The fd and the poll-based traits' state.

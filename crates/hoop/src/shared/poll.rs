@@ -155,7 +155,32 @@ pub(crate) fn file_state(fd: &Arc<OwnedFd>, rings: &Rings, route: Route) -> Box<
     ))
 }
 
-crate::poll_io::poll_io_traits!(super::TcpStream);
+crate::poll_io::poll_io_traits!(super::TcpStream, own_tokio_read);
+
+#[cfg(feature = "tokio")]
+impl tokio::io::AsyncRead for super::TcpStream {
+    /// By readiness on tokio's reactor inside a tokio runtime (`poll_read_by_readiness`), else
+    /// through the ring with the internal buffer.
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let this = self.get_mut();
+        if let Some(r) = this.poll_read_by_readiness(cx, buf) {
+            if r.is_ready() {
+                coop.made_progress();
+            }
+            return r;
+        }
+        let (fd, io) = this.poll_io();
+        let want = buf.remaining();
+        std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
+        coop.made_progress();
+        std::task::Poll::Ready(Ok(()))
+    }
+}
 crate::poll_io::poll_io_traits!(super::File);
 
 impl futures::io::AsyncSeek for super::File {

@@ -13,7 +13,8 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 use std::task::Poll;
@@ -63,6 +64,59 @@ impl Drop for QuietPanics {
     }
 }
 
+/// A value whose fd stays open, naming the same file, while the value lives, and which
+/// `as_raw_fd` always returns: what tokio's `AsyncFd` registration requires.
+///
+/// # Safety
+/// Implementors must own what keeps the fd open and never return another fd.
+pub(crate) unsafe trait OwnsFd: AsRawFd {}
+
+// SAFETY: the ring owns its fd; `WaitFd` holds the ring.
+unsafe impl OwnsFd for WaitFd {}
+
+/// A socket's fd, held by its `Arc` (every handle and operation of the socket shares it).
+#[derive(Debug)]
+pub(crate) struct SockFd(pub(crate) Arc<OwnedFd>);
+
+impl AsRawFd for SockFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+// SAFETY: the `Arc` keeps the `OwnedFd` (and so the fd) alive while this value lives.
+unsafe impl OwnsFd for SockFd {}
+
+/// A shared socket's readability on tokio's reactor, for the tokio `AsyncRead` path (made on
+/// the first read inside a tokio runtime with I/O).
+#[derive(Debug, Default)]
+pub(crate) enum Readiness {
+    /// Not looked at yet.
+    #[default]
+    Untried,
+    /// Registered with the reactor of the runtime that first read.
+    On(AsyncFd<SockFd>),
+    /// No tokio reactor (or it went away): reads go through the ring.
+    Off,
+}
+
+impl Readiness {
+    /// The registration, made now if this is the first look.
+    pub(crate) fn get(&mut self, fd: &Arc<OwnedFd>) -> Option<&AsyncFd<SockFd>> {
+        if let Readiness::Untried = self {
+            let handle = tokio::runtime::Handle::try_current().ok();
+            *self = match handle.and_then(|h| register(&h, SockFd(fd.clone()))) {
+                Some(afd) => Readiness::On(afd),
+                None => Readiness::Off,
+            };
+        }
+        match self {
+            Readiness::On(afd) => Some(afd),
+            _ => None,
+        }
+    }
+}
+
 /// The ring, as the fd tokio's reactor watches: the ring (and so its fd) lives as long as the
 /// `AsyncFd` that owns this.
 struct WaitFd(ReactorRing);
@@ -83,29 +137,40 @@ fn attach(ring: ReactorRing) {
     let Some(guard) = ring.try_attach() else {
         return;
     };
-    // Registered here, on the calling thread, so that a runtime without I/O is found out once:
-    // tokio has no way to ask, and panics in the registration; the panic is caught (and kept
-    // quiet: see `quiet_panics`) and the reapers keep the rings from then on.
+    let Some(afd) = register(&handle, WaitFd(ring)) else {
+        return;
+    };
+    // A runtime shutting down drops the task unpolled: the guard goes with it.
+    drop(handle.spawn(poll_ring(afd, guard)));
+}
+
+/// Registers `io` for readability with the reactor of `handle`'s runtime. `None` where tokio
+/// refuses it or the runtime has no I/O: tokio has no way to ask, and panics in the
+/// registration; the panic is caught once (and kept quiet: see [`QuietPanics`]), and no
+/// registration is tried again in this process.
+pub(crate) fn register<T: OwnsFd>(handle: &tokio::runtime::Handle, io: T) -> Option<AsyncFd<T>> {
+    if UNAVAILABLE.load(Ordering::Relaxed) {
+        return None;
+    }
     let registered = {
         let _enter = handle.enter();
         let _quiet = QuietPanics::on();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: the fd is the ring's (or its epoll engine's), owned by the ring that
-            // `WaitFd` holds, so it stays open and names the same file for as long as the
-            // `AsyncFd` owning that `WaitFd` lives, and `as_raw_fd` always returns it.
-            unsafe { AsyncFd::register_with_interest(WaitFd(ring), Interest::READABLE) }
+            // SAFETY: `T: OwnsFd`: it owns what keeps its fd open (the ring that `WaitFd`
+            // holds, the `Arc<OwnedFd>` of a socket), so the fd stays open and names the same
+            // file for as long as the `AsyncFd` owning it lives, and `as_raw_fd` always returns
+            // it.
+            unsafe { AsyncFd::register_with_interest(io, Interest::READABLE) }
         }))
     };
-    let afd = match registered {
-        Ok(Ok(afd)) => afd,
-        Ok(Err(_)) => return,
+    match registered {
+        Ok(Ok(afd)) => Some(afd),
+        Ok(Err(_)) => None,
         Err(_) => {
             UNAVAILABLE.store(true, Ordering::Relaxed);
-            return;
+            None
         }
-    };
-    // A runtime shutting down drops the task unpolled: the guard goes with it.
-    drop(handle.spawn(poll_ring(afd, guard)));
+    }
 }
 
 /// The poller of one ring: drain whenever the ring fd turns readable, until the ring stops or
