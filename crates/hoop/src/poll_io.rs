@@ -349,6 +349,17 @@ impl<O: Ops> PollIo<O> {
         }
     }
 
+    /// Nothing of this machine's writes pending (the write-behind driven to its end, its error
+    /// reported): the caller may then write the socket itself without reordering bytes.
+    pub(crate) fn poll_write_idle(
+        &mut self,
+        fd: RawFd,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check_thread()?;
+        self.poll_write_done(fd, cx)
+    }
+
     /// Drives the write in flight to its end, then reports its error if it had one.
     fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         std::task::ready!(self.drive_write(fd, cx));
@@ -518,6 +529,8 @@ macro_rules! poll_io_traits {
             }
         }
 
+    };
+    (@tokio_write $t:ty) => {
         #[cfg(feature = "tokio")]
         impl tokio::io::AsyncWrite for $t {
             fn poll_write(
@@ -549,13 +562,14 @@ macro_rules! poll_io_traits {
             }
         }
     };
-    // The type writes its own tokio `AsyncRead` (hoop::shared::TcpStream: reads by readiness
-    // inside a tokio runtime).
-    ($t:ty, own_tokio_read) => {
+    // The type writes its own tokio `AsyncRead` and `AsyncWrite` (hoop::shared::TcpStream: by
+    // readiness and system calls inside a tokio runtime).
+    ($t:ty, own_tokio_io) => {
         $crate::poll_io::poll_io_traits!(@common $t);
     };
     ($t:ty) => {
         $crate::poll_io::poll_io_traits!(@common $t);
+        $crate::poll_io::poll_io_traits!(@tokio_write $t);
         #[cfg(feature = "tokio")]
         impl tokio::io::AsyncRead for $t {
             fn poll_read(

@@ -155,7 +155,7 @@ pub(crate) fn file_state(fd: &Arc<OwnedFd>, rings: &Rings, route: Route) -> Box<
     ))
 }
 
-crate::poll_io::poll_io_traits!(super::TcpStream, own_tokio_read);
+crate::poll_io::poll_io_traits!(super::TcpStream, own_tokio_io);
 
 #[cfg(feature = "tokio")]
 impl tokio::io::AsyncRead for super::TcpStream {
@@ -179,6 +179,95 @@ impl tokio::io::AsyncRead for super::TcpStream {
         std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
         coop.made_progress();
         std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// `sendmsg(2)` of `bufs` without waiting: `None` if the socket has no room (`EAGAIN`).
+#[cfg(feature = "tokio")]
+fn send_now(fd: RawFd, bufs: &[std::io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+    // SAFETY: a zeroed msghdr is a valid empty one; the fields set below point into `bufs`
+    // (`IoSlice` is ABI-compatible with `iovec`), alive for the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    // SAFETY: `msg` names only memory borrowed for the call; the kernel only reads it.
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if r >= 0 {
+        return Some(Ok(r as usize));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => None,
+        _ => Some(Err(e)),
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl super::TcpStream {
+    /// tokio's writes: when nothing of the write-behind is pending, straight from the caller's
+    /// buffers with `sendmsg(2)` (no copy; what the socket takes now is the result, as with
+    /// tokio's own `TcpStream`); when the socket has no room, the first buffer goes through the
+    /// internal buffer and the ring, which sends when there is room.
+    fn tokio_write(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let (fd, io) = self.poll_io();
+        std::task::ready!(io.poll_write_idle(fd, cx))?;
+        let r = match send_now(fd, bufs) {
+            Some(r) => std::task::Poll::Ready(r),
+            None => {
+                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+                io.poll_write(fd, cx, first)
+            }
+        };
+        if r.is_ready() {
+            coop.made_progress();
+        }
+        r
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl tokio::io::AsyncWrite for super::TcpStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return std::task::Poll::Ready(Ok(0));
+        }
+        self.get_mut().tokio_write(cx, &[std::io::IoSlice::new(buf)])
+    }
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return std::task::Poll::Ready(Ok(0));
+        }
+        self.get_mut().tokio_write(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let (fd, io) = self.get_mut().poll_io();
+        io.poll_flush(fd, cx)
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let (fd, io) = self.get_mut().poll_io();
+        io.poll_close(fd, cx)
     }
 }
 crate::poll_io::poll_io_traits!(super::File);
