@@ -219,7 +219,10 @@ impl super::TcpStream {
         let r = match send_now(fd, bufs) {
             Some(r) => std::task::Poll::Ready(r),
             None => {
-                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+                let first = bufs
+                    .iter()
+                    .find(|b| !b.is_empty())
+                    .map_or(&[][..], |b| &b[..]);
                 io.poll_write(fd, cx, first)
             }
         };
@@ -240,7 +243,8 @@ impl tokio::io::AsyncWrite for super::TcpStream {
         if buf.is_empty() {
             return std::task::Poll::Ready(Ok(0));
         }
-        self.get_mut().tokio_write(cx, &[std::io::IoSlice::new(buf)])
+        self.get_mut()
+            .tokio_write(cx, &[std::io::IoSlice::new(buf)])
     }
     fn poll_write_vectored(
         self: std::pin::Pin<&mut Self>,

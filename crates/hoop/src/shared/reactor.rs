@@ -14,8 +14,8 @@
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::sync::Once;
 use std::task::Poll;
 
