@@ -283,3 +283,67 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
         assert!(err.contains(needle), "{needle:?} in {err}");
     }
 }
+
+/// `--netns-mtu 1500`: the side-by-side run once on the machine's loopback and once more inside
+/// a network namespace of its own whose loopback MTU is 1500, each JSON line saying which;
+/// where no namespace can be made, a line says it was skipped and the first run stands.
+#[test]
+fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-netns", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--servers",
+        "hoop",
+        "--cells",
+        "1k-c4",
+        "--rounds",
+        "2",
+        "-t",
+        "0.3",
+        "--netns-mtu",
+        "1500",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let results: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let hoop_client = |v: &&Value| v["server"] == "hoop" && v["client"] == "hoop";
+    let first: Vec<&Value> = results
+        .iter()
+        .filter(hoop_client)
+        .filter(|v| v["loopback_mtu"] != 1500)
+        .collect();
+    assert_eq!(
+        first.len(),
+        2,
+        "two rounds on the machine's loopback: {text}"
+    );
+    if err.contains("netns loopback MTU 1500: skipped:") {
+        eprintln!("skip: no network namespace here: {err}");
+        return;
+    }
+    assert!(
+        err.contains("inside a network namespace of its own, loopback MTU 1500"),
+        "{err}"
+    );
+    let inside: Vec<&Value> = results
+        .iter()
+        .filter(hoop_client)
+        .filter(|v| v["loopback_mtu"] == 1500)
+        .collect();
+    assert_eq!(inside.len(), 2, "two rounds inside the namespace: {text}");
+    for v in first.iter().chain(inside.iter()) {
+        assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(v["errors"], 0, "{v}");
+    }
+}

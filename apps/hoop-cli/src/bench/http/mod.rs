@@ -42,6 +42,7 @@ use super::{check_conns, check_rounds, check_secs, invalid};
 pub(crate) mod client;
 pub(crate) mod hyper_server;
 pub(crate) mod hyper_sockets;
+pub(crate) mod netns;
 pub(crate) mod nginx;
 mod side_by_side;
 mod table;
@@ -140,6 +141,12 @@ pub struct HttpBenchArgs {
     /// target/hoop-report/http).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Side by side: after the run on the machine's loopback, the same run again inside a
+    /// network namespace of its own whose loopback MTU is MTU (HttpArena uses 1500: 65536
+    /// hides the kernel's segmentation cost), both reported; skipped with a line where a
+    /// namespace cannot be made (needs CAP_SYS_ADMIN and `ip`).
+    #[arg(long, value_name = "MTU", value_parser = clap::value_parser!(u32).range(68..=65536))]
+    pub netns_mtu: Option<u32>,
 }
 
 /// One HTTP measurement: one server, one configuration, one round (a JSON line).
@@ -175,6 +182,8 @@ pub(crate) struct HttpResult {
     pub first_error: Option<String>,
     /// Whether every body byte was compared with the file.
     pub verified_bytes: bool,
+    /// The loopback MTU of the network namespace the run was made in (`--netns-mtu`).
+    pub loopback_mtu: Option<u32>,
     /// requests / secs.
     pub rps: f64,
     /// Body MiB/s of verified requests.
@@ -433,18 +442,44 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                     "--wrk runs wrk against hyper-shared and hyper-tokio: name one in --servers",
                 ));
             }
+            let report = |outcome: &Outcome, out: &Out| {
+                out.human(&summary_table(
+                    &outcome.results,
+                    &plan.servers,
+                    &outcome.notes,
+                ));
+                if let Some(pair) = table::hyper_pair_section(&outcome.results) {
+                    out.human(&pair);
+                }
+            };
             let out = Out::new(json, plan.planned_secs());
             let outcome = run_side_by_side(&plan, &out);
             out.finish();
-            out.human(&summary_table(
-                &outcome.results,
-                &plan.servers,
-                &outcome.notes,
+            out.human(&format!(
+                "loopback MTU {} (the machine's network namespace)",
+                netns::loopback_mtu().map_or("unknown".to_string(), |m| m.to_string())
             ));
-            if let Some(pair) = table::hyper_pair_section(&outcome.results) {
-                out.human(&pair);
+            report(&outcome, &out);
+            let status = finish_status(&outcome);
+            let Some(mtu) = args.netns_mtu else {
+                return status;
+            };
+            match netns::enter(mtu) {
+                Err(e) => {
+                    out.human(&format!("netns loopback MTU {mtu}: skipped: {e}"));
+                    status
+                }
+                Ok(()) => {
+                    let out = Out::new(json, plan.planned_secs());
+                    out.human(&format!(
+                        "\n## The same runs inside a network namespace of its own, loopback MTU {mtu}\n"
+                    ));
+                    let outcome_ns = run_side_by_side(&plan, &out);
+                    out.finish();
+                    report(&outcome_ns, &out);
+                    status.and(finish_status(&outcome_ns))
+                }
             }
-            finish_status(&outcome)
         }
     }
 }
@@ -594,6 +629,7 @@ fn make_result(
         errors_by_kind: o.errors.clone(),
         first_error: o.first_error.clone(),
         verified_bytes: cfg.verify.is_some(),
+        loopback_mtu: netns::loopback_mtu(),
         rps: stats::round3(o.requests as f64 / secs),
         mib_s: stats::round3(o.body_bytes as f64 / secs / (1 << 20) as f64),
         p50_us: stats::quantile_us(&o.hist, 0.5),

@@ -504,6 +504,7 @@ fn run_wrk_file(
         errors_by_kind: BTreeMap::new(),
         first_error: None,
         verified_bytes: false,
+        loopback_mtu: super::netns::loopback_mtu(),
         rps,
         mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
         p50_us: None,

@@ -429,6 +429,7 @@ mod tests {
             errors_by_kind: BTreeMap::new(),
             first_error: None,
             verified_bytes: true,
+            loopback_mtu: Some(65536),
             rps,
             mib_s: 1.0,
             p50_us: None,
