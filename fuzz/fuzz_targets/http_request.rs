@@ -21,7 +21,7 @@ use resolve::decode;
 
 fn check_target(target: &[u8]) {
     let Ok(t) = decode(target) else { return };
-    for rel in [&t.rel, &t.file_rel()] {
+    for rel in [&t.rel, &t.file_rel(b"index.html")] {
         assert!(!rel.starts_with(b"/"), "absolute: {:?}", String::from_utf8_lossy(rel));
         assert!(!rel.contains(&0), "NUL in {:?}", String::from_utf8_lossy(rel));
         if rel.is_empty() {

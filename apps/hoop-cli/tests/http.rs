@@ -1076,3 +1076,44 @@ fn access_log_lines_follow_the_listening_line() {
     assert!(a.contains("\"GET /a.txt HTTP/1.1\" 200"), "{a}");
     assert!(b.contains("\"GET /nope HTTP/1.1\" 404"), "{b}");
 }
+
+/// `--index NAME`: a directory target serves NAME (not index.html); a directory without it is
+/// 403; a bad NAME is refused at start (exit code 1, as every bad argument of the CLI).
+fn index_option(driver: &str) {
+    let (_base, root) = make_root(&format!("index-{driver}"));
+    std::fs::write(root.join("home.htm"), b"home page\n").unwrap();
+    std::fs::write(root.join("docs/home.htm"), b"docs home\n").unwrap();
+    let server = Server::start(&root, &["--driver", driver, "--index", "home.htm"]);
+    let r = server.get("/");
+    assert_eq!((r.status, &r.body[..]), (200, &b"home page\n"[..]));
+    let r = server.get("/docs/");
+    assert_eq!((r.status, &r.body[..]), (200, &b"docs home\n"[..]));
+    // index.html is an ordinary file now; a directory without home.htm is 403 (no listing).
+    assert_eq!(server.get("/index.html").body, b"<h1>home</h1>\n");
+    assert_eq!(server.get("/empty/").status, 403);
+    drop(server);
+    for bad in ["", ".hidden", "a/b"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hoop"))
+            .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+            .arg(&root)
+            .args(["--index", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "--index {bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--index"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn index_option_names_the_directory_file_uring() {
+    index_option("auto");
+}
+
+#[test]
+fn index_option_names_the_directory_file_epoll() {
+    index_option("epoll");
+}

@@ -39,6 +39,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// One line per request on stdout (`--access-log`).
     pub access_log: bool,
+    /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
+    pub index: String,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             out_batch_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(5),
             access_log: false,
+            index: "index.html".to_string(),
         }
     }
 }

@@ -318,7 +318,7 @@ impl Conn<'_> {
         head_only: bool,
     ) -> Result<Option<Status>, Status> {
         let target = decode(&req.target)?;
-        let rel = target.file_rel();
+        let rel = target.file_rel(self.sh.cfg.index.as_bytes());
         let sh = self.sh;
 
         // A cached copy, if the file is still the one that was read.

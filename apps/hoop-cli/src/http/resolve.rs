@@ -31,7 +31,7 @@ pub struct Target {
     /// Path relative to the root, segments joined by `/`, no leading or trailing slash; empty
     /// for the root itself.
     pub rel: Vec<u8>,
-    /// The target named a directory (`/`, `/docs/`, `/a/.`): serve its `index.html`.
+    /// The target named a directory (`/`, `/docs/`, `/a/.`): serve its index file.
     pub dir_form: bool,
     /// The path as sent (not decoded), for a redirect's `Location`.
     pub raw_path: Vec<u8>,
@@ -40,8 +40,9 @@ pub struct Target {
 }
 
 impl Target {
-    /// The file to serve: `rel`, or its `index.html` in directory form.
-    pub fn file_rel(&self) -> Vec<u8> {
+    /// The file to serve: `rel`, or the index file `index` (`--index`, default `index.html`) in
+    /// directory form.
+    pub fn file_rel(&self, index: &[u8]) -> Vec<u8> {
         if !self.dir_form {
             return self.rel.clone();
         }
@@ -49,7 +50,7 @@ impl Target {
         if !p.is_empty() {
             p.push(b'/');
         }
-        p.extend_from_slice(b"index.html");
+        p.extend_from_slice(index);
         p
     }
 }

@@ -62,6 +62,10 @@ pub struct HttpArgs {
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long)]
     pub access_log: bool,
+    /// The file served for a directory (`GET /` or `/docs/`), as nginx's `index`: one file
+    /// name, no `/`, not starting with `.`.
+    #[arg(long, default_value = "index.html", value_parser = parse_index, value_name = "NAME")]
+    pub index: String,
     /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
     /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
     /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
@@ -159,6 +163,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         max_conns: args.max_conns,
         cache_bytes: args.cache_bytes,
         access_log: args.access_log,
+        index: args.index.clone(),
         ..Config::default()
     });
     // Before any thread exists, so that every thread inherits the mask.
@@ -252,6 +257,17 @@ async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh:
             }
         }
     }
+}
+
+/// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the
+/// server would refuse to serve anyway).
+fn parse_index(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.starts_with('.') || s.contains('/') || s.contains('\0') {
+        return Err(format!(
+            "{s:?}: an index is one file name (not empty, no '/', not starting with '.')"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 #[cfg(test)]
