@@ -4,7 +4,6 @@
 //! naming EPERM, the cause and the remedy, while `Runtime::new()` runs on epoll, says why in one
 //! line on stderr, and serves a TCP echo correctly.
 
-use std::process::Command;
 use std::time::Duration;
 
 use hoop::net::{TcpListener, TcpStream};
@@ -82,23 +81,10 @@ fn seccomp_eperm_is_explained() {
         seccomp_child();
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args(["--exact", "seccomp_eperm_is_explained", "--nocapture"])
-        .env(CHILD_ENV, "1")
-        // The default must decide (auto), whatever the environment of this test says.
-        .env_remove("HOOP_DRIVER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let result = |tag: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(tag))
-            .unwrap_or_else(|| panic!("child printed no {tag}\nstdout: {stdout}\nstderr: {stderr}"))
-            .to_owned()
-    };
+    // The default must decide (auto), whatever the environment of this test says.
+    let run = common::run_test_child("seccomp_eperm_is_explained", CHILD_ENV);
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    let result = |tag: &str| run.tagged(tag);
     // (a) A forced io_uring: the error names EPERM, the cause and the remedy.
     let line = result("CHILD-URING: ");
     assert!(line.contains("EPERM"), "{line}");
@@ -113,7 +99,7 @@ fn seccomp_eperm_is_explained() {
     assert_eq!(reasons.len(), 1, "one line with the reason: {stderr}");
     assert!(reasons[0].contains("EPERM"), "{}", reasons[0]);
     assert_eq!(result("CHILD-ECHO: "), "ok", "stderr: {stderr}");
-    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
+    assert!(run.status.success(), "child failed: {stdout}\n{stderr}");
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! tokio multi-thread runtime: a TCP echo through the owned-buffer methods and through tokio's
 //! I/O traits, and a file written and read back, every byte checked.
 
-use std::process::Command;
 use std::time::Duration;
 
 use hoop::shared::{Rings, TcpListener, TcpStream};
@@ -116,26 +115,9 @@ fn shared_rings_fall_back_to_epoll_under_seccomp() {
         child();
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "shared_rings_fall_back_to_epoll_under_seccomp",
-            "--nocapture",
-        ])
-        .env(CHILD_ENV, "1")
-        .env_remove("HOOP_DRIVER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let result = |tag: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(tag))
-            .unwrap_or_else(|| panic!("child printed no {tag}\nstdout: {stdout}\nstderr: {stderr}"))
-            .to_owned()
-    };
+    let run = common::run_test_child("shared_rings_fall_back_to_epoll_under_seccomp", CHILD_ENV);
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    let result = |tag: &str| run.tagged(tag);
     // A forced io_uring set: the error names EPERM and the cause.
     let line = result("CHILD-URING: ");
     assert!(line.contains("EPERM"), "{line}");
@@ -152,5 +134,5 @@ fn shared_rings_fall_back_to_epoll_under_seccomp() {
     assert_eq!(result("CHILD-ECHO: "), "ok", "stderr: {stderr}");
     assert_eq!(result("CHILD-FILE: "), "ok", "stderr: {stderr}");
     assert_eq!(result("CHILD-IN-FLIGHT: "), "0");
-    assert!(out.status.success(), "child failed: {stdout}\n{stderr}");
+    assert!(run.status.success(), "child failed: {stdout}\n{stderr}");
 }

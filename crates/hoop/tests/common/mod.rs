@@ -305,3 +305,45 @@ pub async fn shared_recv_exact(s: &hoop::shared::TcpStream, len: usize) -> Vec<u
     }
     got
 }
+
+/// What a child run of one test printed (see [`run_test_child`]).
+pub struct ChildRun {
+    pub stdout: String,
+    pub stderr: String,
+    pub status: std::process::ExitStatus,
+}
+
+impl ChildRun {
+    /// The rest of the child's first stdout line starting with `tag` (it prints its findings
+    /// as `TAG: value` lines); fails the test, with the child's output, if there is none.
+    pub fn tagged(&self, tag: &str) -> String {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .unwrap_or_else(|| {
+                panic!(
+                    "child printed no {tag}\nstdout: {}\nstderr: {}",
+                    self.stdout, self.stderr
+                )
+            })
+            .to_owned()
+    }
+}
+
+/// Runs test `name` of this test binary again in a child process with `env_key=1` set (the
+/// test checks it to run its child side) and `HOOP_DRIVER` removed (the default must decide,
+/// whatever the environment of the parent says).
+pub fn run_test_child(name: &str, env_key: &str) -> ChildRun {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", name, "--nocapture"])
+        .env(env_key, "1")
+        .env_remove("HOOP_DRIVER")
+        .output()
+        .unwrap();
+    ChildRun {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        status: out.status,
+    }
+}
