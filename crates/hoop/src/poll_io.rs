@@ -244,6 +244,7 @@ impl<O: Ops> PollIo<O> {
     /// Before a read made outside this machine (by readiness): pushes the write-behind on, as
     /// `poll_read_with` does, and says whether no read of this machine is pending (no bytes
     /// kept, no read in flight), so that the caller may read the socket itself.
+    #[cfg(feature = "tokio")]
     pub(crate) fn read_idle(&mut self, fd: RawFd, cx: &mut Context<'_>) -> io::Result<bool> {
         self.check_thread()?;
         if self.write_op.is_some() {
@@ -351,6 +352,7 @@ impl<O: Ops> PollIo<O> {
 
     /// Nothing of this machine's writes pending (the write-behind driven to its end, its error
     /// reported): the caller may then write the socket itself without reordering bytes.
+    #[cfg(feature = "tokio")]
     pub(crate) fn poll_write_idle(
         &mut self,
         fd: RawFd,
