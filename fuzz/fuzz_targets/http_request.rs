@@ -1,4 +1,4 @@
-//! The static-file server's request parser and path resolution (apps/hoop-cli/src/http/
+//! The static-file server's request parser and path resolution (crates/hoop-http/src/
 //! parse.rs and resolve.rs, compiled here as they are): no panic, no hang, and no resolved
 //! path that leaves the root (absolute, a `..` or `.` segment, an empty segment, a NUL).
 #![no_main]
@@ -7,13 +7,13 @@
 // At the crate root (not in an inline module, whose `#[path]`s would go through a directory
 // that does not exist in a fresh clone): `parse.rs` and `resolve.rs` name their neighbours
 // as `super::config` and `super::status`.
-#[path = "../../apps/hoop-cli/src/http/config.rs"]
+#[path = "../../crates/hoop-http/src/config.rs"]
 mod config;
-#[path = "../../apps/hoop-cli/src/http/parse.rs"]
+#[path = "../../crates/hoop-http/src/parse.rs"]
 mod parse;
-#[path = "../../apps/hoop-cli/src/http/resolve.rs"]
+#[path = "../../crates/hoop-http/src/resolve.rs"]
 mod resolve;
-#[path = "../../apps/hoop-cli/src/http/status.rs"]
+#[path = "../../crates/hoop-http/src/status.rs"]
 mod status;
 
 use parse::{parse, Parsed};

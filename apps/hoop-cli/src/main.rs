@@ -5,7 +5,6 @@
 
 mod baseline;
 mod bench;
-mod http;
 mod probe;
 mod serve;
 mod soak;

@@ -3,12 +3,13 @@
 //! Every server prints exactly one line on stdout once it listens, `listening on IP:PORT` (with
 //! the real port when port 0 was asked), and exits 0 on SIGINT or SIGTERM after closing its
 //! sockets. See [`echo`] for the echo server, [`fanout`] for the line chat server (the fan-out
-//! benchmark's) and [`crate::http`] for the HTTP server.
+//! benchmark's) and [`http`] for the HTTP server (the library [`hoop_http`]).
 
 use std::io;
 
 pub mod echo;
 pub mod fanout;
+pub mod http;
 pub(crate) mod signal;
 pub(crate) mod threads;
 
@@ -26,7 +27,7 @@ pub enum ServeCommand {
     /// TCP echo: every byte received on a connection is sent back on it.
     Echo(echo::EchoArgs),
     /// Static files over HTTP/1.1 from a root directory.
-    Http(crate::http::server::HttpArgs),
+    Http(http::HttpArgs),
     /// Line chat: every line a client sends goes to every connected client, the sender
     /// included (the fan-out benchmark's server).
     Fanout(fanout::FanoutArgs),
@@ -36,7 +37,7 @@ pub enum ServeCommand {
 pub fn run(args: ServeArgs) -> io::Result<()> {
     match args.command {
         ServeCommand::Echo(args) => echo::run(args),
-        ServeCommand::Http(args) => crate::http::server::run(args),
+        ServeCommand::Http(args) => http::run(args),
         ServeCommand::Fanout(args) => fanout::run(args),
     }
 }

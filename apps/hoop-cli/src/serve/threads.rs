@@ -8,20 +8,14 @@ use std::pin::{pin, Pin};
 use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use hoop::net::TcpListener;
 use hoop::DriverKind;
 
+pub(crate) use hoop_http::accept::AcceptPacing;
+
 use super::echo::DriverArg;
 use super::signal::{Signals, Stop};
-
-/// Pause after `accept` failed for want of descriptors or memory.
-const EXHAUSTED_BACKOFF: Duration = Duration::from_millis(1);
-
-/// First and largest pause after any other `accept` failure (doubling in between).
-const MIN_BACKOFF: Duration = Duration::from_millis(1);
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
 /// Sets up one runtime here, on the main thread, so that `auto` tries io_uring (and says why it
@@ -183,59 +177,6 @@ pub(crate) async fn until_stopped<F: Future<Output = ()>>(stop: &Stop, fut: F) {
         fut.as_mut().poll(cx)
     })
     .await
-}
-
-/// How an accept loop paces itself after failures: running out of descriptors or memory waits
-/// 1 ms (logged once per episode), anything else is logged and retried with a doubling backoff.
-pub(crate) struct AcceptPacing {
-    server: &'static str,
-    worker: usize,
-    /// The pause after the next ordinary failure.
-    pub(crate) backoff: Duration,
-    exhausted_logged: bool,
-}
-
-impl AcceptPacing {
-    /// Pacing for thread `worker` of the `server` server (named in its log lines).
-    pub(crate) fn new(server: &'static str, worker: usize) -> AcceptPacing {
-        AcceptPacing {
-            server,
-            worker,
-            backoff: MIN_BACKOFF,
-            exhausted_logged: false,
-        }
-    }
-
-    /// An accept succeeded: the next failure starts afresh.
-    pub(crate) fn ok(&mut self) {
-        self.backoff = MIN_BACKOFF;
-        self.exhausted_logged = false;
-    }
-
-    /// An accept failed with `e`: log and wait as the error says.
-    pub(crate) async fn failed(&mut self, e: io::Error) {
-        let worker = self.worker;
-        match e.raw_os_error() {
-            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
-                if !self.exhausted_logged {
-                    eprintln!(
-                        "hoop {}: thread {worker}: accept failed: {e}; retrying",
-                        self.server
-                    );
-                    self.exhausted_logged = true;
-                }
-                hoop::time::sleep(EXHAUSTED_BACKOFF).await;
-            }
-            _ => {
-                eprintln!(
-                    "hoop {}: thread {worker}: accept failed: {e}; retrying",
-                    self.server
-                );
-                hoop::time::sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            }
-        }
-    }
 }
 
 /// The CPUs this process may run on, in order: thread `i` is pinned to the `i % len`-th, which

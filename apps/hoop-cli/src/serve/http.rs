@@ -1,35 +1,16 @@
-//! Running the HTTP server: flags, the root, one runtime per thread, accept with the
-//! connection limit, and the graceful stop.
-//!
-//! Accept takes hoop's best path: one multishot accept into direct descriptors, and each
-//! connection reads from a multishot recv on the thread's provided buffer ring (single accepts
-//! and reads where the kernel or the epoll driver lack them). Past `--max-conns` open
-//! connections a new one is accepted and closed at once, so it never waits in the backlog.
-//! On SIGINT/SIGTERM each thread stops accepting, lets the responses in flight finish (at most
-//! [`Config::shutdown_grace`]), then closes every connection.
+//! `hoop serve http`: the flags of the static-file server of [`hoop_http`], and the hyper
+//! baselines the HTTP benchmark runs under the same command.
 
-use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hoop::net::TcpListener;
-use hoop::BufRing;
+use hoop_http::{Config, Server};
 
-use super::cache::Cache;
-use super::config::Config;
-use super::conn::{self, Shared};
-use super::date::DateCache;
-use super::deadline::Deadlines;
-use super::resolve::Root;
-use crate::serve::echo::{DriverArg, MAX_THREADS};
-use crate::serve::signal::{Signals, Stop};
-use crate::serve::threads::{
-    raise_nofile_limit, run_threads, settle_driver, until_stopped, AcceptPacing, Serve,
-};
+use super::echo::{DriverArg, MAX_THREADS};
+use super::signal::Signals;
+use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
 
 /// Arguments of `hoop serve http`.
 #[derive(Debug, clap::Args)]
@@ -87,13 +68,6 @@ pub enum HttpServerKind {
     HyperTokio,
 }
 
-/// Buffers in each thread's provided buffer ring, and their size.
-const RING_ENTRIES: u16 = 4096;
-const RING_BUF_BYTES: usize = 4096;
-
-/// How often the graceful stop checks whether responses are still in flight.
-const DRAIN_POLL: Duration = Duration::from_millis(5);
-
 /// `64M`, `4096`, `1G`, `512k`: bytes (binary multiples).
 fn parse_bytes(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.as_bytes().last() {
@@ -128,7 +102,6 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             "--header-timeout-ms and --idle-timeout-ms must be at least 1".into(),
         ));
     }
-    let root = Arc::new(Root::open(&args.root)?);
     if args.server != HttpServerKind::Hoop {
         if args.threads != 1 || args.driver.is_some() {
             return Err(invalid(
@@ -141,7 +114,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         raise_nofile_limit();
         let dir = args.root.clone();
         use crate::bench::http::hyper_sockets::{self, Net};
-        let (name, serve): (&'static str, crate::serve::echo::BaselineServe) = match args.server {
+        let (name, serve): (&'static str, super::echo::BaselineServe) = match args.server {
             HttpServerKind::HyperShared => (
                 "hyper-shared",
                 Box::new(move |l| hyper_sockets::run(l, &dir, Net::Shared)),
@@ -155,108 +128,28 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
                 Box::new(move |l| crate::bench::http::hyper_server::run(l, dir)),
             ),
         };
-        return crate::serve::echo::run_baseline(&args.addr, name, serve, &signals);
+        return super::echo::run_baseline(&args.addr, name, serve, &signals);
     }
-    let cfg = Arc::new(Config {
+    let cfg = Config {
         header_timeout: Duration::from_millis(args.header_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         max_conns: args.max_conns,
         cache_bytes: args.cache_bytes,
         access_log: args.access_log,
         index: args.index.clone(),
+        threads: args.threads,
         ..Config::default()
-    });
+    };
+    let server = Server::new(&args.root, cfg)?;
     // Before any thread exists, so that every thread inherits the mask.
     let signals = Signals::block()?;
     raise_nofile_limit();
     let kind = settle_driver("http", args.driver)?;
-    let open_conns = Arc::new(AtomicUsize::new(0));
-    let threads = args.threads as u64;
-    let serve: Serve = Arc::new(move |i, listener, stop| {
-        let sh = Rc::new(Shared {
-            cfg: cfg.clone(),
-            root: root.clone(),
-            cache: RefCell::new(Cache::new(cfg.cache_bytes / threads)),
-            deadlines: Rc::new(Deadlines::default()),
-            date: RefCell::new(DateCache::default()),
-            busy: Cell::new(0),
-            stopping: Cell::new(false),
-            open_conns: open_conns.clone(),
-            pipes: None,
-        });
-        Box::pin(serve_thread(i, listener, stop, sh))
+    let serve: Serve = Arc::new(move |_i, listener, stop| {
+        let server = server.clone();
+        Box::pin(async move { server.serve(listener, stop.wait()).await })
     });
     run_threads("http", &args.addr, args.threads, kind, &signals, serve)
-}
-
-/// One thread: accept until stopped, then let the responses in flight finish.
-async fn serve_thread(i: usize, listener: TcpListener, stop: Arc<Stop>, mut sh: Rc<Shared>) {
-    // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
-    let splice = hoop::driver::Driver::current().is_some_and(|d| {
-        d.kind() == hoop::DriverKind::Epoll || d.supports_opcode(io_uring::opcode::Splice::CODE)
-    }) && std::env::var_os("HOOP_HTTP_NO_SPLICE").is_none();
-    if splice {
-        if let Some(s) = Rc::get_mut(&mut sh) {
-            s.pipes = Some(super::splice::PipePool::default());
-        }
-    }
-    let mut cfg_override = None;
-    if let Some(v) = std::env::var_os("HOOP_HTTP_SPLICE_MIN_BYTES") {
-        cfg_override = v.to_str().and_then(|v| v.parse::<u64>().ok());
-    }
-    if let (Some(min), Some(s)) = (cfg_override, Rc::get_mut(&mut sh)) {
-        let mut cfg = (*s.cfg).clone();
-        cfg.splice_min_bytes = min;
-        s.cfg = Arc::new(cfg);
-    }
-    let ring = match BufRing::new(RING_ENTRIES, RING_BUF_BYTES) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("hoop http: thread {i}: no buffer ring ({e}); single reads");
-            None
-        }
-    };
-    let sweeper = hoop::spawn(sh.deadlines.clone().sweep_forever(sh.cfg.sweep_interval()));
-    until_stopped(&stop, accept_loop(listener, i, ring, sh.clone())).await;
-    // The listener is closed: no new connection. Answer what is in hand, within the grace.
-    sh.stopping.set(true);
-    let give_up = Instant::now() + sh.cfg.shutdown_grace;
-    while sh.busy.get() > 0 && Instant::now() < give_up {
-        hoop::time::sleep(DRAIN_POLL).await;
-    }
-    sweeper.abort();
-    // Returning ends `block_on`; dropping the runtime closes every connection.
-}
-
-/// Accepts forever, one task per connection, closing at once those past `--max-conns`.
-async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh: Rc<Shared>) {
-    let mut pacing = AcceptPacing::new("http", i);
-    // Direct descriptors cannot be set one by one: connections inherit it from the listener.
-    let _ = listener.set_nodelay(true);
-    let mut incoming = listener.incoming_direct();
-    loop {
-        match incoming.next().await {
-            Some(Ok(stream)) => {
-                pacing.ok();
-                if sh.open_conns.fetch_add(1, Ordering::AcqRel) >= sh.cfg.max_conns {
-                    sh.open_conns.fetch_sub(1, Ordering::AcqRel);
-                    // Closed through the ring on this tick.
-                    drop(stream);
-                    continue;
-                }
-                if !stream.is_direct() {
-                    let _ = stream.set_nodelay(true);
-                }
-                drop(hoop::spawn(conn::serve(stream, ring.clone(), sh.clone())));
-            }
-            Some(Err(e)) => pacing.failed(e).await,
-            // The stream ended for good (it is re-armed otherwise): start a new one.
-            None => {
-                hoop::time::sleep(pacing.backoff).await;
-                incoming = listener.incoming_direct();
-            }
-        }
-    }
 }
 
 /// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the

@@ -1,4 +1,18 @@
-//! `hoop serve http`: a static-file HTTP/1.1 server on hoop.
+//! hoop-http: a static-file HTTP/1.1 server on hoop's io_uring runtime, as a library (the
+//! server behind `hoop serve http`).
+//!
+//! ```no_run
+//! use hoop_http::{Config, Server};
+//!
+//! fn main() -> std::io::Result<()> {
+//!     let server = Server::new("./public", Config::default())?;
+//!     hoop::Runtime::new()?.block_on(async {
+//!         let listener = hoop::net::TcpListener::bind("127.0.0.1:8080")?;
+//!         server.serve(listener, std::future::pending()).await;
+//!         Ok(())
+//!     })
+//! }
+//! ```
 //!
 //! A request's story, one module per step:
 //! 1. [`parse`]: received bytes become a request (httparse), or the status that refuses them;
@@ -10,8 +24,10 @@
 //!    by [`splice`] (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
 //!    pipelined responses in order.
 //!
-//! [`server`] runs it: threads, driver, accept, limits ([`config`]) and shutdown.
+//! [`server`] runs it on a thread: accept, limits ([`config`]) and the graceful stop.
 
+#[doc(hidden)]
+pub mod accept;
 pub mod cache;
 pub mod config;
 pub mod conn;
@@ -24,3 +40,6 @@ pub mod response;
 pub mod server;
 pub mod splice;
 pub mod status;
+
+pub use config::Config;
+pub use server::Server;

@@ -39,6 +39,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// One line per request on stdout (`--access-log`).
     pub access_log: bool,
+    /// Runtime threads that serve (each with [`Server::serve`](crate::Server::serve)): the
+    /// cache is split evenly between them.
+    pub threads: usize,
     /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
     pub index: String,
 }
@@ -57,6 +60,7 @@ impl Default for Config {
             out_batch_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(5),
             access_log: false,
+            threads: 1,
             index: "index.html".to_string(),
         }
     }

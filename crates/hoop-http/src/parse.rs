@@ -309,7 +309,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::{parse, Parsed};
-    use crate::http::resolve::decode;
+    use crate::resolve::decode;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
