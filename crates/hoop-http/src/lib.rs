@@ -7,7 +7,7 @@
 //! fn main() -> std::io::Result<()> {
 //!     let server = Server::new("./public", Config::default())?;
 //!     hoop::Runtime::new()?.block_on(async {
-//!         let listener = hoop::net::TcpListener::bind("127.0.0.1:8080")?;
+//!         let listener = hoop::net::TcpListener::bind("127.0.0.1:8080").await?;
 //!         server.serve(listener, std::future::pending()).await;
 //!         Ok(())
 //!     })
