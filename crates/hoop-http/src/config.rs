@@ -31,6 +31,10 @@ pub struct Config {
     /// Files of at least this many bytes are spliced (file -> pipe -> socket) rather than
     /// cached or read and sent (see DESIGN.md for the measured crossover).
     pub splice_min_bytes: u64,
+    /// Files of at least this many bytes are sent with `sendfile(2)` from the page cache (no
+    /// copy through user memory), on connections that have an fd (see DESIGN.md for the
+    /// measured crossover); `u64::MAX` turns it off.
+    pub sendfile_min_bytes: u64,
     /// Chunk size when streaming a file that is not cached (read into memory, then sent).
     pub stream_chunk_bytes: usize,
     /// Responses of pipelined requests are gathered up to this many bytes before one send.
@@ -56,6 +60,7 @@ impl Default for Config {
             cache_max_file_bytes: 1 << 20,
             one_send_max_bytes: 16 * 1024,
             splice_min_bytes: 256 * 1024,
+            sendfile_min_bytes: 16 * 1024,
             stream_chunk_bytes: 256 * 1024,
             out_batch_bytes: 64 * 1024,
             shutdown_grace: Duration::from_secs(5),

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hoop::driver::{op, Op};
 use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::{BufRing, IoBuf};
 
@@ -349,8 +348,8 @@ impl Conn<'_> {
             }
         };
         let file = hoop::fs::File::from(fd);
-        let meta = match file.metadata().await {
-            Ok(m) => FileMeta::from_statx(m.as_statx()),
+        let meta = match fstat_now(&file) {
+            Ok(m) => m,
             Err(_) => return Err(Status::InternalServerError),
         };
         if meta.is_dir() {
@@ -367,8 +366,12 @@ impl Conn<'_> {
         if !meta.is_file() {
             return Err(Status::NotFound);
         }
-        let splice = sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        let sendfile =
+            meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
+        let splice =
+            !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
         let cacheable = !splice
+            && !sendfile
             && meta.size <= sh.cfg.cache_max_file_bytes
             && sh.cache.borrow().fits(meta.size);
         if cacheable {
@@ -397,6 +400,10 @@ impl Conn<'_> {
             self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), ctype);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
+        }
+        if sendfile {
+            let sent = self.sendfile_body(&file, range.0, range.1).await;
+            return Ok(sent.then_some(status));
         }
         if let (true, Some(pipes)) = (splice, &sh.pipes) {
             if !self.flush().await {
@@ -464,6 +471,42 @@ impl Conn<'_> {
             Some((Ok(()), _)) => Some(status),
             _ => None,
         }
+    }
+
+    /// Sends what `out` holds, then `len` bytes of `file` from `start` with `sendfile(2)`, under
+    /// the idle deadline: the pending bytes go first with `MSG_MORE`, so the head and the first
+    /// body bytes leave in the same segments (nginx's `tcp_nopush`). Both are system calls on
+    /// this thread while the socket has room; the task waits through the driver when it has
+    /// none. False if the connection failed or the file ended early (it shrank).
+    async fn sendfile_body(&mut self, file: &hoop::fs::File, start: u64, len: u64) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(tcp) = self.stream.as_tcp_stream() else {
+            return false;
+        };
+        let fd = tcp.as_raw_fd();
+        let out = std::mem::take(&mut self.out);
+        self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+        let sent = self
+            .timer
+            .run(async {
+                if !send_more(fd, &out).await {
+                    return false;
+                }
+                let (mut pos, end) = (start, start + len);
+                while pos < end {
+                    let want = (end - pos).min(SENDFILE_CHUNK_BYTES) as usize;
+                    match tcp.send_file(file, pos, want).await {
+                        Ok(n) if n > 0 => pos += n as u64,
+                        _ => return false,
+                    }
+                }
+                true
+            })
+            .await;
+        let mut out = out;
+        out.clear();
+        self.out = out;
+        sent == Some(true)
     }
 
     /// Sends `len` bytes of `file` from `start` after what `out` holds, a chunk at a time: each
@@ -573,6 +616,45 @@ impl Conn<'_> {
     }
 }
 
+/// Most bytes one `sendfile(2)` is asked for (it returns sooner when the socket fills).
+const SENDFILE_CHUNK_BYTES: u64 = 1 << 30;
+
+/// Sends all of `bytes` on the socket `fd` with `MSG_MORE` (held back until the next send
+/// fills a segment or ends the response), waiting through the driver while there is no room.
+async fn send_more(fd: i32, bytes: &[u8]) -> bool {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let rest = &bytes[sent..];
+        // SAFETY: `rest` is valid for its length for the call; `fd` is the connection's socket,
+        // open while its stream is borrowed by the caller.
+        let r = unsafe {
+            libc::send(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if r > 0 {
+            sent += r as usize;
+            continue;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) if r < 0 => {
+                if hoop::driver::Op::new(hoop::driver::op::PollOnce::writable(fd))
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+            Some(libc::EINTR) if r < 0 => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// How long a closing connection keeps reading, and how much.
 const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
@@ -582,21 +664,38 @@ fn start_of_request(input: &[u8]) -> bool {
     input.iter().any(|&b| b != b'\r' && b != b'\n')
 }
 
-/// `statx` of `rel` under the root fd (following symlinks; identity is checked by the caller).
+/// `statx` of `rel` under the root fd (following symlinks; identity is checked by the caller),
+/// as a system call on this thread: io_uring runs `IORING_OP_STATX` on an io-wq worker (a
+/// context switch there and back) and the epoll driver on its blocking pool, while the call
+/// itself on a cached dentry takes about a microsecond (DESIGN.md, "Metadata inline").
 async fn stat_path(root: i32, rel: &[u8]) -> io::Result<FileMeta> {
     let path = if rel.is_empty() {
         CString::from(c".")
     } else {
         CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?
     };
-    let stx = Op::new(op::Statx::new(
-        root,
-        path,
-        libc::AT_STATX_SYNC_AS_STAT,
-        libc::STATX_BASIC_STATS,
-    ))
-    .await?;
+    statx_now(root, &path, libc::AT_STATX_SYNC_AS_STAT)
+}
+
+/// `statx(2)` on this thread; `path` empty with `AT_EMPTY_PATH` for the fd itself.
+fn statx_now(dirfd: i32, path: &CString, flags: i32) -> io::Result<FileMeta> {
+    // SAFETY: all-zero is a valid statx (plain integers).
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string and `stx` a valid statx the call fills; both
+    // outlive the call.
+    let r = unsafe {
+        libc::statx(dirfd, path.as_ptr(), flags, libc::STATX_BASIC_STATS, &mut stx)
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(FileMeta::from_statx(&stx))
+}
+
+/// The metadata of an open file (see [`stat_path`] for why on this thread).
+fn fstat_now(file: &hoop::fs::File) -> io::Result<FileMeta> {
+    use std::os::fd::AsRawFd;
+    statx_now(file.as_raw_fd(), &CString::default(), libc::AT_EMPTY_PATH)
 }
 
 /// Reads up to `size` bytes from the start of `file` (fewer if it shrank meanwhile).

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hoop::net::TcpListener;
+use hoop::net::{DirectTcpStream, TcpListener};
 use hoop::BufRing;
 
 use crate::accept::AcceptPacing;
@@ -108,6 +108,16 @@ impl Server {
             cfg.splice_min_bytes = min;
             s.cfg = Arc::new(cfg);
         }
+        if let Some(v) = std::env::var_os("HOOP_HTTP_SENDFILE_MIN_BYTES") {
+            if let (Some(min), Some(s)) = (
+                v.to_str().and_then(|v| v.parse::<u64>().ok()),
+                Rc::get_mut(&mut sh),
+            ) {
+                let mut cfg = (*s.cfg).clone();
+                cfg.sendfile_min_bytes = min;
+                s.cfg = Arc::new(cfg);
+            }
+        }
         let ring = match BufRing::new(RING_ENTRIES, RING_BUF_BYTES) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -145,7 +155,10 @@ async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh:
     let mut pacing = AcceptPacing::new("http", i);
     // Direct descriptors cannot be set one by one: connections inherit it from the listener.
     let _ = listener.set_nodelay(true);
-    let mut incoming = listener.incoming_direct();
+    // sendfile(2) needs an fd: connections are plain sockets when it is on.
+    let plain = sh.cfg.sendfile_min_bytes != u64::MAX
+        && std::env::var_os("HOOP_HTTP_ACCEPT_DIRECT").is_none();
+    let mut incoming = Incoming::new(&listener, plain);
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
@@ -156,17 +169,38 @@ async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh:
                     drop(stream);
                     continue;
                 }
-                if !stream.is_direct() {
-                    let _ = stream.set_nodelay(true);
-                }
+                // No TCP_NODELAY per connection: Linux copies it from the listener.
                 drop(hoop::spawn(conn::serve(stream, ring.clone(), sh.clone())));
             }
             Some(Err(e)) => pacing.failed(e).await,
             // The stream ended for good (it is re-armed otherwise): start a new one.
             None => {
                 hoop::time::sleep(pacing.backoff).await;
-                incoming = listener.incoming_direct();
+                incoming = Incoming::new(&listener, plain);
             }
+        }
+    }
+}
+
+/// The accept stream: direct descriptors, or plain sockets (which `sendfile(2)` can name).
+enum Incoming<'a> {
+    Direct(hoop::net::IncomingDirect<'a>),
+    Plain(hoop::net::Incoming<'a>),
+}
+
+impl<'a> Incoming<'a> {
+    fn new(listener: &'a TcpListener, plain: bool) -> Incoming<'a> {
+        if plain {
+            Incoming::Plain(listener.incoming())
+        } else {
+            Incoming::Direct(listener.incoming_direct())
+        }
+    }
+
+    async fn next(&mut self) -> Option<io::Result<DirectTcpStream>> {
+        match self {
+            Incoming::Direct(i) => i.next().await,
+            Incoming::Plain(i) => Some(i.next().await?.map(DirectTcpStream::from)),
         }
     }
 }

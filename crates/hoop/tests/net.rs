@@ -726,3 +726,65 @@ fn unix_dropped_accept_leaks_no_fd() {
         assert!(Path::new(&path).exists(), "the listener unlinks nothing");
     });
 }
+
+/// `send_file` moves a file bigger than both socket buffers while the reader sleeps first: the
+/// socket fills, the send waits through the driver for room (several calls, each partial) and
+/// every byte arrives in order; a range from an offset sends only that range.
+#[test]
+fn tcp_send_file_waits_for_room_and_sends_every_byte() {
+    const LEN: usize = 16 << 20;
+    let dir = std::env::temp_dir().join(format!("hoop-sendfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f.bin");
+    let mut rng = XorShift::new(7);
+    let data: Vec<u8> = (0..LEN / 8).flat_map(|_| rng.next().to_le_bytes()).collect();
+    std::fs::write(&path, &data).unwrap();
+    each_driver(|kind| {
+        run(kind, async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let (c, s) = tcp_pair(&l).await;
+            let file = std::fs::File::open(&path).unwrap();
+            let sender = hoop::spawn(async move {
+                let (mut pos, mut calls) = (0usize, 0u32);
+                while pos < LEN {
+                    calls += 1;
+                    assert!(calls < 100_000, "no progress");
+                    match s.send_file(&file, pos as u64, LEN - pos).await {
+                        Ok(0) => panic!("end of file at {pos}"),
+                        Ok(n) => pos += n,
+                        Err(e) if common::injected_error(&e) => {}
+                        Err(e) => panic!("send_file: {e}"),
+                    }
+                }
+                // A range: 10 bytes from the middle.
+                loop {
+                    match s.send_file(&file, 1000, 10).await {
+                        Ok(n) => break assert_eq!(n, 10),
+                        Err(e) if common::injected_error(&e) => {}
+                        Err(e) => panic!("send_file: {e}"),
+                    }
+                }
+                calls
+            });
+            sleep(Duration::from_millis(50)).await;
+            let mut got = Vec::with_capacity(LEN + 10);
+            let mut buf = Vec::with_capacity(1 << 16);
+            while got.len() < LEN + 10 {
+                buf.clear();
+                let (res, b) = c.read(buf).await;
+                buf = b;
+                match res {
+                    Ok(0) => panic!("closed after {} bytes", got.len()),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if common::injected_error(&e) => {}
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+            let calls = sender.await.unwrap();
+            assert!(calls > 1, "one call sent {LEN} bytes: the socket never filled");
+            assert!(got[..LEN] == data[..], "{kind:?}: the bytes differ");
+            assert_eq!(&got[LEN..], &data[1000..1010]);
+        });
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

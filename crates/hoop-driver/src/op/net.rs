@@ -220,6 +220,53 @@ impl<B: IoBufMut> OpCode for RecvMsg<B> {
     }
 }
 
+/// Waits once until `fd` is ready for `events` (`libc::POLLIN`, `libc::POLLOUT`), for a system
+/// call the ring has no opcode for (`sendfile(2)` when a socket has room): `IORING_OP_POLL_ADD`
+/// on io_uring; on the epoll driver, a `poll(2)` of the fd with a zero timeout run once the
+/// driver sees the fd ready (so `fd` must be non-blocking there, as the driver's sockets are).
+/// Completes with the ready events (`POLLERR`/`POLLHUP` included: the caller's next call then
+/// says what went wrong).
+#[derive(Debug)]
+pub struct PollOnce {
+    pub(crate) fd: RawFd,
+    pub(crate) events: u32,
+    /// The epoll driver's `poll(2)` argument, boxed so its address survives moves.
+    pub(crate) pfd: Box<libc::pollfd>,
+}
+
+impl PollOnce {
+    /// Waits for `events` on `fd`.
+    pub fn new(fd: RawFd, events: u32) -> Self {
+        PollOnce {
+            fd,
+            events,
+            pfd: Box::new(libc::pollfd {
+                fd,
+                events: events as i16,
+                revents: 0,
+            }),
+        }
+    }
+
+    /// Waits until `fd` can take more bytes (`POLLOUT`).
+    pub fn writable(fd: RawFd) -> Self {
+        PollOnce::new(fd, libc::POLLOUT as u32)
+    }
+}
+
+impl OpCode for PollOnce {
+    type Output = io::Result<u32>;
+    fn complete(self, c: Completion) -> Self::Output {
+        let n = cvt(c.res)?;
+        // io_uring's result is the mask; poll(2)'s is the count, the mask is in `revents`.
+        Ok(if self.pfd.revents != 0 {
+            self.pfd.revents as u16 as u32
+        } else {
+            n as u32
+        })
+    }
+}
+
 /// Shuts down one or both directions of a connection (`shutdown`).
 #[derive(Debug)]
 pub struct Shutdown {

@@ -179,6 +179,20 @@ impl DirectTcpStream {
         }
     }
 
+    /// `sendfile(2)` (see [`TcpStream::send_file`]); `Unsupported` on a direct descriptor,
+    /// which has no fd to name.
+    pub async fn send_file(
+        &self,
+        file: &impl std::os::fd::AsFd,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        match &self.inner {
+            StreamInner::Direct(_) => Err(unsupported("sendfile")),
+            StreamInner::Plain(s) => s.send_file(file, offset, len).await,
+        }
+    }
+
     /// A stream of received data in buffers of `ring` (see [`TcpStream::recv_stream`]).
     pub fn recv_stream(&self, ring: &BufRing) -> DirectRecvStream<'_> {
         let inner = match &self.inner {

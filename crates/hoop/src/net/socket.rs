@@ -21,6 +21,19 @@ pub(crate) struct Socket {
     home: Option<Home>,
     /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
     io: Option<Box<crate::poll_io::PollIo>>,
+    /// Whether [`send_file`](Self::send_file) made the fd non-blocking already.
+    nonblocking: std::sync::atomic::AtomicBool,
+}
+
+/// Sets `O_NONBLOCK` on `fd`.
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd the caller keeps open; no pointers.
+    let flags = cvt_libc(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    if flags & libc::O_NONBLOCK == 0 {
+        // SAFETY: as above.
+        cvt_libc(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) })?;
+    }
+    Ok(())
 }
 
 impl Socket {
@@ -29,6 +42,7 @@ impl Socket {
             fd: Some(fd),
             home: Home::current(),
             io: None,
+            nonblocking: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -161,6 +175,42 @@ impl Socket {
             self.send_until(s, dl)
         })
         .await
+    }
+
+    /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)` (the kernel reads the
+    /// page cache straight into the socket, no copy through user memory), waiting through the
+    /// driver (`IORING_OP_POLL_ADD`, or the epoll driver's readiness) while the socket has no
+    /// room. The socket is made non-blocking on first use (`O_NONBLOCK`: io_uring's socket
+    /// operations wait by polling either way). Returns the bytes sent; 0 at end of file.
+    pub(crate) async fn send_file(
+        &self,
+        file: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        let fd = self.raw();
+        if !self.nonblocking.load(std::sync::atomic::Ordering::Relaxed) {
+            set_nonblocking(fd)?;
+            self.nonblocking
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut off = i64::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        loop {
+            // SAFETY: both fds are open for the call (the socket is owned by `self`, the file
+            // borrowed); `off` is a valid i64 the kernel reads and updates.
+            let r = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) => {
+                    Op::new(op::PollOnce::writable(fd)).await?;
+                }
+                Some(libc::EINTR) => {}
+                _ => return Err(e),
+            }
+        }
     }
 
     /// Receives exactly `buf.bytes_to_fill()` bytes (its length, or a slice's view), or fails

@@ -294,6 +294,22 @@ impl TcpStream {
         self.socket.send_all(buf).await
     }
 
+    /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)`: the kernel moves
+    /// them from the page cache into the socket with no copy through user memory (io_uring has
+    /// no sendfile opcode). While the socket has no room the task waits through the driver
+    /// (`IORING_OP_POLL_ADD` on io_uring); the call itself runs on this thread, so a file not
+    /// in the page cache is read from disk here, as in nginx with `sendfile on` and no `aio`.
+    /// Makes the socket non-blocking on first use. Returns the bytes sent (0 at end of file);
+    /// call again for the rest.
+    pub async fn send_file(
+        &self,
+        file: &impl std::os::fd::AsFd,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        self.socket.send_file(file.as_fd(), offset, len).await
+    }
+
     /// Sends the initialized bytes of `buf` once with zero-copy send (`IORING_OP_SEND_ZC`);
     /// returns how many were sent, like [`write`](Self::write). The buffer comes back only
     /// after the kernel's notification that it no longer references the pages (for TCP, once

@@ -90,7 +90,11 @@ impl Call {
         // SAFETY: the arguments point into memory the operation owns until its completion is
         // delivered (EpollOp's contract), exactly as an SQE's would.
         let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
-        if r < 0 {
+        if r == 0 && nr == libc::SYS_poll {
+            // `PollOnce`: the fd is not ready after all (the driver's readiness was stale):
+            // like EAGAIN, wait for its next edge.
+            -libc::EAGAIN
+        } else if r < 0 {
             -std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EIO)
@@ -535,6 +539,19 @@ unsafe impl EpollOp for Shutdown {
             &[self.fd as _, self.how as _],
             Mode::Inline,
         )
+    }
+}
+
+// SAFETY: the pollfd is boxed in the op, which outlives the call; poll(2) writes its revents.
+unsafe impl EpollOp for PollOnce {
+    fn create_call(&mut self) -> Call {
+        let mode = if self.events & libc::POLLOUT as u32 != 0 {
+            Mode::Writable(self.fd)
+        } else {
+            Mode::Readable(self.fd)
+        };
+        let pfd: *mut libc::pollfd = &mut *self.pfd;
+        Call::new(libc::SYS_poll, &[pfd as _, 1, 0], mode)
     }
 }
 

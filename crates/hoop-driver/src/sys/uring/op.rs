@@ -298,6 +298,13 @@ unsafe impl UringOp for Shutdown {
     }
 }
 
+// SAFETY: no pointers (the poll mask is passed by value).
+unsafe impl UringOp for PollOnce {
+    fn create_entry(&mut self) -> Entry {
+        opcode::PollAdd::new(Fd(self.fd), self.events).build()
+    }
+}
+
 // SAFETY: no pointers (no address is asked of a multishot accept).
 unsafe impl UringOp for AcceptMulti {
     fn create_entry(&mut self) -> Entry {
