@@ -91,3 +91,40 @@ impl fmt::Debug for Hook {
         f.write_str("Hook")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_of_hoop_serve_http() {
+        let mut entry = AccessLogEntry {
+            remote: None,
+            request: Some(RequestLine {
+                method: "GET",
+                target: b"/a%20b?x=\xff",
+                minor_version: 1,
+            }),
+            status: 200,
+            body_bytes: 6,
+            time: SystemTime::UNIX_EPOCH,
+            date: "Thu, 01 Jan 1970 00:00:00 GMT",
+        };
+        let mut out = Vec::new();
+        entry.write_line(&mut out).unwrap();
+        assert_eq!(
+            out,
+            b"[Thu, 01 Jan 1970 00:00:00 GMT] \"GET /a%20b?x=\xff HTTP/1.1\" 200\n"
+        );
+        assert_eq!(
+            entry.to_string(),
+            "[Thu, 01 Jan 1970 00:00:00 GMT] \"GET /a%20b?x=\u{fffd} HTTP/1.1\" 200"
+        );
+        entry.request = None;
+        entry.status = 400;
+        assert_eq!(
+            entry.to_string(),
+            "[Thu, 01 Jan 1970 00:00:00 GMT] \"-\" 400"
+        );
+    }
+}
