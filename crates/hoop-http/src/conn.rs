@@ -539,14 +539,15 @@ impl Conn<'_> {
         self.sh.requests.set(self.sh.requests.get() + 1);
         if let Some(Hook(hook)) = &self.sh.log {
             let time = SystemTime::now();
-            let date = self.sh.date.borrow_mut().now().to_string();
+            // The hook cannot reach the date cache: borrowing it meanwhile is safe.
+            let mut date = self.sh.date.borrow_mut();
             hook(&AccessLogEntry {
                 remote: self.remote,
                 request,
                 status: status.code(),
                 body_bytes,
                 time,
-                date: &date,
+                date: date.now(),
             });
         }
     }
