@@ -138,7 +138,10 @@ impl Builder {
     }
 
     /// [`Server::run`] stops (gracefully) on SIGINT or SIGTERM (read with
-    /// [`hoop::signal`]).
+    /// [`hoop::signal`]). `run` blocks them in the calling thread while it serves (see
+    /// [`hoop::run_per_core`]): call it from the main thread, or block them in every thread
+    /// of your own, else the kernel may give a signal to a thread that does not block it and
+    /// its default action ends the process.
     pub fn shutdown_on_signal(mut self) -> Builder {
         self.stop.signals = true;
         self
