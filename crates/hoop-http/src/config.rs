@@ -1,5 +1,8 @@
-//! Every limit and timeout of the HTTP server, in one place.
+//! Every limit and timeout of the HTTP server, in one place, and their validation.
+//!
+//! (Plain std only: the fuzz target compiles this file on its own.)
 
+use std::fmt;
 use std::time::Duration;
 
 /// Longest request target (the URI of the request line): longer gets 414.
@@ -10,6 +13,10 @@ pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 pub const MAX_HEADERS: usize = 100;
 
 /// The server's limits and timeouts (`hoop serve http` flags and fixed values).
+///
+/// The fields are public: start from [`Config::default()`] and change what you need, or use
+/// the builder (`Server::builder`), which sets the common ones. Either way the server checks
+/// the whole configuration ([`Config::validate`]) when it is made.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// A connection that has not sent a complete header block this long after it opened (or
@@ -39,12 +46,14 @@ pub struct Config {
     pub stream_chunk_bytes: usize,
     /// Responses of pipelined requests are gathered up to this many bytes before one send.
     pub out_batch_bytes: usize,
-    /// After SIGINT/SIGTERM, how long responses in flight may take to finish.
+    /// After the shutdown began, how long responses in flight may take to finish; then the
+    /// connections still open are closed.
     pub shutdown_grace: Duration,
-    /// One line per request on stdout (`--access-log`).
+    /// One line per request on stdout, as `hoop serve http --access-log` prints it
+    /// (`[DATE] "GET /x HTTP/1.1" 200`); used when no access-log hook is given.
     pub access_log: bool,
-    /// Runtime threads that serve (each with [`Server::serve`](crate::Server::serve)): the
-    /// cache is split evenly between them.
+    /// Runtime threads that serve (each with [`Server::serve`](crate::Server::serve), or
+    /// the ones `Server::run` starts): the cache is split evenly between them.
     pub threads: usize,
     /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
     pub index: String,
@@ -72,10 +81,84 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Checks the configuration: no zero timeout, connection limit, thread count or stream
+    /// chunk, and an [`index`](Config::index) that is one file name (see [`check_index`]).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.threads == 0 {
+            return Err(ConfigError::ZeroThreads);
+        }
+        if self.max_conns == 0 {
+            return Err(ConfigError::ZeroMaxConns);
+        }
+        if self.header_timeout.is_zero() {
+            return Err(ConfigError::ZeroHeaderTimeout);
+        }
+        if self.idle_timeout.is_zero() {
+            return Err(ConfigError::ZeroIdleTimeout);
+        }
+        if self.stream_chunk_bytes == 0 {
+            return Err(ConfigError::ZeroStreamChunk);
+        }
+        check_index(&self.index)
+    }
+
     /// How often each thread looks for connections past their deadline: a quarter of the
     /// shorter timeout, between 10 ms and 1 s.
     pub fn sweep_interval(&self) -> Duration {
         (self.header_timeout.min(self.idle_timeout) / 4)
             .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+}
+
+/// Checks an index file name ([`Config::index`]): one path segment, as nginx's `index`: not
+/// empty, no `/`, no NUL, not starting with `.` (the server refuses to serve such names anyway).
+pub fn check_index(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.starts_with('.') || name.contains('/') || name.contains('\0') {
+        return Err(ConfigError::BadIndex(name.to_string()));
+    }
+    Ok(())
+}
+
+/// What is wrong with a [`Config`] ([`Config::validate`]). The server's constructors return
+/// it inside an [`std::io::Error`] of kind `InvalidInput` (get it back with
+/// `err.get_ref().and_then(|e| e.downcast_ref::<ConfigError>())`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// [`Config::threads`] is 0.
+    ZeroThreads,
+    /// [`Config::max_conns`] is 0.
+    ZeroMaxConns,
+    /// [`Config::header_timeout`] is zero.
+    ZeroHeaderTimeout,
+    /// [`Config::idle_timeout`] is zero.
+    ZeroIdleTimeout,
+    /// [`Config::stream_chunk_bytes`] is 0.
+    ZeroStreamChunk,
+    /// [`Config::index`] is not one file name.
+    BadIndex(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroThreads => f.write_str("threads must be at least 1"),
+            ConfigError::ZeroMaxConns => f.write_str("max_conns must be at least 1"),
+            ConfigError::ZeroHeaderTimeout => f.write_str("header_timeout must not be zero"),
+            ConfigError::ZeroIdleTimeout => f.write_str("idle_timeout must not be zero"),
+            ConfigError::ZeroStreamChunk => f.write_str("stream_chunk_bytes must be at least 1"),
+            ConfigError::BadIndex(name) => write!(
+                f,
+                "{name:?}: an index is one file name (not empty, no '/', not starting with '.')"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<ConfigError> for std::io::Error {
+    fn from(e: ConfigError) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
     }
 }

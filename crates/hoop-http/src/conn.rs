@@ -10,16 +10,17 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::CString;
-use std::io::{self, Write as _};
-use std::net::Shutdown;
+use std::io;
+use std::net::{Shutdown, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::{BufRing, IoBuf};
 
+use super::access_log::{AccessLogEntry, Hook, RequestLine};
 use super::cache::{Cache, Entry};
 use super::config::Config;
 use super::date::DateCache;
@@ -52,6 +53,10 @@ pub struct Shared {
     /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
     /// `IORING_OP_SPLICE`, or `HOOP_HTTP_NO_SPLICE` set).
     pub pipes: Option<PipePool>,
+    /// The access-log hook, if any.
+    pub log: Option<Hook>,
+    /// Requests answered on this thread.
+    pub requests: Cell<u64>,
 }
 
 /// Counts the connection as open until dropped.
@@ -144,6 +149,8 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
         stream: &stream,
         timer: &timer,
         out: Vec::with_capacity(4096),
+        remote: sh.log.as_ref().and_then(|_| stream.peer_addr().ok()),
+        file_body: Cell::new(0),
     };
     let mut reader = match &ring {
         Some(r) => Reader::Ring(stream.recv_stream(r)),
@@ -163,6 +170,10 @@ struct Conn<'a> {
     timer: &'a Timer,
     /// Responses not sent yet.
     out: Vec<u8>,
+    /// The client's address, where known and logged.
+    remote: Option<SocketAddr>,
+    /// Body bytes of the file response being answered (for the access log).
+    file_body: Cell<u64>,
 }
 
 impl Conn<'_> {
@@ -218,7 +229,7 @@ impl Conn<'_> {
                     Parsed::Invalid(status) => {
                         let date = self.sh.date.borrow_mut().now().to_string();
                         write_status(&mut self.out, Head::new(status, &date, false), false);
-                        self.log_line(b"-", status);
+                        self.log_line(status);
                         close = true;
                         unread = true;
                         break;
@@ -533,29 +544,54 @@ impl Conn<'_> {
         true
     }
 
-    /// The access log line for `req` (with `--access-log`).
+    /// Counts the answered request and gives it to the access log, if any.
     fn log(&self, req: &Request, status: Status) {
-        if self.sh.cfg.access_log {
-            let method = match req.method {
-                Method::Get => "GET",
-                Method::Head => "HEAD",
-                Method::Other => "OTHER",
-            };
-            let mut line = format!("{method} ").into_bytes();
-            line.extend_from_slice(&req.target);
-            let _ = write!(line, " HTTP/1.{}", req.minor_version);
-            self.log_line(&line, status);
+        let method = match req.method {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Other => "OTHER",
+        };
+        let body = match self.body_bytes(status) {
+            _ if req.method == Method::Head => 0,
+            n => n,
+        };
+        let line = RequestLine {
+            method,
+            target: &req.target,
+            minor_version: req.minor_version,
+        };
+        self.log_entry(Some(line), status, body);
+    }
+
+    /// Counts an unparsed request (answered with `status`) and logs it as `"-"`.
+    fn log_line(&self, status: Status) {
+        self.log_entry(None, status, self.body_bytes(status));
+    }
+
+    /// The body bytes of the response with `status` (not to `HEAD`).
+    fn body_bytes(&self, status: Status) -> u64 {
+        match status {
+            Status::Ok | Status::PartialContent => self.file_body.take(),
+            Status::NotModified => 0,
+            // `write_status`'s body: `CODE REASON\n`.
+            s => s.reason().len() as u64 + 5,
         }
     }
 
-    /// Writes `"REQUEST" STATUS` after the date on stdout (with `--access-log`).
-    fn log_line(&self, request: &[u8], status: Status) {
-        if self.sh.cfg.access_log {
-            let date = self.sh.date.borrow_mut().now().to_string();
-            let mut out = io::stdout().lock();
-            let _ = write!(out, "[{date}] \"");
-            let _ = out.write_all(request);
-            let _ = writeln!(out, "\" {}", status.code());
+    fn log_entry(&self, request: Option<RequestLine<'_>>, status: Status, body_bytes: u64) {
+        self.sh.requests.set(self.sh.requests.get() + 1);
+        if let Some(Hook(hook)) = &self.sh.log {
+            let time = SystemTime::now();
+            // The hook cannot reach the date cache: borrowing it meanwhile is safe.
+            let mut date = self.sh.date.borrow_mut();
+            hook(&AccessLogEntry {
+                remote: self.remote,
+                request,
+                status: status.code(),
+                body_bytes,
+                time,
+                date: date.now(),
+            });
         }
     }
 
@@ -600,6 +636,7 @@ impl Conn<'_> {
                     ..base
                 }
                 .write(&mut self.out);
+                self.file_body.set(meta.size);
                 (Status::Ok, (0, meta.size))
             }
             Decision::Partial { start, len } => {
@@ -610,6 +647,7 @@ impl Conn<'_> {
                     ..base
                 }
                 .write(&mut self.out);
+                self.file_body.set(len);
                 (Status::PartialContent, (start, len))
             }
         }

@@ -1,45 +1,94 @@
 //! hoop-http: a static-file HTTP/1.1 server on hoop's io_uring runtime, as a library (the
-//! server behind `hoop serve http`).
+//! server behind `hoop serve http`), to embed in a program of your own as tower-http's
+//! `ServeDir` or static-web-server's library are.
+//!
+//! It serves the files under one directory to `GET` and `HEAD` (conditional requests, one
+//! byte range, keep-alive and pipelining; no listings, no dot files, nothing outside the root,
+//! symlinks included), with limits and timeouts on every connection ([`Config`]).
+//!
+//! # Serving
+//!
+//! Build a [`Server`] ([`Server::builder`], or [`Server::new`] with a [`Config`]), then either:
+//! * [`Server::run`] (or [`Server::bind`] then [`Bound::run`]): [`Config::threads`] runtime
+//!   threads, each pinned to a CPU with its own `SO_REUSEPORT` listener, until the shutdown
+//!   the builder set ([`Builder::shutdown_on`] a [`CancellationToken`](hoop::sync::CancellationToken),
+//!   [`Builder::shutdown_on_signal`] for SIGINT/SIGTERM);
+//! * [`Server::serve`] (or [`Server::serve_until`] a token) on a listener you made, inside a
+//!   hoop runtime of yours, once per runtime thread.
+//!
+//! On shutdown each thread stops accepting, lets the responses in flight finish within
+//! [`Config::shutdown_grace`], and returns [`ServeStats`]; connections still open are closed.
 //!
 //! ```no_run
+//! use std::time::Duration;
+//!
+//! fn main() -> std::io::Result<()> {
+//!     let server = hoop_http::Server::builder("./public")
+//!         .threads(2)
+//!         .max_conns(1000)
+//!         .idle_timeout(Duration::from_secs(30))
+//!         .access_log(|e| println!("{e} {} bytes", e.body_bytes))
+//!         .shutdown_on_signal()
+//!         .build()?;
+//!     let bound = server.bind("127.0.0.1:8080")?;
+//!     println!("serving on http://{}", bound.local_addr());
+//!     let stats = bound.run()?; // until Ctrl-C or SIGTERM
+//!     println!("{} requests", stats.requests);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! On a runtime and listener of your own, stopped by a token:
+//!
+//! ```no_run
+//! use hoop::sync::CancellationToken;
 //! use hoop_http::{Config, Server};
 //!
 //! fn main() -> std::io::Result<()> {
 //!     let server = Server::new("./public", Config::default())?;
+//!     let token = CancellationToken::new();
 //!     hoop::Runtime::new()?.block_on(async {
 //!         let listener = hoop::net::TcpListener::bind("127.0.0.1:8080").await?;
-//!         server.serve(listener, std::future::pending()).await;
+//!         // Elsewhere: token.cancel() begins the graceful stop.
+//!         let stats = server.serve_until(listener, &token).await;
+//!         println!("{} connections", stats.accepted);
 //!         Ok(())
 //!     })
 //! }
 //! ```
 //!
-//! A request's story, one module per step:
-//! 1. [`parse`]: received bytes become a request (httparse), or the status that refuses them;
-//! 2. [`resolve`]: the target is percent-decoded once and opened beneath the root
-//!    (`openat2` with `RESOLVE_BENEATH` through the ring);
-//! 3. [`response`]: `statx` gives size and validators; conditionals and ranges decide the
-//!    answer, and the head is written;
-//! 4. [`conn`]: the body goes out: from the [`cache`] with the head in one send when small,
-//!    by [`splice`] (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
-//!    pipelined responses in order.
+//! # Inside
 //!
-//! [`server`] runs it on a thread: accept, limits ([`config`]) and the graceful stop.
+//! A request's story, one module per step (private to the crate):
+//! 1. `parse`: received bytes become a request (httparse), or the status that refuses them;
+//! 2. `resolve`: the target is percent-decoded once and opened beneath the root
+//!    (`openat2` with `RESOLVE_BENEATH` through the ring);
+//! 3. `response`: `statx` gives size and validators; conditionals and ranges decide the
+//!    answer, and the head is written;
+//! 4. `conn`: the body goes out: from the `cache` with the head in one send when small,
+//!    by `splice` (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
+//!    pipelined responses in order; the [`access_log`] sees each answered request.
+//!
+//! `server` runs it on a thread: accept, limits ([`config`]) and the graceful stop.
 
 #[doc(hidden)]
 pub mod accept;
-pub mod cache;
+pub mod access_log;
+mod builder;
+pub(crate) mod cache;
 pub mod config;
-pub mod conn;
-pub mod date;
-pub mod deadline;
-pub mod mime;
-pub mod parse;
-pub mod resolve;
-pub mod response;
-pub mod server;
-pub mod splice;
-pub mod status;
+pub(crate) mod conn;
+pub(crate) mod date;
+pub(crate) mod deadline;
+pub(crate) mod mime;
+pub(crate) mod parse;
+pub(crate) mod resolve;
+pub(crate) mod response;
+mod server;
+pub(crate) mod splice;
+pub(crate) mod status;
 
-pub use config::Config;
-pub use server::Server;
+pub use access_log::{AccessLog, AccessLogEntry, RequestLine};
+pub use builder::Builder;
+pub use config::{Config, ConfigError};
+pub use server::{Bound, ServeStats, Server};

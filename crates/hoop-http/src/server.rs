@@ -1,6 +1,7 @@
 //! Serving: the [`Server`] (the root, the configuration, the connection count shared by every
-//! thread) and what one runtime thread runs: accept with the connection limit, one task per
-//! connection, and the graceful stop.
+//! thread), what one runtime thread runs (accept with the connection limit, one task per
+//! connection, and the graceful stop), and [`Server::run`]: one pinned runtime thread per
+//! [`Config::threads`], each with its own `SO_REUSEPORT` listener.
 //!
 //! Accept takes hoop's best path: one multishot accept into direct descriptors, and each
 //! connection reads from a multishot recv on the thread's provided buffer ring (single accepts
@@ -12,18 +13,23 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hoop::net::{DirectTcpStream, TcpListener};
+use hoop::signal::{signal, SignalKind};
+use hoop::sync::CancellationToken;
 use hoop::BufRing;
 
 use crate::accept::AcceptPacing;
+use crate::access_log::{stdout_logger, AccessLog, Hook};
+use crate::builder::Builder;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::conn::{self, Shared};
@@ -39,25 +45,92 @@ const RING_BUF_BYTES: usize = 4096;
 const DRAIN_POLL: Duration = Duration::from_millis(5);
 
 /// A static-file server: a root directory and a [`Config`], served on any number of hoop
-/// runtime threads (each with its own listener) by [`Server::serve`]. Cloning is cheap and
-/// shares the connection count that [`Config::max_conns`] bounds.
-#[derive(Debug, Clone)]
+/// runtime threads (each with its own listener): by [`Server::serve`] on runtimes of the
+/// caller's, or by [`Server::run`] on threads of its own. Cloning is cheap and shares the
+/// connection count that [`Config::max_conns`] bounds.
+#[derive(Clone)]
 pub struct Server {
     cfg: Arc<Config>,
     root: Arc<Root>,
     open_conns: Arc<AtomicUsize>,
     next_thread: Arc<AtomicUsize>,
+    log: Option<AccessLog>,
+    stop: StopOn,
+}
+
+/// When [`Server::run`] stops.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StopOn {
+    pub(crate) token: Option<CancellationToken>,
+    pub(crate) signals: bool,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("cfg", &self.cfg)
+            .field("root", &self.root)
+            .field("open_conns", &self.open_conns)
+            .field("access_log_hook", &self.log.is_some())
+            .field("stop", &self.stop)
+            .finish()
+    }
+}
+
+/// What a server did: returned by [`Server::serve`] for one thread, by [`Server::run`] summed
+/// over its threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServeStats {
+    /// Connections accepted and served.
+    pub accepted: u64,
+    /// Connections accepted and closed at once, past [`Config::max_conns`].
+    pub refused: u64,
+    /// Requests answered (each one the access log sees).
+    pub requests: u64,
+    /// Connections still answering a request when [`Config::shutdown_grace`] ran out (closed
+    /// with their response unfinished).
+    pub cut_off: u64,
+}
+
+impl std::ops::AddAssign for ServeStats {
+    fn add_assign(&mut self, o: ServeStats) {
+        self.accepted += o.accepted;
+        self.refused += o.refused;
+        self.requests += o.requests;
+        self.cut_off += o.cut_off;
+    }
 }
 
 impl Server {
-    /// A server of the directory `root` (opened now: a missing or unreadable root is an error
-    /// here, not at the first request).
+    /// A server of the directory `root` with `cfg` (checked: [`Config::validate`]; the error
+    /// is a [`ConfigError`](crate::ConfigError) in an `InvalidInput` [`io::Error`]). The root
+    /// is opened now: a missing or unreadable root is an error here, not at the first request.
     pub fn new(root: impl AsRef<Path>, cfg: Config) -> io::Result<Server> {
+        Server::with(root.as_ref(), cfg, None, StopOn::default())
+    }
+
+    /// A [`Builder`] for a server of the directory `root`: the common settings, an
+    /// access-log hook and when [`run`](Server::run) stops.
+    pub fn builder(root: impl AsRef<Path>) -> Builder {
+        Builder::new(root.as_ref())
+    }
+
+    pub(crate) fn with(
+        root: &Path,
+        cfg: Config,
+        log: Option<AccessLog>,
+        stop: StopOn,
+    ) -> io::Result<Server> {
+        cfg.validate()?;
+        let log = log.or_else(|| cfg.access_log.then(stdout_logger));
         Ok(Server {
-            root: Arc::new(Root::open(root.as_ref())?),
+            root: Arc::new(Root::open(root)?),
             cfg: Arc::new(cfg),
             open_conns: Arc::new(AtomicUsize::new(0)),
             next_thread: Arc::new(AtomicUsize::new(0)),
+            log,
+            stop,
         })
     }
 
@@ -72,10 +145,18 @@ impl Server {
     }
 
     /// Serves `listener` on the current hoop runtime thread until `shutdown` completes, then
-    /// stops accepting, lets the responses in flight finish (at most
+    /// stops accepting (the listener is closed), lets the responses in flight finish (at most
     /// [`Config::shutdown_grace`]) and returns; connections still open are closed when the
-    /// runtime drops their tasks.
-    pub async fn serve(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+    /// runtime drops their tasks (at the latest when it is dropped). Idle keep-alive
+    /// connections are not waited for.
+    ///
+    /// Call it once per runtime thread, each with its own listener (for several threads on one
+    /// port: [`TcpListener::bind_with`] with `reuse_port`). Must run inside a hoop runtime.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> ServeStats {
         let i = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let mut sh = Rc::new(Shared {
             cfg: self.cfg.clone(),
@@ -89,6 +170,8 @@ impl Server {
             stopping: Cell::new(false),
             open_conns: self.open_conns.clone(),
             pipes: None,
+            log: self.log.clone().map(Hook),
+            requests: Cell::new(0),
         });
         // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
         let splice = hoop::driver::Driver::current().is_some_and(|d| {
@@ -126,7 +209,12 @@ impl Server {
             }
         };
         let sweeper = hoop::spawn(sh.deadlines.clone().sweep_forever(sh.cfg.sweep_interval()));
-        until(shutdown, accept_loop(listener, i, ring, sh.clone())).await;
+        let counts = AcceptCounts::default();
+        until(
+            shutdown,
+            accept_loop(listener, i, ring, sh.clone(), &counts),
+        )
+        .await;
         // The listener is closed: no new connection. Answer what is in hand, within the grace.
         sh.stopping.set(true);
         let give_up = Instant::now() + sh.cfg.shutdown_grace;
@@ -134,7 +222,135 @@ impl Server {
             hoop::time::sleep(DRAIN_POLL).await;
         }
         sweeper.abort();
+        ServeStats {
+            accepted: counts.accepted.get(),
+            refused: counts.refused.get(),
+            requests: sh.requests.get(),
+            cut_off: sh.busy.get() as u64,
+        }
     }
+
+    /// [`serve`](Server::serve) until `token` is cancelled.
+    pub async fn serve_until(
+        &self,
+        listener: TcpListener,
+        token: &CancellationToken,
+    ) -> ServeStats {
+        self.serve(listener, token.cancelled()).await
+    }
+
+    /// Binds [`Config::threads`] listeners on `addr` (with `SO_REUSEPORT` when more than
+    /// one; port 0 picks one free port for all), ready to [`run`](Bound::run). Binding
+    /// first tells the caller the address before serving starts.
+    pub fn bind(&self, addr: impl ToSocketAddrs) -> io::Result<Bound> {
+        let threads = self.cfg.threads;
+        let first = TcpListener::bind_with(addr, threads > 1)?;
+        let local = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..threads {
+            listeners.push(TcpListener::bind_with(local, true)?);
+        }
+        Ok(Bound {
+            server: self.clone(),
+            listeners,
+            local,
+        })
+    }
+
+    /// Serves `addr` on [`Config::threads`] runtime threads until the shutdown the builder
+    /// set ([`Builder::shutdown_on`], [`Builder::shutdown_on_signal`]; without either, until
+    /// the process ends); see [`Bound::run`].
+    pub fn run(&self, addr: impl ToSocketAddrs) -> io::Result<ServeStats> {
+        self.bind(addr)?.run()
+    }
+}
+
+/// A [`Server`] with its listeners bound ([`Server::bind`]), not serving yet.
+#[derive(Debug)]
+pub struct Bound {
+    server: Server,
+    listeners: Vec<TcpListener>,
+    local: SocketAddr,
+}
+
+impl Bound {
+    /// The address the listeners are bound to (the port chosen, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves on one runtime thread per listener, each pinned to a CPU
+    /// ([`hoop::run_per_core`]; the driver is the default one: `HOOP_DRIVER`, else io_uring
+    /// when it can be set up, else epoll), and returns once every thread finished its
+    /// graceful stop, with the counts summed over the threads.
+    ///
+    /// It stops when the builder's token is cancelled ([`Builder::shutdown_on`]) or, with
+    /// [`Builder::shutdown_on_signal`], on SIGINT or SIGTERM. `run_per_core` blocks those
+    /// signals in the calling thread while the threads run (a signal nobody listens for gets
+    /// its usual disposition: Ctrl-C still ends a server without `shutdown_on_signal`).
+    /// Errors: a runtime or a signal listener that cannot be set up.
+    pub fn run(self) -> io::Result<ServeStats> {
+        let Bound {
+            server, listeners, ..
+        } = self;
+        let threads = listeners.len();
+        let listeners: Mutex<Vec<Option<TcpListener>>> =
+            Mutex::new(listeners.into_iter().map(Some).collect());
+        // Cancelled by the first thread that sees the builder's token or a signal: every
+        // thread then stops, even one whose signal listener came after the signal.
+        let stop = CancellationToken::new();
+        let outputs = hoop::run_per_core(threads, move |i| {
+            let listener = listeners.lock().unwrap_or_else(|p| p.into_inner())[i].take();
+            let server = server.clone();
+            let stop = stop.clone();
+            async move {
+                let listener = listener.ok_or_else(|| io::Error::other("no listener"))?;
+                let shutdown = stop_future(&server.stop, stop)?;
+                Ok::<_, io::Error>(server.serve(listener, shutdown).await)
+            }
+        })?;
+        let mut total = ServeStats::default();
+        for out in outputs {
+            total += out?;
+        }
+        Ok(total)
+    }
+}
+
+/// Completes when `stop` is cancelled, `on.token` is, or (with `on.signals`) SIGINT or
+/// SIGTERM arrives; then cancels `stop`.
+fn stop_future(on: &StopOn, stop: CancellationToken) -> io::Result<impl Future<Output = ()>> {
+    let mut signals = match on.signals {
+        true => Some((
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+        )),
+        false => None,
+    };
+    let mut theirs = on.token.clone().map(|t| Box::pin(t.cancelled_owned()));
+    let mut ours = Box::pin(stop.clone().cancelled_owned());
+    Ok(std::future::poll_fn(move |cx| {
+        let mut done = ours.as_mut().poll(cx).is_ready();
+        if let Some(t) = &mut theirs {
+            done |= t.as_mut().poll(cx).is_ready();
+        }
+        if let Some((int, term)) = &mut signals {
+            done |= int.poll_recv(cx).is_ready();
+            done |= term.poll_recv(cx).is_ready();
+        }
+        if done {
+            stop.cancel();
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }))
+}
+
+/// Connections one thread accepted, and refused past the limit.
+#[derive(Default)]
+struct AcceptCounts {
+    accepted: Cell<u64>,
+    refused: Cell<u64>,
 }
 
 /// Runs `fut` until it completes or `stop` does, whichever comes first.
@@ -151,7 +367,13 @@ async fn until<S: Future<Output = ()>, F: Future<Output = ()>>(stop: S, fut: F) 
 }
 
 /// Accepts forever, one task per connection, closing at once those past `--max-conns`.
-async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh: Rc<Shared>) {
+async fn accept_loop(
+    listener: TcpListener,
+    i: usize,
+    ring: Option<BufRing>,
+    sh: Rc<Shared>,
+    counts: &AcceptCounts,
+) {
     let mut pacing = AcceptPacing::new("http", i);
     // Direct descriptors cannot be set one by one: connections inherit it from the listener.
     let _ = listener.set_nodelay(true);
@@ -165,11 +387,13 @@ async fn accept_loop(listener: TcpListener, i: usize, ring: Option<BufRing>, sh:
                 pacing.ok();
                 if sh.open_conns.fetch_add(1, Ordering::AcqRel) >= sh.cfg.max_conns {
                     sh.open_conns.fetch_sub(1, Ordering::AcqRel);
+                    counts.refused.set(counts.refused.get() + 1);
                     // Closed through the ring on this tick.
                     drop(stream);
                     continue;
                 }
                 // No TCP_NODELAY per connection: Linux copies it from the listener.
+                counts.accepted.set(counts.accepted.get() + 1);
                 drop(hoop::spawn(conn::serve(stream, ring.clone(), sh.clone())));
             }
             Some(Err(e)) => pacing.failed(e).await,

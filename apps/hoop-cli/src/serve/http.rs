@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hoop_http::{Config, Server};
+use hoop_http::{Config, ConfigError, Server};
 
 use super::echo::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
@@ -94,14 +94,18 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             args.threads
         )));
     }
-    if args.max_conns == 0 {
-        return Err(invalid("--max-conns must be at least 1".into()));
-    }
-    if args.header_timeout_ms == 0 || args.idle_timeout_ms == 0 {
-        return Err(invalid(
-            "--header-timeout-ms and --idle-timeout-ms must be at least 1".into(),
-        ));
-    }
+    let cfg = Config {
+        header_timeout: Duration::from_millis(args.header_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        max_conns: args.max_conns,
+        cache_bytes: args.cache_bytes,
+        access_log: args.access_log,
+        index: args.index.clone(),
+        threads: args.threads,
+        ..Config::default()
+    };
+    // The library's checks, in the words of the flags.
+    cfg.validate().map_err(|e| invalid(flag_words(e)))?;
     if args.server != HttpServerKind::Hoop {
         if args.threads != 1 || args.driver.is_some() {
             return Err(invalid(
@@ -130,16 +134,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         };
         return super::echo::run_baseline(&args.addr, name, serve, &signals);
     }
-    let cfg = Config {
-        header_timeout: Duration::from_millis(args.header_timeout_ms),
-        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-        max_conns: args.max_conns,
-        cache_bytes: args.cache_bytes,
-        access_log: args.access_log,
-        index: args.index.clone(),
-        threads: args.threads,
-        ..Config::default()
-    };
+    // `access_log`: the library's built-in logger prints the `--access-log` lines.
     let server = Server::new(&args.root, cfg)?;
     // Before any thread exists, so that every thread inherits the mask.
     let signals = Signals::block()?;
@@ -147,20 +142,31 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
     let kind = settle_driver("http", args.driver)?;
     let serve: Serve = Arc::new(move |_i, listener, stop| {
         let server = server.clone();
-        Box::pin(async move { server.serve(listener, stop.wait()).await })
+        Box::pin(async move {
+            server.serve(listener, stop.wait()).await;
+        })
     });
     run_threads("http", &args.addr, args.threads, kind, &signals, serve)
 }
 
 /// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the
-/// server would refuse to serve anyway).
+/// server would refuse to serve anyway): [`hoop_http::config::check_index`].
 fn parse_index(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.starts_with('.') || s.contains('/') || s.contains('\0') {
-        return Err(format!(
-            "{s:?}: an index is one file name (not empty, no '/', not starting with '.')"
-        ));
-    }
+    hoop_http::config::check_index(s).map_err(|e| e.to_string())?;
     Ok(s.to_string())
+}
+
+/// A configuration error of the library, said with the flag that sets the value.
+fn flag_words(e: ConfigError) -> String {
+    match e {
+        ConfigError::ZeroThreads => format!("--threads must be between 1 and {MAX_THREADS}, not 0"),
+        ConfigError::ZeroMaxConns => "--max-conns must be at least 1".into(),
+        ConfigError::ZeroHeaderTimeout | ConfigError::ZeroIdleTimeout => {
+            "--header-timeout-ms and --idle-timeout-ms must be at least 1".into()
+        }
+        ConfigError::BadIndex(name) => format!("--index {}", ConfigError::BadIndex(name)),
+        e => e.to_string(),
+    }
 }
 
 #[cfg(test)]
