@@ -242,7 +242,12 @@ impl Conn<'_> {
                     head_deadline = Instant::now() + cfg.header_timeout;
                 }
             }
-            if !self.out.is_empty() && !self.flush().await {
+            let flushed = if close {
+                self.out.is_empty() || self.flush_last().await
+            } else {
+                self.out.is_empty() || self.flush().await
+            };
+            if !flushed {
                 return false;
             }
             drop(busy);
@@ -265,6 +270,21 @@ impl Conn<'_> {
         out.clear();
         self.out = out;
         res.is_ok()
+    }
+
+    /// Sends the connection's last responses: on a plain socket with `MSG_MORE`, so that the
+    /// close (or the linger's shutdown) that follows at once carries the FIN in the same
+    /// segment as the last bytes (one segment and one wake-up of the client fewer: nginx's
+    /// `tcp_nopush` does the same); through the ring otherwise.
+    async fn flush_last(&mut self) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = self.stream.as_tcp_stream().map(|s| s.as_raw_fd()) else {
+            return self.flush().await;
+        };
+        let out = std::mem::take(&mut self.out);
+        self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+        let sent = self.timer.run(send_more(fd, &out)).await;
+        sent == Some(true)
     }
 
     /// After a final response: stop sending, and read (and drop) what the client still sends
