@@ -901,8 +901,12 @@ fn files_over_4_gib_epoll() {
 /// Three pipelined requests sent in two writes, split at every byte boundary: the three
 /// responses come back whole and in order.
 fn pipelined(driver: &str) {
-    let (_base, root) = make_root(&format!("pipe-{driver}"));
-    let server = Server::start(&root, &["--driver", driver]);
+    pipelined_env(driver, &[]);
+}
+
+fn pipelined_env(driver: &str, env: &[(&str, &str)]) {
+    let (_base, root) = make_root(&format!("pipe-{driver}-{}", env.len()));
+    let server = Server::start_env(&root, &["--driver", driver], env);
     let reqs = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nHEAD /b.txt HTTP/1.1\r\n\r\nGET /b.txt HTTP/1.1\r\nRange: bytes=0-5\r\n\r\n";
     let bytes = reqs.as_bytes();
     for cut in 0..=bytes.len() {
@@ -961,6 +965,15 @@ fn pipelined_requests_split_at_every_byte_uring() {
 #[test]
 fn pipelined_requests_split_at_every_byte_epoll() {
     pipelined("epoll");
+}
+
+/// Past the buffer ring's share of readers (forced to 0 here; half the ring's buffers in a
+/// real server), connections read by readiness into the thread's scratch: requests split at
+/// every byte, pipelined and closing behave the same. On io_uring with ring-mapped buffers
+/// the ring path stays (the setting only matters for a ring in user memory).
+#[test]
+fn readiness_reads_past_the_ring_share_epoll() {
+    pipelined_env("epoll", &[("HOOP_HTTP_RING_READERS_MAX", "0")]);
 }
 
 // ===== process =====

@@ -57,6 +57,14 @@ pub struct Shared {
     pub log: Option<Hook>,
     /// Requests answered on this thread.
     pub requests: Cell<u64>,
+    /// Connections of this thread reading through the buffer ring right now.
+    pub ring_readers: Cell<usize>,
+    /// Past this many ring readers, a connection on a buffer ring in user memory reads by
+    /// readiness instead (half the ring's buffers; `HOOP_HTTP_RING_READERS_MAX` for tests).
+    pub ring_readers_max: usize,
+    /// Where readiness reads land before they are appended to a connection's input (only
+    /// borrowed during one `recv(2)`, never across an await).
+    pub scratch: RefCell<Vec<u8>>,
 }
 
 /// Counts the connection as open until dropped.
@@ -65,6 +73,22 @@ struct OpenGuard(Arc<AtomicUsize>);
 impl Drop for OpenGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts the connection as a ring reader until dropped.
+struct RingReaderGuard<'a>(&'a Cell<usize>);
+
+impl<'a> RingReaderGuard<'a> {
+    fn new(c: &'a Cell<usize>) -> Self {
+        c.set(c.get() + 1);
+        RingReaderGuard(c)
+    }
+}
+
+impl Drop for RingReaderGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
     }
 }
 
@@ -89,10 +113,12 @@ impl Drop for BusyGuard<'_> {
 enum Reader<'a> {
     Ring(DirectRecvStream<'a>),
     Plain(&'a DirectTcpStream, Vec<u8>),
+    /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch.
+    Ready(i32, &'a RefCell<Vec<u8>>),
 }
 
 /// Bytes one single read asks for.
-const READ_BYTES: usize = 16 * 1024;
+pub(crate) const READ_BYTES: usize = 16 * 1024;
 
 impl Reader<'_> {
     /// Appends what arrives next to `input`; 0 at end of stream.
@@ -105,6 +131,32 @@ impl Reader<'_> {
                 }
                 Some(Err(e)) => Err(e),
                 None => Ok(0),
+            },
+            Reader::Ready(fd, scratch) => loop {
+                let r = {
+                    let mut b = scratch.borrow_mut();
+                    // SAFETY: `b` is valid for writes of its length for the call; `fd` is the
+                    // connection's socket, open while the stream is borrowed.
+                    let r = unsafe {
+                        libc::recv(*fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT)
+                    };
+                    if r >= 0 {
+                        input.extend_from_slice(&b[..r as usize]);
+                    }
+                    r
+                };
+                if r >= 0 {
+                    return Ok(r as usize);
+                }
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => {
+                        let readable = hoop::driver::op::PollOnce::new(*fd, libc::POLLIN as u32);
+                        hoop::driver::Op::new(readable).await?;
+                    }
+                    Some(libc::EINTR) => {}
+                    _ => return Err(e),
+                }
             },
             Reader::Plain(stream, buf) => {
                 let mut b = std::mem::take(buf);
@@ -152,9 +204,21 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
         remote: sh.log.as_ref().and_then(|_| stream.peer_addr().ok()),
         file_body: Cell::new(0),
     };
-    let mut reader = match &ring {
-        Some(r) => Reader::Ring(stream.recv_stream(r)),
-        None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
+    // A buffer ring in user memory (the epoll driver, or a kernel without ring-mapped
+    // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
+    // readability with no buffer and reads into the thread's scratch instead (nginx's way with
+    // idle keep-alive connections), so thousands of idle connections never drain the ring.
+    let ring = ring.filter(|r| {
+        r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max
+    });
+    let _ring_reader = ring.as_ref().map(|_| RingReaderGuard::new(&sh.ring_readers));
+    let mut reader = match (&ring, stream.as_tcp_stream()) {
+        (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
+        (None, Some(tcp)) => {
+            use std::os::fd::AsRawFd;
+            Reader::Ready(tcp.as_raw_fd(), &sh.scratch)
+        }
+        (None, None) => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
     };
     let linger = conn.run(&mut reader).await;
     drop(reader);

@@ -172,6 +172,12 @@ impl Server {
             pipes: None,
             log: self.log.clone().map(Hook),
             requests: Cell::new(0),
+            ring_readers: Cell::new(0),
+            ring_readers_max: std::env::var("HOOP_HTTP_RING_READERS_MAX")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(usize::from(RING_ENTRIES) / 2),
+            scratch: RefCell::new(vec![0; conn::READ_BYTES]),
         });
         // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
         let splice = hoop::driver::Driver::current().is_some_and(|d| {
