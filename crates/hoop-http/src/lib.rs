@@ -63,10 +63,12 @@
 //! 1. `parse`: received bytes become a request (httparse), or the status that refuses them;
 //! 2. `resolve`: the target is percent-decoded once and opened beneath the root
 //!    (`openat2` with `RESOLVE_BENEATH` through the ring);
-//! 3. `response`: `statx` gives size and validators; conditionals and ranges decide the
+//! 3. `response`: `statx` (a system call on the thread: the ring would run it in an io-wq
+//!    worker) gives size and validators; conditionals and ranges decide the
 //!    answer, and the head is written;
-//! 4. `conn`: the body goes out: from the `cache` with the head in one send when small,
-//!    by `splice` (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
+//! 4. `conn`: the body goes out: from the `cache` with the head in one send below 16 KiB,
+//!    by `sendfile(2)` from the page cache behind the head (sent with `MSG_MORE`) from 16 KiB
+//!    ([`Config::sendfile_min_bytes`]), waiting through the ring while the socket is full;
 //!    pipelined responses in order; the [`access_log`] sees each answered request.
 //!
 //! `server` runs it on a thread: accept, limits ([`config`]) and the graceful stop.
