@@ -208,10 +208,10 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
     // readability with no buffer and reads into the thread's scratch instead (nginx's way with
     // idle keep-alive connections), so thousands of idle connections never drain the ring.
-    let ring = ring.filter(|r| {
-        r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max
-    });
-    let _ring_reader = ring.as_ref().map(|_| RingReaderGuard::new(&sh.ring_readers));
+    let ring = ring.filter(|r| r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max);
+    let _ring_reader = ring
+        .as_ref()
+        .map(|_| RingReaderGuard::new(&sh.ring_readers));
     let mut reader = match (&ring, stream.as_tcp_stream()) {
         (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
         (None, Some(tcp)) => {
@@ -463,8 +463,7 @@ impl Conn<'_> {
         }
         let sendfile =
             meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
-        let splice =
-            !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        let splice = !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
         let cacheable = !splice
             && !sendfile
             && meta.size <= sh.cfg.cache_max_file_bytes
@@ -806,7 +805,13 @@ fn statx_now(dirfd: i32, path: &CString, flags: i32) -> io::Result<FileMeta> {
     // SAFETY: `path` is a NUL-terminated string and `stx` a valid statx the call fills; both
     // outlive the call.
     let r = unsafe {
-        libc::statx(dirfd, path.as_ptr(), flags, libc::STATX_BASIC_STATS, &mut stx)
+        libc::statx(
+            dirfd,
+            path.as_ptr(),
+            flags,
+            libc::STATX_BASIC_STATS,
+            &mut stx,
+        )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());

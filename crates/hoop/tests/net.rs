@@ -737,7 +737,9 @@ fn tcp_send_file_waits_for_room_and_sends_every_byte() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("f.bin");
     let mut rng = XorShift::new(7);
-    let data: Vec<u8> = (0..LEN / 8).flat_map(|_| rng.next().to_le_bytes()).collect();
+    let data: Vec<u8> = (0..LEN / 8)
+        .flat_map(|_| rng.next().to_le_bytes())
+        .collect();
     std::fs::write(&path, &data).unwrap();
     each_driver(|kind| {
         run(kind, async {
@@ -781,7 +783,10 @@ fn tcp_send_file_waits_for_room_and_sends_every_byte() {
                 }
             }
             let calls = sender.await.unwrap();
-            assert!(calls > 1, "one call sent {LEN} bytes: the socket never filled");
+            assert!(
+                calls > 1,
+                "one call sent {LEN} bytes: the socket never filled"
+            );
             assert!(got[..LEN] == data[..], "{kind:?}: the bytes differ");
             assert_eq!(&got[LEN..], &data[1000..1010]);
         });
