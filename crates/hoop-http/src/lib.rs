@@ -33,6 +33,7 @@ pub mod config;
 pub mod conn;
 pub mod date;
 pub mod deadline;
+pub mod encoding;
 pub mod mime;
 pub mod parse;
 pub mod resolve;
