@@ -50,6 +50,9 @@ pub struct Config {
     /// ([`mime::compressible`](crate::mime::compressible)); those answer with
     /// `Vary: Accept-Encoding` whenever this is on.
     pub precompressed: bool,
+    /// A directory target (`/docs/`) without its index file gets a listing of the directory
+    /// instead of 403 (`--autoindex`).
+    pub autoindex: bool,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             threads: 1,
             index: "index.html".to_string(),
             precompressed: true,
+            autoindex: false,
         }
     }
 }

@@ -12,6 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::io::{self, Write as _};
 use std::net::Shutdown;
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -333,12 +334,17 @@ impl Conn<'_> {
         let mut found = match find(sh, &rel, &rel).await {
             Ok(found) => found,
             Err(status) => {
-                // `/dir/` without an index: 403 if the directory exists (no listings).
-                if target.dir_form
-                    && status == Status::NotFound
-                    && sh.root.open_beneath(&target.rel, true).await.is_ok()
-                {
-                    return Err(Status::Forbidden);
+                // `/dir/` without an index: a listing with --autoindex, else 403 if the
+                // directory exists.
+                if target.dir_form && status == Status::NotFound {
+                    if let Ok(dir) = sh.root.open_beneath(&target.rel, true).await {
+                        if sh.cfg.autoindex {
+                            return self
+                                .send_listing(dir, &target.rel, date, keep, head_only)
+                                .await;
+                        }
+                        return Err(Status::Forbidden);
+                    }
                 }
                 return Err(status);
             }
@@ -445,6 +451,36 @@ impl Conn<'_> {
         } else {
             Ok(None)
         }
+    }
+
+    /// Answers a directory target without an index file with its listing (`--autoindex`).
+    async fn send_listing(
+        &mut self,
+        dir: OwnedFd,
+        rel: &[u8],
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Result<Option<Status>, Status> {
+        let max = super::autoindex::MAX_ENTRIES;
+        let listing = match hoop::spawn_blocking(move || super::autoindex::read(dir, max)).await {
+            Ok(Ok(listing)) => listing,
+            Ok(Err(e)) if open_error_status(&e) == Status::Forbidden => {
+                return Err(Status::Forbidden)
+            }
+            _ => return Err(Status::InternalServerError),
+        };
+        let body = super::autoindex::html(rel, &listing);
+        Head {
+            content_type: "text/html; charset=utf-8",
+            content_length: Some(body.len() as u64),
+            ..Head::new(Status::Ok, date, keep)
+        }
+        .write(&mut self.out);
+        if !head_only {
+            self.out.extend_from_slice(&body);
+        }
+        Ok(Some(Status::Ok))
     }
 
     /// Answers from a cached file: header and body copied into one send when they fit,

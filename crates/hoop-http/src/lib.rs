@@ -19,7 +19,9 @@
 //! 2. [`resolve`]: the target is percent-decoded once and opened beneath the root
 //!    (`openat2` with `RESOLVE_BENEATH` through the ring);
 //! 3. [`response`]: `statx` gives size and validators; conditionals and ranges decide the
-//!    answer, and the head is written;
+//!    answer, and the head is written; a precompressed variant (`a.css.br`, `a.css.gz`) answers
+//!    instead when the client's `Accept-Encoding` ([`encoding`]) takes it, and a directory
+//!    without an index file gets a listing with `--autoindex` ([`autoindex`]);
 //! 4. [`conn`]: the body goes out: from the [`cache`] with the head in one send when small,
 //!    by [`splice`] (file -> pipe -> socket) when big on io_uring, read and sent otherwise;
 //!    pipelined responses in order.
@@ -28,6 +30,7 @@
 
 #[doc(hidden)]
 pub mod accept;
+pub mod autoindex;
 pub mod cache;
 pub mod config;
 pub mod conn;

@@ -60,6 +60,12 @@ pub struct HttpArgs {
     /// --no-precompressed, the last one given wins).
     #[arg(long, overrides_with = "no_precompressed")]
     pub precompressed: bool,
+    /// List a directory (`GET /docs/`) that has no index file (see --index) instead of
+    /// answering 403, as nginx's autoindex: names sorted, directories with a trailing `/`,
+    /// dotfiles left out, at most 10000 entries. Off by default: a listing shows what a
+    /// site may not mean to advertise.
+    #[arg(long)]
+    pub autoindex: bool,
     /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
     /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
     /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
@@ -151,6 +157,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         access_log: args.access_log,
         index: args.index.clone(),
         precompressed: !args.no_precompressed,
+        autoindex: args.autoindex,
         threads: args.threads,
         ..Config::default()
     };
