@@ -1,6 +1,7 @@
-//! The static-file server's request parser and path resolution (crates/hoop-http/src/
-//! parse.rs and resolve.rs, compiled here as they are): no panic, no hang, and no resolved
-//! path that leaves the root (absolute, a `..` or `.` segment, an empty segment, a NUL).
+//! The static-file server's request parser, path resolution and `Accept-Encoding` parser
+//! (crates/hoop-http/src/parse.rs, resolve.rs and encoding.rs, compiled here as they are): no
+//! panic, no hang, no resolved path that leaves the root (absolute, a `..` or `.` segment, an
+//! empty segment, a NUL), and no coding chosen that the client gave weight 0.
 #![no_main]
 #![allow(dead_code)]
 
@@ -9,6 +10,8 @@
 // as `super::config` and `super::status`.
 #[path = "../../crates/hoop-http/src/config.rs"]
 mod config;
+#[path = "../../crates/hoop-http/src/encoding.rs"]
+mod encoding;
 #[path = "../../crates/hoop-http/src/parse.rs"]
 mod parse;
 #[path = "../../crates/hoop-http/src/resolve.rs"]
@@ -16,6 +19,7 @@ mod resolve;
 #[path = "../../crates/hoop-http/src/status.rs"]
 mod status;
 
+use encoding::Accepted;
 use parse::{parse, Parsed};
 use resolve::decode;
 
@@ -38,11 +42,28 @@ fn check_target(target: &[u8]) {
     }
 }
 
+fn check_accepted(a: &Accepted) {
+    let mut n = 0;
+    for coding in a.preferred() {
+        assert!(a.q(coding) > 0, "{coding:?} chosen with weight 0 in {a:?}");
+        n += 1;
+    }
+    assert!(n <= 2);
+}
+
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    // The bytes as a whole request head, and as a bare request target.
+    // The bytes as a whole request head, as a bare request target, and as `Accept-Encoding`
+    // values (whole, and split in two fields at the first newline).
     if let Parsed::Complete { request, len_bytes } = parse(data) {
         assert!(len_bytes <= data.len());
         check_target(&request.target);
+        check_accepted(&request.accept_encoding);
     }
     check_target(data);
+    check_accepted(&Accepted::parse(data));
+    if let Some(nl) = data.iter().position(|&b| b == b'\n') {
+        let mut a = Accepted::parse(&data[..nl]);
+        a.add(&data[nl + 1..]);
+        check_accepted(&a);
+    }
 });

@@ -1,12 +1,14 @@
 //! The in-memory file cache of one server thread: whole small files, keyed by their path under
-//! the root, each remembered with the identity it had when read (device, inode, size, mtime).
-//! A hit is served only when a fresh `statx` of the path still shows that identity, so a file
-//! replaced, rewritten or resized is read again. Bounded by bytes; the least recently used
-//! entries go first.
+//! the root (a precompressed variant by [`variant_key`], never by the identity file's key, so
+//! a client that takes no coding never gets encoded bytes), each remembered with the identity
+//! it had when read (device, inode, size, mtime). A hit is served only when a fresh `statx` of
+//! the path still shows that identity, so a file replaced, rewritten or resized is read again.
+//! Bounded by bytes; the least recently used entries go first.
 
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::encoding::Coding;
 use super::response::FileMeta;
 
 /// One cached file.
@@ -21,6 +23,16 @@ pub struct Entry {
     /// `Last-Modified`.
     pub last_modified: Rc<str>,
     last_used: u64,
+}
+
+/// The cache key of `rel`'s precompressed variant in `coding`: `rel`, a NUL (which no path
+/// holds), the coding's name. `a.css.gz` asked for by name is cached under its own path.
+pub fn variant_key(rel: &[u8], coding: Coding) -> Vec<u8> {
+    let mut key = Vec::with_capacity(rel.len() + 5);
+    key.extend_from_slice(rel);
+    key.push(0);
+    key.extend_from_slice(coding.name().as_bytes());
+    key
 }
 
 /// A bounded map from path to [`Entry`].
@@ -65,7 +77,14 @@ impl Cache {
     }
 
     /// Keeps `body` for `path`, evicting the least recently used entries to make room.
-    pub fn insert(&mut self, path: Vec<u8>, meta: FileMeta, body: Rc<[u8]>) -> Entry {
+    /// `coding`: the body is a precompressed variant (its `ETag` says so).
+    pub fn insert(
+        &mut self,
+        path: Vec<u8>,
+        meta: FileMeta,
+        body: Rc<[u8]>,
+        coding: Option<Coding>,
+    ) -> Entry {
         self.remove(&path);
         let size = body.len() as u64;
         while self.fits(size) && self.bytes + size > self.budget_bytes {
@@ -83,7 +102,7 @@ impl Cache {
         let entry = Entry {
             meta,
             body,
-            etag: meta.etag().into(),
+            etag: meta.etag_for(coding).into(),
             last_modified: super::date::format(meta.mtime_secs).into(),
             last_used: self.clock,
         };
@@ -119,15 +138,28 @@ mod tests {
     #[test]
     fn bounded_and_least_recently_used_first() {
         let mut c = Cache::new(100);
-        c.insert(b"a".to_vec(), meta(40), vec![0; 40].into());
-        c.insert(b"b".to_vec(), meta(40), vec![0; 40].into());
+        c.insert(b"a".to_vec(), meta(40), vec![0; 40].into(), None);
+        c.insert(b"b".to_vec(), meta(40), vec![0; 40].into(), None);
         assert!(c.get(b"a").is_some());
-        c.insert(b"c".to_vec(), meta(40), vec![0; 40].into());
+        c.insert(b"c".to_vec(), meta(40), vec![0; 40].into(), None);
         assert!(c.get(b"b").is_none(), "b was the least recently used");
         assert!(c.get(b"a").is_some() && c.get(b"c").is_some());
         assert_eq!(c.bytes(), 80);
-        c.insert(b"d".to_vec(), meta(200), vec![0; 200].into());
+        c.insert(b"d".to_vec(), meta(200), vec![0; 200].into(), None);
         assert!(c.get(b"d").is_none(), "too big to keep");
         assert!(c.bytes() <= 100);
+    }
+
+    #[test]
+    fn variants_are_kept_apart() {
+        let mut c = Cache::new(100);
+        c.insert(b"a.css".to_vec(), meta(3), b"abc"[..].into(), None);
+        let key = variant_key(b"a.css", Coding::Gzip);
+        c.insert(key.clone(), meta(2), b"gz"[..].into(), Some(Coding::Gzip));
+        assert_eq!(&*c.get(b"a.css").unwrap().body, b"abc");
+        let v = c.get(&key).unwrap().clone();
+        assert_eq!(&*v.body, b"gz");
+        assert_ne!(v.etag, c.get(b"a.css").unwrap().etag);
+        assert!(c.get(b"a.css.gz").is_none());
     }
 }

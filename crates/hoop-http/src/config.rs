@@ -57,6 +57,15 @@ pub struct Config {
     pub threads: usize,
     /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
     pub index: String,
+    /// Serve a precompressed variant (`a.css.br`, `a.css.gz`: a regular file, not older than
+    /// `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's `gzip_static` and
+    /// `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
+    /// ([`mime::compressible`](crate::mime::compressible)); those answer with
+    /// `Vary: Accept-Encoding` whenever this is on.
+    pub precompressed: bool,
+    /// A directory target (`/docs/`) without its index file gets a listing of the directory
+    /// instead of 403 (`--autoindex`).
+    pub autoindex: bool,
 }
 
 impl Default for Config {
@@ -76,6 +85,8 @@ impl Default for Config {
             access_log: false,
             threads: 1,
             index: "index.html".to_string(),
+            precompressed: true,
+            autoindex: false,
         }
     }
 }

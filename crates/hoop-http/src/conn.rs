@@ -12,6 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,10 +22,11 @@ use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::{BufRing, IoBuf};
 
 use super::access_log::{AccessLogEntry, Hook, RequestLine};
-use super::cache::{Cache, Entry};
+use super::cache::{variant_key, Cache, Entry};
 use super::config::Config;
 use super::date::DateCache;
 use super::deadline::{Deadlines, Timer};
+use super::encoding::Coding;
 use super::parse::{parse, Method, Parsed, Request};
 use super::resolve::{decode, open_error_status, Root};
 use super::response::{decide, write_status, Decision, FileMeta, Head};
@@ -414,53 +416,81 @@ impl Conn<'_> {
         let target = decode(&req.target)?;
         let rel = target.file_rel(self.sh.cfg.index.as_bytes());
         let sh = self.sh;
+        let content_type = super::mime::content_type(&rel);
+        // Whether a precompressed variant may answer for this file (and so `Vary`).
+        let negotiable = sh.cfg.precompressed && super::mime::compressible(content_type);
+        let mut rep = Rep {
+            content_type,
+            coding: None,
+            vary: negotiable,
+        };
 
-        // A cached copy, if the file is still the one that was read.
-        let cached = sh.cache.borrow_mut().get(&rel).cloned();
-        if let Some(entry) = cached {
-            match stat_path(sh.root.raw_fd(), &rel).await {
-                Ok(meta) if meta == entry.meta => {
-                    return Ok(self
-                        .send_cached(req, &entry, &rel, date, keep, head_only)
-                        .await);
-                }
-                _ => sh.cache.borrow_mut().remove(&rel),
-            }
-        }
-
-        let fd = match sh.root.open_beneath(&rel, false).await {
-            Ok(fd) => fd,
-            Err(e) => {
-                let status = open_error_status(&e);
-                // `/dir/` without an index: 403 if the directory exists (no listings).
-                if target.dir_form
-                    && status == Status::NotFound
-                    && sh.root.open_beneath(&target.rel, true).await.is_ok()
-                {
-                    return Err(Status::Forbidden);
+        let mut found = match find(sh, &rel, &rel).await {
+            Ok(found) => found,
+            Err(status) => {
+                // `/dir/` without an index: a listing with --autoindex, else 403 if the
+                // directory exists.
+                if target.dir_form && status == Status::NotFound {
+                    if let Ok(dir) = sh.root.open_beneath(&target.rel, true).await {
+                        if sh.cfg.autoindex {
+                            return self
+                                .send_listing(dir, &target.rel, date, keep, head_only)
+                                .await;
+                        }
+                        return Err(Status::Forbidden);
+                    }
                 }
                 return Err(status);
             }
         };
-        let file = hoop::fs::File::from(fd);
-        let meta = match fstat_now(&file) {
-            Ok(m) => m,
-            Err(_) => return Err(Status::InternalServerError),
-        };
-        if meta.is_dir() {
-            if target.dir_form {
-                return Err(Status::Forbidden);
+        if let Found::Opened(_, meta) = &found {
+            if meta.is_dir() {
+                if target.dir_form {
+                    return Err(Status::Forbidden);
+                }
+                let head = Head {
+                    location: Some((&target.raw_path, &target.raw_query)),
+                    ..Head::new(Status::MovedPermanently, date, keep)
+                };
+                write_status(&mut self.out, head, head_only);
+                return Ok(Some(Status::MovedPermanently));
             }
-            let head = Head {
-                location: Some((&target.raw_path, &target.raw_query)),
-                ..Head::new(Status::MovedPermanently, date, keep)
-            };
-            write_status(&mut self.out, head, head_only);
-            return Ok(Some(Status::MovedPermanently));
+            if !meta.is_file() {
+                return Err(Status::NotFound);
+            }
         }
-        if !meta.is_file() {
-            return Err(Status::NotFound);
+
+        // A precompressed variant the client takes, best first: `rel.br`, `rel.gz`, opened
+        // beneath the root as the file itself, a regular file not older than it.
+        if negotiable {
+            let original = found.meta();
+            for coding in req.accept_encoding.preferred() {
+                let mut variant = rel.clone();
+                variant.extend_from_slice(coding.suffix());
+                let key = variant_key(&rel, coding);
+                match find(sh, &variant, &key).await {
+                    Ok(v) if v.meta().is_file() && v.meta().not_older_than(&original) => {
+                        found = v;
+                        rep.coding = Some(coding);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
         }
+
+        let (file, meta) = match found {
+            Found::Cached(entry) => {
+                return Ok(self
+                    .send_cached(req, &entry, rep, date, keep, head_only)
+                    .await);
+            }
+            Found::Opened(file, meta) => (file, meta),
+        };
+        let key = match rep.coding {
+            Some(coding) => variant_key(&rel, coding),
+            None => rel,
+        };
         let sendfile =
             meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
         let splice = !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
@@ -473,25 +503,26 @@ impl Conn<'_> {
                 return Err(Status::InternalServerError);
             };
             let entry = if body.len() as u64 == meta.size {
-                sh.cache.borrow_mut().insert(rel.clone(), meta, body.into())
+                sh.cache
+                    .borrow_mut()
+                    .insert(key, meta, body.into(), rep.coding)
             } else {
                 // The file changed size while it was read: serve what was read, keep nothing.
                 let meta = FileMeta {
                     size: body.len() as u64,
                     ..meta
                 };
-                Cache::new(0).insert(rel.clone(), meta, body.into())
+                Cache::new(0).insert(key, meta, body.into(), rep.coding)
             };
             return Ok(self
-                .send_cached(req, &entry, &rel, date, keep, head_only)
+                .send_cached(req, &entry, rep, date, keep, head_only)
                 .await);
         }
-        let etag = meta.etag();
+        let etag = meta.etag_for(rep.coding);
         let last_modified = super::date::format(meta.mtime_secs);
         let decision = decide(req, &meta, &etag);
-        let ctype = super::mime::content_type(&rel);
         let (status, range) =
-            self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), ctype);
+            self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), rep);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
         }
@@ -523,18 +554,48 @@ impl Conn<'_> {
         }
     }
 
+    /// Answers a directory target without an index file with its listing (`--autoindex`).
+    async fn send_listing(
+        &mut self,
+        dir: OwnedFd,
+        rel: &[u8],
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Result<Option<Status>, Status> {
+        let max = super::autoindex::MAX_ENTRIES;
+        let listing = match hoop::spawn_blocking(move || super::autoindex::read(dir, max)).await {
+            Ok(Ok(listing)) => listing,
+            Ok(Err(e)) if open_error_status(&e) == Status::Forbidden => {
+                return Err(Status::Forbidden)
+            }
+            _ => return Err(Status::InternalServerError),
+        };
+        let body = super::autoindex::html(rel, &listing);
+        Head {
+            content_type: "text/html; charset=utf-8",
+            content_length: Some(body.len() as u64),
+            ..Head::new(Status::Ok, date, keep)
+        }
+        .write(&mut self.out);
+        if !head_only {
+            self.out.extend_from_slice(&body);
+            self.file_body.set(body.len() as u64);
+        }
+        Ok(Some(Status::Ok))
+    }
+
     /// Answers from a cached file: header and body copied into one send when they fit,
     /// else the body sent from the cache as it is.
     async fn send_cached(
         &mut self,
         req: &Request,
         entry: &Entry,
-        rel: &[u8],
+        rep: Rep,
         date: &str,
         keep: bool,
         head_only: bool,
     ) -> Option<Status> {
-        let ctype = super::mime::content_type(rel);
         let decision = decide(req, &entry.meta, &entry.etag);
         let (status, (start, len)) = self.write_file_head(
             decision,
@@ -542,7 +603,7 @@ impl Conn<'_> {
             date,
             keep,
             (&entry.etag, &entry.last_modified),
-            ctype,
+            rep,
         );
         if head_only || len == 0 {
             return Some(status);
@@ -686,12 +747,14 @@ impl Conn<'_> {
         date: &str,
         keep: bool,
         (etag, last_modified): (&str, &str),
-        content_type: &'static str,
+        rep: Rep,
     ) -> (Status, (u64, u64)) {
         let base = Head {
-            content_type,
+            content_type: rep.content_type,
             validators: Some((last_modified, etag)),
             accept_ranges: true,
+            content_encoding: rep.coding.map(Coding::name),
+            vary: rep.vary,
             ..Head::new(Status::Ok, date, keep)
         };
         match decision {
@@ -708,6 +771,8 @@ impl Conn<'_> {
                     status: Status::RangeNotSatisfiable,
                     content_range: Some((0, 0, meta.size)),
                     validators: None,
+                    // The body is the status text.
+                    content_encoding: None,
                     ..base
                 };
                 write_status(&mut self.out, head, false);
@@ -774,6 +839,55 @@ async fn send_more(fd: i32, bytes: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// How a file's body goes out: the content type of the file asked for (also when a
+/// precompressed variant is sent), the variant's coding, and whether `Vary: Accept-Encoding`
+/// goes with it (every response of a compressible file while precompressed files are on, so
+/// that a shared cache keeps the variants apart whichever one it saw first).
+#[derive(Debug, Clone, Copy)]
+struct Rep {
+    content_type: &'static str,
+    coding: Option<Coding>,
+    vary: bool,
+}
+
+/// A file to serve: a cached copy still current, or the file opened and its `statx`.
+enum Found {
+    Cached(Entry),
+    Opened(hoop::fs::File, FileMeta),
+}
+
+impl Found {
+    fn meta(&self) -> FileMeta {
+        match self {
+            Found::Cached(e) => e.meta,
+            Found::Opened(_, m) => *m,
+        }
+    }
+}
+
+/// The file `rel`, cached under `key`: the cached copy when a fresh `statx` of `rel` still
+/// shows the identity it was read with (the very inode once opened beneath the root), else
+/// `rel` opened beneath the root and its `statx`. The status of the failure otherwise.
+async fn find(sh: &Shared, rel: &[u8], key: &[u8]) -> Result<Found, Status> {
+    let cached = sh.cache.borrow_mut().get(key).cloned();
+    if let Some(entry) = cached {
+        match stat_path(sh.root.raw_fd(), rel).await {
+            Ok(meta) if meta == entry.meta => return Ok(Found::Cached(entry)),
+            _ => sh.cache.borrow_mut().remove(key),
+        }
+    }
+    let fd = sh
+        .root
+        .open_beneath(rel, false)
+        .await
+        .map_err(|e| open_error_status(&e))?;
+    let file = hoop::fs::File::from(fd);
+    match fstat_now(&file) {
+        Ok(meta) => Ok(Found::Opened(file, meta)),
+        Err(_) => Err(Status::InternalServerError),
+    }
 }
 
 /// How long a closing connection keeps reading, and how much.

@@ -65,7 +65,9 @@
 //!    (`openat2` with `RESOLVE_BENEATH` through the ring);
 //! 3. `response`: `statx` (a system call on the thread: the ring would run it in an io-wq
 //!    worker) gives size and validators; conditionals and ranges decide the
-//!    answer, and the head is written;
+//!    answer, and the head is written; a precompressed variant (`a.css.br`, `a.css.gz`)
+//!    answers instead when the client's `Accept-Encoding` takes it, and a directory without
+//!    an index file gets a listing with [`Config::autoindex`];
 //! 4. `conn`: the body goes out: from the `cache` with the head in one send below 16 KiB,
 //!    by `sendfile(2)` from the page cache behind the head (sent with `MSG_MORE`) from 16 KiB
 //!    ([`Config::sendfile_min_bytes`]), waiting through the ring while the socket is full;
@@ -77,11 +79,13 @@
 pub mod accept;
 pub mod access_log;
 mod builder;
+pub(crate) mod autoindex;
 pub(crate) mod cache;
 pub mod config;
 pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod deadline;
+pub(crate) mod encoding;
 pub(crate) mod mime;
 pub(crate) mod parse;
 pub(crate) mod resolve;

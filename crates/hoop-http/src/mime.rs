@@ -24,6 +24,30 @@ pub fn content_type(path: &[u8]) -> &'static str {
 
 const DEFAULT: &str = "application/octet-stream";
 
+/// Whether files of this type are worth compressing, so worth looking for a precompressed
+/// variant of (`a.css.gz`): text, XML, JavaScript, JSON, WebAssembly and a few other textual
+/// or uncompressed formats. Images, audio, video, archives and unknown types are not (they
+/// are compressed already, or nothing is known of them): no lookup, no `Vary`.
+pub fn compressible(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || content_type.ends_with("+xml")
+        || matches!(
+            content_type,
+            "application/javascript"
+                | "application/json"
+                | "application/wasm"
+                | "application/rtf"
+                | "application/postscript"
+                | "application/vnd.apple.mpegurl"
+                | "application/vnd.ms-fontobject"
+                | "application/x-perl"
+                | "application/x-tcl"
+                | "application/x-x509-ca-cert"
+                | "image/x-icon"
+                | "image/x-ms-bmp"
+        )
+}
+
 /// nginx 1.22 `conf/mime.types` (the common part).
 const TYPES: &[(&str, &str)] = &[
     ("html", "text/html"),
@@ -173,6 +197,21 @@ mod tests {
             ("a.", "application/octet-stream"),
         ] {
             assert_eq!(content_type(name.as_bytes()), t, "{name}");
+        }
+    }
+
+    #[test]
+    fn compressible_types() {
+        use super::compressible;
+        for name in [
+            "a.html", "a.css", "a.js", "a.json", "a.svg", "a.txt", "a.wasm", "a.xml",
+        ] {
+            assert!(compressible(content_type(name.as_bytes())), "{name}");
+        }
+        for name in [
+            "a.png", "a.jpg", "a.gz", "a.zip", "a.mp4", "a.woff2", "noext",
+        ] {
+            assert!(!compressible(content_type(name.as_bytes())), "{name}");
         }
     }
 }

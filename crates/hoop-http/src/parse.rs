@@ -3,6 +3,7 @@
 //! rule (505), the body rule (413) and the headers the server acts on.
 
 use super::config::{MAX_HEADERS, MAX_HEADER_BYTES, MAX_URI_BYTES};
+use super::encoding::Accepted;
 use super::status::Status;
 
 /// The request method, as far as a static server cares.
@@ -38,6 +39,8 @@ pub struct Request {
     pub range: Option<Vec<u8>>,
     /// `If-Range`, as sent.
     pub if_range: Option<Vec<u8>>,
+    /// Every `Accept-Encoding` field, parsed as one list.
+    pub accept_encoding: Accepted,
 }
 
 /// What the bytes received so far hold.
@@ -122,6 +125,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
         if_modified_since: None,
         range: None,
         if_range: None,
+        accept_encoding: Accepted::default(),
     };
     let mut content_length: Option<u64> = None;
     for h in req.headers.iter() {
@@ -155,6 +159,8 @@ pub fn parse(buf: &[u8]) -> Parsed {
             request.range.get_or_insert_with(|| value.to_vec());
         } else if name.eq_ignore_ascii_case("if-range") {
             request.if_range.get_or_insert_with(|| value.to_vec());
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            request.accept_encoding.add(value);
         }
     }
     if content_length.is_some_and(|n| n > 0) {
@@ -288,6 +294,18 @@ mod tests {
         assert!(r.has_body);
         let (r, _) = complete(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
         assert!(!r.has_body);
+    }
+
+    #[test]
+    fn accept_encoding_fields_are_one_list() {
+        use crate::encoding::Coding;
+        let (r, _) = complete(b"GET / HTTP/1.1\r\n\r\n");
+        assert!(!r.accept_encoding.present);
+        let (r, _) = complete(
+            b"GET / HTTP/1.1\r\naccept-encoding: gzip;q=0.5\r\nX: y\r\nACCEPT-ENCODING:  br ;q=0.7\r\n\r\n",
+        );
+        let order: Vec<Coding> = r.accept_encoding.preferred().collect();
+        assert_eq!(order, vec![Coding::Br, Coding::Gzip]);
     }
 
     #[test]

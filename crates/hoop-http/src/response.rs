@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use super::encoding::Coding;
 use super::parse::Request;
 use super::status::Status;
 
@@ -52,6 +53,28 @@ impl FileMeta {
             "\"{:x}-{:x}-{:x}.{:x}\"",
             self.ino, self.size, self.mtime_secs, self.mtime_nsec
         )
+    }
+
+    /// The validator of a file served with `coding` (a precompressed variant): its own
+    /// [`etag`](Self::etag) with the coding appended, so that it never equals the identity
+    /// file's, nor the variant's own when it is asked for by name (`/a.css.gz`).
+    pub fn etag_for(&self, coding: Option<Coding>) -> String {
+        match coding {
+            None => self.etag(),
+            Some(c) => format!(
+                "\"{:x}-{:x}-{:x}.{:x}-{}\"",
+                self.ino,
+                self.size,
+                self.mtime_secs,
+                self.mtime_nsec,
+                c.name()
+            ),
+        }
+    }
+
+    /// Modified at the same time as `other` or later.
+    pub fn not_older_than(&self, other: &FileMeta) -> bool {
+        (self.mtime_secs, self.mtime_nsec) >= (other.mtime_secs, other.mtime_nsec)
     }
 }
 
@@ -196,6 +219,10 @@ pub struct Head<'a> {
     pub accept_ranges: bool,
     /// `Location` (301): the path as sent, then the query.
     pub location: Option<(&'a [u8], &'a [u8])>,
+    /// `Content-Encoding` (a precompressed file), not written on 304.
+    pub content_encoding: Option<&'static str>,
+    /// `Vary: Accept-Encoding`.
+    pub vary: bool,
 }
 
 impl<'a> Head<'a> {
@@ -211,6 +238,8 @@ impl<'a> Head<'a> {
             content_range: None,
             accept_ranges: false,
             location: None,
+            content_encoding: None,
+            vary: false,
         }
     }
 
@@ -226,6 +255,9 @@ impl<'a> Head<'a> {
         );
         if self.status != Status::NotModified {
             let _ = write!(out, "Content-Type: {}\r\n", self.content_type);
+            if let Some(coding) = self.content_encoding {
+                let _ = write!(out, "Content-Encoding: {coding}\r\n");
+            }
         }
         if let Some(n) = self.content_length {
             let _ = write!(out, "Content-Length: {n}\r\n");
@@ -248,6 +280,9 @@ impl<'a> Head<'a> {
         }
         if self.accept_ranges {
             out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+        }
+        if self.vary {
+            out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
         }
         if self.status == Status::MethodNotAllowed {
             out.extend_from_slice(b"Allow: GET, HEAD\r\n");

@@ -13,7 +13,8 @@ pub enum Status {
     NotModified,
     /// 400: a malformed request line or header, bad percent-encoding, a NUL in the path.
     BadRequest,
-    /// 403: a directory without an index, or a file the server may not read.
+    /// 403: a directory without an index (and no `--autoindex`), or a file the server may not
+    /// read.
     Forbidden,
     /// 404: no such file (also dotfiles, and whatever lies outside the root).
     NotFound,

@@ -47,6 +47,25 @@ pub struct HttpArgs {
     /// name, no `/`, not starting with `.`.
     #[arg(long, default_value = "index.html", value_parser = parse_index, value_name = "NAME")]
     pub index: String,
+    /// Do not serve precompressed files. By default `GET /a.css` from a client whose
+    /// Accept-Encoding takes br or gzip is answered with `a.css.br` or `a.css.gz` when that is
+    /// a regular file not older than `a.css` (with Content-Encoding, the Content-Type of
+    /// `a.css`, and Vary: Accept-Encoding on every response of a compressible type), as
+    /// nginx's gzip_static and brotli_static. nginx leaves those off; hoop turns this on
+    /// because it only serves a variant the client accepts and that is fresh: the cost is one
+    /// lookup per variant, only for compressible types and only when the client accepts one.
+    #[arg(long, overrides_with = "precompressed")]
+    pub no_precompressed: bool,
+    /// Serve precompressed files: the default, said explicitly (of this and
+    /// --no-precompressed, the last one given wins).
+    #[arg(long, overrides_with = "no_precompressed")]
+    pub precompressed: bool,
+    /// List a directory (`GET /docs/`) that has no index file (see --index) instead of
+    /// answering 403, as nginx's autoindex: names sorted, directories with a trailing `/`,
+    /// dotfiles left out, at most 10000 entries. Off by default: a listing shows what a
+    /// site may not mean to advertise.
+    #[arg(long)]
+    pub autoindex: bool,
     /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
     /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
     /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
@@ -101,6 +120,8 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         cache_bytes: args.cache_bytes,
         access_log: args.access_log,
         index: args.index.clone(),
+        precompressed: !args.no_precompressed,
+        autoindex: args.autoindex,
         threads: args.threads,
         ..Config::default()
     };
