@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::client::{self, HttpClientConfig};
+use super::mix::{self, MixFile};
 use super::{
     file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
     RUN_OVERHEAD_SECS,
@@ -127,6 +128,29 @@ fn start_server(
 /// The test files' contents by size.
 type Files = BTreeMap<u64, Arc<[u8]>>;
 
+/// The test files, and the static mix when a cell asks for it.
+struct TestFiles {
+    /// The served root.
+    root: PathBuf,
+    /// The single files by size.
+    files: Files,
+    /// The static mix's files.
+    mix: Option<Arc<[MixFile]>>,
+}
+
+/// Writes the test files into `dir/root` (kept between runs when already right), and the
+/// static mix when `with_mix` (a line for the table when it has no `.gz` variants).
+fn make_test_files(dir: &Path, with_mix: bool) -> io::Result<(TestFiles, Option<String>)> {
+    let (root, files) = make_files(dir)?;
+    let (mix, note) = if with_mix {
+        let (m, note) = mix::make(&root)?;
+        (Some(Arc::from(m)), note)
+    } else {
+        (None, None)
+    };
+    Ok((TestFiles { root, files, mix }, note))
+}
+
 /// Writes the test files into `dir/root` (kept between runs when already right).
 fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
     let root = dir.join("root");
@@ -207,8 +231,12 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     let mut o = Outcome::default();
     let (server_cpu, client_cpu) = crate::bench::sysinfo::pin_plan();
     let all_cpus = crate::bench::sysinfo::allowed_cpus();
-    let (root, files) = match make_files(&plan.dir) {
-        Ok(f) => f,
+    let with_mix = plan.cells.iter().any(|c| c.mix);
+    let TestFiles { root, files, mix } = match make_test_files(&plan.dir, with_mix) {
+        Ok((f, note)) => {
+            o.notes.extend(note);
+            f
+        }
         Err(e) => {
             o.failures.push(format!(
                 "cannot write the test files under {}: {e}",
@@ -252,8 +280,12 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         for round in 0..plan.rounds {
             for (name, child) in servers.iter_mut() {
                 let what = format!(
-                    "http {name}: {} B, c={} {} round {}",
-                    cell.file_bytes,
+                    "http {name}: {}, c={} {} round {}",
+                    if cell.mix {
+                        mix::LABEL.to_string()
+                    } else {
+                        format!("{} B", cell.file_bytes)
+                    },
                     cell.conns,
                     cell.mode(),
                     round + 1
@@ -262,13 +294,22 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                 let cfg = HttpClientConfig {
                     addr: child.addr,
                     host: child.addr.to_string(),
-                    path: format!("/{}", file_name(cell.file_bytes)),
+                    path: if cell.mix {
+                        "/mix/".to_string()
+                    } else {
+                        format!("/{}", file_name(cell.file_bytes))
+                    },
                     conns: cell.conns,
                     secs: Duration::from_secs_f64(plan.secs),
                     close: cell.close,
                     pipeline: if cell.close { 1 } else { plan.pipeline },
                     file_bytes: cell.file_bytes,
-                    verify: files.get(&cell.file_bytes).cloned(),
+                    verify: if cell.mix {
+                        None
+                    } else {
+                        files.get(&cell.file_bytes).cloned()
+                    },
+                    mix: if cell.mix { mix.clone() } else { None },
                 };
                 let url = format!("http://{}{}", cfg.host, cfg.path);
                 let pid = child.pid();
@@ -521,6 +562,8 @@ fn run_wrk_file(
         client_bound: false,
         pinned: run.pinned,
         connected: run.conns,
+        mix: false,
+        requests_by_encoding: None,
     })
 }
 

@@ -15,6 +15,7 @@ pub(crate) fn cells_of(results: &[HttpResult]) -> Vec<Cell> {
             file_bytes: r.file_bytes,
             conns: r.conns,
             close: r.mode == "close",
+            mix: r.mix,
         };
         if !v.contains(&c) {
             v.push(c);
@@ -28,6 +29,7 @@ fn in_cell(r: &HttpResult, c: &Cell) -> bool {
         && r.file_bytes == c.file_bytes
         && r.conns == c.conns
         && (r.mode == "close") == c.close
+        && r.mix == c.mix
 }
 
 /// Median over rounds of `f` for `server` in `cell`.
@@ -113,7 +115,7 @@ pub(crate) fn summary_table(
             };
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
-                size_label(cell.file_bytes),
+                cell.file_label(),
                 cell.conns,
                 cell.mode(),
                 label(server),
@@ -178,7 +180,7 @@ pub(crate) fn targets(results: &[HttpResult]) -> Vec<String> {
             Some((r, c)) => lines.push(format!(
                 "{name}: {} (worst cell {} c={} {}: {r:.2}x)",
                 if all { "met" } else { "MISSED" },
-                size_label(c.file_bytes),
+                c.file_label(),
                 c.conns,
                 c.mode()
             )),
@@ -453,6 +455,8 @@ mod tests {
             client_bound: false,
             pinned: false,
             connected: conns,
+            mix: false,
+            requests_by_encoding: None,
         }
     }
 
