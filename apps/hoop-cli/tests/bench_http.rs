@@ -175,8 +175,8 @@ fn bad_arguments_are_refused() {
         (vec!["--cells", "mix-cx"], "--cells"),
         (vec!["--cells", "1k-c5", "--full"], "--cells"),
         (vec!["--cells", "1k-c5", "-c", "3"], "--cells"),
-        // Without hyper-shared or hyper-tokio (or without wrk installed).
-        (vec!["--wrk", "--servers", "hoop"], "--wrk"),
+        // wrk runs beside the side-by-side runs only.
+        (vec!["--url", "http://127.0.0.1:1/", "--wrk"], "--wrk"),
     ] {
         let mut all = vec!["bench", "http"];
         all.extend_from_slice(&args);
@@ -426,4 +426,70 @@ fn cells_accept_the_mix_and_refuse_nonsense() {
         assert!(err.contains("--cells"), "{bad}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+fn wrk_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("wrk").is_file()))
+}
+
+/// `--wrk`: wrk right after the load generator against every server, in every cell and round
+/// (a keep-alive cell, a close cell, the static mix), its req/s on the load generator's line
+/// and in the table. Skipped, with a line, where wrk is not installed.
+#[test]
+fn wrk_runs_beside_the_load_generator_in_every_cell() {
+    if !wrk_installed() {
+        eprintln!("skip: wrk is not installed (apt-get install wrk)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-wrk", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--servers",
+        "hoop",
+        "--cells",
+        "1k-c4,1k-c4-close,mix-c4",
+        "--wrk",
+        "--rounds",
+        "2",
+        "-t",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let results = json_lines(&out);
+    for (mode, mix) in [
+        ("keep-alive", false),
+        ("close", false),
+        ("keep-alive", true),
+    ] {
+        let of = |client: &str| -> Vec<&Value> {
+            results
+                .iter()
+                .filter(|v| {
+                    v["client"] == client && v["mode"] == mode && v["mix"] == mix && v["conns"] == 4
+                })
+                .collect()
+        };
+        let (ours, wrk) = (of("hoop"), of("wrk"));
+        assert_eq!(ours.len(), 2, "{mode} mix {mix}: {results:?}");
+        assert_eq!(wrk.len(), 2, "{mode} mix {mix}: {results:?}");
+        for (a, w) in ours.iter().zip(&wrk) {
+            assert_eq!(a["errors"].as_u64(), Some(0), "{a}");
+            assert!(w["requests"].as_u64().unwrap() > 0, "{w}");
+            assert_eq!(a["wrk_req_per_sec"], w["rps"], "{a} {w}");
+            assert!(a["wrk_req_per_sec"].as_f64().unwrap() > 0.0, "{a}");
+        }
+    }
+    assert!(err.contains("| wrk req/s |"), "{err}");
+    assert!(
+        err.contains("wrk -t1 -c50 against hoop (io_uring)"),
+        "{err}"
+    );
 }

@@ -123,6 +123,11 @@ fn content(i: usize, name: &str, size: u64) -> Vec<u8> {
     v
 }
 
+/// The request paths of the mix, in order.
+pub(crate) fn paths() -> Vec<String> {
+    NAMES.iter().map(|n| format!("/{DIR}/{n}")).collect()
+}
+
 /// The `gzip` binary, if installed.
 fn gzip_path() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -202,6 +207,25 @@ pub(crate) fn make(root: &Path) -> io::Result<(Vec<MixFile>, Option<String>)> {
     Ok((files, note))
 }
 
+/// A wrk script cycling over the mix's paths (headers from `-H`: `Accept-Encoding`, and
+/// `Connection: close` in close cells).
+pub(crate) fn wrk_script() -> String {
+    let list = paths()
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "-- hoop bench http: the static mix, one path after another.\n\
+         local paths = {{ {list} }}\n\
+         local i = 0\n\
+         function request()\n\
+         \x20   i = i % #paths + 1\n\
+         \x20   return wrk.format(nil, paths[i])\n\
+         end\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +239,7 @@ mod tests {
         assert!(mean > 50_000 && mean < 100_000, "{mean}");
         assert_eq!(content(3, "a.css", 5000), content(3, "a.css", 5000));
         assert_eq!(content(3, "a.css", 5000).len(), 5000);
+        assert_eq!(paths().len(), 20);
+        assert!(wrk_script().contains("\"/mix/vendor.js\""));
     }
 }

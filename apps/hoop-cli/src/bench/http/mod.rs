@@ -24,8 +24,11 @@
 //! hoop bench http --servers hyper-shared,hyper-tokio --cells 1k-c50,1k-c500 --rounds 5 -t 3
 //! ```
 //!
-//! `--wrk` adds, after those rounds, wrk (`-t1 -cCONNS`) against both at every keep-alive cell,
-//! every round, alternating, and the same per-round table for wrk.
+//! `--wrk` adds wrk (`-t1 -cCONNS`, pinned like the client) against every server in every cell
+//! and round, right after the load generator (`Connection: close` in close cells, a Lua script
+//! cycling over the static mix's files with its `Accept-Encoding`), its req/s in the table's
+//! `wrk req/s` column and the JSON's `wrk_req_per_sec`; with the hyper pair, the same per-round
+//! table for wrk. The main job runs wrk so against hoop and nginx when wrk is installed.
 //!
 //! Context switches per request (`ctx_switches_per_req`, every server and `--url
 //! --server-pid`): voluntary + involuntary switches of every thread of the server
@@ -55,7 +58,9 @@ pub(crate) mod nginx;
 mod side_by_side;
 mod table;
 
-pub(crate) use side_by_side::{finish_status, run_side_by_side, Outcome, Plan};
+pub(crate) use side_by_side::{
+    finish_status, run_side_by_side, wrk_path, Outcome, Plan, WRK_MISSING,
+};
 pub(crate) use table::{cells_of, med, size_label, summary_table, targets};
 
 use client::{HttpClientConfig, HttpOutcome};
@@ -141,9 +146,12 @@ pub struct HttpBenchArgs {
     /// [default: the quick matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close,mix-c50].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cells: Option<Vec<String>>,
-    /// Side by side, with hyper-shared and hyper-tokio: also wrk (`wrk -t1 -cCONNS`, whole
-    /// seconds, not verifying bodies) against both at every keep-alive cell, every round, in
-    /// alternating order, after the load generator's rounds (needs wrk installed).
+    /// Side by side: also wrk (`wrk -t1 -cCONNS`, whole seconds, pinned like the client, not
+    /// verifying bodies; `Connection: close` in close cells, a script cycling over the files
+    /// with `Accept-Encoding: br, gzip` in the static mix) against every server, right after
+    /// the load generator in every cell and round; its req/s in the table's `wrk req/s` column
+    /// and the JSON's `wrk_req_per_sec` (needs wrk installed). With hyper-shared and
+    /// hyper-tokio, issue 22's per-round table for wrk too.
     #[arg(long)]
     pub wrk: bool,
     /// Side by side: where the files and nginx's configuration go (default:
@@ -232,6 +240,10 @@ pub(crate) struct HttpResult {
     /// The static mix, this load generator: verified requests by response encoding
     /// ("identity", "gzip"; null otherwise).
     pub requests_by_encoding: Option<BTreeMap<String, u64>>,
+    /// This load generator's line: wrk's req/s against the same server, cell and round (run
+    /// right after it; `--wrk`, and the main job for hoop and nginx), null where wrk did not
+    /// run.
+    pub wrk_req_per_sec: Option<f64>,
 }
 
 /// One side-by-side configuration.
@@ -435,6 +447,11 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             "--pipeline applies to keep-alive connections, not with --close",
         ));
     }
+    if args.url.is_some() && args.wrk {
+        return Err(invalid(
+            "--wrk runs wrk beside the side-by-side runs, not with --url (run wrk itself)",
+        ));
+    }
     super::sysinfo::raise_nofile_limit();
     match &args.url {
         Some(url) => {
@@ -476,18 +493,13 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                 .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http"));
             let plan = Plan {
                 cells,
-                servers,
+                servers: servers.clone(),
                 secs,
                 rounds: args.rounds,
                 pipeline: args.pipeline,
                 dir,
-                wrk: args.wrk,
+                wrk: if args.wrk { servers } else { Vec::new() },
             };
-            if plan.wrk && !plan.servers.iter().any(|s| unpinned(s)) {
-                return Err(invalid(
-                    "--wrk runs wrk against hyper-shared and hyper-tokio: name one in --servers",
-                ));
-            }
             let report = |outcome: &Outcome, out: &Out| {
                 out.human(&summary_table(
                     &outcome.results,
@@ -696,6 +708,7 @@ fn make_result(
         connected: o.connected,
         mix: cfg.mix.is_some(),
         requests_by_encoding: o.by_encoding.clone(),
+        wrk_req_per_sec: None,
     }
 }
 

@@ -89,9 +89,9 @@ pub(crate) fn summary_table(
     let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
     let f3 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     let mut s = String::from(
-        "| file | conns | mode | server | req/s (median) | MiB/s | p99 µs | server CPU µs/req | \
+        "| file | conns | mode | server | req/s (median) | wrk req/s | MiB/s | p99 µs | server CPU µs/req | \
          syscalls/req | ctx switches/req | client CPU % | errors | client-bound runs | hoop/this req/s | hoop/this CPU/req |\n\
-         |---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         |---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for cell in cells_of(results) {
         for server in servers {
@@ -114,12 +114,13 @@ pub(crate) fn summary_table(
                 )
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
+                "| {} | {} | {} | {} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
                 cell.file_label(),
                 cell.conns,
                 cell.mode(),
                 label(server),
                 m(|r| Some(r.rps)).unwrap_or(0.0),
+                m(|r| r.wrk_req_per_sec).map_or("-".to_string(), |x| format!("{x:.0}")),
                 m(|r| Some(r.mib_s)).unwrap_or(0.0),
                 f1(m(|r| r.p99_us)),
                 f2(m(|r| r.server_cpu_us_per_req)),
@@ -457,6 +458,7 @@ mod tests {
             connected: conns,
             mix: false,
             requests_by_encoding: None,
+            wrk_req_per_sec: None,
         }
     }
 
