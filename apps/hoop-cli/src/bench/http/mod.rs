@@ -857,6 +857,33 @@ mod tests {
     }
 
     #[test]
+    fn planned_secs_count_wrk_beside_the_load_generator() {
+        let plan = |wrk: &[&str]| Plan {
+            cells: quick_cells(),
+            servers: SERVERS.map(String::from).to_vec(),
+            secs: 1.0,
+            rounds: 2,
+            pipeline: 1,
+            dir: PathBuf::from("/nonexistent"),
+            wrk: wrk.iter().map(|s| s.to_string()).collect(),
+        };
+        let runs = (6 * 4 * 2) as f64 * (1.0 + RUN_OVERHEAD_SECS);
+        let one_wrk = 1.0 + RUN_OVERHEAD_SECS;
+        if side_by_side::wrk_path().is_some() {
+            // The quick matrix has 1k-c50: the check against hoop is one of the runs.
+            let with = plan(&["hoop", "nginx"]).planned_secs();
+            assert!(
+                (with - (runs + (6 * 2 * 2) as f64 * one_wrk)).abs() < 1e-9,
+                "{with}"
+            );
+            let without = plan(&[]).planned_secs();
+            assert!((without - (runs + one_wrk)).abs() < 1e-9, "{without}");
+        } else {
+            assert!((plan(&["hoop"]).planned_secs() - runs).abs() < 1e-9);
+        }
+    }
+
+    #[test]
     fn matrices() {
         assert_eq!(quick_cells().len(), 6);
         assert!(quick_cells().contains(&Cell::mix(50)) && full_cells().contains(&Cell::mix(50)));
