@@ -172,10 +172,11 @@ fn bad_arguments_are_refused() {
         (vec!["--rounds", "1"], "--rounds"),
         (vec!["--cells", "2k-c5"], "--cells"),
         (vec!["--cells", "1k-c0"], "--cells"),
+        (vec!["--cells", "mix-cx"], "--cells"),
         (vec!["--cells", "1k-c5", "--full"], "--cells"),
         (vec!["--cells", "1k-c5", "-c", "3"], "--cells"),
-        // Without hyper-shared or hyper-tokio (or without wrk installed).
-        (vec!["--wrk", "--servers", "hoop"], "--wrk"),
+        // wrk runs beside the side-by-side runs only.
+        (vec!["--url", "http://127.0.0.1:1/", "--wrk"], "--wrk"),
     ] {
         let mut all = vec!["bench", "http"];
         all.extend_from_slice(&args);
@@ -346,4 +347,149 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["errors"], 0, "{v}");
     }
+}
+
+/// The JSON lines of a run's stdout.
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The static mix (issue 23): 20 files of 3-300 KB with `.gz` variants, every request with
+/// `Accept-Encoding: br, gzip`, every response verified against the file or its variant.
+/// hoop's server only, two short rounds; checks the output's shape, never a speed.
+#[test]
+fn static_mix_cell_verifies_every_response() {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-mix", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--servers",
+        "hoop",
+        "--cells",
+        "mix-c50",
+        "--rounds",
+        "2",
+        "-t",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let gz = dir.join("root/mix/index.html.gz").is_file();
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let results = json_lines(&out);
+    let runs: Vec<&Value> = results
+        .iter()
+        .filter(|v| v["server"] == "hoop" && v["client"] == "hoop")
+        .collect();
+    assert_eq!(runs.len(), 2, "{results:?}");
+    for v in runs {
+        assert_eq!(v["mix"], true, "{v}");
+        assert_eq!(v["conns"].as_u64(), Some(50), "{v}");
+        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        assert!(v["verified_bytes"].as_bool().unwrap(), "{v}");
+        let requests = v["requests"].as_u64().unwrap();
+        assert!(requests > 0, "{v}");
+        // The mean of sizes from 3 KB to 300 KB.
+        let mean = v["file_bytes"].as_u64().unwrap();
+        assert!((3_000..300_000).contains(&mean), "{v}");
+        let enc = &v["requests_by_encoding"];
+        let (id, gzip) = (enc["identity"].as_u64(), enc["gzip"].as_u64());
+        assert_eq!(id.unwrap() + gzip.unwrap(), requests, "{v}");
+    }
+    if !gz {
+        assert!(err.contains("gzip not installed"), "{err}");
+    }
+    assert!(err.contains("static mix (20 files, 3-300 KB)"), "{err}");
+}
+
+#[test]
+fn cells_accept_the_mix_and_refuse_nonsense() {
+    for bad in [
+        "mix",
+        "mix-50",
+        "mix-c0",
+        "mixed-c50",
+        "mix-c50-x",
+        "3k-c50",
+    ] {
+        let out = hoop(&["bench", "http", "--cells", bad, "--servers", "hoop"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains("--cells"), "{bad}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+fn wrk_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("wrk").is_file()))
+}
+
+/// `--wrk`: wrk right after the load generator against every server, in every cell and round
+/// (a keep-alive cell, a close cell, the static mix), its req/s on the load generator's line
+/// and in the table. Skipped, with a line, where wrk is not installed.
+#[test]
+fn wrk_runs_beside_the_load_generator_in_every_cell() {
+    if !wrk_installed() {
+        eprintln!("skip: wrk is not installed (apt-get install wrk)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-wrk", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = hoop(&[
+        "bench",
+        "http",
+        "--servers",
+        "hoop",
+        "--cells",
+        "1k-c4,1k-c4-close,mix-c4",
+        "--wrk",
+        "--rounds",
+        "2",
+        "-t",
+        "1",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let results = json_lines(&out);
+    for (mode, mix) in [
+        ("keep-alive", false),
+        ("close", false),
+        ("keep-alive", true),
+    ] {
+        let of = |client: &str| -> Vec<&Value> {
+            results
+                .iter()
+                .filter(|v| {
+                    v["client"] == client && v["mode"] == mode && v["mix"] == mix && v["conns"] == 4
+                })
+                .collect()
+        };
+        let (ours, wrk) = (of("hoop"), of("wrk"));
+        assert_eq!(ours.len(), 2, "{mode} mix {mix}: {results:?}");
+        assert_eq!(wrk.len(), 2, "{mode} mix {mix}: {results:?}");
+        for (a, w) in ours.iter().zip(&wrk) {
+            assert_eq!(a["errors"].as_u64(), Some(0), "{a}");
+            assert!(w["requests"].as_u64().unwrap() > 0, "{w}");
+            assert_eq!(a["wrk_req_per_sec"], w["rps"], "{a} {w}");
+            assert!(a["wrk_req_per_sec"].as_f64().unwrap() > 0.0, "{a}");
+        }
+    }
+    assert!(err.contains("| wrk req/s |"), "{err}");
+    assert!(
+        err.contains("wrk -t1 -c50 against hoop (io_uring)"),
+        "{err}"
+    );
 }

@@ -143,14 +143,14 @@ fn file_bars(file: &FileSuite) -> Bars<'static> {
 
 /// The HTTP chart: one group per configuration, one bar per server, median requests/s.
 fn http_bars(http: &[super::http::HttpResult]) -> Bars<'static> {
-    use super::http::{cells_of, label, med, size_label, SERVERS};
+    use super::http::{cells_of, label, med, SERVERS};
     let cells = cells_of(http);
     let groups = cells
         .iter()
         .map(|c| {
             format!(
                 "{} c{} {}",
-                size_label(c.file_bytes),
+                c.file_label(),
                 c.conns,
                 if c.close { "close" } else { "ka" }
             )

@@ -211,6 +211,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
              process pinned like the echo servers, loaded by `hoop bench http`'s client on the \
              other CPU; {secs} s per run, 2 rounds in alternating order, medians. Every response \
              is checked: status 200, Content-Length, and every body byte against the file. \
+             The static mix: 20 files of 3-300 KB asked for in turn with `Accept-Encoding: br, \
+             gzip`, each body the file or, with `Content-Encoding: gzip`, exactly its `.gz` \
+             variant (nginx: `gzip_static on`). `wrk req/s`: wrk -t1 right after the load \
+             generator (hoop and nginx, when installed; bodies not verified). \
              Full matrix (adds 10,000 connections): `hoop bench http --full`.\n\n{}\n",
             d.http_table
         );

@@ -6,6 +6,11 @@
 //! Keep-alive: each connection sends `pipeline` requests at once and reads their responses in
 //! order, again and again. `--close`: a new connection per request (`Connection: close`), the
 //! latency counted from the connect. Only requests completed inside the window count.
+//!
+//! The static mix ([`super::mix`]): each connection asks for the mix's files in turn, from an
+//! offset of its own, with `Accept-Encoding: br, gzip`; a response with `Content-Encoding:
+//! gzip` must be exactly the file's `.gz` variant (compared byte for byte, not decompressed),
+//! one without it the file itself. Verified requests are counted by encoding.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -20,6 +25,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
+use super::mix::{self, MixFile};
 use crate::bench::echo_client::{thread_cpu, Gate};
 use crate::bench::stats;
 
@@ -55,6 +61,9 @@ pub(crate) struct HttpClientConfig {
     pub file_bytes: u64,
     /// The expected body, when verifying.
     pub verify: Option<Arc<[u8]>>,
+    /// The static mix: its files requested in turn (`path`, `file_bytes` and `verify` then
+    /// only name the run: every body is verified against the mix's files).
+    pub mix: Option<Arc<[MixFile]>>,
 }
 
 /// What the client saw.
@@ -76,6 +85,8 @@ pub(crate) struct HttpOutcome {
     pub cpu: Duration,
     /// Connections established when the window opened.
     pub connected: usize,
+    /// The static mix: verified requests by response encoding ("identity", "gzip").
+    pub by_encoding: Option<BTreeMap<String, u64>>,
 }
 
 impl HttpOutcome {
@@ -85,9 +96,29 @@ impl HttpOutcome {
     }
 }
 
+/// What one request asks for, and how its response is checked.
+struct Target {
+    /// The request bytes.
+    request: Vec<u8>,
+    /// The identity body's length.
+    len: u64,
+    /// The identity body, when verifying.
+    identity: Option<Arc<[u8]>>,
+    /// The `.gz` variant, the body of a `Content-Encoding: gzip` response.
+    gzip: Option<Arc<[u8]>>,
+}
+
+/// How a verified response was encoded.
+#[derive(Clone, Copy)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
 struct Shared {
     cfg: HttpClientConfig,
-    request: Vec<u8>,
+    /// One target, or the mix's files.
+    targets: Vec<Target>,
     deadline: Cell<Option<Instant>>,
     stopped: Cell<bool>,
     gate: Gate,
@@ -95,6 +126,7 @@ struct Shared {
     alive: Cell<usize>,
     connected: Cell<usize>,
     requests: Cell<u64>,
+    gzip_requests: Cell<u64>,
     body_bytes: Cell<u64>,
     errors: RefCell<BTreeMap<String, u64>>,
     first_error: RefCell<Option<String>>,
@@ -108,6 +140,16 @@ impl Shared {
 
     fn over(&self) -> bool {
         !self.counts_at(Instant::now())
+    }
+
+    /// Counts one verified request.
+    fn count(&self, body: u64, enc: Encoding, latency_ns: u128) {
+        self.requests.set(self.requests.get() + 1);
+        if let Encoding::Gzip = enc {
+            self.gzip_requests.set(self.gzip_requests.get() + 1);
+        }
+        self.body_bytes.set(self.body_bytes.get() + body);
+        stats::record_ns(&mut self.hist.borrow_mut(), latency_ns);
     }
 
     fn error(&self, kind: &str, what: impl FnOnce() -> String) {
@@ -130,6 +172,37 @@ impl Shared {
 pub(crate) fn request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
     let conn = if close { "close" } else { "keep-alive" };
     format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: {conn}\r\n\r\n").into_bytes()
+}
+
+/// The request bytes of one file of the static mix (with `Accept-Encoding: br, gzip`).
+pub(crate) fn mix_request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
+    let conn = if close { "close" } else { "keep-alive" };
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: {}\r\nConnection: {conn}\r\n\r\n",
+        mix::ACCEPT_ENCODING
+    )
+    .into_bytes()
+}
+
+/// The targets of a run: the one file, or every file of the mix.
+fn targets(cfg: &HttpClientConfig) -> Vec<Target> {
+    match &cfg.mix {
+        Some(files) => files
+            .iter()
+            .map(|f| Target {
+                request: mix_request_bytes(&cfg.host, &f.path, cfg.close),
+                len: f.identity.len() as u64,
+                identity: Some(f.identity.clone()),
+                gzip: f.gzip.clone(),
+            })
+            .collect(),
+        None => vec![Target {
+            request: request_bytes(&cfg.host, &cfg.path, cfg.close),
+            len: cfg.file_bytes,
+            identity: cfg.verify.clone(),
+            gzip: None,
+        }],
+    }
 }
 
 /// Runs the client on a new thread (pinned to `pin` if given) with its own hoop runtime;
@@ -158,8 +231,11 @@ where
                 let rt = hoop::Runtime::builder()
                     .entries(entries.next_power_of_two() as u32)
                     .build()?;
+                if cfg.mix.as_ref().is_some_and(|m| m.is_empty()) {
+                    return Err(io::Error::other("the static mix has no file"));
+                }
                 let sh = Rc::new(Shared {
-                    request: request_bytes(&cfg.host, &cfg.path, cfg.close),
+                    targets: targets(&cfg),
                     cfg,
                     deadline: Cell::new(None),
                     stopped: Cell::new(false),
@@ -168,6 +244,7 @@ where
                     alive: Cell::new(0),
                     connected: Cell::new(0),
                     requests: Cell::new(0),
+                    gzip_requests: Cell::new(0),
                     body_bytes: Cell::new(0),
                     errors: RefCell::new(BTreeMap::new()),
                     first_error: RefCell::new(None),
@@ -208,6 +285,13 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
     let hist = sh.hist.borrow().clone();
+    let by_encoding = sh.cfg.mix.as_ref().map(|_| {
+        let gzip = sh.gzip_requests.get();
+        BTreeMap::from([
+            ("gzip".to_string(), gzip),
+            ("identity".to_string(), sh.requests.get() - gzip),
+        ])
+    });
     HttpOutcome {
         requests: sh.requests.get(),
         body_bytes: sh.body_bytes.get(),
@@ -217,12 +301,16 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
         wall,
         cpu,
         connected,
+        by_encoding,
     }
 }
 
 /// One connection task: keep-alive (reconnecting after failures) or a connection per request.
-async fn connection(_id: usize, sh: Rc<Shared>) {
+async fn connection(id: usize, sh: Rc<Shared>) {
     let addr = sh.cfg.addr;
+    // The next target: the mix's files in turn, from an offset of this connection's.
+    let n = sh.targets.len();
+    let mut next = id % n;
     let mut reader = Reader::default();
     let mut failures = 0;
     let mut settled = false;
@@ -250,22 +338,24 @@ async fn connection(_id: usize, sh: Rc<Shared>) {
             };
             let _ = stream.set_nodelay(true);
             reader.reset();
-            let (res, _) = stream.write_all(sh.request.clone()).await;
+            let target = &sh.targets[next];
+            next = (next + 1) % n;
+            let (res, _) = stream.write_all(target.request.clone()).await;
             if let Err(e) = res {
                 sh.error("write", || e.to_string());
                 continue;
             }
-            if let Some(body) = reader.response(&stream, &sh).await {
+            if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
                 let t1 = Instant::now();
                 if sh.counts_at(t1) {
-                    sh.requests.set(sh.requests.get() + 1);
-                    sh.body_bytes.set(sh.body_bytes.get() + body);
-                    stats::record_ns(&mut sh.hist.borrow_mut(), (t1 - t0).as_nanos());
+                    sh.count(body, enc, (t1 - t0).as_nanos());
                 }
             }
         }
     } else {
-        let batch: Vec<u8> = sh.request.repeat(sh.cfg.pipeline.max(1));
+        let depth = sh.cfg.pipeline.max(1);
+        // One target: the same batch every time.
+        let same: Option<Vec<u8>> = (n == 1).then(|| sh.targets[0].request.repeat(depth));
         while !sh.over() && failures < MAX_FAILURES {
             let stream = match TcpStream::connect(addr).await {
                 Ok(s) => s,
@@ -281,23 +371,30 @@ async fn connection(_id: usize, sh: Rc<Shared>) {
             sh.gate.wait().await;
             reader.reset();
             'conn: while !sh.over() {
+                let first = next;
+                let batch = match &same {
+                    Some(b) => b.clone(),
+                    None => (0..depth)
+                        .flat_map(|k| sh.targets[(first + k) % n].request.iter().copied())
+                        .collect(),
+                };
                 let t0 = Instant::now();
-                let (res, _) = stream.write_all(batch.clone()).await;
+                let (res, _) = stream.write_all(batch).await;
                 if let Err(e) = res {
                     sh.error("write", || e.to_string());
                     break;
                 }
-                for _ in 0..sh.cfg.pipeline.max(1) {
-                    let Some(body) = reader.response(&stream, &sh).await else {
+                for k in 0..depth {
+                    let target = &sh.targets[(first + k) % n];
+                    next = (first + k + 1) % n;
+                    let Some((body, enc)) = reader.response(&stream, &sh, target).await else {
                         break 'conn;
                     };
                     let t1 = Instant::now();
                     if !sh.counts_at(t1) {
                         break 'conn;
                     }
-                    sh.requests.set(sh.requests.get() + 1);
-                    sh.body_bytes.set(sh.body_bytes.get() + body);
-                    stats::record_ns(&mut sh.hist.borrow_mut(), (t1 - t0).as_nanos());
+                    sh.count(body, enc, (t1 - t0).as_nanos());
                 }
             }
             if sh.over() {
@@ -354,11 +451,16 @@ impl Reader {
         }
     }
 
-    /// Reads and checks one response; returns its body length, or `None` after an error
-    /// (counted).
-    async fn response(&mut self, stream: &TcpStream, sh: &Shared) -> Option<u64> {
+    /// Reads and checks one response to `target`; returns its body length and encoding, or
+    /// `None` after an error (counted).
+    async fn response(
+        &mut self,
+        stream: &TcpStream,
+        sh: &Shared,
+        target: &Target,
+    ) -> Option<(u64, Encoding)> {
         // The head.
-        let (status, len, head_len) = loop {
+        let (status, len, coding, head_len) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut resp = httparse::Response::new(&mut headers);
             match resp.parse(&self.buf[self.start..]) {
@@ -369,7 +471,12 @@ impl Reader {
                         .find(|h| h.name.eq_ignore_ascii_case("content-length"))
                         .and_then(|h| std::str::from_utf8(h.value).ok())
                         .and_then(|v| v.trim().parse::<u64>().ok());
-                    break (resp.code.unwrap_or(0), len, n);
+                    let coding = resp
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-encoding"))
+                        .map(|h| String::from_utf8_lossy(h.value).trim().to_ascii_lowercase());
+                    break (resp.code.unwrap_or(0), len, coding, n);
                 }
                 Ok(httparse::Status::Partial) => {
                     if self.buf.len() - self.start > 64 * 1024 {
@@ -391,12 +498,33 @@ impl Reader {
             sh.error("status", || format!("status {status}, not 200"));
             return None;
         }
-        let expected = sh.cfg.file_bytes;
+        let (expected, verify, enc) = match coding.as_deref() {
+            None | Some("identity") => (target.len, &target.identity, Encoding::Identity),
+            Some("gzip") => match &target.gzip {
+                Some(gz) => (gz.len() as u64, &target.gzip, Encoding::Gzip),
+                None => {
+                    sh.error("encoding", || {
+                        "Content-Encoding gzip, but no .gz variant to compare with".into()
+                    });
+                    return None;
+                }
+            },
+            Some(other) => {
+                sh.error("encoding", || {
+                    format!("Content-Encoding {other}: no variant to compare with")
+                });
+                return None;
+            }
+        };
         match len {
             Some(l) if l == expected => {}
             Some(l) => {
                 sh.error("length", || {
-                    format!("Content-Length {l}, the file has {expected}")
+                    let what = match enc {
+                        Encoding::Identity => "the file",
+                        Encoding::Gzip => "its .gz variant",
+                    };
+                    format!("Content-Length {l}, {what} has {expected}")
                 });
                 return None;
             }
@@ -413,11 +541,15 @@ impl Reader {
             }
             let avail = (self.buf.len() - self.start) as u64;
             let take = avail.min(expected - got) as usize;
-            if let Some(file) = &sh.cfg.verify {
+            if let Some(file) = verify {
                 let want = &file[got as usize..got as usize + take];
                 if &self.buf[self.start..self.start + take] != want {
                     sh.error("body", || {
-                        format!("body differs from the file near byte {got}")
+                        let what = match enc {
+                            Encoding::Identity => "the file",
+                            Encoding::Gzip => "its .gz variant",
+                        };
+                        format!("body differs from {what} near byte {got}")
                     });
                     return None;
                 }
@@ -425,7 +557,7 @@ impl Reader {
             self.start += take;
             got += take as u64;
         }
-        Some(expected)
+        Some((expected, enc))
     }
 }
 

@@ -5,6 +5,13 @@
 //! at least twice, on files the bench creates (1 KiB, 64 KiB, 1 MiB, every response verified
 //! byte for byte). When `wrk` is installed, one cell also runs wrk against hoop.
 //!
+//! The static mix (`mix-c50`, in the quick and full matrices; issue 23): 20 files of 3-300 KB
+//! with web-like names, each with a `.gz` variant made by `gzip`, asked for in turn by
+//! keep-alive connections with `Accept-Encoding: br, gzip`; each response must be the file, or
+//! with `Content-Encoding: gzip` exactly its `.gz` variant ([`mix`]). nginx serves the variants
+//! (`gzip_static on`); the JSON line says `"mix": true`, `file_bytes` is the mean size and
+//! `requests_by_encoding` counts the verified requests by encoding.
+//!
 //! Issue 22's comparison: two more servers, not in the default list, `hyper-shared` (hyper on
 //! `hoop::shared` sockets) and `hyper-tokio` (the same hyper service on tokio's `TcpStream`),
 //! both in tokio's multi-thread runtime with one worker per allowed CPU, files served from
@@ -17,8 +24,11 @@
 //! hoop bench http --servers hyper-shared,hyper-tokio --cells 1k-c50,1k-c500 --rounds 5 -t 3
 //! ```
 //!
-//! `--wrk` adds, after those rounds, wrk (`-t1 -cCONNS`) against both at every keep-alive cell,
-//! every round, alternating, and the same per-round table for wrk.
+//! `--wrk` adds wrk (`-t1 -cCONNS`, pinned like the client) against every server in every cell
+//! and round, right after the load generator (`Connection: close` in close cells, a Lua script
+//! cycling over the static mix's files with its `Accept-Encoding`), its req/s in the table's
+//! `wrk req/s` column and the JSON's `wrk_req_per_sec`; with the hyper pair, the same per-round
+//! table for wrk. The main job runs wrk so against hoop and nginx when wrk is installed.
 //!
 //! Context switches per request (`ctx_switches_per_req`, every server and `--url
 //! --server-pid`): voluntary + involuntary switches of every thread of the server
@@ -42,12 +52,15 @@ use super::{check_conns, check_rounds, check_secs, invalid};
 pub(crate) mod client;
 pub(crate) mod hyper_server;
 pub(crate) mod hyper_sockets;
+pub(crate) mod mix;
 pub(crate) mod netns;
 pub(crate) mod nginx;
 mod side_by_side;
 mod table;
 
-pub(crate) use side_by_side::{finish_status, run_side_by_side, Outcome, Plan};
+pub(crate) use side_by_side::{
+    finish_status, run_side_by_side, wrk_path, Outcome, Plan, WRK_MISSING,
+};
 pub(crate) use table::{cells_of, med, size_label, summary_table, targets};
 
 use client::{HttpClientConfig, HttpOutcome};
@@ -128,13 +141,17 @@ pub struct HttpBenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Side by side: only these cells, comma-separated, each SIZE-cCONNS[-close] with SIZE
-    /// 1k, 64k or 1m (e.g. `1k-c50,1k-c500` for issue 22's comparison) [default: the quick
-    /// matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close].
+    /// 1k, 64k, 1m or mix (the static mix: 20 files of 3-300 KB with .gz variants, requests
+    /// with `Accept-Encoding: br, gzip`) (e.g. `1k-c50,1k-c500` for issue 22's comparison)
+    /// [default: the quick matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close,mix-c50].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cells: Option<Vec<String>>,
-    /// Side by side, with hyper-shared and hyper-tokio: also wrk (`wrk -t1 -cCONNS`, whole
-    /// seconds, not verifying bodies) against both at every keep-alive cell, every round, in
-    /// alternating order, after the load generator's rounds (needs wrk installed).
+    /// Side by side: also wrk (`wrk -t1 -cCONNS`, whole seconds, pinned like the client, not
+    /// verifying bodies; `Connection: close` in close cells, a script cycling over the files
+    /// with `Accept-Encoding: br, gzip` in the static mix) against every server, right after
+    /// the load generator in every cell and round; its req/s in the table's `wrk req/s` column
+    /// and the JSON's `wrk_req_per_sec` (needs wrk installed). With hyper-shared and
+    /// hyper-tokio, issue 22's per-round table for wrk too.
     #[arg(long)]
     pub wrk: bool,
     /// Side by side: where the files and nginx's configuration go (default:
@@ -217,6 +234,16 @@ pub(crate) struct HttpResult {
     pub pinned: bool,
     /// Connections established when the window opened (keep-alive).
     pub connected: usize,
+    /// The static mix (`mix-cCONNS`: 20 files of 3-300 KB, `Accept-Encoding: br, gzip`;
+    /// `file_bytes` is then their mean size).
+    pub mix: bool,
+    /// The static mix, this load generator: verified requests by response encoding
+    /// ("identity", "gzip"; null otherwise).
+    pub requests_by_encoding: Option<BTreeMap<String, u64>>,
+    /// This load generator's line: wrk's req/s against the same server, cell and round (run
+    /// right after it; `--wrk`, and the main job for hoop and nginx), null where wrk did not
+    /// run.
+    pub wrk_req_per_sec: Option<f64>,
 }
 
 /// One side-by-side configuration.
@@ -228,6 +255,8 @@ pub(crate) struct Cell {
     pub conns: usize,
     /// Connection per request.
     pub close: bool,
+    /// The static mix ([`mix`]; `file_bytes` is its mean size).
+    pub mix: bool,
 }
 
 impl Cell {
@@ -239,14 +268,47 @@ impl Cell {
         }
     }
 
-    /// The cell's `--cells` name: `1k-c50`, `1m-c500`, `1k-c50-close`.
+    /// The cell's `--cells` name: `1k-c50`, `1m-c500`, `1k-c50-close`, `mix-c50`.
     pub(crate) fn name(&self) -> String {
         format!(
             "{}-c{}{}",
-            size_name(self.file_bytes),
+            if self.mix {
+                "mix".to_string()
+            } else {
+                size_name(self.file_bytes)
+            },
             self.conns,
             if self.close { "-close" } else { "" }
         )
+    }
+
+    /// How tables name the cell's file: `1 KiB`, or the static mix.
+    pub(crate) fn file_label(&self) -> String {
+        if self.mix {
+            mix::LABEL.to_string()
+        } else {
+            size_label(self.file_bytes)
+        }
+    }
+
+    /// A cell of one file.
+    pub(crate) fn file(file_bytes: u64, conns: usize, close: bool) -> Cell {
+        Cell {
+            file_bytes,
+            conns,
+            close,
+            mix: false,
+        }
+    }
+
+    /// A cell of the static mix.
+    pub(crate) fn mix(conns: usize) -> Cell {
+        Cell {
+            file_bytes: mix::mean_bytes(),
+            conns,
+            close: false,
+            mix: true,
+        }
     }
 }
 
@@ -259,14 +321,15 @@ fn size_name(bytes: u64) -> String {
     }
 }
 
-/// Parses one `--cells` name (`1k-c50`, `64k-c500`, `1m-c50-close`; case-insensitive): the
-/// size must be one of the bench's files ([`FILES`]).
+/// Parses one `--cells` name (`1k-c50`, `64k-c500`, `1m-c50-close`, `mix-c50`;
+/// case-insensitive): the size must be one of the bench's files ([`FILES`]) or `mix`, the
+/// static mix.
 pub(crate) fn parse_cell(name: &str) -> io::Result<Cell> {
     let lower = name.trim().to_ascii_lowercase();
     let bad = || {
         invalid(format!(
-            "--cells: {name:?} is not SIZE-cCONNS[-close] with SIZE 1k, 64k or 1m \
-             (examples: 1k-c50, 1k-c500, 1m-c50-close)"
+            "--cells: {name:?} is not SIZE-cCONNS[-close] with SIZE 1k, 64k, 1m or mix \
+             (examples: 1k-c50, 1k-c500, 1m-c50-close, mix-c50)"
         ))
     };
     let mut parts = lower.split('-');
@@ -283,19 +346,22 @@ pub(crate) fn parse_cell(name: &str) -> io::Result<Cell> {
     if parts.next().is_some() {
         return Err(bad());
     }
+    let conns: usize = conns.parse().map_err(|_| bad())?;
+    if size == "mix" {
+        check_conns(conns).map_err(|e| invalid(format!("--cells {name:?}: {e}")))?;
+        return Ok(Cell {
+            close,
+            ..Cell::mix(conns)
+        });
+    }
     // One of the bench's files, named as `Cell::name` names it.
     let file_bytes = FILES
         .iter()
         .copied()
         .find(|&f| size_name(f) == size)
         .ok_or_else(bad)?;
-    let conns: usize = conns.parse().map_err(|_| bad())?;
     check_conns(conns).map_err(|e| invalid(format!("--cells {name:?}: {e}")))?;
-    Ok(Cell {
-        file_bytes,
-        conns,
-        close,
-    })
+    Ok(Cell::file(file_bytes, conns, close))
 }
 
 /// Parses `--cells` (duplicates dropped, order kept).
@@ -316,41 +382,33 @@ pub(crate) fn parse_cells(names: &[String]) -> io::Result<Vec<Cell>> {
 /// The files of the side-by-side runs.
 pub(crate) const FILES: [u64; 3] = [1024, 64 * 1024, 1 << 20];
 
+/// Connections of the static mix's cell.
+pub(crate) const MIX_CONNS: usize = 50;
+
 /// The quick matrix (the main job's): 1 KiB at 50 and 500 keep-alive, 64 KiB and 1 MiB at 50,
-/// 1 KiB connection-per-request at 50.
+/// 1 KiB connection-per-request at 50, the static mix at 50.
 pub(crate) fn quick_cells() -> Vec<Cell> {
-    let c = |file_bytes, conns, close| Cell {
-        file_bytes,
-        conns,
-        close,
-    };
     vec![
-        c(1024, 50, false),
-        c(1024, 500, false),
-        c(64 * 1024, 50, false),
-        c(1 << 20, 50, false),
-        c(1024, 50, true),
+        Cell::file(1024, 50, false),
+        Cell::file(1024, 500, false),
+        Cell::file(64 * 1024, 50, false),
+        Cell::file(1 << 20, 50, false),
+        Cell::file(1024, 50, true),
+        Cell::mix(MIX_CONNS),
     ]
 }
 
-/// The full matrix: every file at 50 and 500 keep-alive and 50 connection-per-request, and
-/// 1 KiB at 10,000 keep-alive.
+/// The full matrix: every file at 50 and 500 keep-alive and 50 connection-per-request, 1 KiB
+/// at 10,000 keep-alive, and the static mix at 50.
 pub(crate) fn full_cells() -> Vec<Cell> {
     let mut v = Vec::new();
     for &f in &FILES {
         for (conns, close) in [(50, false), (500, false), (50, true)] {
-            v.push(Cell {
-                file_bytes: f,
-                conns,
-                close,
-            });
+            v.push(Cell::file(f, conns, close));
         }
     }
-    v.push(Cell {
-        file_bytes: 1024,
-        conns: 10_000,
-        close: false,
-    });
+    v.push(Cell::file(1024, 10_000, false));
+    v.push(Cell::mix(MIX_CONNS));
     v
 }
 
@@ -387,6 +445,11 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
     if args.close && args.pipeline > 1 {
         return Err(invalid(
             "--pipeline applies to keep-alive connections, not with --close",
+        ));
+    }
+    if args.url.is_some() && args.wrk {
+        return Err(invalid(
+            "--wrk runs wrk beside the side-by-side runs, not with --url (run wrk itself)",
         ));
     }
     super::sysinfo::raise_nofile_limit();
@@ -430,18 +493,13 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
                 .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http"));
             let plan = Plan {
                 cells,
-                servers,
+                servers: servers.clone(),
                 secs,
                 rounds: args.rounds,
                 pipeline: args.pipeline,
                 dir,
-                wrk: args.wrk,
+                wrk: if args.wrk { servers } else { Vec::new() },
             };
-            if plan.wrk && !plan.servers.iter().any(|s| unpinned(s)) {
-                return Err(invalid(
-                    "--wrk runs wrk against hyper-shared and hyper-tokio: name one in --servers",
-                ));
-            }
             let report = |outcome: &Outcome, out: &Out| {
                 out.human(&summary_table(
                     &outcome.results,
@@ -573,6 +631,7 @@ fn run_external(url: &str, args: &HttpBenchArgs, secs: f64, json: bool) -> io::R
         pipeline: args.pipeline,
         file_bytes,
         verify,
+        mix: None,
     };
     let out = Out::new(json, secs);
     out.start(&format!("http {url}"), secs);
@@ -628,7 +687,7 @@ fn make_result(
         errors: o.error_count(),
         errors_by_kind: o.errors.clone(),
         first_error: o.first_error.clone(),
-        verified_bytes: cfg.verify.is_some(),
+        verified_bytes: cfg.verify.is_some() || cfg.mix.is_some(),
         loopback_mtu: netns::loopback_mtu(),
         rps: stats::round3(o.requests as f64 / secs),
         mib_s: stats::round3(o.body_bytes as f64 / secs / (1 << 20) as f64),
@@ -647,6 +706,9 @@ fn make_result(
             && m.cpu_pct.is_none_or(|s| s < 90.0),
         pinned,
         connected: o.connected,
+        mix: cfg.mix.is_some(),
+        requests_by_encoding: o.by_encoding.clone(),
+        wrk_req_per_sec: None,
     }
 }
 
@@ -749,18 +811,7 @@ mod tests {
         let c = parse_cells(&["1k-c50".into(), "1K-C500".into(), "1k-c50".into()]).unwrap();
         assert_eq!(
             c,
-            vec![
-                Cell {
-                    file_bytes: 1024,
-                    conns: 50,
-                    close: false
-                },
-                Cell {
-                    file_bytes: 1024,
-                    conns: 500,
-                    close: false
-                }
-            ]
+            vec![Cell::file(1024, 50, false), Cell::file(1024, 500, false)]
         );
         let close = parse_cell("1m-c50-close").unwrap();
         assert_eq!(
@@ -768,6 +819,11 @@ mod tests {
             (1 << 20, 50, true)
         );
         assert_eq!(parse_cell("64k-c10").unwrap().file_bytes, 64 * 1024);
+        let m = parse_cell("MIX-c50").unwrap();
+        assert_eq!(m, Cell::mix(50));
+        assert!(m.mix && !m.close && m.file_bytes == mix::mean_bytes());
+        assert_eq!(m.name(), "mix-c50");
+        assert_eq!(m.file_label(), "static mix (20 files, 3-300 KB)");
         for c in quick_cells().iter().chain(full_cells().iter()) {
             assert_eq!(parse_cell(&c.name()).unwrap(), *c, "{}", c.name());
         }
@@ -781,6 +837,11 @@ mod tests {
             "1k-c50-ka",
             "1k-c50-close-x",
             "1k-c0",
+            "mix",
+            "mix-50",
+            "mix-c0",
+            "mixed-c50",
+            "mix-c50-keep",
         ] {
             assert!(parse_cell(bad).is_err(), "{bad:?}");
         }
@@ -796,8 +857,36 @@ mod tests {
     }
 
     #[test]
+    fn planned_secs_count_wrk_beside_the_load_generator() {
+        let plan = |wrk: &[&str]| Plan {
+            cells: quick_cells(),
+            servers: SERVERS.map(String::from).to_vec(),
+            secs: 1.0,
+            rounds: 2,
+            pipeline: 1,
+            dir: PathBuf::from("/nonexistent"),
+            wrk: wrk.iter().map(|s| s.to_string()).collect(),
+        };
+        let runs = (6 * 4 * 2) as f64 * (1.0 + RUN_OVERHEAD_SECS);
+        let one_wrk = 1.0 + RUN_OVERHEAD_SECS;
+        if side_by_side::wrk_path().is_some() {
+            // The quick matrix has 1k-c50: the check against hoop is one of the runs.
+            let with = plan(&["hoop", "nginx"]).planned_secs();
+            assert!(
+                (with - (runs + (6 * 2 * 2) as f64 * one_wrk)).abs() < 1e-9,
+                "{with}"
+            );
+            let without = plan(&[]).planned_secs();
+            assert!((without - (runs + one_wrk)).abs() < 1e-9, "{without}");
+        } else {
+            assert!((plan(&["hoop"]).planned_secs() - runs).abs() < 1e-9);
+        }
+    }
+
+    #[test]
     fn matrices() {
-        assert_eq!(quick_cells().len(), 5);
+        assert_eq!(quick_cells().len(), 6);
+        assert!(quick_cells().contains(&Cell::mix(50)) && full_cells().contains(&Cell::mix(50)));
         assert!(full_cells().iter().any(|c| c.conns == 10_000));
         assert_eq!(file_content(1000), file_content(1000));
         assert_ne!(file_content(1024)[..8], file_content(2048)[..8]);

@@ -1,6 +1,6 @@
 //! nginx for the side-by-side HTTP runs: found on PATH or in /usr/sbin, started with a
 //! configuration the bench writes under its own directory (one process, sendfile on, access
-//! log off, keep-alive unlimited).
+//! log off, keep-alive unlimited, `gzip_static on` for the static mix's `.gz` variants).
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,7 +22,9 @@ pub(crate) fn find() -> Option<PathBuf> {
 }
 
 /// The configuration: one process (`master_process off`, so its CPU time is the server's),
-/// `sendfile on` with `tcp_nopush`, no access log, keep-alive without a request limit.
+/// `sendfile on` with `tcp_nopush`, no access log, keep-alive without a request limit, and
+/// `gzip_static on`: a request accepting gzip gets `NAME.gz` when it exists (the static mix's
+/// variants; the single test files have none), as hoop's server serves precompressed files.
 pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
     let p = prefix.display();
     format!(
@@ -40,6 +42,7 @@ pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
          \x20   tcp_nodelay on;\n\
          \x20   keepalive_requests 1000000000;\n\
          \x20   keepalive_timeout 300s;\n\
+         \x20   gzip_static on;\n\
          \x20   default_type application/octet-stream;\n\
          \x20   client_body_temp_path {p}/body;\n\
          \x20   proxy_temp_path {p}/proxy;\n\
@@ -96,6 +99,7 @@ mod tests {
             "keepalive_requests 1000000000;",
             "listen 127.0.0.1:8080",
             "root /srv/www;",
+            "gzip_static on;",
         ] {
             assert!(c.contains(needle), "{needle} in {c}");
         }

@@ -2,7 +2,10 @@
 //! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
 //! first CPU (issue 22's multi-thread hyper-shared and hyper-tokio unpinned, both on every
 //! allowed CPU), every configuration run `rounds` times in alternating server order by the
-//! client on the second CPU, and one cell with wrk as the client when it is installed.
+//! client on the second CPU, and one cell with wrk as the client when it is installed. With
+//! [`Plan::wrk`] (`--wrk`; the main job: hoop and nginx), wrk runs right after the load
+//! generator against those servers in every cell and round, its req/s beside the load
+//! generator's (`wrk_req_per_sec`, the table's `wrk req/s`).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::client::{self, HttpClientConfig};
+use super::mix::{self, MixFile};
 use super::{
     file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
     RUN_OVERHEAD_SECS,
@@ -36,20 +40,28 @@ pub(crate) struct Plan {
     pub pipeline: usize,
     /// Files and nginx's prefix.
     pub dir: PathBuf,
-    /// wrk against hyper-shared and hyper-tokio at every keep-alive cell, every round.
-    pub wrk: bool,
+    /// The servers wrk runs against, right after the load generator, in every cell and round
+    /// (empty: none; skipped with a line when wrk is not installed).
+    pub wrk: Vec<String>,
 }
 
 impl Plan {
     /// Planned seconds, for progress bars.
     pub(crate) fn planned_secs(&self) -> f64 {
         let runs = self.cells.len() * self.servers.len() * self.rounds as usize;
-        let wrk_runs = if self.wrk {
-            let pair = self.servers.iter().filter(|s| unpinned(s)).count();
-            self.cells.iter().filter(|c| !c.close).count() * pair * self.rounds as usize
-        } else {
-            0
-        };
+        let wrk_installed = wrk_path().is_some();
+        let with_wrk = self
+            .servers
+            .iter()
+            .filter(|s| wrk_installed && self.wrk.contains(s))
+            .count();
+        let mut wrk_runs = self.cells.len() * with_wrk * self.rounds as usize;
+        // The second-client check against hoop, when not one of those runs.
+        let hoop_checked = self.wrk.iter().any(|s| s == "hoop")
+            && self.cells.contains(&Cell::file(1024, 50, false));
+        if wrk_installed && self.servers.iter().any(|s| s == "hoop") && !hoop_checked {
+            wrk_runs += 1;
+        }
         runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
             + wrk_runs as f64 * (wrk_secs(self.secs) as f64 + RUN_OVERHEAD_SECS)
     }
@@ -66,12 +78,13 @@ pub(crate) struct Outcome {
     pub notes: Vec<String>,
 }
 
-/// The exit status: an error if a run failed or counted errors.
+/// The exit status: an error if a run failed or the load generator counted errors (wrk's
+/// errors are shown, never fail: it verifies no body).
 pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
     let bad = o
         .results
         .iter()
-        .filter(|r| r.errors > 0 || r.requests == 0)
+        .filter(|r| r.client == "hoop" && (r.errors > 0 || r.requests == 0))
         .count();
     if o.results.is_empty() || !o.failures.is_empty() || bad > 0 {
         return Err(io::Error::other(format!(
@@ -126,6 +139,29 @@ fn start_server(
 
 /// The test files' contents by size.
 type Files = BTreeMap<u64, Arc<[u8]>>;
+
+/// The test files, and the static mix when a cell asks for it.
+struct TestFiles {
+    /// The served root.
+    root: PathBuf,
+    /// The single files by size.
+    files: Files,
+    /// The static mix's files.
+    mix: Option<Arc<[MixFile]>>,
+}
+
+/// Writes the test files into `dir/root` (kept between runs when already right), and the
+/// static mix when `with_mix` (a line for the table when it has no `.gz` variants).
+fn make_test_files(dir: &Path, with_mix: bool) -> io::Result<(TestFiles, Option<String>)> {
+    let (root, files) = make_files(dir)?;
+    let (mix, note) = if with_mix {
+        let (m, note) = mix::make(&root)?;
+        (Some(Arc::from(m)), note)
+    } else {
+        (None, None)
+    };
+    Ok((TestFiles { root, files, mix }, note))
+}
 
 /// Writes the test files into `dir/root` (kept between runs when already right).
 fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
@@ -207,8 +243,12 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     let mut o = Outcome::default();
     let (server_cpu, client_cpu) = crate::bench::sysinfo::pin_plan();
     let all_cpus = crate::bench::sysinfo::allowed_cpus();
-    let (root, files) = match make_files(&plan.dir) {
-        Ok(f) => f,
+    let with_mix = plan.cells.iter().any(|c| c.mix);
+    let TestFiles { root, files, mix } = match make_test_files(&plan.dir, with_mix) {
+        Ok((f, note)) => {
+            o.notes.extend(note);
+            f
+        }
         Err(e) => {
             o.failures.push(format!(
                 "cannot write the test files under {}: {e}",
@@ -248,12 +288,41 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
             }
         }
     }
+    // wrk beside the load generator (`Plan::wrk`), and its script for the static mix.
+    let wrk_bin = if plan.wrk.is_empty() {
+        None
+    } else {
+        wrk_path()
+    };
+    if !plan.wrk.is_empty() && wrk_bin.is_none() {
+        o.notes.push(WRK_MISSING.to_string());
+    }
+    let script = match (&wrk_bin, &mix) {
+        (Some(_), Some(_)) => {
+            let path = plan.dir.join("wrk-mix.lua");
+            match std::fs::write(&path, mix::wrk_script()) {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    o.notes.push(format!(
+                        "wrk: cannot write {}: {e}; no wrk run in the static mix",
+                        path.display()
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     for cell in &cells {
         for round in 0..plan.rounds {
             for (name, child) in servers.iter_mut() {
                 let what = format!(
-                    "http {name}: {} B, c={} {} round {}",
-                    cell.file_bytes,
+                    "http {name}: {}, c={} {} round {}",
+                    if cell.mix {
+                        mix::LABEL.to_string()
+                    } else {
+                        format!("{} B", cell.file_bytes)
+                    },
                     cell.conns,
                     cell.mode(),
                     round + 1
@@ -262,13 +331,22 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                 let cfg = HttpClientConfig {
                     addr: child.addr,
                     host: child.addr.to_string(),
-                    path: format!("/{}", file_name(cell.file_bytes)),
+                    path: if cell.mix {
+                        "/mix/".to_string()
+                    } else {
+                        format!("/{}", file_name(cell.file_bytes))
+                    },
                     conns: cell.conns,
                     secs: Duration::from_secs_f64(plan.secs),
                     close: cell.close,
                     pipeline: if cell.close { 1 } else { plan.pipeline },
                     file_bytes: cell.file_bytes,
-                    verify: files.get(&cell.file_bytes).cloned(),
+                    verify: if cell.mix {
+                        None
+                    } else {
+                        files.get(&cell.file_bytes).cloned()
+                    },
+                    mix: if cell.mix { mix.clone() } else { None },
                 };
                 let url = format!("http://{}{}", cfg.host, cfg.path);
                 let pid = child.pid();
@@ -276,7 +354,7 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                 let run = client::run_client(&cfg, client_cpu, || {
                     probe = Some(ServerProbe::start(pid, cfg.secs));
                 });
-                match run.and_then(|outcome| {
+                let result = run.and_then(|outcome| {
                     let m = probe
                         .take()
                         .map(|p| p.finish(outcome.wall, outcome.requests))
@@ -293,8 +371,34 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                     let mut r = make_result(name, &url, round, &cfg, &outcome, m, pinned);
                     r.server_cpus = Some(cpus);
                     Ok(r)
-                }) {
-                    Ok(r) => {
+                });
+                out.done(plan.secs + RUN_OVERHEAD_SECS);
+                // wrk right after, on the same server and cell.
+                let wrk_result = match wrk_bin.as_deref() {
+                    Some(wrk) if plan.wrk.contains(name) && result.is_ok() => {
+                        if cell.mix && script.is_none() {
+                            None
+                        } else {
+                            let run = WrkRun {
+                                server: name,
+                                conns: cell.conns,
+                                round,
+                                secs: plan.secs,
+                                client_cpu,
+                                server_cpus: result
+                                    .as_ref()
+                                    .ok()
+                                    .and_then(|r| r.server_cpus.clone()),
+                                pinned: result.as_ref().is_ok_and(|r| r.pinned),
+                            };
+                            run_wrk_logged(wrk, child, cell, script.as_deref(), run, out, &mut o)
+                        }
+                    }
+                    _ => None,
+                };
+                match result {
+                    Ok(mut r) => {
+                        r.wrk_req_per_sec = wrk_result.as_ref().map(|w| w.rps);
                         out.measurement(&r);
                         if r.errors > 0 || r.requests == 0 {
                             out.note(&format!(
@@ -311,121 +415,137 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                         o.failures.push(format!("{what}: {e}"));
                     }
                 }
-                out.done(plan.secs + RUN_OVERHEAD_SECS);
+                if let Some(w) = wrk_result {
+                    out.measurement(&w);
+                    o.results.push(w);
+                }
             }
         }
     }
-    // One cell with wrk as the client, so a reader sees the two clients agree.
+    // One cell with wrk as the client, so a reader sees the two clients agree (from the runs
+    // above when wrk ran against hoop at 1 KiB, 50 keep-alive; else one run of its own).
+    let check = Cell::file(1024, 50, false);
+    let same_cell = |x: &&HttpResult| {
+        x.server == "hoop"
+            && !x.mix
+            && x.file_bytes == 1024
+            && x.conns == 50
+            && x.mode == "keep-alive"
+    };
+    let client_median = |o: &Outcome, client: &str| {
+        median(
+            &o.results
+                .iter()
+                .filter(same_cell)
+                .filter(|x| x.client == client)
+                .map(|x| x.rps)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let checked_inline =
+        wrk_bin.is_some() && plan.wrk.iter().any(|s| s == "hoop") && cells.contains(&check);
     if let Some((_, hoop)) = servers.iter().find(|(n, _)| n == "hoop") {
-        match wrk_path() {
-            Some(wrk) => match run_wrk(
-                &wrk,
-                hoop,
-                WrkRun {
-                    server: "hoop",
-                    conns: 50,
-                    round: 0,
-                    secs: plan.secs,
-                    client_cpu,
-                    server_cpus: server_cpu.map(|c| c.to_string()),
-                    pinned: client_cpu.is_some() && server_cpu.is_some(),
+        if checked_inline {
+            let errors: u64 = o
+                .results
+                .iter()
+                .filter(same_cell)
+                .filter(|x| x.client == "wrk")
+                .map(|x| x.errors)
+                .sum();
+            if let Some(w) = client_median(&o, "wrk") {
+                o.notes
+                    .push(check_note(w, errors, client_median(&o, "hoop")));
+            }
+        } else {
+            match wrk_path() {
+                Some(wrk) => match run_wrk(
+                    &wrk,
+                    hoop,
+                    WrkRun {
+                        server: "hoop",
+                        conns: 50,
+                        round: 0,
+                        secs: plan.secs,
+                        client_cpu,
+                        server_cpus: server_cpu.map(|c| c.to_string()),
+                        pinned: client_cpu.is_some() && server_cpu.is_some(),
+                    },
+                ) {
+                    Ok(r) => {
+                        o.notes
+                            .push(check_note(r.rps, r.errors, client_median(&o, "hoop")));
+                        out.measurement(&r);
+                        o.results.push(r);
+                    }
+                    Err(e) => o.notes.push(format!("wrk failed: {e}")),
                 },
-            ) {
-                Ok(r) => {
-                    o.notes.push(format!(
-                        "wrk -t1 -c50 against hoop (io_uring), 1 KiB keep-alive: {:.0} req/s \
-                         ({} errors); hoop's client in the same cell: {}",
-                        r.rps,
-                        r.errors,
-                        median(
-                            &o.results
-                                .iter()
-                                .filter(|x| x.server == "hoop"
-                                    && x.file_bytes == 1024
-                                    && x.conns == 50
-                                    && x.mode == "keep-alive")
-                                .map(|x| x.rps)
-                                .collect::<Vec<_>>()
-                        )
-                        .map_or("-".into(), |v| format!("{v:.0} req/s"))
-                    ));
-                    out.measurement(&r);
-                    o.results.push(r);
-                }
-                Err(e) => o.notes.push(format!("wrk failed: {e}")),
-            },
-            None => o
-                .notes
-                .push("wrk not installed (apt-get install wrk): no second client".into()),
+                None => o
+                    .notes
+                    .push("wrk not installed (apt-get install wrk): no second client".into()),
+            }
         }
-    }
-    if plan.wrk {
-        run_wrk_pair(plan, &servers, &cells, client_cpu, &all_cpus, out, &mut o);
     }
     drop(servers);
     o
 }
 
-/// `--wrk`: wrk against hyper-shared and hyper-tokio at every keep-alive cell, `rounds` times
-/// in alternating order, each run measured like the load generator's (CPU, context switches,
-/// syscalls per request).
-fn run_wrk_pair(
-    plan: &Plan,
-    servers: &[(String, ServerChild)],
-    cells: &[Cell],
-    client_cpu: Option<usize>,
-    all_cpus: &[usize],
+/// What the table says when wrk should run beside the load generator but is not installed.
+pub(crate) const WRK_MISSING: &str =
+    "wrk not installed (apt-get install wrk): no wrk run beside the load generator (wrk req/s: -)";
+
+/// The second-client line of the table: wrk against hoop at 1 KiB, 50 keep-alive.
+fn check_note(wrk_rps: f64, errors: u64, hoop_rps: Option<f64>) -> String {
+    format!(
+        "wrk -t1 -c50 against hoop (io_uring), 1 KiB keep-alive: {wrk_rps:.0} req/s \
+         ({errors} errors); hoop's client in the same cell: {}",
+        hoop_rps.map_or("-".into(), |v| format!("{v:.0} req/s"))
+    )
+}
+
+/// One wrk run beside the load generator's, with its progress and warnings; `None` (and a
+/// line in the notes) when wrk could not run or be read. wrk's errors never fail the run:
+/// it verifies no body, the load generator does.
+fn run_wrk_logged(
+    wrk: &Path,
+    child: &ServerChild,
+    cell: &Cell,
+    script: Option<&Path>,
+    run: WrkRun<'_>,
     out: &Out,
     o: &mut Outcome,
-) {
-    let Some(wrk) = wrk_path() else {
-        o.failures
-            .push("--wrk: wrk is not installed (apt-get install wrk)".into());
-        return;
-    };
-    for cell in cells.iter().filter(|c| !c.close) {
-        for round in 0..plan.rounds {
-            for (name, child) in servers.iter().filter(|(n, _)| unpinned(n)) {
-                let what = format!(
-                    "wrk {name}: {} B, c={} keep-alive round {}",
-                    cell.file_bytes,
-                    cell.conns,
-                    round + 1
-                );
-                let secs = wrk_secs(plan.secs) as f64 + RUN_OVERHEAD_SECS;
-                out.start(&what, secs);
-                let run = WrkRun {
-                    server: name,
-                    conns: cell.conns,
-                    round,
-                    secs: plan.secs,
-                    client_cpu,
-                    server_cpus: Some(cpu_list(all_cpus)),
-                    pinned: false,
-                };
-                match run_wrk_file(&wrk, child, cell.file_bytes, run) {
-                    Ok(r) => {
-                        out.measurement(&r);
-                        if r.errors > 0 || r.requests == 0 {
-                            out.note(&format!(
-                                "warning: {what}: {} requests, {} error(s)",
-                                r.requests, r.errors
-                            ));
-                        }
-                        o.results.push(r);
-                    }
-                    Err(e) => {
-                        out.note(&format!("warning: {what}: {e}"));
-                        o.failures.push(format!("{what}: {e}"));
-                    }
-                }
-                out.done(secs);
+) -> Option<HttpResult> {
+    let what = format!(
+        "wrk {}: {}, c={} {} round {}",
+        run.server,
+        cell.file_label(),
+        cell.conns,
+        cell.mode(),
+        run.round + 1
+    );
+    let secs = wrk_secs(run.secs) as f64 + RUN_OVERHEAD_SECS;
+    out.start(&what, secs);
+    let r = run_wrk_cell(wrk, child, cell, script, run);
+    out.done(secs);
+    match r {
+        Ok(r) => {
+            if r.errors > 0 || r.requests == 0 {
+                out.note(&format!(
+                    "warning: {what}: {} requests, {} error(s) (wrk: socket errors and non-2xx)",
+                    r.requests, r.errors
+                ));
             }
+            Some(r)
+        }
+        Err(e) => {
+            out.note(&format!("warning: {what}: {e}"));
+            o.notes.push(format!("{what}: wrk failed: {e}"));
+            None
         }
     }
 }
 
-pub(super) fn wrk_path() -> Option<PathBuf> {
+pub(crate) fn wrk_path() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("wrk"))
@@ -457,18 +577,25 @@ struct WrkRun<'a> {
 
 /// `wrk -t1 -c50` on the 1 KiB file against hoop (the second-client check of the table).
 fn run_wrk(wrk: &Path, server: &ServerChild, run: WrkRun<'_>) -> io::Result<HttpResult> {
-    run_wrk_file(wrk, server, 1024, run)
+    run_wrk_cell(wrk, server, &Cell::file(1024, 50, false), None, run)
 }
 
-/// `wrk -t1 -cCONNS -dSECS` on the test file of `file_bytes`, pinned to the client CPU, the
-/// server measured over the run.
-fn run_wrk_file(
+/// `wrk -t1 -cCONNS -dSECS` on the cell's test file, pinned to the client CPU, the server
+/// measured over the run: `-H 'Connection: close'` in close cells; in the static mix
+/// `-H 'Accept-Encoding: br, gzip'` and `script` (`-s`), cycling over the mix's paths.
+fn run_wrk_cell(
     wrk: &Path,
     server: &ServerChild,
-    file_bytes: u64,
+    cell: &Cell,
+    script: Option<&Path>,
     run: WrkRun<'_>,
 ) -> io::Result<HttpResult> {
-    let url = format!("http://{}/{}", server.addr, file_name(file_bytes));
+    let file_bytes = cell.file_bytes;
+    let url = if cell.mix {
+        format!("http://{}/mix/", server.addr)
+    } else {
+        format!("http://{}/{}", server.addr, file_name(file_bytes))
+    };
     let secs_whole = wrk_secs(run.secs);
     let mut cmd = match run.client_cpu {
         Some(cpu) => {
@@ -480,13 +607,27 @@ fn run_wrk_file(
     };
     cmd.arg("-t1")
         .arg(format!("-c{}", run.conns))
-        .arg(format!("-d{secs_whole}s"))
-        .arg(&url);
+        .arg(format!("-d{secs_whole}s"));
+    if cell.close {
+        cmd.args(["-H", "Connection: close"]);
+    }
+    if cell.mix {
+        let script = script.ok_or_else(|| io::Error::other("no wrk script for the static mix"))?;
+        cmd.arg("-H")
+            .arg(format!("Accept-Encoding: {}", mix::ACCEPT_ENCODING))
+            .arg("-s")
+            .arg(script);
+    }
+    cmd.arg(&url);
     let probe = ServerProbe::start(server.pid(), Duration::from_secs(secs_whole));
     let outp = cmd.output()?;
     let text = String::from_utf8_lossy(&outp.stdout).to_string();
-    let (requests, rps, errors) = parse_wrk(&text)
-        .ok_or_else(|| io::Error::other(format!("cannot read wrk's output: {text}")))?;
+    let (requests, rps, errors) = parse_wrk(&text).ok_or_else(|| {
+        io::Error::other(format!(
+            "cannot read wrk's output: {text}{}",
+            String::from_utf8_lossy(&outp.stderr).trim()
+        ))
+    })?;
     let m = probe.finish(Duration::from_secs(secs_whole), requests);
     Ok(HttpResult {
         bench: "http",
@@ -496,7 +637,7 @@ fn run_wrk_file(
         round: run.round,
         file_bytes,
         conns: run.conns,
-        mode: "keep-alive",
+        mode: cell.mode(),
         pipeline: 1,
         secs: secs_whole as f64,
         requests,
@@ -521,6 +662,9 @@ fn run_wrk_file(
         client_bound: false,
         pinned: run.pinned,
         connected: run.conns,
+        mix: cell.mix,
+        requests_by_encoding: None,
+        wrk_req_per_sec: None,
     })
 }
 

@@ -15,6 +15,7 @@ pub(crate) fn cells_of(results: &[HttpResult]) -> Vec<Cell> {
             file_bytes: r.file_bytes,
             conns: r.conns,
             close: r.mode == "close",
+            mix: r.mix,
         };
         if !v.contains(&c) {
             v.push(c);
@@ -28,6 +29,7 @@ fn in_cell(r: &HttpResult, c: &Cell) -> bool {
         && r.file_bytes == c.file_bytes
         && r.conns == c.conns
         && (r.mode == "close") == c.close
+        && r.mix == c.mix
 }
 
 /// Median over rounds of `f` for `server` in `cell`.
@@ -87,9 +89,9 @@ pub(crate) fn summary_table(
     let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
     let f3 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     let mut s = String::from(
-        "| file | conns | mode | server | req/s (median) | MiB/s | p99 µs | server CPU µs/req | \
+        "| file | conns | mode | server | req/s (median) | wrk req/s | MiB/s | p99 µs | server CPU µs/req | \
          syscalls/req | ctx switches/req | client CPU % | errors | client-bound runs | hoop/this req/s | hoop/this CPU/req |\n\
-         |---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         |---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for cell in cells_of(results) {
         for server in servers {
@@ -112,12 +114,13 @@ pub(crate) fn summary_table(
                 )
             };
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
-                size_label(cell.file_bytes),
+                "| {} | {} | {} | {} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
+                cell.file_label(),
                 cell.conns,
                 cell.mode(),
                 label(server),
                 m(|r| Some(r.rps)).unwrap_or(0.0),
+                m(|r| r.wrk_req_per_sec).map_or("-".to_string(), |x| format!("{x:.0}")),
                 m(|r| Some(r.mib_s)).unwrap_or(0.0),
                 f1(m(|r| r.p99_us)),
                 f2(m(|r| r.server_cpu_us_per_req)),
@@ -178,7 +181,7 @@ pub(crate) fn targets(results: &[HttpResult]) -> Vec<String> {
             Some((r, c)) => lines.push(format!(
                 "{name}: {} (worst cell {} c={} {}: {r:.2}x)",
                 if all { "met" } else { "MISSED" },
-                size_label(c.file_bytes),
+                c.file_label(),
                 c.conns,
                 c.mode()
             )),
@@ -453,6 +456,9 @@ mod tests {
             client_bound: false,
             pinned: false,
             connected: conns,
+            mix: false,
+            requests_by_encoding: None,
+            wrk_req_per_sec: None,
         }
     }
 
