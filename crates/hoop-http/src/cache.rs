@@ -25,6 +25,68 @@ pub struct Entry {
     last_used: u64,
 }
 
+/// One open file kept for `sendfile(2)` (files too big to keep in memory): nginx's
+/// `open_file_cache`, validated like a cached body by a fresh `statx` of the path per request.
+#[derive(Debug, Clone)]
+pub struct FdEntry {
+    /// Its identity when opened.
+    pub meta: FileMeta,
+    /// The open file.
+    pub file: Rc<hoop::fs::File>,
+    /// `ETag`.
+    pub etag: Rc<str>,
+    /// `Last-Modified`.
+    pub last_modified: Rc<str>,
+    last_used: u64,
+}
+
+impl FdEntry {
+    /// An entry for `file` (opened with identity `meta`), served in `coding` or as it is.
+    pub fn new(file: hoop::fs::File, meta: FileMeta, coding: Option<Coding>) -> FdEntry {
+        FdEntry {
+            meta,
+            file: Rc::new(file),
+            etag: meta.etag_for(coding).into(),
+            last_modified: super::date::format(meta.mtime_secs).into(),
+            last_used: 0,
+        }
+    }
+}
+
+/// Precompressed variants found missing, each remembered for [`MISSING_FOR`]: a site without
+/// variants would otherwise pay a failed open per accepted coding on every request of a
+/// compressible file. A variant created meanwhile is served within that second.
+#[derive(Debug, Default)]
+pub struct Missing {
+    since: HashMap<Vec<u8>, std::time::Instant>,
+}
+
+/// How long a variant found missing is not looked for again.
+pub const MISSING_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Variants remembered as missing per thread, at most (then the memory starts afresh).
+const MAX_MISSING: usize = 4096;
+
+impl Missing {
+    /// Whether `key` was found missing less than [`MISSING_FOR`] ago.
+    pub fn is_missing(&self, key: &[u8]) -> bool {
+        self.since
+            .get(key)
+            .is_some_and(|t| t.elapsed() < MISSING_FOR)
+    }
+
+    /// Remembers `key` as missing from now.
+    pub fn note(&mut self, key: Vec<u8>) {
+        if self.since.len() >= MAX_MISSING {
+            self.since.clear();
+        }
+        self.since.insert(key, std::time::Instant::now());
+    }
+}
+
+/// Open files kept per thread, at most.
+const MAX_FDS: usize = 512;
+
 /// The cache key of `rel`'s precompressed variant in `coding`: `rel`, a NUL (which no path
 /// holds), the coding's name. `a.css.gz` asked for by name is cached under its own path.
 pub fn variant_key(rel: &[u8], coding: Coding) -> Vec<u8> {
@@ -39,6 +101,7 @@ pub fn variant_key(rel: &[u8], coding: Coding) -> Vec<u8> {
 #[derive(Debug)]
 pub struct Cache {
     map: HashMap<Vec<u8>, Entry>,
+    fds: HashMap<Vec<u8>, FdEntry>,
     bytes: u64,
     budget_bytes: u64,
     clock: u64,
@@ -49,6 +112,7 @@ impl Cache {
     pub fn new(budget_bytes: u64) -> Cache {
         Cache {
             map: HashMap::new(),
+            fds: HashMap::new(),
             bytes: 0,
             budget_bytes,
             clock: 0,
@@ -69,8 +133,39 @@ impl Cache {
         Some(e)
     }
 
+    /// The open file kept for `path`, if any (its identity still to be checked).
+    pub fn get_fd(&mut self, path: &[u8]) -> Option<&FdEntry> {
+        self.clock += 1;
+        let clock = self.clock;
+        let e = self.fds.get_mut(path)?;
+        e.last_used = clock;
+        Some(e)
+    }
+
+    /// Keeps `entry` for `path` (nothing when the cache is off: a budget of 0 bytes), the
+    /// least recently used open file closed first past [`MAX_FDS`].
+    pub fn insert_fd(&mut self, path: Vec<u8>, mut entry: FdEntry) {
+        if self.budget_bytes == 0 {
+            return;
+        }
+        if self.fds.len() >= MAX_FDS && !self.fds.contains_key(&path) {
+            let oldest = self
+                .fds
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.fds.remove(&k);
+            }
+        }
+        self.clock += 1;
+        entry.last_used = self.clock;
+        self.fds.insert(path, entry);
+    }
+
     /// Forgets `path`.
     pub fn remove(&mut self, path: &[u8]) {
+        self.fds.remove(path);
         if let Some(e) = self.map.remove(path) {
             self.bytes -= e.body.len() as u64;
         }
@@ -161,5 +256,21 @@ mod tests {
         assert_eq!(&*v.body, b"gz");
         assert_ne!(v.etag, c.get(b"a.css").unwrap().etag);
         assert!(c.get(b"a.css.gz").is_none());
+    }
+
+    #[test]
+    fn a_missing_variant_is_remembered_for_a_second_only() {
+        let mut m = Missing::default();
+        assert!(!m.is_missing(b"a.css\0br"));
+        m.note(b"a.css\0br".to_vec());
+        assert!(m.is_missing(b"a.css\0br"));
+        assert!(!m.is_missing(b"a.css\0gzip"));
+        m.since
+            .insert(b"old".to_vec(), std::time::Instant::now() - MISSING_FOR);
+        assert!(!m.is_missing(b"old"), "older than MISSING_FOR: looked for again");
+        for i in 0..MAX_MISSING + 1 {
+            m.note(format!("k{i}").into_bytes());
+        }
+        assert!(m.since.len() <= MAX_MISSING, "bounded");
     }
 }

@@ -22,7 +22,7 @@ use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::{BufRing, IoBuf};
 
 use super::access_log::{AccessLogEntry, Hook, RequestLine};
-use super::cache::{variant_key, Cache, Entry};
+use super::cache::{variant_key, Cache, Entry, FdEntry};
 use super::config::Config;
 use super::date::DateCache;
 use super::deadline::{Deadlines, Timer};
@@ -59,6 +59,8 @@ pub struct Shared {
     pub log: Option<Hook>,
     /// Requests answered on this thread.
     pub requests: Cell<u64>,
+    /// Precompressed variants found missing lately (not looked for again for a second).
+    pub missing: RefCell<super::cache::Missing>,
     /// Connections of this thread reading through the buffer ring right now.
     pub ring_readers: Cell<usize>,
     /// Past this many ring readers, a connection on a buffer ring in user memory reads by
@@ -468,12 +470,16 @@ impl Conn<'_> {
                 let mut variant = rel.clone();
                 variant.extend_from_slice(coding.suffix());
                 let key = variant_key(&rel, coding);
+                if sh.missing.borrow().is_missing(&key) {
+                    continue;
+                }
                 match find(sh, &variant, &key).await {
                     Ok(v) if v.meta().is_file() && v.meta().not_older_than(&original) => {
                         found = v;
                         rep.coding = Some(coding);
                         break;
                     }
+                    Err(Status::NotFound) => sh.missing.borrow_mut().note(key),
                     _ => {}
                 }
             }
@@ -485,6 +491,11 @@ impl Conn<'_> {
                     .send_cached(req, &entry, rep, date, keep, head_only)
                     .await);
             }
+            Found::Fd(entry) => {
+                return Ok(self
+                    .send_by_fd(req, &entry, rep, date, keep, head_only)
+                    .await);
+            }
             Found::Opened(file, meta) => (file, meta),
         };
         let key = match rep.coding {
@@ -494,8 +505,14 @@ impl Conn<'_> {
         let sendfile =
             meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
         let splice = !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        if sendfile {
+            let entry = FdEntry::new(file, meta, rep.coding);
+            sh.cache.borrow_mut().insert_fd(key, entry.clone());
+            return Ok(self
+                .send_by_fd(req, &entry, rep, date, keep, head_only)
+                .await);
+        }
         let cacheable = !splice
-            && !sendfile
             && meta.size <= sh.cfg.cache_max_file_bytes
             && sh.cache.borrow().fits(meta.size);
         if cacheable {
@@ -525,10 +542,6 @@ impl Conn<'_> {
             self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), rep);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
-        }
-        if sendfile {
-            let sent = self.sendfile_body(&file, range.0, range.1).await;
-            return Ok(sent.then_some(status));
         }
         if let (true, Some(pipes)) = (splice, &sh.pipes) {
             if !self.flush().await {
@@ -583,6 +596,33 @@ impl Conn<'_> {
             self.file_body.set(body.len() as u64);
         }
         Ok(Some(Status::Ok))
+    }
+
+    /// Answers from an open file (kept, or just opened): the head, then the body by
+    /// `sendfile(2)`. `None` if the connection failed.
+    async fn send_by_fd(
+        &mut self,
+        req: &Request,
+        entry: &FdEntry,
+        rep: Rep,
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Option<Status> {
+        let decision = decide(req, &entry.meta, &entry.etag);
+        let (status, (start, len)) = self.write_file_head(
+            decision,
+            &entry.meta,
+            date,
+            keep,
+            (&entry.etag, &entry.last_modified),
+            rep,
+        );
+        if head_only || len == 0 {
+            return Some(status);
+        }
+        let file = entry.file.clone();
+        self.sendfile_body(&file, start, len).await.then_some(status)
     }
 
     /// Answers from a cached file: header and body copied into one send when they fit,
@@ -855,6 +895,8 @@ struct Rep {
 /// A file to serve: a cached copy still current, or the file opened and its `statx`.
 enum Found {
     Cached(Entry),
+    /// An open file kept for `sendfile(2)`, still current.
+    Fd(FdEntry),
     Opened(hoop::fs::File, FileMeta),
 }
 
@@ -862,6 +904,7 @@ impl Found {
     fn meta(&self) -> FileMeta {
         match self {
             Found::Cached(e) => e.meta,
+            Found::Fd(e) => e.meta,
             Found::Opened(_, m) => *m,
         }
     }
@@ -875,6 +918,13 @@ async fn find(sh: &Shared, rel: &[u8], key: &[u8]) -> Result<Found, Status> {
     if let Some(entry) = cached {
         match stat_path(sh.root.raw_fd(), rel).await {
             Ok(meta) if meta == entry.meta => return Ok(Found::Cached(entry)),
+            _ => sh.cache.borrow_mut().remove(key),
+        }
+    }
+    let kept = sh.cache.borrow_mut().get_fd(key).cloned();
+    if let Some(entry) = kept {
+        match stat_path(sh.root.raw_fd(), rel).await {
+            Ok(meta) if meta == entry.meta => return Ok(Found::Fd(entry)),
             _ => sh.cache.borrow_mut().remove(key),
         }
     }

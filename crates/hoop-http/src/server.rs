@@ -172,6 +172,7 @@ impl Server {
             pipes: None,
             log: self.log.clone().map(Hook),
             requests: Cell::new(0),
+            missing: RefCell::default(),
             ring_readers: Cell::new(0),
             ring_readers_max: std::env::var("HOOP_HTTP_RING_READERS_MAX")
                 .ok()
