@@ -267,7 +267,10 @@ mod tests {
         assert!(!m.is_missing(b"a.css\0gzip"));
         m.since
             .insert(b"old".to_vec(), std::time::Instant::now() - MISSING_FOR);
-        assert!(!m.is_missing(b"old"), "older than MISSING_FOR: looked for again");
+        assert!(
+            !m.is_missing(b"old"),
+            "older than MISSING_FOR: looked for again"
+        );
         for i in 0..MAX_MISSING + 1 {
             m.note(format!("k{i}").into_bytes());
         }

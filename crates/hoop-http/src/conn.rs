@@ -622,7 +622,9 @@ impl Conn<'_> {
             return Some(status);
         }
         let file = entry.file.clone();
-        self.sendfile_body(&file, start, len).await.then_some(status)
+        self.sendfile_body(&file, start, len)
+            .await
+            .then_some(status)
     }
 
     /// Answers from a cached file: header and body copied into one send when they fit,

@@ -78,8 +78,8 @@
 #[doc(hidden)]
 pub mod accept;
 pub mod access_log;
-mod builder;
 pub(crate) mod autoindex;
+mod builder;
 pub(crate) mod cache;
 pub mod config;
 pub(crate) mod conn;
