@@ -733,16 +733,15 @@ fn unix_dropped_accept_leaks_no_fd() {
 #[test]
 fn tcp_send_file_waits_for_room_and_sends_every_byte() {
     const LEN: usize = 16 << 20;
-    let dir = std::env::temp_dir().join(format!("hoop-sendfile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("f.bin");
     let mut rng = XorShift::new(7);
     let data: Vec<u8> = (0..LEN / 8)
         .flat_map(|_| rng.next().to_le_bytes())
         .collect();
-    std::fs::write(&path, &data).unwrap();
+    let path = std::env::temp_dir().join(format!("hoop-sendfile-{}.bin", std::process::id()));
     each_driver(|kind| {
+        // Inside `run`, under its lock: the other tests here count the process's fds.
         run(kind, async {
+            std::fs::write(&path, &data).unwrap();
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let (c, s) = tcp_pair(&l).await;
             let file = std::fs::File::open(&path).unwrap();
@@ -789,7 +788,7 @@ fn tcp_send_file_waits_for_room_and_sends_every_byte() {
             );
             assert!(got[..LEN] == data[..], "{kind:?}: the bytes differ");
             assert_eq!(&got[LEN..], &data[1000..1010]);
+            let _ = std::fs::remove_file(&path);
         });
     });
-    let _ = std::fs::remove_dir_all(&dir);
 }
