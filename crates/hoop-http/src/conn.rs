@@ -598,6 +598,22 @@ impl Conn<'_> {
         Ok(Some(Status::Ok))
     }
 
+    /// Decides the answer for a file of identity `meta` with `(etag, last_modified)` (the
+    /// conditionals and the range) and appends its head; returns the status and the body
+    /// range to send.
+    fn answer_head(
+        &mut self,
+        req: &Request,
+        meta: &FileMeta,
+        (etag, last_modified): (&str, &str),
+        rep: Rep,
+        date: &str,
+        keep: bool,
+    ) -> (Status, (u64, u64)) {
+        let decision = decide(req, meta, etag);
+        self.write_file_head(decision, meta, date, keep, (etag, last_modified), rep)
+    }
+
     /// Answers from an open file (kept, or just opened): the head, then the body by
     /// `sendfile(2)`. `None` if the connection failed.
     async fn send_by_fd(
@@ -609,15 +625,9 @@ impl Conn<'_> {
         keep: bool,
         head_only: bool,
     ) -> Option<Status> {
-        let decision = decide(req, &entry.meta, &entry.etag);
-        let (status, (start, len)) = self.write_file_head(
-            decision,
-            &entry.meta,
-            date,
-            keep,
-            (&entry.etag, &entry.last_modified),
-            rep,
-        );
+        let validators = (&*entry.etag, &*entry.last_modified);
+        let (status, (start, len)) =
+            self.answer_head(req, &entry.meta, validators, rep, date, keep);
         if head_only || len == 0 {
             return Some(status);
         }
@@ -638,15 +648,9 @@ impl Conn<'_> {
         keep: bool,
         head_only: bool,
     ) -> Option<Status> {
-        let decision = decide(req, &entry.meta, &entry.etag);
-        let (status, (start, len)) = self.write_file_head(
-            decision,
-            &entry.meta,
-            date,
-            keep,
-            (&entry.etag, &entry.last_modified),
-            rep,
-        );
+        let validators = (&*entry.etag, &*entry.last_modified);
+        let (status, (start, len)) =
+            self.answer_head(req, &entry.meta, validators, rep, date, keep);
         if head_only || len == 0 {
             return Some(status);
         }
