@@ -80,33 +80,17 @@ impl Drop for OpenGuard {
     }
 }
 
-/// Counts the connection as a ring reader until dropped.
-struct RingReaderGuard<'a>(&'a Cell<usize>);
+/// Counts the connection in a per-thread tally (busy, reading through the ring) until dropped.
+struct CountGuard<'a>(&'a Cell<usize>);
 
-impl<'a> RingReaderGuard<'a> {
+impl<'a> CountGuard<'a> {
     fn new(c: &'a Cell<usize>) -> Self {
         c.set(c.get() + 1);
-        RingReaderGuard(c)
+        CountGuard(c)
     }
 }
 
-impl Drop for RingReaderGuard<'_> {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
-    }
-}
-
-/// Counts the connection as busy until dropped.
-struct BusyGuard<'a>(&'a Cell<usize>);
-
-impl<'a> BusyGuard<'a> {
-    fn new(c: &'a Cell<usize>) -> Self {
-        c.set(c.get() + 1);
-        BusyGuard(c)
-    }
-}
-
-impl Drop for BusyGuard<'_> {
+impl Drop for CountGuard<'_> {
     fn drop(&mut self) {
         self.0.set(self.0.get() - 1);
     }
@@ -213,9 +197,7 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     // readability with no buffer and reads into the thread's scratch instead (nginx's way with
     // idle keep-alive connections), so thousands of idle connections never drain the ring.
     let ring = ring.filter(|r| r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max);
-    let _ring_reader = ring
-        .as_ref()
-        .map(|_| RingReaderGuard::new(&sh.ring_readers));
+    let _ring_reader = ring.as_ref().map(|_| CountGuard::new(&sh.ring_readers));
     let mut reader = match (&ring, stream.as_tcp_stream()) {
         (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
         (None, Some(tcp)) => {
@@ -271,7 +253,7 @@ impl Conn<'_> {
             if !had_request && !awaiting_first && start_of_request(&input) {
                 head_deadline = Instant::now() + cfg.header_timeout;
             }
-            let busy = BusyGuard::new(&self.sh.busy);
+            let busy = CountGuard::new(&self.sh.busy);
             let mut start = 0;
             let mut close = false;
             let mut unread = false;

@@ -58,6 +58,8 @@ pub struct Call {
     pub(crate) io_len: i64,
     /// Cancel the operation (`ECANCELED`) if it has not completed by then.
     pub(crate) deadline: Option<Duration>,
+    /// A result of 0 means "not ready yet" (`poll(2)` with a zero timeout): read as `EAGAIN`.
+    pub(crate) zero_is_eagain: bool,
 }
 
 impl Call {
@@ -70,6 +72,7 @@ impl Call {
             mode,
             io_len: 0,
             deadline: None,
+            zero_is_eagain: false,
         }
     }
 
@@ -90,7 +93,7 @@ impl Call {
         // SAFETY: the arguments point into memory the operation owns until its completion is
         // delivered (EpollOp's contract), exactly as an SQE's would.
         let r = unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
-        if r == 0 && nr == libc::SYS_poll {
+        if r == 0 && self.zero_is_eagain {
             // `PollOnce`: the fd is not ready after all (the driver's readiness was stale):
             // like EAGAIN, wait for its next edge.
             -libc::EAGAIN
@@ -551,7 +554,10 @@ unsafe impl EpollOp for PollOnce {
             Mode::Readable(self.fd)
         };
         let pfd: *mut libc::pollfd = &mut *self.pfd;
-        Call::new(libc::SYS_poll, &[pfd as _, 1, 0], mode)
+        Call {
+            zero_is_eagain: true,
+            ..Call::new(libc::SYS_poll, &[pfd as _, 1, 0], mode)
+        }
     }
 }
 
