@@ -38,6 +38,8 @@ pub fn builder(kind: DriverKind) -> hoop::Builder {
 
 /// A runtime with default settings on `kind`.
 pub fn runtime(kind: DriverKind) -> hoop::Runtime {
+    // It names its driver: an injected setup failure would only fail the test.
+    let _setup = hoop::fault::opt_out_quietly(&["setup"]);
     let rt = builder(kind)
         .build()
         .unwrap_or_else(|e| panic!("cannot start a runtime on {kind}: {e}"));
@@ -428,6 +430,14 @@ pub const NO_RESETS: &str = "its peers never reset a connection and it checks ev
 #[must_use = "the opt-out ends when the guard drops"]
 pub fn faults_off(kinds: &[&str], reason: &str) -> hoop::fault::OptOut {
     hoop::fault::opt_out_because(kinds, reason)
+}
+
+/// Opts the calling thread out of what the driver matrix opts out of (`setup`, `econnreset`:
+/// see `hoop::__private::each_driver`), quietly (the matrix says it once per run): for a
+/// test's own loop over named drivers, such as a server thread per driver.
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn matrix_faults_off() -> hoop::fault::OptOut {
+    hoop::fault::opt_out_quietly(&hoop::__private::MATRIX_OPT_OUTS)
 }
 
 /// `std::thread::spawn`, with the calling thread's fault opt-outs carried to the new thread,

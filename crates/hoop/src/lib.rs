@@ -197,6 +197,9 @@ pub mod __private {
         }
     }
 
+    /// The fault kinds the driver matrix opts out of (see [`each_driver`]).
+    pub const MATRIX_OPT_OUTS: [&str; 2] = ["setup", "econnreset"];
+
     /// Runs `f` once per driver in `drivers`, in order, and stops at the first failure: a
     /// panic is raised again with `driver=KIND: ` before its message, a failed outcome (an
     /// `Err`) is returned after a line on stderr naming the driver. io_uring is skipped, with
@@ -213,16 +216,19 @@ pub mod __private {
         let mut outcome = None;
         let mut first_panic = None;
         // The harness names the driver of each run, so an injected setup failure would only
-        // fail the test, not test anything: its runtimes opt out of `setup` (tests/faults.rs
-        // covers setup failures and the fallback).
-        let _setup = crate::fault::opt_out_quietly(&["setup"]);
+        // fail the test, not test anything; and a kernel says ECONNRESET only when the peer
+        // reset the connection, which a test's own peers never do. Its runtimes opt out of
+        // both (tests/faults.rs and `hoop soak` cover setup failures, the fallback and resets).
+        let _faults = crate::fault::opt_out_quietly(&MATRIX_OPT_OUTS);
         if let Some(plan) = crate::fault::describe() {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
                 use std::io::Write;
                 let _ = writeln!(
                     std::io::stderr(),
-                    "hoop faults: HOOP_FAULTS={plan}; #[hoop::test] runtimes opt out of setup"
+                    "hoop faults: HOOP_FAULTS={plan}; #[hoop::test] and driver-matrix runtimes \
+                     opt out of {}",
+                    MATRIX_OPT_OUTS.join(", ")
                 );
             });
         }

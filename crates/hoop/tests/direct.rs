@@ -16,7 +16,7 @@ use hoop::DriverKind;
 /// Port and /proc checks are per host state: tests in this file run one at a time.
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
-    hoop::Runtime::builder().driver(kind).build().unwrap()
+    common::runtime(kind)
 }
 
 fn driver() -> Driver {

@@ -59,6 +59,7 @@ fn finish(mut child: Child, what: &str) -> Output {
 /// Runs example `name` with `args` on `driver` and returns its stdout; fails on a non-zero
 /// exit.
 fn run(name: &str, args: &[&str], driver: &str) -> String {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let child = common::command(example(name))
         .args(args)
         .env("HOOP_DRIVER", driver)
@@ -102,7 +103,6 @@ fn copy_example_copies_and_benchmarks() {
 
 #[test]
 fn proxy_example_verifies_every_message() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for driver in drivers() {
         let out = run("proxy", &["--self-test", "10", "50"], driver);
         assert!(out.contains("verified 500 of 500 messages"), "{out}");
@@ -157,7 +157,6 @@ fn proxy_example_stops_on_ctrl_c() {
 
 #[test]
 fn lines_example_answers_every_request() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for driver in drivers() {
         let out = run("lines", &["--self-test", "40"], driver);
         assert!(out.contains("40 of 40 answers correct"), "{out}");

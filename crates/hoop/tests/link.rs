@@ -1,29 +1,19 @@
 //! Linked operations (issue 5): per-operation deadlines (`IORING_OP_LINK_TIMEOUT`, the timer
 //! heap on epoll) and chains (`IOSQE_IO_LINK`, sequential on epoll), on both drivers.
 
+use hoop_test_support as common;
+use common::{each_driver, pipe};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use hoop::driver::{link, op, Op};
 use hoop::DriverKind;
 
-fn each_driver(f: impl Fn(DriverKind)) {
-    for kind in [DriverKind::Uring, DriverKind::Epoll] {
-        f(kind);
-    }
-}
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
-    hoop::Runtime::builder().driver(kind).build().unwrap()
+    common::runtime(kind)
 }
 
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: two new fds nothing else owns.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
 
 /// The deadline fires: a read that never gets data fails with TimedOut, and its buffer comes
 /// back.

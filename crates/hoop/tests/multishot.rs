@@ -10,18 +10,14 @@ use std::time::Duration;
 
 use hoop::DriverKind;
 
-/// fd counts are per process: tests in this file run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// The driver matrix, one test at a time (fd counts are per process).
 fn each_driver(f: impl Fn(DriverKind)) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for kind in [DriverKind::Uring, DriverKind::Epoll] {
-        f(kind);
-    }
+    let _serial = common::serial();
+    common::each_driver(f);
 }
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
-    hoop::Runtime::builder().driver(kind).build().unwrap()
+    common::runtime(kind)
 }
 
 /// One multishot accept serves many connections; each accepted stream works.

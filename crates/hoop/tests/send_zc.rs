@@ -3,6 +3,7 @@
 //! (invariant 1), not merely until the send's result; the fallbacks (plain send: kernel without
 //! `SEND_ZC`, epoll driver, forced, or a socket that refuses zero copy) complete once.
 
+use hoop_test_support as common;
 use hoop_test_support::fd_count;
 use std::cell::Cell;
 use std::io::Read;
@@ -17,18 +18,14 @@ use hoop::driver::MultiOp;
 use hoop::net::TcpListener;
 use hoop::{DriverKind, IoBuf};
 
-/// fd counts are per process: tests in this file run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// The driver matrix, one test at a time (fd counts are per process).
 fn each_driver(f: impl Fn(DriverKind)) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for kind in [DriverKind::Uring, DriverKind::Epoll] {
-        f(kind);
-    }
+    let _serial = common::serial();
+    common::each_driver(f);
 }
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
-    hoop::Runtime::builder().driver(kind).build().unwrap()
+    common::runtime(kind)
 }
 
 /// Byte `i` of the test data: not periodic at 256, so a reordered or repeated chunk shows.
