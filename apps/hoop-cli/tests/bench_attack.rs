@@ -107,6 +107,11 @@ fn attack_mode_reports_every_figure_per_server() {
             assert!(v[f].as_u64().unwrap() > 1 << 20, "{f}: {v}");
         }
         assert!(v["fresh_requests"].as_u64().unwrap() > 0, "{v}");
+        assert!(v["fresh_connect_max_ms"].as_f64().is_some(), "{v}");
+        assert!(
+            v["listen_overflows"].is_u64() || v["listen_overflows"].is_null(),
+            "{v}"
+        );
         assert!(v["pinned"].is_boolean(), "{v}");
     }
     // The table is on stderr with --json.

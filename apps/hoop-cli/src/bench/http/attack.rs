@@ -163,6 +163,12 @@ pub(crate) struct AttackResult {
     pub fresh_requests: u64,
     pub fresh_failures: u64,
     pub fresh_max_ms: Option<f64>,
+    /// The fresh clients' slowest connect, ms (1,000 and more: a SYN dropped because the
+    /// listen queue was full).
+    pub fresh_connect_max_ms: Option<f64>,
+    /// The machine's `TcpExt: ListenOverflows` while the attackers connected and the attacked
+    /// run lasted (every listener of the machine: anything else running counts too).
+    pub listen_overflows: Option<u64>,
     /// Attackers connected (slowloris + idle), and how long that took, seconds.
     pub attackers_connected: usize,
     pub attackers_connect_secs: f64,
@@ -307,6 +313,7 @@ fn attack_one(
     child.check_alive()?;
     let rss_before = rss_bytes(pid);
     let cpu0 = process_cpu(pid).ok();
+    let overflows0 = listen_overflows();
     let fresh = FreshClient::start(child.addr, cfg.path.clone(), body.len(), client_cpu);
     let attacker = Attacker::start(
         child.addr,
@@ -363,6 +370,13 @@ fn attack_one(
         fresh_requests: fresh.ok,
         fresh_failures: fresh.failed,
         fresh_max_ms: fresh.max.map(|d| stats::round3(d.as_secs_f64() * 1000.0)),
+        fresh_connect_max_ms: fresh
+            .connect_max
+            .map(|d| stats::round3(d.as_secs_f64() * 1000.0)),
+        listen_overflows: match (overflows0, listen_overflows()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        },
         attackers_connected: connected.slowloris + connected.idle,
         attackers_connect_secs: stats::round3(connected.secs),
         idle_answered: connected.idle_answered,
@@ -402,6 +416,27 @@ pub(crate) fn parse_vm_rss(status: &str) -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+/// `TcpExt: ListenOverflows` of `/proc/net/netstat`: connections the kernel dropped because
+/// a listener's accept queue was full.
+pub(crate) fn listen_overflows() -> Option<u64> {
+    parse_listen_overflows(&std::fs::read_to_string("/proc/net/netstat").ok()?)
+}
+
+/// The `ListenOverflows` value of `/proc/net/netstat` (a line of names, then one of values).
+pub(crate) fn parse_listen_overflows(netstat: &str) -> Option<u64> {
+    let mut lines = netstat.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "ListenOverflows")?;
+        return values.split_whitespace().nth(i)?.parse().ok();
+    }
+    None
 }
 
 // ----- the attackers ---------------------------------------------------------------------------
@@ -706,6 +741,8 @@ struct Fresh {
     ok: u64,
     failed: u64,
     max: Option<Duration>,
+    /// The slowest connect (a SYN the kernel dropped, its accept queue full, costs 1 s).
+    connect_max: Option<Duration>,
 }
 
 /// A client that, every [`FRESH_EVERY`], connects, asks for the file with `Connection:
@@ -731,7 +768,9 @@ impl FreshClient {
                     break;
                 }
                 let t0 = Instant::now();
-                let ok = fresh_once(addr, &request, len).unwrap_or(false);
+                let mut connect = Duration::ZERO;
+                let ok = fresh_once(addr, &request, len, &mut connect).unwrap_or(false);
+                f.connect_max = Some(f.connect_max.map_or(connect, |m| m.max(connect)));
                 let took = t0.elapsed();
                 if ok {
                     f.ok += 1;
@@ -753,9 +792,17 @@ impl FreshClient {
 }
 
 /// One fresh request: whether a 200 with the file's length came back in time.
-fn fresh_once(addr: SocketAddr, request: &[u8], len: usize) -> io::Result<bool> {
-    let deadline = Instant::now() + FRESH_TIMEOUT;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, FRESH_TIMEOUT)?;
+fn fresh_once(
+    addr: SocketAddr,
+    request: &[u8],
+    len: usize,
+    connect: &mut Duration,
+) -> io::Result<bool> {
+    let t0 = Instant::now();
+    let deadline = t0 + FRESH_TIMEOUT;
+    let s = std::net::TcpStream::connect_timeout(&addr, FRESH_TIMEOUT);
+    *connect = t0.elapsed();
+    let mut s = s?;
     s.write_all(request)?;
     let mut got = Vec::with_capacity(len + 512);
     let mut buf = [0u8; 8192];
@@ -795,7 +842,7 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
         ));
     }
     s.push_str(&format!(
-        "{:<16} {:>10} {:>10} {:>6} {:>8} {:>8} {:>8} {:>7} {:>9} {:>6} {:>6} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
+        "{:<16} {:>10} {:>10} {:>6} {:>8} {:>8} {:>8} {:>7} {:>9} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
         "server",
         "req/s",
         "attacked",
@@ -805,6 +852,7 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
         "p99 1st",
         "stalled",
         "fresh max",
+        "ovfl",
         "held",
         "closed",
         "RSS MiB",
@@ -815,7 +863,7 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
     ));
     for r in results {
         s.push_str(&format!(
-            "{:<16} {:>10.0} {:>10.0} {:>6} {:>8} {:>8} {:>8} {:>7} {:>9} {:>6} {:>6} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
+            "{:<16} {:>10.0} {:>10.0} {:>6} {:>8} {:>8} {:>8} {:>7} {:>9} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
             label(&r.server),
             r.legit_req_per_sec_unattacked,
             r.legit_req_per_sec_attacked,
@@ -825,6 +873,7 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
             f(r.p99_ms_first_second, 2),
             if r.stalled { "yes" } else { "no" },
             f(r.fresh_max_ms, 1),
+            r.listen_overflows.map_or("-".into(), |n| n.to_string()),
             r.held_connections,
             r.closed_by_server,
             mib(r.rss_bytes_before),
@@ -837,7 +886,8 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
     s.push_str(
         "\nreq/s, p99: legitimate verified requests without and under attack (p99 1st: the attacked \
          run's first second); stalled: a second of it with no verified request; fresh max: the \
-         slowest new-connection request from the attack's start; held: attackers still connected at the end \
+         slowest new-connection request from the attack's start; ovfl: connections the kernel \
+         dropped meanwhile for a full accept queue (the whole machine's count); held: attackers still connected at the end \
          (closed: cut by the server's timeouts); RSS before / during / 2 s after the attackers \
          left; B/held: RSS growth per held connection; CPU ms: the server's CPU while the \
          attackers connected\n",
@@ -852,6 +902,14 @@ pub(crate) fn attack_table(results: &[AttackResult], notes: &[String]) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_overflows_parse() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 3 54983 54983\n\
+                    IpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(parse_listen_overflows(text), Some(54983));
+        assert_eq!(parse_listen_overflows("IpExt: A\nIpExt: 1\n"), None);
+    }
 
     #[test]
     fn vm_rss_parses() {
