@@ -749,7 +749,7 @@ struct Fresh {
 /// close` and reads the answer to its end (as curl would), each within [`FRESH_TIMEOUT`].
 struct FreshClient {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Fresh>,
+    thread: Option<std::thread::JoinHandle<Fresh>>,
 }
 
 impl FreshClient {
@@ -782,12 +782,28 @@ impl FreshClient {
             }
             f
         });
-        FreshClient { stop, thread }
+        FreshClient {
+            stop,
+            thread: Some(thread),
+        }
     }
 
-    fn finish(self) -> Fresh {
+    fn finish(mut self) -> Fresh {
         self.stop.store(true, Ordering::Release);
-        self.thread.join().unwrap_or_default()
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for FreshClient {
+    /// Stopped on every path (a measurement that failed half-way included).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
