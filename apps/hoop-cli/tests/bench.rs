@@ -6,9 +6,10 @@
 //! counted errors or verified no request at all (the result is printed all the same), on bad
 //! input, or when the server cannot be reached.
 
+use hoop_test_support as common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -92,25 +93,13 @@ fn serve(mut s: TcpStream, behaviour: Behaviour) {
 }
 
 fn hoop(args: &[&str]) -> Output {
-    Command::new(HOOP).args(args).output().unwrap()
-}
-
-/// The JSON lines of stdout.
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    common::command(HOOP).args(args).output().unwrap()
 }
 
 /// Exit code 1 with `needle` in stderr, and no panic.
 fn assert_clean_failure(out: &Output, needle: &str) {
-    let err = stderr(out);
+    let err = common::stderr_text(out);
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
     assert!(err.contains(needle), "expected {needle:?} in stderr: {err}");
     assert!(!err.contains("panicked"), "panic: {err}");
@@ -121,8 +110,13 @@ fn echo_json(addr: SocketAddr, conns: &str) -> (Output, Value) {
     let out = hoop(&[
         "bench", "echo", "--addr", &addr, "-c", conns, "-l", "100", "-t", "1", "--json",
     ]);
-    let lines = json_lines(&out);
-    assert_eq!(lines.len(), 1, "one measurement; stderr: {}", stderr(&out));
+    let lines = common::json_lines(&out);
+    assert_eq!(
+        lines.len(),
+        1,
+        "one measurement; stderr: {}",
+        common::stderr_text(&out)
+    );
     let v = lines[0].clone();
     (out, v)
 }
@@ -131,7 +125,11 @@ fn echo_json(addr: SocketAddr, conns: &str) -> (Output, Value) {
 fn echo_against_a_correct_server_counts_requests_and_no_errors() {
     let server = TestServer::start(Behaviour::Echo);
     let (out, v) = echo_json(server.addr, "4");
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
     assert_eq!(v["bench"], "echo");
     assert_eq!(v["conns"], 4);
     assert_eq!(v["len_bytes"], 100);
@@ -191,7 +189,7 @@ fn echo_to_an_unreachable_address_is_a_clear_error() {
     };
     let out = hoop(&["bench", "echo", "--addr", &addr, "-t", "1", "--json"]);
     assert_clean_failure(&out, "cannot connect to");
-    assert!(json_lines(&out).is_empty(), "no fake result");
+    assert!(common::json_lines(&out).is_empty(), "no fake result");
 }
 
 #[test]
@@ -238,8 +236,12 @@ fn nop_prints_hoop_and_the_raw_ceiling() {
         "--json",
         "--no-peers",
     ]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
-    let lines = json_lines(&out);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
+    let lines = common::json_lines(&out);
     assert_eq!(
         lines.len(),
         2,
@@ -281,9 +283,9 @@ fn nop_shared_counts_verified_no_ops_beside_the_thread_per_core_and_raw_rings() 
     let out = hoop(&[
         "bench", "nop", "--shared", "-t", "2", "-b", "8", "-n", "64", "-T", "1", "--json",
     ]);
-    let err = stderr(&out);
+    let err = common::stderr_text(&out);
     assert!(out.status.success(), "stderr: {err}");
-    let lines = json_lines(&out);
+    let lines = common::json_lines(&out);
     let engines: Vec<&str> = lines
         .iter()
         .map(|v| v["engine"].as_str().unwrap())
@@ -355,8 +357,12 @@ fn side_by_side_alternates_servers_and_measures_them() {
         "2",
         "--json",
     ]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
-    let lines = json_lines(&out);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
+    let lines = common::json_lines(&out);
     let order: Vec<(String, u64)> = lines
         .iter()
         .map(|v| {
@@ -381,7 +387,7 @@ fn side_by_side_alternates_servers_and_measures_them() {
     );
     // The table (human output, on stderr with --json) labels the two hoop drivers and gives
     // hoop(io_uring)/hoop(epoll).
-    let err = stderr(&out);
+    let err = common::stderr_text(&out);
     for needle in [
         "| hoop (io_uring) |",
         "| hoop (epoll) |",
@@ -424,7 +430,7 @@ fn the_suite_writes_a_report() {
         &dir_arg,
         "--json",
     ]);
-    let err = stderr(&out);
+    let err = common::stderr_text(&out);
     if !out.status.success() && err.contains("warning: file bench (O_DIRECT): --direct:") {
         // The file system of the target dir refuses O_DIRECT (tmpfs, some overlays): a
         // property of the machine, which the suite reports as a failed part.
@@ -435,7 +441,7 @@ fn the_suite_writes_a_report() {
     // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines and 2 rows of
     // shared rings (1 and 4 threads), then the file engines (O_DIRECT, then buffered; fio's
     // only where fio is installed).
-    let lines = json_lines(&out);
+    let lines = common::json_lines(&out);
     let (file, others): (Vec<&Value>, Vec<&Value>) =
         lines.iter().partition(|v| v["bench"] == "file");
     let (http, others): (Vec<&Value>, Vec<&Value>) =

@@ -4,9 +4,10 @@
 //! one is an error (exit status 1), never a delivery. Each run is a handful of clients for a
 //! fraction of a second.
 
+use hoop_test_support as common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -17,23 +18,12 @@ use serde_json::Value;
 const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
 
 fn hoop(args: &[&str]) -> Output {
-    Command::new(HOOP)
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    common::command(HOOP)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn cpus() -> usize {
@@ -90,9 +80,9 @@ fn side_by_side_json_contract_with_zero_errors() {
     let out = hoop(&[
         "bench", "fanout", "--json", "-c", "4", "-l", "48", "-t", "0.3", "--rounds", "1",
     ]);
-    let err = stderr(&out);
+    let err = common::stderr_text(&out);
     assert!(out.status.success(), "stderr: {err}");
-    let lines = json_lines(&out);
+    let lines = common::json_lines(&out);
     let servers: Vec<&str> = lines
         .iter()
         .map(|v| v["server"].as_str().unwrap())
@@ -141,9 +131,9 @@ fn hog_rows_run_beside_unloaded_ones() {
         "hoop-epoll",
         "--hog",
     ]);
-    let err = stderr(&out);
+    let err = common::stderr_text(&out);
     assert!(out.status.success(), "stderr: {err}");
-    let lines = json_lines(&out);
+    let lines = common::json_lines(&out);
     let hogs: Vec<bool> = lines.iter().map(|v| v["hog"].as_bool().unwrap()).collect();
     assert_eq!(hogs, [false, true], "{err}");
     for v in &lines {
@@ -181,7 +171,7 @@ fn bad_arguments_fail_with_one_line() {
         let mut all = vec!["bench", "fanout"];
         all.extend_from_slice(args);
         let out = hoop(&all);
-        let err = stderr(&out);
+        let err = common::stderr_text(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(
             err.contains(needle),
@@ -282,8 +272,13 @@ fn external(server: &ChatServer) -> (Output, Value) {
     let out = hoop(&[
         "bench", "fanout", "--addr", &addr, "-c", "3", "-t", "0.3", "--rounds", "1", "--json",
     ]);
-    let lines = json_lines(&out);
-    assert_eq!(lines.len(), 1, "one measurement; stderr: {}", stderr(&out));
+    let lines = common::json_lines(&out);
+    assert_eq!(
+        lines.len(),
+        1,
+        "one measurement; stderr: {}",
+        common::stderr_text(&out)
+    );
     let v = lines[0].clone();
     (out, v)
 }
@@ -292,7 +287,11 @@ fn external(server: &ChatServer) -> (Output, Value) {
 fn a_faithful_server_verifies_every_delivery() {
     let server = ChatServer::start(Fault::None);
     let (out, v) = external(&server);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
     assert_clean_measurement(&v);
     assert_eq!(v["server"], "external");
     // No server PID: its CPU is unknown.
@@ -303,7 +302,12 @@ fn a_faithful_server_verifies_every_delivery() {
 fn a_dropped_message_is_an_error_not_a_delivery() {
     let server = ChatServer::start(Fault::DropOne);
     let (out, v) = external(&server);
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
     // Each of the 3 receivers misses it: a gap each (or, had its sender sent nothing after
     // it, a stalled message).
     assert!(v["errors"].as_u64().unwrap() >= 1, "{v}");
@@ -321,7 +325,12 @@ fn a_dropped_message_is_an_error_not_a_delivery() {
 fn a_corrupt_message_is_an_error_not_a_delivery() {
     let server = ChatServer::start(Fault::CorruptOne);
     let (out, v) = external(&server);
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        common::stderr_text(&out)
+    );
     // Every receiver sees the wrong byte (and then, as the corrupt message's sequence number
     // could not be trusted, a gap before its sender's next message).
     assert!(v["errors"].as_u64().unwrap() >= 3, "{v}");

@@ -4,8 +4,9 @@
 //! later reads; O_DIRECT on tmpfs and bad arguments are clear errors (exit 1), never a panic.
 //! Nothing here asserts on speed.
 
+use hoop_test_support as common;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -35,7 +36,7 @@ impl Drop for TempDir {
 }
 
 fn hoop(args: &[&str]) -> Output {
-    Command::new(HOOP).args(args).output().unwrap()
+    common::command(HOOP).args(args).output().unwrap()
 }
 
 fn text(b: &[u8]) -> String {
@@ -323,7 +324,7 @@ fn a_depth_list_sweeps_every_engine_and_draws_the_chart() {
 fn fsread(dir: &Path, peer_bin: &Path, args: &[&str]) -> Output {
     let mut all = vec!["bench", "fsread", "--json", "--dir", dir.to_str().unwrap()];
     all.extend_from_slice(args);
-    let out = Command::new(HOOP)
+    let out = common::command(HOOP)
         .args(&all)
         .env("HOOP_PEER_BIN", peer_bin)
         .output()

@@ -2,10 +2,11 @@
 //! connection per request, pipelining, byte verification, and clear failures; and the
 //! smallest side-by-side run of issue 22's pair (hyper-shared against hyper-tokio).
 
+use hoop_test_support as common;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ impl Drop for Setup {
 }
 
 fn setup(name: &str) -> Setup {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -34,7 +36,7 @@ fn setup(name: &str) -> Setup {
     let mut other = data.clone();
     other[69_999] ^= 1;
     std::fs::write(dir.join("other.bin"), &other).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_hoop"))
+    let mut server = common::command(env!("CARGO_BIN_EXE_hoop"))
         .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
         .arg(&dir)
         .stdin(Stdio::null())
@@ -60,7 +62,8 @@ fn setup(name: &str) -> Setup {
 }
 
 fn hoop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hoop"))
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    common::command(env!("CARGO_BIN_EXE_hoop"))
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -349,15 +352,6 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
     }
 }
 
-/// The JSON lines of a run's stdout.
-fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// The static mix (issue 23): 20 files of 3-300 KB with `.gz` variants, every request with
 /// `Accept-Encoding: br, gzip`, every response verified against the file or its variant.
 /// hoop's server only, two short rounds; checks the output's shape, never a speed.
@@ -384,7 +378,7 @@ fn static_mix_cell_verifies_every_response() {
     let _ = std::fs::remove_dir_all(&dir);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let results = json_lines(&out);
+    let results = common::json_lines(&out);
     let runs: Vec<&Value> = results
         .iter()
         .filter(|v| v["server"] == "hoop" && v["client"] == "hoop")
@@ -463,7 +457,7 @@ fn wrk_runs_beside_the_load_generator_in_every_cell() {
     let _ = std::fs::remove_dir_all(&dir);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let results = json_lines(&out);
+    let results = common::json_lines(&out);
     for (mode, mix) in [
         ("keep-alive", false),
         ("close", false),

@@ -4,12 +4,13 @@
 //! leaves nothing behind. Every client operation is bounded: socket timeouts for the std
 //! clients, `hoop::time::timeout` for the hoop ones, a deadline for every wait.
 
+use hoop_test_support as common;
 use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::pin::pin;
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -32,7 +33,8 @@ struct Server {
 impl Server {
     /// Starts `hoop serve echo --addr 127.0.0.1:0 <extra>` and reads its first line.
     fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+        let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
             .args(["serve", "echo", "--addr", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
@@ -285,6 +287,9 @@ async fn hoop_client(addr: SocketAddr, seed: u64) -> io::Result<usize> {
 
 /// `conns` concurrent hoop clients against `addr`, all within 60 s.
 fn many_clients(addr: SocketAddr, conns: u64) {
+    // The clients run here, in-process: a made-up reset on one's write would leave its read
+    // waiting for an echo of bytes never sent.
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     raise_nofile_limit();
     let rt = hoop::Runtime::new().expect("hoop runtime");
     let outcome = rt.block_on(hoop::time::timeout(Duration::from_secs(60), async move {
@@ -503,6 +508,7 @@ fn sigint_exits_zero_with_open_connections_epoll_two_threads() {
 /// stderr before its `listening on` line; stdout's first line stays exactly that line.
 #[test]
 fn the_driver_is_named_on_stderr() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let cases: [(&[&str], Option<&str>, &str); 4] = [
         (&["--driver", "epoll"], None, "driver epoll"),
         (
@@ -515,7 +521,7 @@ fn the_driver_is_named_on_stderr() {
         (&["--driver", "epoll"], Some("uring"), "driver epoll"),
     ];
     for (args, env, needle) in cases {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hoop"));
+        let mut cmd = common::command(env!("CARGO_BIN_EXE_hoop"));
         cmd.args(["serve", "echo", "--addr", "127.0.0.1:0"])
             .args(args)
             .env_remove("HOOP_DRIVER")
@@ -602,6 +608,7 @@ fn monoio_baseline_echoes() {
 /// Invalid arguments fail with a message and never print the `listening on` line.
 #[test]
 fn invalid_arguments_are_refused() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for args in [
         &["--addr", "127.0.0.1:0", "--threads", "0"][..],
         &[
@@ -624,7 +631,7 @@ fn invalid_arguments_are_refused() {
             "epoll",
         ],
     ] {
-        let child = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        let child = common::command(env!("CARGO_BIN_EXE_hoop"))
             .args(["serve", "echo"])
             .args(args)
             .stdin(Stdio::null())

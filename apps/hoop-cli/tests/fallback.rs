@@ -12,6 +12,7 @@
 //! it must not report "uring"), so a filter that silently did nothing fails the test rather than
 //! pass it for the wrong reason.
 
+use hoop_test_support as common;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -63,8 +64,9 @@ fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
 /// `hoop ARGS`, to be run with io_uring_setup blocked (PR_SET_NO_NEW_PRIVS, then the filter,
 /// both in the child before exec; the filter survives exec).
 fn blocked_hoop(args: &[&str]) -> Command {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let filter = io_uring_setup_filter();
-    let mut cmd = Command::new(HOOP);
+    let mut cmd = common::command(HOOP);
     cmd.args(args)
         .env_remove("HOOP_DRIVER")
         .stdin(Stdio::null())
@@ -511,7 +513,8 @@ fn check_uring_probe(v: &serde_json::Value) {
 /// does not, "epoll" with a reason. Either way the JSON and the lines agree.
 #[test]
 fn probe_without_the_filter_is_consistent() {
-    let out = Command::new(HOOP)
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let out = common::command(HOOP)
         .args(["probe", "--json"])
         .env("HOOP_DRIVER", "epoll")
         .output()
@@ -537,7 +540,7 @@ fn probe_without_the_filter_is_consistent() {
         }
         other => panic!("driver {other:?}: {v}"),
     }
-    let human = Command::new(HOOP)
+    let human = common::command(HOOP)
         .arg("probe")
         .output()
         .expect("run hoop probe");

@@ -5,11 +5,12 @@
 //! Every server is a child process owned by a guard that kills it on drop; every client read
 //! and write has a timeout; every loop is bounded in count.
 
+use hoop_test_support as common;
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -98,7 +99,8 @@ impl Server {
     }
 
     fn start_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hoop"));
+        let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+        let mut cmd = common::command(env!("CARGO_BIN_EXE_hoop"));
         cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
             .arg(root)
             .args(extra)
@@ -1020,6 +1022,7 @@ fn sigterm_and_sigint_let_responses_finish_then_exit_zero_epoll() {
 
 #[test]
 fn bad_root_or_flag_exits_one_with_one_line() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root("bad");
     let r = root.to_str().unwrap();
     let file = format!("{r}/a.txt");
@@ -1032,7 +1035,7 @@ fn bad_root_or_flag_exits_one_with_one_line() {
         vec!["serve", "http", "--root", r, "--driver", "nosuch"],
         vec!["serve", "http"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        let out = common::command(env!("CARGO_BIN_EXE_hoop"))
             .args(&args)
             .stdin(Stdio::null())
             .output()
@@ -1047,8 +1050,9 @@ fn bad_root_or_flag_exits_one_with_one_line() {
 /// `--access-log`: one line per request on stdout, after the `listening on` line.
 #[test]
 fn access_log_lines_follow_the_listening_line() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root("log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hoop"))
+    let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
         .args([
             "serve",
             "http",
@@ -1093,6 +1097,7 @@ fn access_log_lines_follow_the_listening_line() {
 /// `--index NAME`: a directory target serves NAME (not index.html); a directory without it is
 /// 403; a bad NAME is refused at start (exit code 1, as every bad argument of the CLI).
 fn index_option(driver: &str) {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root(&format!("index-{driver}"));
     std::fs::write(root.join("home.htm"), b"home page\n").unwrap();
     std::fs::write(root.join("docs/home.htm"), b"docs home\n").unwrap();
@@ -1106,7 +1111,7 @@ fn index_option(driver: &str) {
     assert_eq!(server.get("/empty/").status, 403);
     drop(server);
     for bad in ["", ".hidden", "a/b"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_hoop"))
+        let out = common::command(env!("CARGO_BIN_EXE_hoop"))
             .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
             .arg(&root)
             .args(["--index", bad])

@@ -4,8 +4,9 @@
 //! everywhere, and a peer that cannot be built or run is skipped with one line saying why; the
 //! run goes on and succeeds with what did run.
 
+use hoop_test_support as common;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -42,7 +43,8 @@ impl Drop for TempDir {
 
 /// `hoop ARGS` with the peers' binary missing.
 fn without_peer_binary(args: &[&str]) -> Output {
-    Command::new(HOOP)
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    common::command(HOOP)
         .args(args)
         .env("HOOP_PEER_BIN", "/nonexistent/hoop-peer")
         .output()
@@ -105,10 +107,11 @@ fn file_peers_are_accepted_and_skipped_with_a_line_when_their_binary_is_missing(
 /// peer, after cargo's own output; the run succeeds with what ran.
 #[test]
 fn a_failed_peer_build_is_a_skip_line_not_a_failed_run() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let dir = TempDir::new("build");
     let peers = TempDir::new("broken-peers");
     std::fs::write(peers.0.join("Cargo.toml"), "this is not a manifest [").unwrap();
-    let out = Command::new(HOOP)
+    let out = common::command(HOOP)
         .args([
             "bench",
             "file",

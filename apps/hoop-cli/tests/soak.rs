@@ -1,11 +1,11 @@
 //! `hoop soak`: a short run passes on this machine, prints its JSON contract, and draws soak.svg.
 
-use std::process::Command;
+use hoop_test_support as common;
 
 #[test]
 fn a_short_soak_passes_with_its_json_and_chart() {
     let out_dir = std::env::temp_dir().join(format!("hoop-soak-test-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_hoop"))
+    let out = common::command(env!("CARGO_BIN_EXE_hoop"))
         .args(["soak", "--secs", "3", "--seed", "1", "--json", "--out"])
         .arg(&out_dir)
         .output()

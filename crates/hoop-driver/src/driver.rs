@@ -780,6 +780,8 @@ pub struct Op<T: OpCode> {
     /// The slot's `user_data` while `InFlight`.
     user_data: u64,
     phase: Phase,
+    /// Times the operation ended with an `ECANCELED` nobody asked for and went in again.
+    resubmits: u8,
 }
 
 impl<T: OpCode> std::fmt::Debug for Op<T> {
@@ -797,6 +799,7 @@ impl<T: OpCode> Op<T> {
             driver: None,
             user_data: 0,
             phase: Phase::Idle,
+            resubmits: 0,
         }
     }
 
@@ -809,6 +812,23 @@ impl<T: OpCode> Op<T> {
             // Unreachable: the data leaves only in `finish` (phase `Done`) or in `drop`.
             None => Poll::Pending,
         }
+    }
+}
+
+impl<T: OpCode + UringOp + EpollOp> Op<T> {
+    /// The final completion `c` of the operation in flight: its output, or, for an
+    /// `ECANCELED` nobody asked for, the operation again ([`crate::op::resubmit_after`]).
+    #[inline]
+    fn settle(&mut self, c: Completion, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let deadline = self
+            .data
+            .as_ref()
+            .is_some_and(|d| d.link_timeout().is_some());
+        if crate::op::resubmit_after(&c, deadline, &mut self.resubmits) {
+            self.phase = Phase::Idle;
+            return self.start(cx);
+        }
+        self.finish(c)
     }
 }
 
@@ -876,7 +896,7 @@ impl<T: OpCode + UringOp + EpollOp> Op<T> {
                         .table_mut()
                         .poll_slot(user_data, cx.waker());
                     if let Poll::Ready(c) = ready {
-                        return self.finish(c);
+                        return self.settle(c, cx);
                     }
                 }
                 // The slot holds the waker.
@@ -909,7 +929,7 @@ impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
                         flags: 0,
                     },
                 };
-                this.finish(c)
+                this.settle(c, cx)
             }
             Phase::Idle | Phase::Room(_) => this.start(cx),
             Phase::Done => panic!("hoop Op polled after completion"),

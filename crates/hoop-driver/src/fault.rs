@@ -209,6 +209,7 @@ fn env_plan() -> Option<Plan> {
         match Plan::parse(&spec) {
             Ok(plan) => {
                 install_panic_note(plan);
+                install_tally();
                 Some(plan)
             }
             Err(e) => {
@@ -222,6 +223,33 @@ fn env_plan() -> Option<Plan> {
 #[cfg(not(feature = "fault-injection"))]
 fn env_plan() -> Option<Plan> {
     None
+}
+
+/// With `HOOP_FAULTS_TALLY=DIR` beside `HOOP_FAULTS`, the process writes the faults it
+/// injected per kind to `DIR/PID.tally` when it exits (`kind count` lines), so a run of many
+/// processes (a test suite and the servers it starts) can be totalled (`.ci/run` does).
+#[cfg(feature = "fault-injection")]
+fn install_tally() {
+    if std::env::var_os("HOOP_FAULTS_TALLY").is_none() {
+        return;
+    }
+    extern "C" fn write_tally() {
+        let Some(dir) = std::env::var_os("HOOP_FAULTS_TALLY") else {
+            return;
+        };
+        let path = std::path::Path::new(&dir).join(format!("{}.tally", std::process::id()));
+        let text: String = KINDS
+            .iter()
+            .zip(COUNTS.iter())
+            .map(|(name, c)| format!("{name} {}\n", c.load(Ordering::Relaxed)))
+            .collect();
+        let _ = std::fs::write(path, text);
+    }
+    // SAFETY: `write_tally` is an `extern "C" fn()` that never unwinds (it only formats and
+    // writes a file, ignoring errors); atexit keeps the pointer for the life of the process.
+    unsafe {
+        libc::atexit(write_tally);
+    }
 }
 
 /// Every panic under faults names the plan, so the run can be repeated.
@@ -276,18 +304,61 @@ pub fn counts() -> Vec<(&'static str, u64)> {
 /// opt-out that silently names nothing would hide a typo.
 #[must_use = "the opt-out ends when the guard drops"]
 pub fn opt_out(kinds: &[&str]) -> OptOut {
+    opt_out_because(kinds, "")
+}
+
+/// [`opt_out`] with the reason, which the line on stderr gives:
+/// `hoop faults: THREAD opts out of KINDS: REASON (HOOP_FAULTS=...)`. Under the test harness
+/// the thread's name is the test's, so the opt-outs of a run are a list of tests by name.
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn opt_out_because(kinds: &[&str], reason: &str) -> OptOut {
     let guard = opt_out_quietly(kinds);
     if let Some(plan) = current_plan() {
         use std::io::Write as _;
         let thread = std::thread::current();
+        let because = if reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {reason}")
+        };
         let _ = writeln!(
             std::io::stderr(),
-            "hoop faults: {} opts out of {} (HOOP_FAULTS={plan})",
+            "hoop faults: {} opts out of {}{because} (HOOP_FAULTS={plan})",
             thread.name().unwrap_or("?"),
             kinds.join(", ")
         );
     }
     guard
+}
+
+/// The plan in force on this thread without the kinds it opted out of, spelled as
+/// `HOOP_FAULTS` takes it: what a child process this thread starts should get, so an
+/// opt-out covers the programs a test runs. `None` when no plan is in force.
+pub fn describe_for_child() -> Option<String> {
+    let mut plan = current_plan()?;
+    plan.kinds &= !OPTED_OUT.with(Cell::get);
+    Some(plan.to_string())
+}
+
+/// The kinds this thread opted out of, to carry to a thread it starts ([`opt_out_inherited`]).
+pub fn opted_out() -> OptedOut {
+    OptedOut(OPTED_OUT.with(Cell::get))
+}
+
+/// Kinds a thread opted out of ([`opted_out`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OptedOut(u32);
+
+/// Opts the current thread out of the kinds another thread opted out of (quietly: that thread
+/// said so), until the guard drops.
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn opt_out_inherited(from: OptedOut) -> OptOut {
+    let previous = OPTED_OUT.with(|o| {
+        let previous = o.get();
+        o.set(previous | from.0);
+        previous
+    });
+    OptOut { previous }
 }
 
 /// [`opt_out`] without the line on stderr, for a harness that says it once for all its tests.

@@ -42,6 +42,10 @@ pub struct Link<A: OpCode, B: OpCode> {
     ticket: Option<u64>,
     /// The first part's raw result, to decide the second's fate on epoll.
     a_res: Option<i32>,
+    /// Epoll: times the first part ended with an `ECANCELED` nobody asked for and went in
+    /// again (`op::resubmit_after`; on io_uring both parts end together, as the kernel chains
+    /// them).
+    resubmits: u8,
 }
 
 impl<A: OpCode, B: OpCode> std::fmt::Debug for Link<A, B> {
@@ -67,6 +71,7 @@ where
         driver: None,
         ticket: None,
         a_res: None,
+        resubmits: 0,
     }
 }
 
@@ -116,6 +121,13 @@ where
         if let Part::InFlight(_, ua) = &this.a {
             if let Poll::Ready(c) = d.table_mut().poll_slot(*ua, cx.waker()) {
                 if let Part::InFlight(data, _) = std::mem::replace(&mut this.a, Part::Gone) {
+                    let deadline = data.link_timeout().is_some();
+                    if !uring && crate::op::resubmit_after(&c, deadline, &mut this.resubmits) {
+                        // Not run: pushed again by the next poll (the second part waits).
+                        this.a = Part::Ready(data);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
                     this.a_res = Some(c.res);
                     this.a = Part::Done(data.complete(c));
                 }

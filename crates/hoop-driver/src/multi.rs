@@ -27,6 +27,8 @@ enum State {
 pub struct MultiOp<T: MultishotCode> {
     data: Option<T>,
     state: State,
+    /// Arms in a row that ended with an `ECANCELED` nobody asked for and were armed again.
+    resubmits: u8,
 }
 
 impl<T: MultishotCode> std::fmt::Debug for MultiOp<T> {
@@ -48,6 +50,7 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
         MultiOp {
             data: Some(data),
             state: State::Idle { ticket: None },
+            resubmits: 0,
         }
     }
 
@@ -136,7 +139,16 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(x) => x,
                     };
+                    if c.res >= 0 {
+                        self.resubmits = 0;
+                    }
                     let item = data.item(c);
+                    // An arm cancelled by nobody here ran nothing: armed again, its error item
+                    // (which gave any buffer back) dropped (`op::resubmit_after`).
+                    if last && crate::op::resubmit_after(&c, false, &mut self.resubmits) {
+                        self.state = State::Idle { ticket: None };
+                        continue;
+                    }
                     if last {
                         self.state = if data.rearm(&c) {
                             State::Idle { ticket: None }

@@ -5,6 +5,7 @@
 //! Every read and write has a timeout, every wait on the server thread is bounded, and every
 //! loop is bounded in count; nothing measures speed.
 
+use hoop_test_support as common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -344,6 +345,7 @@ fn the_access_log_hook_sees_every_answered_request() {
 /// `bind` then `run`: threads of the server's own, stopped by the builder's token.
 #[test]
 fn run_serves_on_threads_of_its_own_until_the_token() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let root = make_root("run", false);
     let token = CancellationToken::new();
     let bound = Server::builder(&root)
@@ -356,7 +358,7 @@ fn run_serves_on_threads_of_its_own_until_the_token() {
     let addr = bound.local_addr();
     assert_ne!(addr.port(), 0);
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    common::spawn(move || {
         let _ = tx.send(bound.run().map_err(|e| e.to_string()));
     });
     // Connections spread over both listeners; each gets its file.

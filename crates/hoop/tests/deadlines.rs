@@ -1,7 +1,7 @@
 //! Deadlines on hoop's own futures (issue 11, section 3): linked to the operation in the
 //! kernel (the timer heap on epoll), the buffer comes back, and the error says which deadline.
 
-mod common;
+use hoop_test_support as common;
 
 use std::io::Write;
 use std::time::Duration;
@@ -17,6 +17,7 @@ fn is_deadline(e: &std::io::Error) -> bool {
 
 #[test]
 fn tcp_read_write_accept_connect_deadlines() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     bounded(60, || {
         each_driver(|kind| {
             runtime(kind).block_on(async {

@@ -2,6 +2,8 @@
 //! registered file table, operations on the slot, and the close of the slot through the ring.
 //! On the epoll driver `incoming_direct` falls back to plain sockets.
 
+use hoop_test_support as common;
+use hoop_test_support::serial;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
@@ -12,11 +14,6 @@ use hoop::net::{DirectTcpStream, TcpListener};
 use hoop::DriverKind;
 
 /// Port and /proc checks are per host state: tests in this file run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
     hoop::Runtime::builder().driver(kind).build().unwrap()
@@ -172,6 +169,7 @@ fn echo_over_direct_descriptors() {
 /// socket of the server port is left in CLOSE_WAIT and no slot of the table is occupied.
 #[test]
 fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const CONNS: usize = 10_000;
     const THREADS: usize = 20;
     let _s = serial();

@@ -4,9 +4,10 @@
 //! SIGINT. `cargo test` builds the examples next to the test binaries
 //! (`target/<profile>/examples/`); a missing one fails with the command to build it.
 
+use hoop_test_support as common;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -58,7 +59,7 @@ fn finish(mut child: Child, what: &str) -> Output {
 /// Runs example `name` with `args` on `driver` and returns its stdout; fails on a non-zero
 /// exit.
 fn run(name: &str, args: &[&str], driver: &str) -> String {
-    let child = Command::new(example(name))
+    let child = common::command(example(name))
         .args(args)
         .env("HOOP_DRIVER", driver)
         .stdout(Stdio::piped())
@@ -101,6 +102,7 @@ fn copy_example_copies_and_benchmarks() {
 
 #[test]
 fn proxy_example_verifies_every_message() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for driver in drivers() {
         let out = run("proxy", &["--self-test", "10", "50"], driver);
         assert!(out.contains("verified 500 of 500 messages"), "{out}");
@@ -110,6 +112,7 @@ fn proxy_example_verifies_every_message() {
 /// Serve mode: `listening on ADDR`, traffic through it, then SIGINT: exit 0.
 #[test]
 fn proxy_example_stops_on_ctrl_c() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for driver in drivers() {
         let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let up_addr = upstream.local_addr().unwrap();
@@ -118,7 +121,7 @@ fn proxy_example_stops_on_ctrl_c() {
             let mut r = s.try_clone().unwrap();
             let _ = std::io::copy(&mut r, &mut s);
         });
-        let mut child = Command::new(example("proxy"))
+        let mut child = common::command(example("proxy"))
             .args(["127.0.0.1:0", &up_addr.to_string()])
             .env("HOOP_DRIVER", driver)
             .stdout(Stdio::piped())
@@ -154,6 +157,7 @@ fn proxy_example_stops_on_ctrl_c() {
 
 #[test]
 fn lines_example_answers_every_request() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for driver in drivers() {
         let out = run("lines", &["--self-test", "40"], driver);
         assert!(out.contains("40 of 40 answers correct"), "{out}");

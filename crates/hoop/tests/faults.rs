@@ -9,24 +9,15 @@
 //! The tests count the process's fds and read the process-wide fault counters, so they take
 //! one lock and run one at a time.
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::{block_on, fd_count, serial};
 
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+
 use std::time::Duration;
 
 use common::{bounded, DriverKind};
 use hoop::net::{TcpListener, TcpStream};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
 
 fn injected(kind: &str) -> u64 {
     hoop::fault::counts()
@@ -374,25 +365,6 @@ fn setup_failures_are_classified_and_auto_falls_back() {
         assert_eq!(rt.driver_kind(), DriverKind::Epoll);
         rt.block_on(async { hoop::time::sleep(Duration::from_millis(1)).await });
     });
-}
-
-/// A minimal `block_on` for the shared rings (their futures are woken from any thread).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
-    }
 }
 
 /// Regression (found under HOOP_FAULTS): a shared ring whose submit the kernel refused or cut

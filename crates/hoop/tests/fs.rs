@@ -6,7 +6,8 @@
 //! runtime runs on each driver (io_uring, then epoll: files on its blocking pool), each run in a
 //! temporary directory of its own.
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::fd_count;
 
 use std::future::Future;
 use std::io;
@@ -61,11 +62,6 @@ fn run<F: Future>(kind: DriverKind, f: F) -> F::Output {
             .await
             .expect("test timed out")
     })
-}
-
-fn fd_count() -> usize {
-    // The directory handle read_dir opens is one of the entries, every time.
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
 /// The fd count just after a runtime of `kind` was dropped, once the runtime's own fds are

@@ -9,7 +9,7 @@
 //! parallel (and their runtimes' own fds) do not disturb them. Every loop is bounded and every
 //! body has a time limit.
 
-mod common;
+use hoop_test_support as common;
 
 use std::future::Future;
 use std::io;

@@ -3,7 +3,8 @@
 //! the runtime is gone, `spawn_blocking` (bounded pool, panics, keep-alive, from a `Handle`),
 //! and `TcpStream::connect` with a host name. Every test runs on io_uring and epoll.
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::block_on;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -16,25 +17,6 @@ use hoop::time::{sleep, timeout};
 use hoop::{DriverKind, Handle};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A minimal executor of a plain thread (park/unpark), to await handles outside any runtime.
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
-    }
-}
 
 /// Whether this kernel posts a MSG_RING message without a source ring (6.13+).
 fn kernel_has_sync_msg() -> bool {

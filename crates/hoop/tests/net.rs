@@ -4,7 +4,8 @@
 //! Several tests count the process's open fds, so every test here takes one lock and they run
 //! one at a time. Every test runs on each driver (io_uring, then epoll).
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::{fd_count, serial};
 
 use std::future::Future;
 use std::io::{self, Read};
@@ -12,7 +13,7 @@ use std::net::Shutdown;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+
 use std::task::Poll;
 use std::time::Duration;
 
@@ -20,34 +21,12 @@ use common::{each_driver, DriverKind};
 use hoop::net::{TcpListener, TcpStream, UdpSocket, UnixDatagram, UnixListener, UnixStream};
 use hoop::time::{sleep, timeout};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Runs `f` on a fresh runtime of `kind` with a 30 s limit, one test at a time.
 fn run<F: Future>(kind: DriverKind, f: F) -> F::Output {
     let _serial = serial();
     let rt = common::runtime(kind);
     rt.block_on(async { timeout(Duration::from_secs(30), f).await })
         .expect("test timed out")
-}
-
-/// Entries in /proc/self/fd (the directory handle itself counts once, every time), once the
-/// count is stable: an fd an earlier test's runtime closed may still be on its way out.
-fn fd_count() -> usize {
-    let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
-    let mut last = count();
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(5));
-        let now = count();
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    last
 }
 
 /// A deterministic xorshift64 generator.
@@ -158,6 +137,7 @@ fn assert_peer_closed(r: io::Result<usize>, what: &str) {
 
 #[test]
 fn tcp_echo_random_payloads_20_concurrent_clients() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const CLIENTS: u64 = 20;
     each_driver(|kind| {
         run(kind, async {
@@ -233,6 +213,7 @@ fn tcp_read_returns_zero_when_peer_closes() {
 
 #[test]
 fn tcp_half_close_then_read_the_rest() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -516,6 +497,7 @@ fn udp_send_to_recv_from_round_trip() {
 
 #[test]
 fn udp_connected_send_recv() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -595,6 +577,7 @@ async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn unix_stream_echo_via_listener() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let dir = TempDir::new("echo");
     each_driver(|kind| {
         // A path per driver: the first run's socket file stays (nothing unlinks it).
@@ -637,6 +620,7 @@ fn unix_stream_echo_via_listener() {
 
 #[test]
 fn unix_stream_pair_echo() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let (a, b) = UnixStream::pair().unwrap();
@@ -732,6 +716,7 @@ fn unix_dropped_accept_leaks_no_fd() {
 /// every byte arrives in order; a range from an offset sends only that range.
 #[test]
 fn tcp_send_file_waits_for_room_and_sends_every_byte() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const LEN: usize = 16 << 20;
     let mut rng = XorShift::new(7);
     let data: Vec<u8> = (0..LEN / 8)

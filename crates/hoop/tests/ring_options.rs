@@ -3,7 +3,7 @@
 //! limits. These are io_uring setup options, so every test runs on io_uring only (`skip on
 //! epoll` is printed once per test); where io_uring is unavailable the harness skips it.
 
-mod common;
+use hoop_test_support as common;
 
 use common::pipe;
 

@@ -3,6 +3,7 @@
 //! (invariant 1), not merely until the send's result; the fallbacks (plain send: kernel without
 //! `SEND_ZC`, epoll driver, forced, or a socket that refuses zero copy) complete once.
 
+use hoop_test_support::fd_count;
 use std::cell::Cell;
 use std::io::Read;
 use std::net::SocketAddr;
@@ -28,10 +29,6 @@ fn each_driver(f: impl Fn(DriverKind)) {
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
     hoop::Runtime::builder().driver(kind).build().unwrap()
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
 /// Byte `i` of the test data: not periodic at 256, so a reordered or repeated chunk shows.

@@ -11,7 +11,7 @@ use hoop::shared::{Rings, TcpListener, TcpStream};
 use hoop::DriverKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-mod common;
+use hoop_test_support as common;
 
 const CHILD_ENV: &str = "HOOP_TEST_SHARED_SECCOMP_CHILD";
 
@@ -64,12 +64,6 @@ async fn file_round_trip(rings: Rings) -> std::io::Result<bool> {
 
 /// The child's side: io_uring is blocked by seccomp; prints what it found on stdout.
 fn child() {
-    // Opted out of the CI's fault runs by name: with HOOP_FAULTS=seed=20261126 the epoll
-    // engine's echo round trip in this child hung until its 20 s limit, in the full fault run
-    // only (twice), not when the test runs alone. A shared-epoll-engine bug under faults left
-    // for issue 24 (see its closing note); this test is about the seccomp fallback. The plan
-    // is read on first use, so removing the variable here turns faults off in this child.
-    std::env::remove_var("HOOP_FAULTS");
     common::block_io_uring_setup();
     match Rings::builder().driver(DriverKind::Uring).build() {
         Ok(_) => println!("CHILD-URING: setup succeeded"),
@@ -117,6 +111,10 @@ fn child() {
 
 #[test]
 fn shared_rings_fall_back_to_epoll_under_seccomp() {
+    let _faults = common::faults_off(
+        &["setup"],
+        "checks the reason a real seccomp EPERM gives, which a made-up setup error replaces",
+    );
     if std::env::var_os(CHILD_ENV).is_some() {
         child();
         return;

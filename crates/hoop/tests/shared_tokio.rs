@@ -5,7 +5,7 @@
 //! `tokio`. The tests count fds and slots in flight, so they run one at a time
 //! (`common::serial`).
 
-mod common;
+use hoop_test_support as common;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -28,9 +28,12 @@ fn rings() -> Option<Rings> {
     common::shared_rings(128)
 }
 
+/// tokio's multi-thread runtime, its workers under the calling test's fault opt-outs.
 fn runtime() -> tokio::runtime::Runtime {
+    let opted_out = hoop::fault::opted_out();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
+        .on_thread_start(move || std::mem::forget(hoop::fault::opt_out_inherited(opted_out)))
         .enable_all()
         .build()
         .unwrap()
@@ -50,6 +53,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = rings() else { return };
     let rt = runtime();
@@ -135,6 +139,7 @@ fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
 
 #[test]
 fn tokio_traits_on_a_shared_stream() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = rings() else { return };
     let rt = runtime();

@@ -1,6 +1,6 @@
 //! First checks of the runtime core: nops, timers, spawn, TCP round trip — on each driver.
 
-mod common;
+use hoop_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,8 @@
 //! Regression tests for the six driver defects of issue 10 (INVARIANTS 1, 4, 5-8, 11, 15-19).
 //! Each failed on the code before its fix.
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::serial;
 
 use common::pipe;
 
@@ -16,13 +17,6 @@ use std::time::Duration;
 
 use common::{bounded, builder, each_driver, skip, DriverKind};
 use hoop::driver::{link, op, MultiOp, Op};
-
-/// The tests of this file run one at a time: two of them need the lowest free fd number to go
-/// to the file they open next, which another test opening fds on a parallel thread would take.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Polls `f` once (pushing its SQE, say) and gives it back.
 async fn poll_once<F: Future + Unpin>(mut f: F) -> (Poll<F::Output>, F) {

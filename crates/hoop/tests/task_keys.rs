@@ -3,7 +3,7 @@
 //! to another task before it completes, an operation polled under a combinator's own waker,
 //! and one task waiting on many operations at once. Each runs on both drivers.
 
-mod common;
+use hoop_test_support as common;
 
 use common::pipe;
 

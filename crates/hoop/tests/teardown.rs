@@ -7,41 +7,20 @@
 //!
 //! The tests count the process's fds, so they take one lock and run one at a time.
 
-mod common;
+use hoop_test_support as common;
+use hoop_test_support::{fd_count, serial};
 
 use common::pipe;
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
 use common::{bounded, builder, each_driver, skip, DriverKind};
 use hoop::{op, Op};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Open fds, once the count is stable: a ring torn down by an earlier test may still be
-/// releasing files in the kernel for a moment.
-fn fd_count() -> usize {
-    let count = || std::fs::read_dir("/proc/self/fd").unwrap().count();
-    let mut last = count();
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(10));
-        let now = count();
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    last
-}
 
 /// 10,000 reads of empty pipes in flight (each its own task, plus 1,000 no-op tasks and timers
 /// racing them) when the runtime is shut down: every read is cancelled and reaped (none leaked),

@@ -61,6 +61,27 @@ impl From<&DirectFd> for Target {
     }
 }
 
+/// How many times in a row an operation that ended with an `ECANCELED` nobody asked for is
+/// submitted again before that `ECANCELED` is its result.
+pub(crate) const MAX_RESUBMITS: u8 = 16;
+
+/// Whether an operation whose final completion is `c` goes in again: `c` is an `ECANCELED`
+/// its owner did not ask for (a dropped future or stream is never polled again, and a shut
+/// down driver refuses the push, so shutdown still ends it with `ECANCELED`), the operation
+/// has no linked deadline (whose `ECANCELED` is the deadline), and it was resubmitted fewer
+/// than [`MAX_RESUBMITS`] times (counted in `resubmits`). Such a request never ran: the kernel
+/// cancels the requests a thread submitted when that thread exits, and every driver's
+/// `ecanceled` fault makes one up. One rule for the per-thread `Op`, `MultiOp` and the shared
+/// rings' `SharedOp` (issue 24; DESIGN.md, "Faults").
+#[inline]
+pub(crate) fn resubmit_after(c: &Completion, deadline: bool, resubmits: &mut u8) -> bool {
+    if c.res != -libc::ECANCELED || deadline || *resubmits >= MAX_RESUBMITS {
+        return false;
+    }
+    *resubmits += 1;
+    true
+}
+
 /// The buffer id a CQE carries (`IORING_CQE_F_BUFFER`), if any.
 pub(crate) fn buffer_id(flags: u32) -> Option<u16> {
     io_uring::cqueue::buffer_select(flags)

@@ -47,8 +47,9 @@ impl MultishotCode for AcceptMulti {
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
         // Every result is yielded, `ECANCELED` included: a cancel the stream's owner did not ask
-        // for (the owner's own drop never gets here) must not look like a quiet end. The
-        // stream then ends (`rearm`).
+        // for (the owner's own drop never gets here) is armed again by `MultiOp` (up to
+        // `op::MAX_RESUBMITS` in a row), then yielded and the stream ends (`rearm`): it must not
+        // look like a quiet end.
         // SAFETY: a non-negative result is a new fd nothing else owns.
         Some(cvt(c.res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
     }
@@ -182,9 +183,10 @@ impl MultishotCode for RecvMulti {
             self.ring.give_back(bid);
         }
         match c.res {
-            // End of stream, or out of buffers (re-armed later): nothing to yield. A cancel is
-            // yielded as an error (then the stream ends): a peer's EOF and a cancel the
-            // stream's owner did not ask for must not look alike.
+            // End of stream, or out of buffers (re-armed later): nothing to yield. A cancel
+            // nobody asked for is armed again by `MultiOp`; past `op::MAX_RESUBMITS` in a row
+            // it is yielded as an error (then the stream ends): a peer's EOF and a cancel must
+            // not look alike.
             0 => None,
             r if r == -libc::ENOBUFS => None,
             r => Some(Err(io::Error::from_raw_os_error(-r))),

@@ -90,10 +90,6 @@ pub struct SharedOp<T: OpCode> {
     resubmits: u8,
 }
 
-/// How many unasked-for cancels an operation is resubmitted after before `ECANCELED` is
-/// its result.
-const MAX_RESUBMITS: u8 = 16;
-
 impl<T: OpCode> std::fmt::Debug for SharedOp<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SharedOp")
@@ -221,12 +217,13 @@ impl<T: OpCode + UringOp + EpollOp + Send> SharedOp<T> {
             // `shared.rs::tcp_echo_across_threads`). (An operation with a linked deadline is
             // cancelled by its deadline: that `ECANCELED` is its result.)
             Poll::Ready(c)
-                if c.res == -libc::ECANCELED
-                    && self.resubmits < MAX_RESUBMITS
-                    && !matches!(&self.state, State::InFlight { data, .. }
-                        if data.link_timeout().is_some()) =>
+                if crate::op::resubmit_after(
+                    &c,
+                    matches!(&self.state, State::InFlight { data, .. }
+                        if data.link_timeout().is_some()),
+                    &mut self.resubmits,
+                ) =>
             {
-                self.resubmits += 1;
                 if let State::InFlight { data, ring, .. } =
                     std::mem::replace(&mut self.state, State::Done)
                 {

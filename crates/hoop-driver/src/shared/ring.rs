@@ -59,7 +59,7 @@ impl Engine {
     pub(crate) fn has_unsent(&mut self) -> bool {
         match self {
             Engine::Uring(u) => u.has_unsent(),
-            Engine::Epoll(_) => false,
+            Engine::Epoll(e) => e.has_unsent(),
         }
     }
 

@@ -590,9 +590,12 @@ where
         .map(|i| {
             let f = f.clone();
             let exit = signals.exit_notice();
+            // Fault opt-outs (test builds only) carry to the threads started here.
+            let opted_out = crate::fault::opted_out();
             std::thread::Builder::new().name(format!("hoop-{i}")).spawn(
                 move || -> io::Result<Fut::Output> {
                     let _exit = exit;
+                    let _faults = crate::fault::opt_out_inherited(opted_out);
                     let _ = pin_to_cpu(i % cpus);
                     let rt = Runtime::new()?;
                     Ok(rt.block_on(f(i)))

@@ -1,14 +1,21 @@
-//! The shared test harness: every runtime test runs once per driver (io_uring, then epoll).
+//! Helpers every hoop test file uses (a dev-only crate, issue 24): one place for each rule a
+//! test relies on, e.g. "settle the fd count before comparing".
 //!
-//! `each_driver(|kind| ...)` runs the closure for each driver and stops at the first failure;
-//! a panic's message then starts with `driver=Uring: ` or `driver=Epoll: `. Where io_uring is
-//! unavailable (seccomp, `kernel.io_uring_disabled`), its run is skipped with a line on stderr.
-//! A property only one driver has is asserted only on that driver, with a comment saying why;
-//! a test that cannot apply to a driver calls [`skip`], which prints a visible line.
+//! - The driver matrix: every runtime test runs once per driver (io_uring, then epoll).
+//!   `each_driver(|kind| ...)` runs the closure for each driver and stops at the first
+//!   failure; a panic's message then starts with `driver=Uring: ` or `driver=Epoll: `. Where
+//!   io_uring is unavailable (seccomp, `kernel.io_uring_disabled`), its run is skipped with a
+//!   line on stderr. A property only one driver has is asserted only on that driver, with a
+//!   comment saying why; a test that cannot apply to a driver calls [`skip`], which prints a
+//!   visible line.
+//! - fds: [`fd_count`] (settled), [`fd_set`], [`assert_no_new_fds`], [`serial`] for the tests
+//!   that count them.
+//! - Children: [`command`] (a program a test runs, under the test's fault opt-outs),
+//!   [`run_in_child`], [`run_test_child`], [`json_lines`], [`stderr_text`].
+//! - Faults: [`faults_off`] (a test opts out of fault kinds by name, with the reason, visibly),
+//!   [`injected_error`] and the retrying helpers.
 //!
-//! Each test file includes this module with `mod common;` and uses a part of it.
-
-#![allow(dead_code)]
+//! Test files use it as `use hoop_test_support as common;`.
 
 use std::process::Command;
 use std::sync::mpsc;
@@ -48,7 +55,7 @@ pub fn skip(kind: DriverKind, reason: &str) {
 /// `f` is raised again on the caller's thread with its own message.
 pub fn bounded<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
+    let handle = spawn(move || {
         let _ = tx.send(f());
     });
     match rx.recv_timeout(Duration::from_secs(secs)) {
@@ -82,7 +89,7 @@ pub fn is_child() -> bool {
 /// [`is_child`] and run the body once.
 pub fn run_in_child(name: &str, kind: DriverKind) {
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
+    let out = command(exe)
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .env("HOOP_DRIVER", kind.to_string())
@@ -166,14 +173,6 @@ pub fn block_io_uring_setup() {
         )
     };
     assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
-}
-
-/// The fds this process has open now, counted once every dropped set of shared rings has been
-/// torn down (the last handle's drop hands the teardown, which closes the rings' fds, to a
-/// thread of its own; bounded wait).
-pub fn open_fds() -> usize {
-    settle_teardowns();
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
 /// Waits (at most 10 s) until no dropped set of shared rings is still being torn down.
@@ -308,8 +307,11 @@ pub async fn shared_recv_exact(s: &hoop::shared::TcpStream, len: usize) -> Vec<u
 
 /// What a child run of one test printed (see [`run_test_child`]).
 pub struct ChildRun {
+    /// What it printed on stdout.
     pub stdout: String,
+    /// What it printed on stderr.
     pub stderr: String,
+    /// How it exited.
     pub status: std::process::ExitStatus,
 }
 
@@ -335,7 +337,7 @@ impl ChildRun {
 /// whatever the environment of the parent says).
 pub fn run_test_child(name: &str, env_key: &str) -> ChildRun {
     let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
+    let out = command(exe)
         .args(["--exact", name, "--nocapture"])
         .env(env_key, "1")
         .env_remove("HOOP_DRIVER")
@@ -346,4 +348,128 @@ pub fn run_test_child(name: &str, env_key: &str) -> ChildRun {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         status: out.status,
     }
+}
+
+/// Runs `f` on this thread, parking between polls (for futures woken from any thread: the
+/// shared rings'). A future that stays pending without its waker being called for 10 s is a
+/// lost wake-up: the test fails (it does not poll again).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Unpark {
+        thread: std::thread::Thread,
+        woken: AtomicBool,
+    }
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.woken.store(true, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+    let unpark = std::sync::Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = std::task::Waker::from(unpark.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        unpark.woken.store(false, Ordering::SeqCst);
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        let start = std::time::Instant::now();
+        while !unpark.woken.load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "lost wake-up: pending for 10 s without its waker being called"
+            );
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The fds this process has open, once the count is stable: every dropped set of shared rings
+/// torn down ([`settle_teardowns`]) and the count unchanged over 5 ms (an fd an earlier test's
+/// runtime closed may still be on its way out: epoll's pool threads close the wake-up eventfd
+/// as they exit). Waits at most 250 ms for stability; a leaked fd stays counted. The directory
+/// handle that lists them counts once, every time.
+pub fn fd_count() -> usize {
+    settle_teardowns();
+    let mut last = fd_count_now();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = fd_count_now();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
+/// The fds this process has open right now, without waiting (for tests about *when* an fd is
+/// closed).
+pub fn fd_count_now() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// The reason a test gives for opting out of `econnreset`: a kernel says `ECONNRESET` only
+/// when the peer reset the connection, and this test's peers never do while it checks that
+/// every exchange completes. How resets are handled (the error reaches the caller, the fd is
+/// closed, the server goes on) is tested by `tests/faults.rs`, `hoop soak` and the tests of
+/// resetting clients, all under the kind.
+pub const NO_RESETS: &str = "its peers never reset a connection and it checks every exchange";
+
+/// Opts the calling test (its thread, the threads it starts with [`spawn`] and the programs
+/// it runs with [`command`]) out of fault `kinds` until the guard drops, printing
+/// `hoop faults: TEST opts out of KINDS: REASON` past the harness's capture, so the opt-outs
+/// of a run are a visible list of tests by name (`.ci/run` prints it). Without
+/// `HOOP_FAULTS` it does nothing visible.
+#[must_use = "the opt-out ends when the guard drops"]
+pub fn faults_off(kinds: &[&str], reason: &str) -> hoop::fault::OptOut {
+    hoop::fault::opt_out_because(kinds, reason)
+}
+
+/// `std::thread::spawn`, with the calling thread's fault opt-outs carried to the new thread,
+/// which also takes the caller's name (a test's, under the harness: panics and fault lines
+/// then name the test, and its drivers draw their own fault streams).
+pub fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let opted_out = hoop::fault::opted_out();
+    let mut builder = std::thread::Builder::new();
+    if let Some(name) = std::thread::current().name() {
+        builder = builder.name(name.to_owned());
+    }
+    builder
+        .spawn(move || {
+            let _faults = hoop::fault::opt_out_inherited(opted_out);
+            f()
+        })
+        .expect("spawn a test thread")
+}
+
+/// A command for a program the test runs (the `hoop` binary, an example): under a fault plan
+/// the child gets it without the kinds the calling thread opted out of ([`faults_off`]).
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    if let Some(plan) = hoop::fault::describe_for_child() {
+        cmd.env("HOOP_FAULTS", plan);
+    }
+    cmd
+}
+
+/// The JSON lines of a program's stdout (blank lines skipped); fails on a line that is not
+/// JSON.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// A program's stderr as text.
+pub fn stderr_text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
