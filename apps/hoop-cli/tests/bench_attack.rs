@@ -3,12 +3,15 @@
 //! Checks that the table and one JSON line per server come out with every figure present and
 //! sane; never a speed.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
+
+use hoop_test_support as common;
 
 use serde_json::Value;
 
 fn hoop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hoop"))
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    common::command(env!("CARGO_BIN_EXE_hoop"))
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -9,6 +9,7 @@
 //! own, one request per connection read to its end). Every read has a timeout, every loop is
 //! bounded; nothing measures speed.
 
+use hoop_test_support as common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -48,7 +49,10 @@ fn spawn_server(
     let addr = listener.local_addr().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    common::spawn(move || {
+        // A runtime on a named driver, serving clients that never reset: the driver
+        // matrix's opt-outs.
+        let _faults = common::matrix_faults_off();
         let rt = match hoop::Runtime::builder().driver(kind).build() {
             Ok(rt) => rt,
             Err(e) => {
@@ -212,6 +216,7 @@ fn whole_file_ranges() -> Vec<(&'static str, String)> {
 
 #[test]
 fn malformed_framing_is_refused_and_ranges_do_not_amplify() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
         let (root, file) = make_root(&kind.to_string());
         let server = Server::builder(&root).build().unwrap();
