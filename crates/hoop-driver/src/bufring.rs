@@ -7,6 +7,7 @@
 //! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (invariant 15).
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::io;
 use std::ops::Deref;
 use std::ptr::NonNull;
@@ -41,8 +42,22 @@ struct Inner {
     free: RefCell<Vec<u16>>,
     /// Buffers handed to the user and not yet returned.
     out: Cell<usize>,
+    /// Receives waiting for a buffer ([`BufRing::poll_available_queued`]), oldest first: each
+    /// returned buffer wakes one. A slot is `None` once its waiter left. Waiters are known by
+    /// ticket (`queue_head` + index), so a waiter finds its own slot in O(1).
+    queue: RefCell<VecDeque<Option<Waker>>>,
+    /// The ticket of `queue[0]`.
+    queue_head: Cell<u64>,
+    /// Waiters of [`BufRing::poll_available`] (no ticket): all woken by each returned buffer.
     waiters: RefCell<Vec<Waker>>,
+    /// Wake-ups and waiter polls, for tests of the cost (see `BufRing::wait_work`).
+    work: Cell<u64>,
 }
+
+/// A receive's place in a [`BufRing`]'s queue of waiters for a buffer: `None` when not queued.
+/// Kept by the waiter across polls and given back with [`BufRing::leave_queue`] when it stops
+/// waiting.
+pub type WaitTicket = Option<u64>;
 
 /// A pool of `entries` buffers of `buf_len` bytes for receives. Cheap to clone (shared); not
 /// `Send`. Create it inside a runtime.
@@ -104,7 +119,10 @@ impl BufRing {
             kernel: kernel.map(|(mem, _, d)| (mem, d)),
             free: RefCell::new(Vec::new()),
             out: Cell::new(0),
+            queue: RefCell::new(VecDeque::new()),
+            queue_head: Cell::new(0),
             waiters: RefCell::new(Vec::new()),
+            work: Cell::new(0),
         };
         LIVE.with(|n| n.set(n.get() + 1));
         let ring = BufRing {
@@ -148,6 +166,9 @@ impl BufRing {
     }
 
     /// `Ready` when a buffer is free; otherwise registers the waker, woken when one returns.
+    /// Every waiter registered so is woken by every returned buffer, and registering scans
+    /// them: for a few waiters. Receives use [`poll_available_queued`](Self::poll_available_queued),
+    /// O(1) per poll and one wake-up per returned buffer.
     pub fn poll_available(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.available() > 0 {
             return Poll::Ready(());
@@ -157,6 +178,63 @@ impl BufRing {
             w.push(cx.waker().clone());
         }
         Poll::Pending
+    }
+
+    /// `Ready` when a buffer is free (the waiter leaves the queue if it was in it); otherwise
+    /// the waiter keeps (or takes) its place in a FIFO queue, woken when a buffer returns: one
+    /// waiter per returned buffer, oldest first, O(1) per poll however many wait. `ticket` is
+    /// the waiter's place, kept across polls; a waiter that stops waiting before it took a
+    /// buffer must call [`leave_queue`](Self::leave_queue) (or the buffer it was woken for
+    /// would wake nobody else).
+    pub fn poll_available_queued(&self, cx: &mut Context<'_>, ticket: &mut WaitTicket) -> Poll<()> {
+        self.inner.work.set(self.inner.work.get() + 1);
+        if self.available() > 0 {
+            if let Some(t) = ticket.take() {
+                self.inner.forget(t);
+            }
+            return Poll::Ready(());
+        }
+        let mut q = self.inner.queue.borrow_mut();
+        let head = self.inner.queue_head.get();
+        if let Some(t) = *ticket {
+            if let Some(Some(w)) = t
+                .checked_sub(head)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| q.get_mut(i))
+            {
+                // Still queued: refresh the waker in place.
+                if !w.will_wake(cx.waker()) {
+                    *w = cx.waker().clone();
+                }
+                return Poll::Pending;
+            }
+        }
+        // Not queued (new, or woken for a buffer someone else took first): to the back.
+        *ticket = Some(head + q.len() as u64);
+        q.push_back(Some(cx.waker().clone()));
+        Poll::Pending
+    }
+
+    /// The waiter holding `ticket` stops waiting: its place is freed, and if it was woken for
+    /// a buffer that is still free, the next waiter is woken instead.
+    pub fn leave_queue(&self, ticket: &mut WaitTicket) {
+        let Some(t) = ticket.take() else {
+            return;
+        };
+        if !self.inner.forget(t) && self.available() > 0 {
+            self.inner.wake_queued(1);
+        }
+    }
+
+    /// Waiters queued for a buffer right now (places of waiters that left not counted).
+    pub fn queued(&self) -> usize {
+        self.inner.queue.borrow().iter().flatten().count()
+    }
+
+    /// Test hook: queue polls plus wake-ups so far (the work waiting for buffers cost).
+    #[doc(hidden)]
+    pub fn wait_work(&self) -> u64 {
+        self.inner.work.get()
     }
 
     /// The buffer the kernel filled with `len` bytes (from a CQE's buffer id).
@@ -231,6 +309,56 @@ impl Inner {
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for w in waiters {
             crate::deferred::wake(w);
+        }
+        // One queued waiter per returned buffer.
+        self.wake_queued(1);
+    }
+
+    /// Wakes up to `n` queued waiters, oldest first (their places are freed: a woken waiter
+    /// that finds no buffer queues again at the back).
+    fn wake_queued(&self, n: usize) {
+        for _ in 0..n {
+            let next = {
+                let mut q = self.queue.borrow_mut();
+                let mut found = None;
+                while let Some(slot) = q.pop_front() {
+                    self.queue_head.set(self.queue_head.get() + 1);
+                    if let Some(w) = slot {
+                        found = Some(w);
+                        break;
+                    }
+                }
+                found
+            };
+            match next {
+                Some(w) => {
+                    self.work.set(self.work.get() + 1);
+                    crate::deferred::wake(w);
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Frees the place of `ticket` if it is still queued; false if it was not (already woken).
+    fn forget(&self, ticket: u64) -> bool {
+        let mut q = self.queue.borrow_mut();
+        let Some(i) = ticket
+            .checked_sub(self.queue_head.get())
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return false;
+        };
+        match q.get_mut(i) {
+            Some(slot) if slot.is_some() => {
+                *slot = None;
+                // Trailing empty places go at once (the front ones when reached).
+                while matches!(q.back(), Some(None)) {
+                    q.pop_back();
+                }
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -377,6 +505,83 @@ mod tests {
         ring.give_back(a);
         assert!(REENTERED.with(|x| x.get()), "the waiter was woken");
         RING.with(|r| *r.borrow_mut() = None);
+    }
+
+    /// Counts its wake-ups.
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn woken(c: &Arc<Count>) -> usize {
+        c.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Issue 24: N receives waiting for a buffer cost O(N) in all. Each returned buffer wakes
+    /// one waiter (the oldest), polling again while queued keeps the place without a scan, and
+    /// a woken waiter that leaves without its buffer hands the wake-up on. (The list it
+    /// replaces was scanned on every poll and woken whole on every returned buffer: O(N^2).)
+    #[test]
+    fn n_waiters_cost_linear_work_and_each_buffer_wakes_one() {
+        const N: usize = 2000;
+        let ring = BufRing::new_user(1, 64).unwrap();
+        let (mut bid, _) = ring.take_user().unwrap();
+        let counts: Vec<Arc<Count>> = (0..N)
+            .map(|_| Arc::new(Count(Default::default())))
+            .collect();
+        let wakers: Vec<Waker> = counts.iter().map(|c| Waker::from(c.clone())).collect();
+        let mut tickets: Vec<WaitTicket> = vec![None; N];
+        for round in 0..3 {
+            for (w, t) in wakers.iter().zip(tickets.iter_mut()) {
+                let mut cx = Context::from_waker(w);
+                assert!(ring.poll_available_queued(&mut cx, t).is_pending());
+            }
+            assert_eq!(
+                ring.queued(),
+                N,
+                "polled again (round {round}), queued once"
+            );
+        }
+        let before = ring.wait_work();
+        for i in 0..N {
+            ring.give_back(bid);
+            assert_eq!(woken(&counts[i]), 1, "waiter {i} woken, in order");
+            if i + 1 < N {
+                assert_eq!(woken(&counts[i + 1]), 0, "one waiter per buffer");
+            }
+            let mut cx = Context::from_waker(&wakers[i]);
+            assert!(ring
+                .poll_available_queued(&mut cx, &mut tickets[i])
+                .is_ready());
+            assert_eq!(tickets[i], None, "the ticket is used up");
+            bid = ring.take_user().unwrap().0;
+        }
+        assert_eq!(ring.queued(), 0);
+        let work = ring.wait_work() - before;
+        assert!(work <= 3 * N as u64, "{work} steps for {N} waiters");
+
+        // A woken waiter that leaves without the buffer wakes the next one; one that leaves
+        // while queued wakes nobody.
+        let mut t = [None, None, None];
+        for (w, t) in wakers.iter().zip(t.iter_mut()) {
+            let mut cx = Context::from_waker(w);
+            assert!(ring.poll_available_queued(&mut cx, t).is_pending());
+        }
+        ring.leave_queue(&mut t[1]);
+        assert_eq!(ring.queued(), 2);
+        ring.give_back(bid);
+        assert_eq!(woken(&counts[0]), 2);
+        ring.leave_queue(&mut t[0]);
+        assert_eq!(
+            (woken(&counts[1]), woken(&counts[2])),
+            (1, 2),
+            "handed on to the third"
+        );
+        assert_eq!(ring.queued(), 0);
+        let mut cx = Context::from_waker(&wakers[2]);
+        assert!(ring.poll_available_queued(&mut cx, &mut t[2]).is_ready());
     }
 }
 

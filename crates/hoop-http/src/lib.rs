@@ -93,6 +93,7 @@ pub(crate) mod response;
 mod server;
 pub(crate) mod splice;
 pub(crate) mod status;
+pub(crate) mod trim;
 
 pub use access_log::{AccessLog, AccessLogEntry, RequestLine};
 pub use builder::Builder;

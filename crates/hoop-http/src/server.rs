@@ -216,6 +216,9 @@ impl Server {
             }
         };
         let sweeper = hoop::spawn(sh.deadlines.clone().sweep_forever(sh.cfg.sweep_interval()));
+        // One thread gives memory back after bursts of closes (the trim is process-wide).
+        let trimmer =
+            (i == 0).then(|| hoop::spawn(crate::trim::trim_forever(sh.open_conns.clone())));
         let counts = AcceptCounts::default();
         until(
             shutdown,
@@ -229,6 +232,9 @@ impl Server {
             hoop::time::sleep(DRAIN_POLL).await;
         }
         sweeper.abort();
+        if let Some(t) = trimmer {
+            t.abort();
+        }
         ServeStats {
             accepted: counts.accepted.get(),
             refused: counts.refused.get(),

@@ -3,7 +3,7 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-use crate::bufring::{BufRing, RingBuf};
+use crate::bufring::{BufRing, RingBuf, WaitTicket};
 use crate::error::cvt;
 use crate::lifecycle::Completion;
 use crate::op::MultishotCode;
@@ -74,12 +74,35 @@ impl MultishotCode for AcceptMulti {
 /// arm into a buffer taken from the ring's free list (the fallback). Running out of buffers
 /// (`ENOBUFS`) ends one arm and loses no data: the stream re-arms once a buffer is returned.
 /// Data received after the stream was dropped goes back to the ring (invariant 14).
+///
+/// On the epoll driver a waiting receive holds no buffer, as with the kernel's buffer select:
+/// an arm either tries one receive into a free buffer at once (never queued: `EAGAIN` gives
+/// the buffer back), or waits for readability with no buffer ([`ReadyArm`]). So thousands of
+/// idle connections never drain the ring, and one that has data is not starved by them.
 #[derive(Debug)]
 pub struct RecvMulti {
     pub(crate) fd: RawFd,
     pub(crate) ring: BufRing,
     /// The free-list buffer this arm receives into (fallback mode).
     pub(crate) user_buf: Option<(u16, *mut u8)>,
+    /// The place in the ring's queue of waiters for a buffer.
+    pub(crate) wait: WaitTicket,
+    /// The epoll driver: what the next arm does.
+    pub(crate) next_arm: ReadyArm,
+    /// The epoll driver: what the arm in flight does (`None` on io_uring).
+    pub(crate) armed: Option<ReadyArm>,
+    /// The last completion carried no data but the stream goes on (epoll: readable, or a
+    /// receive tried too early).
+    pub(crate) again: bool,
+}
+
+/// What an arm of a [`RecvMulti`] does on the epoll driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadyArm {
+    /// One receive into a free buffer, at once; `EAGAIN` completes the arm (buffer returned).
+    Try,
+    /// Wait until the socket is readable, holding no buffer.
+    Wait,
 }
 
 impl RecvMulti {
@@ -89,6 +112,10 @@ impl RecvMulti {
             fd,
             ring,
             user_buf: None,
+            wait: None,
+            next_arm: ReadyArm::Try,
+            armed: None,
+            again: false,
         }
     }
 
@@ -110,6 +137,8 @@ impl Drop for RecvMulti {
         if let Some((bid, _)) = self.user_buf.take() {
             self.ring.give_back(bid);
         }
+        // Woken for a buffer and gone before taking it: the next waiter gets the wake-up.
+        self.ring.leave_queue(&mut self.wait);
     }
 }
 
@@ -119,6 +148,26 @@ impl MultishotCode for RecvMulti {
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
         let kernel_bid = crate::op::buffer_id(c.flags);
         let user = self.user_buf.take();
+        self.again = false;
+        match self.armed.take() {
+            // Readable (epoll): the next arm tries a receive.
+            Some(ReadyArm::Wait) if c.res >= 0 => {
+                self.next_arm = ReadyArm::Try;
+                self.again = true;
+                return None;
+            }
+            // Nothing to read yet (epoll): the buffer goes back, the next arm waits with none.
+            Some(ReadyArm::Try) if c.res == -libc::EAGAIN => {
+                if let Some((bid, _)) = user {
+                    self.ring.give_back(bid);
+                }
+                self.next_arm = ReadyArm::Wait;
+                self.again = true;
+                return None;
+            }
+            Some(_) => self.next_arm = ReadyArm::Try,
+            None => {}
+        }
         if c.res > 0 {
             return match (kernel_bid, user) {
                 (Some(bid), _) => Some(Ok(self.ring.take_kernel(bid, c.res as usize))),
@@ -145,13 +194,14 @@ impl MultishotCode for RecvMulti {
     }
 
     fn rearm(&self, last: &Completion) -> bool {
-        last.res > 0 || last.res == -libc::ENOBUFS
+        last.res > 0 || last.res == -libc::ENOBUFS || self.again
     }
 
     fn poll_ready_to_arm(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        if self.user_buf.is_some() {
+        // A buffer in hand, or (epoll) an arm that waits for readability needs none.
+        if self.user_buf.is_some() || self.next_arm == ReadyArm::Wait {
             return std::task::Poll::Ready(());
         }
-        self.ring.poll_available(cx)
+        self.ring.poll_available_queued(cx, &mut self.wait)
     }
 }

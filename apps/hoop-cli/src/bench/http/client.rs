@@ -87,6 +87,11 @@ pub(crate) struct HttpOutcome {
     pub connected: usize,
     /// The static mix: verified requests by response encoding ("identity", "gzip").
     pub by_encoding: Option<BTreeMap<String, u64>>,
+    /// Verified requests completed in each whole second of the window (the last entry may
+    /// be a partial second).
+    pub per_second: Vec<u64>,
+    /// Latency of the requests completed in the window's first second, nanoseconds.
+    pub hist_first_second: Histogram<u64>,
 }
 
 impl HttpOutcome {
@@ -131,6 +136,11 @@ struct Shared {
     errors: RefCell<BTreeMap<String, u64>>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Histogram<u64>>,
+    /// When the window opened.
+    start: Cell<Option<Instant>>,
+    /// Verified requests by second of the window.
+    per_second: RefCell<Vec<u64>>,
+    hist_first_second: RefCell<Histogram<u64>>,
 }
 
 impl Shared {
@@ -142,9 +152,19 @@ impl Shared {
         !self.counts_at(Instant::now())
     }
 
-    /// Counts one verified request.
-    fn count(&self, body: u64, enc: Encoding, latency_ns: u128) {
+    /// Counts one verified request, completed at `t1`.
+    fn count(&self, body: u64, enc: Encoding, t1: Instant, latency_ns: u128) {
         self.requests.set(self.requests.get() + 1);
+        if let Some(start) = self.start.get() {
+            let sec = t1.saturating_duration_since(start).as_secs() as usize;
+            let mut v = self.per_second.borrow_mut();
+            if let Some(n) = v.get_mut(sec) {
+                *n += 1;
+            }
+            if sec == 0 {
+                stats::record_ns(&mut self.hist_first_second.borrow_mut(), latency_ns);
+            }
+        }
         if let Encoding::Gzip = enc {
             self.gzip_requests.set(self.gzip_requests.get() + 1);
         }
@@ -249,6 +269,9 @@ where
                     errors: RefCell::new(BTreeMap::new()),
                     first_error: RefCell::new(None),
                     hist: RefCell::new(stats::new_histogram()?),
+                    start: Cell::new(None),
+                    per_second: RefCell::new(Vec::new()),
+                    hist_first_second: RefCell::new(stats::new_histogram()?),
                 });
                 let outcome = rt.block_on(drive(sh, on_start));
                 drop(rt);
@@ -274,6 +297,8 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
     let cpu0 = thread_cpu();
     let start = Instant::now();
     let deadline = start + sh.cfg.secs;
+    *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
+    sh.start.set(Some(start));
     sh.deadline.set(Some(deadline));
     let connected = sh.connected.get();
     sh.gate.open();
@@ -302,6 +327,8 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
         cpu,
         connected,
         by_encoding,
+        per_second: sh.per_second.borrow().clone(),
+        hist_first_second: sh.hist_first_second.borrow().clone(),
     }
 }
 
@@ -348,7 +375,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
                 let t1 = Instant::now();
                 if sh.counts_at(t1) {
-                    sh.count(body, enc, (t1 - t0).as_nanos());
+                    sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
         }
@@ -394,7 +421,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                     if !sh.counts_at(t1) {
                         break 'conn;
                     }
-                    sh.count(body, enc, (t1 - t0).as_nanos());
+                    sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
             if sh.over() {

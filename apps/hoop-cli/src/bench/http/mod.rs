@@ -49,6 +49,7 @@ use super::server::{ServerMetrics, ServerProbe, ThreadUse};
 use super::stats;
 use super::{check_conns, check_rounds, check_secs, invalid};
 
+pub(crate) mod attack;
 pub(crate) mod client;
 pub(crate) mod hyper_server;
 pub(crate) mod hyper_sockets;
@@ -164,6 +165,22 @@ pub struct HttpBenchArgs {
     /// namespace cannot be made (needs CAP_SYS_ADMIN and `ip`).
     #[arg(long, value_name = "MTU", value_parser = clap::value_parser!(u32).range(68..=65536))]
     pub netns_mtu: Option<u32>,
+    /// Issue 24: each server (--servers; default hoop, hoop-epoll, nginx) under a slowloris
+    /// and idle keep-alive attack: the legitimate load (-c, default 50 keep-alive, 1 KiB) for
+    /// -t seconds (default 5) without attack, then again 1 s after the attackers connected;
+    /// req/s, p99, stalls, RSS before / during / after, connections held (bench/http/attack.rs).
+    #[arg(long)]
+    pub attack: bool,
+    /// With --attack: connections sending a request head one byte every 2 s.
+    #[arg(long, value_name = "N", requires = "attack")]
+    pub slowloris: Option<usize>,
+    /// With --attack: keep-alive connections that ask once, then stay silent.
+    #[arg(long, value_name = "N", requires = "attack")]
+    pub idle: Option<usize>,
+    /// With --attack: attackers' connects in flight at a time [default: 256, below the listen
+    /// backlog; 8000: all at once, a SYN flood].
+    #[arg(long, value_name = "N", requires = "attack")]
+    pub attack_in_flight: Option<usize>,
 }
 
 /// One HTTP measurement: one server, one configuration, one round (a JSON line).
@@ -453,6 +470,9 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
         ));
     }
     super::sysinfo::raise_nofile_limit();
+    if args.attack {
+        return run_attack_command(&args, json);
+    }
     match &args.url {
         Some(url) => {
             let secs = args.secs.unwrap_or(5.0);
@@ -540,6 +560,70 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             }
         }
     }
+}
+
+/// `--attack`: every server under attack, a table and one JSON line each.
+fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
+    if args.url.is_some()
+        || args.cells.is_some()
+        || args.full
+        || args.wrk
+        || args.close
+        || args.pipeline != 1
+        || args.netns_mtu.is_some()
+        || args.verify.is_some()
+        || args.server_pid.is_some()
+    {
+        return Err(invalid(
+            "--attack takes --slowloris, --idle, --attack-in-flight, -c, -t, --servers and --dir \
+             only",
+        ));
+    }
+    let secs = args.secs.unwrap_or(5.0);
+    check_secs("-t/--secs", secs)?;
+    let servers = super::parse_server_list(
+        Some(args.servers.clone().unwrap_or_else(|| {
+            attack::ATTACK_SERVERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        })),
+        &attack::ATTACK_KNOWN,
+    )?;
+    let plan = attack::AttackPlan {
+        servers,
+        slowloris: args.slowloris.unwrap_or(attack::DEFAULT_SLOWLORIS),
+        idle: args.idle.unwrap_or(attack::DEFAULT_IDLE),
+        secs,
+        conns: args.conns.unwrap_or(50),
+        in_flight: args.attack_in_flight.unwrap_or(attack::CONNECT_IN_FLIGHT),
+        dir: args
+            .dir
+            .clone()
+            .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http")),
+    };
+    plan.check()?;
+    let out = Out::new(json, plan.planned_secs());
+    let (results, failures, notes) = attack::run_attack(&plan, &out);
+    out.finish();
+    out.human(&attack::attack_table(&results, &notes));
+    let bad = results
+        .iter()
+        .filter(|r| r.legit_errors_unattacked > 0 || r.legit_req_per_sec_unattacked <= 0.0)
+        .count();
+    if results.is_empty() || !failures.is_empty() || bad > 0 {
+        return Err(io::Error::other(format!(
+            "{} server(s) measured under attack, {} failed, {} counted errors or no verified \
+             request without attack{}",
+            results.len(),
+            failures.len(),
+            bad,
+            failures
+                .first()
+                .map_or(String::new(), |f| format!("; first failure: {f}"))
+        )));
+    }
+    Ok(())
 }
 
 /// Checks `--servers` and returns it (default: the four of [`SERVERS`]).

@@ -101,7 +101,7 @@ pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
 }
 
 /// Starts server `name` pinned to `cpu`, serving `root`.
-fn start_server(
+pub(super) fn start_server(
     name: &str,
     root: &Path,
     dir: &Path,
@@ -138,7 +138,7 @@ fn start_server(
 }
 
 /// The test files' contents by size.
-type Files = BTreeMap<u64, Arc<[u8]>>;
+pub(super) type Files = BTreeMap<u64, Arc<[u8]>>;
 
 /// The test files, and the static mix when a cell asks for it.
 struct TestFiles {
@@ -164,7 +164,7 @@ fn make_test_files(dir: &Path, with_mix: bool) -> io::Result<(TestFiles, Option<
 }
 
 /// Writes the test files into `dir/root` (kept between runs when already right).
-fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
+pub(super) fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
     let root = dir.join("root");
     std::fs::create_dir_all(&root)?;
     let mut files = BTreeMap::new();
@@ -180,7 +180,7 @@ fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
 }
 
 /// The soft fd limit, after raising it to the hard one.
-fn nofile_limit() -> u64 {
+pub(super) fn nofile_limit() -> u64 {
     // SAFETY: rlimit is plain old data.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: getrlimit writes one rlimit into the valid pointer.

@@ -410,11 +410,14 @@ impl Epoll {
                 }
             });
             if idle {
-                let res = call.run_nr(nr);
-                if res != -libc::EAGAIN {
-                    self.release_if_idle(fd);
-                    self.table.counters.cqes_reaped += 1;
-                    return self.insert(completed(state, res));
+                // A wait for readiness alone learns it from the registration below.
+                if !call.ready_only {
+                    let res = call.run_nr(nr);
+                    if res != -libc::EAGAIN || call.try_once {
+                        self.release_if_idle(fd);
+                        self.table.counters.cqes_reaped += 1;
+                        return self.insert(completed(state, res));
+                    }
                 }
                 if !self.register(fd) {
                     return self.push_pool(call, state);
@@ -444,6 +447,11 @@ impl Epoll {
                 self.table.counters.cqes_reaped += 1;
                 return self.insert(completed(state, res));
             }
+        }
+        if call.try_once {
+            // Not ready (or others wait first): the caller waits its own way.
+            self.table.counters.cqes_reaped += 1;
+            return self.insert(completed(state, -libc::EAGAIN));
         }
         let user_data = self.insert(state)?;
         self.waiting.insert(

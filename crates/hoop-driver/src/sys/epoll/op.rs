@@ -60,6 +60,13 @@ pub struct Call {
     pub(crate) deadline: Option<Duration>,
     /// A result of 0 means "not ready yet" (`poll(2)` with a zero timeout): read as `EAGAIN`.
     pub(crate) zero_is_eagain: bool,
+    /// Tried once, never queued: `EAGAIN` (or an fd known not to be ready, or other
+    /// operations queued before it) completes it with `-EAGAIN` (a receive into a ring buffer,
+    /// which must not hold its buffer while it waits).
+    pub(crate) try_once: bool,
+    /// No system call: completes with 1 once the fd is ready in the call's direction (a
+    /// receive waiting for data without a buffer).
+    pub(crate) ready_only: bool,
 }
 
 impl Call {
@@ -73,6 +80,8 @@ impl Call {
             io_len: 0,
             deadline: None,
             zero_is_eagain: false,
+            try_once: false,
+            ready_only: false,
         }
     }
 
@@ -89,6 +98,9 @@ impl Call {
 
     /// Runs system call `nr` with this call's arguments.
     pub(crate) fn run_nr(&self, nr: libc::c_long) -> i32 {
+        if self.ready_only {
+            return 1;
+        }
         let a = self.args;
         // SAFETY: the arguments point into memory the operation owns until its completion is
         // delivered (EpollOp's contract), exactly as an SQE's would.
@@ -581,21 +593,35 @@ unsafe impl EpollOp for AcceptMulti {
 // ring), taken from the free list for this arm only.
 unsafe impl EpollOp for RecvMulti {
     fn create_call(&mut self) -> Call {
+        if self.next_arm == ReadyArm::Wait && self.user_buf.is_none() {
+            // Wait for data holding no buffer.
+            self.armed = Some(ReadyArm::Wait);
+            return Call {
+                ready_only: true,
+                ..Call::new(libc::SYS_recvfrom, &[self.fd as _], Mode::Readable(self.fd))
+            };
+        }
         let len = self.ring.buf_len();
         match self.take_user_buf() {
-            Some((_, ptr)) => Call::new(
-                libc::SYS_recvfrom,
-                &[
-                    self.fd as _,
-                    ptr as _,
-                    len as _,
-                    libc::MSG_DONTWAIT as _,
-                    0,
-                    0,
-                ],
-                Mode::Readable(self.fd),
-            )
-            .with_io_len(len),
+            Some((_, ptr)) => {
+                self.armed = Some(ReadyArm::Try);
+                Call {
+                    try_once: true,
+                    ..Call::new(
+                        libc::SYS_recvfrom,
+                        &[
+                            self.fd as _,
+                            ptr as _,
+                            len as _,
+                            libc::MSG_DONTWAIT as _,
+                            0,
+                            0,
+                        ],
+                        Mode::Readable(self.fd),
+                    )
+                    .with_io_len(len)
+                }
+            }
             None => Call::new(0, &[], Mode::Fail(libc::ENOBUFS)),
         }
     }

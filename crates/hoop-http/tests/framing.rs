@@ -1,0 +1,272 @@
+//! Malformed framing stays refused, on both drivers (issue 24): each request the issue checked
+//! by hand, with the status it must get, so that a parser change cannot reopen one. Content-
+//! Length with Transfer-Encoding: 413; two different Content-Lengths: 400; a chunked GET: 413;
+//! an obs-fold line: 400; a NUL in the target: 400; a space in a header name (inside it or
+//! before the colon): 400; a thousand ranges, and overlapping ranges: 200 with the whole file
+//! exactly once (no amplification); `bytes=-0`: 416.
+//!
+//! The helpers are copied from `api.rs` (minimal: a server thread on a listener of the test's
+//! own, one request per connection read to its end). Every read has a timeout, every loop is
+//! bounded; nothing measures speed.
+
+use hoop_test_support as common;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hoop::net::TcpListener;
+use hoop::sync::CancellationToken;
+use hoop::DriverKind;
+use hoop_http::Server;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const THREAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The served file's size.
+const FILE_BYTES: usize = 1024;
+/// Most bytes read of one answer.
+const MAX_ANSWER: usize = 1 << 20;
+
+/// A fresh root with `f.bin`, 1 KiB of a pattern.
+fn make_root(name: &str) -> (PathBuf, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("hoop-http-framing-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let body: Vec<u8> = (0..FILE_BYTES).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(dir.join("f.bin"), &body).unwrap();
+    (dir, body)
+}
+
+/// A server on driver `kind` until `token` is cancelled; `None` (said on stderr) where
+/// io_uring cannot be set up.
+fn spawn_server(
+    kind: DriverKind,
+    server: Server,
+    token: CancellationToken,
+) -> Option<(SocketAddr, mpsc::Receiver<()>)> {
+    let listener = TcpListener::bind_with("127.0.0.1:0", false).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let (done_tx, done_rx) = mpsc::channel();
+    common::spawn(move || {
+        // A runtime on a named driver, serving clients that never reset: the driver
+        // matrix's opt-outs.
+        let _faults = common::matrix_faults_off();
+        let rt = match hoop::Runtime::builder().driver(kind).build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let _ = ready_tx.send(Ok(()));
+        rt.block_on(async { server.serve_until(listener, &token).await });
+        drop(rt);
+        let _ = done_tx.send(());
+    });
+    match ready_rx
+        .recv_timeout(THREAD_TIMEOUT)
+        .expect("server thread started")
+    {
+        Ok(()) => Some((addr, done_rx)),
+        Err(e) if kind == DriverKind::Uring => {
+            eprintln!("SKIPPED on io_uring: it cannot be set up here ({e})");
+            None
+        }
+        Err(e) => panic!("cannot start the {kind} runtime: {e}"),
+    }
+}
+
+/// One answer: status, headers (lower-case names), body, and bytes after the body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    extra: usize,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `req` on a new connection and reads until the server closes it (every answer here
+/// ends the connection: an error closes it, the others ask `Connection: close`).
+fn ask(addr: SocketAddr, req: &[u8]) -> Answer {
+    let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(req).expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    while got.len() < MAX_ANSWER {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            // A reset after the answer (the server closed with request bytes unread).
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && !got.is_empty() => break,
+            Err(e) => panic!("read: {e} after {} bytes", got.len()),
+        }
+    }
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(&got)));
+    let text = String::from_utf8(got[..end].to_vec()).unwrap();
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    let rest = &got[end + 4..];
+    assert!(rest.len() >= len, "body cut short: {} of {len}", rest.len());
+    Answer {
+        status,
+        headers,
+        body: rest[..len].to_vec(),
+        extra: rest.len() - len,
+    }
+}
+
+/// The refused requests and their statuses.
+fn refused() -> Vec<(&'static str, Vec<u8>, u16)> {
+    vec![
+        (
+            "Content-Length with Transfer-Encoding",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello"
+                .to_vec(),
+            413,
+        ),
+        (
+            "two different Content-Lengths",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello"
+                .to_vec(),
+            400,
+        ),
+        (
+            "a chunked GET",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
+            413,
+        ),
+        (
+            "obs-fold",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "a NUL in the target",
+            b"GET /f\0.bin HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "a space in a header name",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nX A: b\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "a space before the colon",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "bytes=-0",
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=-0\r\nConnection: close\r\n\r\n"
+                .to_vec(),
+            416,
+        ),
+    ]
+}
+
+/// Range headers answered with the whole file, once.
+fn whole_file_ranges() -> Vec<(&'static str, String)> {
+    let thousand = (0..1000)
+        .map(|i| format!("{}-{}", i % FILE_BYTES, i % FILE_BYTES))
+        .collect::<Vec<_>>()
+        .join(",");
+    vec![
+        ("a thousand ranges", format!("bytes={thousand}")),
+        (
+            "the whole file three times",
+            "bytes=0-1023,0-1023,0-1023".into(),
+        ),
+        ("two overlapping ranges", "bytes=0-100,50-200".into()),
+        ("overlapping suffixes", "bytes=-1024,-512,0-".into()),
+    ]
+}
+
+#[test]
+fn malformed_framing_is_refused_and_ranges_do_not_amplify() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    for kind in [DriverKind::Uring, DriverKind::Epoll] {
+        let (root, file) = make_root(&kind.to_string());
+        let server = Server::builder(&root).build().unwrap();
+        let token = CancellationToken::new();
+        let Some((addr, done)) = spawn_server(kind, server, token.clone()) else {
+            continue;
+        };
+        for (what, req, status) in refused() {
+            let a = ask(addr, &req);
+            assert_eq!(a.status, status, "{kind}: {what}: {a:?}");
+            assert_eq!(a.extra, 0, "{kind}: {what}: one answer");
+            if status == 416 {
+                assert_eq!(
+                    a.header("content-range"),
+                    Some(format!("bytes */{FILE_BYTES}").as_str()),
+                    "{kind}: {what}"
+                );
+            }
+        }
+        for (what, range) in whole_file_ranges() {
+            let req = format!(
+                "GET /f.bin HTTP/1.1\r\nHost: x\r\nRange: {range}\r\nConnection: close\r\n\r\n"
+            );
+            let a = ask(addr, req.as_bytes());
+            assert_eq!(a.status, 200, "{kind}: {what}");
+            assert_eq!(
+                a.header("content-length"),
+                Some(FILE_BYTES.to_string().as_str()),
+                "{kind}: {what}"
+            );
+            assert!(a.body == file, "{kind}: {what}: the body is the file");
+            assert_eq!(
+                a.extra, 0,
+                "{kind}: {what}: the file once, nothing after it"
+            );
+            assert!(
+                a.header("content-type")
+                    .is_none_or(|t| !t.starts_with("multipart")),
+                "{kind}: {what}: no multipart answer"
+            );
+        }
+        // Still serving afterwards.
+        let a = ask(
+            addr,
+            b"GET /f.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(a.status == 200 && a.body == file, "{kind}: a plain GET");
+        token.cancel();
+        done.recv_timeout(THREAD_TIMEOUT)
+            .expect("serve returned after the stop");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
