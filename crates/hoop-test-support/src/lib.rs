@@ -252,10 +252,11 @@ pub fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Result<F::Output, 
 }
 
 /// Shared rings for a test that is not about ring setup: opts out of the injected `setup`
-/// fault while building them (under it the test would only be skipped). `None` (and a
+/// fault while building them, quietly as the driver matrix does (under it the test would
+/// only be skipped). `None` (and a
 /// line on stderr) where io_uring is unavailable.
 pub fn shared_rings(entries: u32) -> Option<hoop::shared::Rings> {
-    let _setup = hoop::fault::opt_out(&["setup"]);
+    let _setup = hoop::fault::opt_out_quietly(&["setup"]);
     match hoop::shared::Rings::builder()
         .rings(2)
         .entries(entries)

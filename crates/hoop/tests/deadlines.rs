@@ -17,7 +17,6 @@ fn is_deadline(e: &std::io::Error) -> bool {
 
 #[test]
 fn tcp_read_write_accept_connect_deadlines() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     bounded(60, || {
         each_driver(|kind| {
             runtime(kind).block_on(async {

@@ -104,6 +104,8 @@ async fn echo(s: DirectTcpStream, ring: Option<hoop::BufRing>, close: bool) {
 #[test]
 fn echo_over_direct_descriptors() {
     let _s = serial();
+    // A loop over named drivers: the driver matrix's opt-outs.
+    let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
         rt(kind).block_on(async move {
             let direct = expect_direct(kind);
@@ -173,6 +175,8 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
     const CONNS: usize = 10_000;
     const THREADS: usize = 20;
     let _s = serial();
+    // A loop over named drivers: the driver matrix's opt-outs.
+    let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
         rt(kind).block_on(async move {
             let direct = expect_direct(kind);
@@ -329,6 +333,8 @@ fn dropped_incoming_direct_leaks_no_slot() {
 #[test]
 fn listener_nodelay_is_inherited() {
     let _s = serial();
+    // A loop over named drivers: the driver matrix's opt-outs.
+    let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
         rt(kind).block_on(async move {
             for on in [false, true] {

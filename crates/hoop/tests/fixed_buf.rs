@@ -3,6 +3,7 @@
 //! (`READ_FIXED`/`WRITE_FIXED`); on epoll, and when forced with `new_unregistered`, the same
 //! memory is used with plain reads and writes.
 
+use hoop_test_support as common;
 use std::cell::RefCell;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -549,6 +550,8 @@ async fn fixed_buf_works_with_ordinary_ops() {
 /// frees the memory without touching a dead ring.
 #[test]
 fn pool_outlives_runtime() {
+    // A loop over named drivers: the driver matrix's opt-outs.
+    let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
         let Ok(rt) = hoop::Runtime::builder().driver(kind).build() else {
             eprintln!("skip on {kind}: no runtime");

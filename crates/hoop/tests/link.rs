@@ -1,19 +1,17 @@
 //! Linked operations (issue 5): per-operation deadlines (`IORING_OP_LINK_TIMEOUT`, the timer
 //! heap on epoll) and chains (`IOSQE_IO_LINK`, sequential on epoll), on both drivers.
 
-use hoop_test_support as common;
 use common::{each_driver, pipe};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use hoop_test_support as common;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use hoop::driver::{link, op, Op};
 use hoop::DriverKind;
 
-
 fn rt(kind: DriverKind) -> hoop::Runtime {
     common::runtime(kind)
 }
-
 
 /// The deadline fires: a read that never gets data fails with TimedOut, and its buffer comes
 /// back.

@@ -23,7 +23,6 @@ fn rt(kind: DriverKind) -> hoop::Runtime {
 /// One multishot accept serves many connections; each accepted stream works.
 #[test]
 fn incoming_accepts_many_connections() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         rt(kind).block_on(async {
             let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -115,7 +114,6 @@ fn ring_modes() -> [(&'static str, MakeRing); 2] {
 /// A multishot recv on a buffer ring delivers every byte, in order.
 #[test]
 fn recv_stream_delivers_everything_in_order() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         for (mode, make) in ring_modes() {
             rt(kind).block_on(async move {
@@ -155,7 +153,6 @@ fn recv_stream_delivers_everything_in_order() {
 /// resumes when the held buffers are returned (invariant 12's ENOBUFS rule).
 #[test]
 fn buffer_exhaustion_loses_no_data() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         for (mode, make) in ring_modes() {
             rt(kind).block_on(async move {
@@ -212,7 +209,6 @@ fn buffer_exhaustion_loses_no_data() {
 /// gives every buffer back exactly once.
 #[test]
 fn dropped_recv_stream_returns_every_buffer() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         for (mode, make) in ring_modes() {
             rt(kind).block_on(async move {
@@ -320,7 +316,6 @@ fn a_ring_dropped_right_after_its_stream_is_freed() {
 /// kernel before 5.19 gets) serves connections the same way.
 #[test]
 fn single_shot_accept_loop_fallback() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         rt(kind).block_on(async move {
             let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

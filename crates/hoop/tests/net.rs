@@ -137,7 +137,6 @@ fn assert_peer_closed(r: io::Result<usize>, what: &str) {
 
 #[test]
 fn tcp_echo_random_payloads_20_concurrent_clients() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const CLIENTS: u64 = 20;
     each_driver(|kind| {
         run(kind, async {
@@ -213,7 +212,6 @@ fn tcp_read_returns_zero_when_peer_closes() {
 
 #[test]
 fn tcp_half_close_then_read_the_rest() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -497,7 +495,6 @@ fn udp_send_to_recv_from_round_trip() {
 
 #[test]
 fn udp_connected_send_recv() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -577,7 +574,6 @@ async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn unix_stream_echo_via_listener() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let dir = TempDir::new("echo");
     each_driver(|kind| {
         // A path per driver: the first run's socket file stays (nothing unlinks it).
@@ -620,7 +616,6 @@ fn unix_stream_echo_via_listener() {
 
 #[test]
 fn unix_stream_pair_echo() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     each_driver(|kind| {
         run(kind, async {
             let (a, b) = UnixStream::pair().unwrap();
@@ -716,7 +711,6 @@ fn unix_dropped_accept_leaks_no_fd() {
 /// every byte arrives in order; a range from an offset sends only that range.
 #[test]
 fn tcp_send_file_waits_for_room_and_sends_every_byte() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const LEN: usize = 16 << 20;
     let mut rng = XorShift::new(7);
     let data: Vec<u8> = (0..LEN / 8)

@@ -2,7 +2,6 @@
 //! UnixStream and File, on io_uring and on epoll: BufReader::lines, large transfers checked
 //! byte for byte, and write futures dropped while pending (no byte lost or duplicated).
 
-use hoop_test_support as common;
 use std::time::Duration;
 
 use futures::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -28,7 +27,6 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 
 #[hoop::test]
 async fn tcp_lines_and_large_transfer() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     timeout(LIMIT, async {
         let (mut c, s) = tcp_pair().await;
         let server = hoop::spawn(async move {
@@ -80,7 +78,6 @@ async fn tcp_lines_and_large_transfer() {
 /// order; what was not is written by a later call.
 #[hoop::test]
 async fn dropped_write_futures_lose_and_duplicate_nothing() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     timeout(LIMIT, async {
         let (mut a, mut b) = UnixStream::pair().unwrap();
         let data = pattern(300_000, 3);
@@ -137,7 +134,6 @@ async fn file_async_read_write() {
 #[cfg(feature = "tokio")]
 #[hoop::test]
 async fn tokio_traits() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     timeout(LIMIT, async {
         let (mut a, mut b) = tcp_pair().await;
         tokio::io::AsyncWriteExt::write_all(&mut a, b"tokio says hi")

@@ -3,7 +3,6 @@
 //! Every case runs on io_uring and on epoll (`#[hoop::test]`), with reused buffers that hold
 //! bytes of an earlier use, so a stale byte inside the length fails the test.
 
-use hoop_test_support as common;
 use std::io::{self, Write as _};
 use std::time::Duration;
 
@@ -58,7 +57,6 @@ fn stale() -> Vec<u8> {
 /// `slice(..100)` reads exactly 100 bytes (and does not wait for 4096).
 #[hoop::test]
 async fn tcp_read_never_shows_stale_bytes() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     timeout(LIMIT, async {
         let (c, s) = tcp_pair().await;
         let (res, _) = c.write_all(b"abc".to_vec()).await;
@@ -213,7 +211,6 @@ async fn file_reads_set_exact_length() {
 /// Registered (fixed) buffers, registered or not, and buffer-ring receives.
 #[hoop::test]
 async fn fixed_and_ring_buffers_set_exact_length() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     timeout(LIMIT, async {
         let pool = FixedBufPool::new(2, 4096).unwrap();
         let (c, s) = tcp_pair().await;

@@ -416,7 +416,10 @@ fn iowq_max_workers_are_set() {
         let p = path.clone();
         let (limits, default_limits) = bounded(60, move || {
             // Raw single writes and a read that must move every byte at once.
-            let _faults = hoop::fault::opt_out(&["short_io"]);
+            let _faults = common::faults_off(
+                &["short_io"],
+                "raw single writes and a read that must move every byte at once",
+            );
             let rt = builder(kind).iowq_max_workers(2, 3).build().unwrap();
             let limits = rt.block_on(async move {
                 let f = std::fs::OpenOptions::new()
@@ -540,8 +543,10 @@ fn file_io_queued_while_waiting_on_a_device_is_submitted_before_the_next_task_ru
         bounded(30, move || {
             // A refused or short submit leaves the read queued, a held completion reorders
             // the wakes: either makes the order this test checks a matter of luck.
-            let _faults =
-                hoop::fault::opt_out(&["eagain", "ebusy", "eintr", "short_submit", "late"]);
+            let _faults = common::faults_off(
+                &["eagain", "ebusy", "eintr", "short_submit", "late"],
+                "checks the order of submits and wakes, which these make a matter of luck",
+            );
             let rt = builder(kind).build().expect("runtime");
             rt.block_on(async {
                 let dir = std::env::temp_dir().join(format!("hoop-flush-{}", std::process::id()));

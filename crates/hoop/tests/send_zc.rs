@@ -214,7 +214,7 @@ fn send_zc_all_round_trip_1mib() {
 /// does the buffer come back.
 #[test]
 fn notification_cqe_ends_a_zero_copy_send() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::serial();
     rt(DriverKind::Uring).block_on(async {
         if !zero_copy_here() {
             println!("skipped: this kernel's io_uring has no SEND_ZC (probe)");

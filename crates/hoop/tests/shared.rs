@@ -250,7 +250,10 @@ fn a_thousand_ops_dropped_on_other_threads_leave_no_fd_or_slot() {
     let _g = serial();
     // The test counts 1,000 slots in use after one poll each: a submit the kernel refuses
     // leaves a full SQ, and the ops that then found no room wait in the FIFO, not in a slot.
-    let _faults = hoop::fault::opt_out(&["eagain", "ebusy", "short_submit"]);
+    let _refused = common::faults_off(
+        &["eagain", "ebusy", "short_submit"],
+        "counts slots in use after one poll each: a refused submit leaves ops waiting for room",
+    );
     let Some(rings) = rings() else { return };
     let before = fd_count();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -318,7 +321,10 @@ fn dropping_the_last_handle_cancels_and_reaps_everything() {
     let _g = serial();
     // The report must count 100 cancelled ops after one poll each: a submit the kernel
     // refuses would leave some of them waiting for room instead of in a slot.
-    let _faults = hoop::fault::opt_out(&["eagain", "ebusy", "short_submit"]);
+    let _refused = common::faults_off(
+        &["eagain", "ebusy", "short_submit"],
+        "counts slots in use after one poll each: a refused submit leaves ops waiting for room",
+    );
     let before = fd_count();
     let Some(rings) = rings() else { return };
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
