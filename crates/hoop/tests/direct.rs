@@ -13,7 +13,7 @@ use hoop::driver::Driver;
 use hoop::net::{DirectTcpStream, TcpListener};
 use hoop::DriverKind;
 
-/// Port and /proc checks are per host state: tests in this file run one at a time.
+// Port and /proc checks are per host state: tests in this file run one at a time (`serial`).
 
 fn rt(kind: DriverKind) -> hoop::Runtime {
     common::runtime(kind)
