@@ -321,12 +321,14 @@ pub fn opt_out_because(kinds: &[&str], reason: &str) -> OptOut {
         } else {
             format!(": {reason}")
         };
-        let _ = writeln!(
-            std::io::stderr(),
-            "hoop faults: {} opts out of {}{because} (HOOP_FAULTS={plan})",
+        // One write: stderr is unbuffered, and a line written in pieces interleaves with the
+        // harness's own lines (CI collects these lines from the log).
+        let line = format!(
+            "hoop faults: {} opts out of {}{because} (HOOP_FAULTS={plan})\n",
             thread.name().unwrap_or("?"),
             kinds.join(", ")
         );
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }
     guard
 }
