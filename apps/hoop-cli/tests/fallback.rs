@@ -28,44 +28,11 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 // ===== the seccomp filter =====
 
-/// The filter: `io_uring_setup` returns EPERM, every other system call is allowed.
-fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
-    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
-    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-    const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
-    let arch = if cfg!(target_arch = "x86_64") {
-        AUDIT_ARCH_X86_64
-    } else {
-        AUDIT_ARCH_AARCH64
-    };
-    let stmt = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jump = |code: u16, k: u32, jt: u8, jf: u8| libc::sock_filter { code, jt, jf, k };
-    let ld_w_abs = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-    let jeq_k = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
-    vec![
-        // seccomp_data.arch at offset 4: other architectures are let through untouched.
-        stmt(ld_w_abs, 4),
-        jump(jeq_k, arch, 0, 3),
-        // seccomp_data.nr at offset 0.
-        stmt(ld_w_abs, 0),
-        jump(jeq_k, libc::SYS_io_uring_setup as u32, 0, 1),
-        stmt(ret_k, SECCOMP_RET_ERRNO | libc::EPERM as u32),
-        stmt(ret_k, SECCOMP_RET_ALLOW),
-    ]
-}
-
 /// `hoop ARGS`, to be run with io_uring_setup blocked (PR_SET_NO_NEW_PRIVS, then the filter,
 /// both in the child before exec; the filter survives exec).
 fn blocked_hoop(args: &[&str]) -> Command {
     let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
-    let filter = io_uring_setup_filter();
+    let filter = common::io_uring_setup_filter();
     let mut cmd = common::command(HOOP);
     cmd.args(args)
         .env_remove("HOOP_DRIVER")

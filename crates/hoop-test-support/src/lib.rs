@@ -122,8 +122,10 @@ pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     }
 }
 
-/// Installs a seccomp filter: `io_uring_setup` returns EPERM, everything else is allowed.
-pub fn block_io_uring_setup() {
+/// The seccomp filter program that makes `io_uring_setup` return EPERM and allows every other
+/// system call (what Docker's default profile does to io_uring). Built before a `fork`, so a
+/// `pre_exec` hook can install it without allocating.
+pub fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
     const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
     const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
     const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -143,7 +145,7 @@ pub fn block_io_uring_setup() {
     let ld_w_abs = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     let jeq_k = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
-    let filter = [
+    vec![
         // seccomp_data.arch at offset 4: other architectures are let through untouched.
         stmt(ld_w_abs, 4),
         jump(jeq_k, arch, 0, 3),
@@ -152,7 +154,13 @@ pub fn block_io_uring_setup() {
         jump(jeq_k, libc::SYS_io_uring_setup as u32, 0, 1),
         stmt(ret_k, SECCOMP_RET_ERRNO | libc::EPERM as u32),
         stmt(ret_k, SECCOMP_RET_ALLOW),
-    ];
+    ]
+}
+
+/// Installs [`io_uring_setup_filter`] on this process: `io_uring_setup` returns EPERM,
+/// everything else is allowed.
+pub fn block_io_uring_setup() {
+    let filter = io_uring_setup_filter();
     let prog = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
