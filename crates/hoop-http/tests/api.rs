@@ -6,6 +6,8 @@
 //! loop is bounded in count; nothing measures speed.
 
 use hoop_test_support as common;
+mod serve;
+use serve::{spawn_server, THREAD_TIMEOUT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -13,14 +15,12 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use hoop::net::TcpListener;
 use hoop::sync::CancellationToken;
 use hoop::DriverKind;
 use hoop_http::{ConfigError, ServeStats, Server};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server thread may take to start or to return after the stop.
-const THREAD_TIMEOUT: Duration = Duration::from_secs(30);
 const BIG_BYTES: usize = 16 << 20;
 
 /// A fresh root: `a.txt`, `docs/index.html`, and (with `big`) a 16 MiB `big.bin`.
@@ -35,47 +35,6 @@ fn make_root(name: &str, big: bool) -> PathBuf {
         std::fs::write(dir.join("big.bin"), body).unwrap();
     }
     dir
-}
-
-/// A server thread on driver `kind`: serves `listener` until `token` is cancelled, then sends
-/// what `serve` returned. `None` (said on stderr) when io_uring cannot be set up here.
-fn spawn_server(
-    kind: DriverKind,
-    server: Server,
-    token: CancellationToken,
-) -> Option<(SocketAddr, mpsc::Receiver<ServeStats>)> {
-    // Bound here, as a caller that made its own listener would.
-    let listener = TcpListener::bind_with("127.0.0.1:0", false).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let (done_tx, done_rx) = mpsc::channel();
-    common::spawn(move || {
-        // A runtime on a named driver, serving clients that never reset: the driver
-        // matrix's opt-outs.
-        let _faults = common::matrix_faults_off();
-        let rt = match hoop::Runtime::builder().driver(kind).build() {
-            Ok(rt) => rt,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return;
-            }
-        };
-        let _ = ready_tx.send(Ok(()));
-        let stats = rt.block_on(async { server.serve_until(listener, &token).await });
-        drop(rt);
-        let _ = done_tx.send(stats);
-    });
-    match ready_rx
-        .recv_timeout(THREAD_TIMEOUT)
-        .expect("server thread started")
-    {
-        Ok(()) => Some((addr, done_rx)),
-        Err(e) if kind == DriverKind::Uring => {
-            eprintln!("SKIPPED on io_uring: it cannot be set up here ({e})");
-            None
-        }
-        Err(e) => panic!("cannot start the {kind} runtime: {e}"),
-    }
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

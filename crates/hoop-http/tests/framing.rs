@@ -5,24 +5,23 @@
 //! before the colon): 400; a thousand ranges, and overlapping ranges: 200 with the whole file
 //! exactly once (no amplification); `bytes=-0`: 416.
 //!
-//! The helpers are copied from `api.rs` (minimal: a server thread on a listener of the test's
-//! own, one request per connection read to its end). Every read has a timeout, every loop is
+//! The server thread is `serve::spawn_server`, shared with `api.rs`; one request per connection
+//! is read to its end. Every read has a timeout, every loop is
 //! bounded; nothing measures speed.
 
 use hoop_test_support as common;
+mod serve;
+use serve::{spawn_server, THREAD_TIMEOUT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::Duration;
 
-use hoop::net::TcpListener;
 use hoop::sync::CancellationToken;
 use hoop::DriverKind;
 use hoop_http::Server;
 
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
-const THREAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// The served file's size.
 const FILE_BYTES: usize = 1024;
 /// Most bytes read of one answer.
@@ -36,46 +35,6 @@ fn make_root(name: &str) -> (PathBuf, Vec<u8>) {
     let body: Vec<u8> = (0..FILE_BYTES).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(dir.join("f.bin"), &body).unwrap();
     (dir, body)
-}
-
-/// A server on driver `kind` until `token` is cancelled; `None` (said on stderr) where
-/// io_uring cannot be set up.
-fn spawn_server(
-    kind: DriverKind,
-    server: Server,
-    token: CancellationToken,
-) -> Option<(SocketAddr, mpsc::Receiver<()>)> {
-    let listener = TcpListener::bind_with("127.0.0.1:0", false).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let (done_tx, done_rx) = mpsc::channel();
-    common::spawn(move || {
-        // A runtime on a named driver, serving clients that never reset: the driver
-        // matrix's opt-outs.
-        let _faults = common::matrix_faults_off();
-        let rt = match hoop::Runtime::builder().driver(kind).build() {
-            Ok(rt) => rt,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return;
-            }
-        };
-        let _ = ready_tx.send(Ok(()));
-        rt.block_on(async { server.serve_until(listener, &token).await });
-        drop(rt);
-        let _ = done_tx.send(());
-    });
-    match ready_rx
-        .recv_timeout(THREAD_TIMEOUT)
-        .expect("server thread started")
-    {
-        Ok(()) => Some((addr, done_rx)),
-        Err(e) if kind == DriverKind::Uring => {
-            eprintln!("SKIPPED on io_uring: it cannot be set up here ({e})");
-            None
-        }
-        Err(e) => panic!("cannot start the {kind} runtime: {e}"),
-    }
 }
 
 /// One answer: status, headers (lower-case names), body, and bytes after the body.

@@ -1,0 +1,55 @@
+//! The server thread the library's tests (`api.rs`, `framing.rs`) start on each driver.
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hoop::net::TcpListener;
+use hoop::sync::CancellationToken;
+use hoop::DriverKind;
+use hoop_http::{ServeStats, Server};
+use hoop_test_support as common;
+
+/// How long a server thread may take to start or to stop.
+pub const THREAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A server thread on driver `kind`: serves `listener` until `token` is cancelled, then sends
+/// what `serve` returned. `None` (said on stderr) when io_uring cannot be set up here.
+pub fn spawn_server(
+    kind: DriverKind,
+    server: Server,
+    token: CancellationToken,
+) -> Option<(SocketAddr, mpsc::Receiver<ServeStats>)> {
+    // Bound here, as a caller that made its own listener would.
+    let listener = TcpListener::bind_with("127.0.0.1:0", false).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let (done_tx, done_rx) = mpsc::channel();
+    common::spawn(move || {
+        // A runtime on a named driver, serving clients that never reset: the driver
+        // matrix's opt-outs.
+        let _faults = common::matrix_faults_off();
+        let rt = match hoop::Runtime::builder().driver(kind).build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let _ = ready_tx.send(Ok(()));
+        let stats = rt.block_on(async { server.serve_until(listener, &token).await });
+        drop(rt);
+        let _ = done_tx.send(stats);
+    });
+    match ready_rx
+        .recv_timeout(THREAD_TIMEOUT)
+        .expect("server thread started")
+    {
+        Ok(()) => Some((addr, done_rx)),
+        Err(e) if kind == DriverKind::Uring => {
+            eprintln!("SKIPPED on io_uring: it cannot be set up here ({e})");
+            None
+        }
+        Err(e) => panic!("cannot start the {kind} runtime: {e}"),
+    }
+}
