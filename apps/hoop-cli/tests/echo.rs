@@ -274,7 +274,7 @@ async fn hoop_client(addr: SocketAddr, seed: u64) -> io::Result<usize> {
             "{len}-byte echo came back different"
         )));
     }
-    stream.shutdown(Shutdown::Write).await?;
+    stream.shutdown_with(Shutdown::Write).await?;
     let (res, extra) = stream.read(vec![0u8; 16]).await;
     match res? {
         0 => Ok(len),

@@ -20,6 +20,12 @@ pub type BufResult<T, B> = (io::Result<T>, B);
 /// `stable_ptr()` must point to `bytes_init()` initialized bytes that stay valid and at the same
 /// address while the value exists and is not accessed through `&mut` — in particular when the
 /// value is moved (so the bytes live on the heap or in static memory, never inline).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an owned buffer: hoop's I/O methods take the buffer by value and give it back",
+    label = "borrowed bytes: the kernel needs memory the operation owns",
+    note = "hoop's own `write`/`write_all` take precedence over `AsyncWriteExt`'s of the same name; for tokio's spelling call the trait: `AsyncWriteExt::write_all(&mut stream, bytes).await?`",
+    note = "or pass an owned buffer: `let (res, buf) = stream.write_all(bytes.to_vec()).await;` (a `Vec<u8>`, `String`, `Box<[u8]>`, `&'static [u8]` or `&'static str`)"
+)]
 pub unsafe trait IoBuf: 'static {
     /// Pointer to the first byte.
     fn stable_ptr(&self) -> *const u8;
@@ -69,6 +75,12 @@ pub unsafe trait IoBuf: 'static {
 ///
 /// # Safety
 /// As for [`IoBuf`], and `stable_mut_ptr()` must be valid for writes of `bytes_total()` bytes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an owned buffer to read into: hoop's reads take the buffer by value and give it back",
+    label = "borrowed memory: the kernel must never write into memory the caller still borrows",
+    note = "hoop's own `read`/`read_exact` take precedence over `AsyncReadExt`'s of the same name; for tokio's spelling call the trait: `AsyncReadExt::read(&mut stream, &mut buf).await?`",
+    note = "or pass an owned buffer: `let (res, buf) = stream.read(Vec::with_capacity(4096)).await;` (`read_exact` fills a `vec![0u8; n]`)"
+)]
 pub unsafe trait IoBufMut: IoBuf {
     /// Mutable pointer to the first byte.
     fn stable_mut_ptr(&mut self) -> *mut u8;

@@ -341,7 +341,7 @@ impl Conn<'_> {
     /// for a moment, so that unread request bytes do not make the kernel reset the connection
     /// before the client has read the response.
     async fn linger(&mut self) {
-        if self.stream.shutdown(Shutdown::Write).await.is_err() {
+        if self.stream.shutdown_with(Shutdown::Write).await.is_err() {
             return;
         }
         self.timer.set(Instant::now() + LINGER);

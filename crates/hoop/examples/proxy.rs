@@ -48,7 +48,7 @@ async fn pump(from: Rc<TcpStream>, to: Rc<TcpStream>) -> io::Result<()> {
         };
         buf = b;
         if res? == 0 {
-            let _ = to.shutdown(std::net::Shutdown::Write).await;
+            let _ = to.shutdown_with(std::net::Shutdown::Write).await;
             return Ok(());
         }
         let (res, b) = match mode {

@@ -100,7 +100,9 @@ pub use hoop_macros::{main, test};
 /// `select!`, `join!`, `try_join!` and `pin_mut!`, re-exported from `futures` (they need no
 /// particular runtime): `hoop::select!` and `futures::select!` are the same macro.
 pub use futures::{join, pin_mut, select, select_biased, try_join};
-pub use runtime::{run_per_core, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime};
+pub use runtime::{
+    run_per_core, run_per_core_reports, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime,
+};
 pub use runtime::{spawn_blocking, Handle, SendJoinHandle};
 
 /// The driver layer, for programs that define their own operations.

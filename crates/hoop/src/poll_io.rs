@@ -494,7 +494,7 @@ impl<O: Ops> PollIo<O> {
 /// Implements `futures::io::AsyncRead`/`AsyncWrite` (and tokio's with feature `tokio`) for a
 /// type with a `poll_io(&mut self) -> (RawFd, &mut PollIo)` method.
 macro_rules! poll_io_traits {
-    (@common $t:ty) => {
+    (@futures_read $t:ty) => {
         impl futures::io::AsyncRead for $t {
             fn poll_read(
                 self: std::pin::Pin<&mut Self>,
@@ -505,7 +505,8 @@ macro_rules! poll_io_traits {
                 io.poll_read(fd, cx, buf)
             }
         }
-
+    };
+    (@futures_write $t:ty) => {
         impl futures::io::AsyncWrite for $t {
             fn poll_write(
                 self: std::pin::Pin<&mut Self>,
@@ -530,7 +531,6 @@ macro_rules! poll_io_traits {
                 io.poll_close(fd, cx)
             }
         }
-
     };
     (@tokio_write $t:ty) => {
         #[cfg(feature = "tokio")]
@@ -564,14 +564,7 @@ macro_rules! poll_io_traits {
             }
         }
     };
-    // The type writes its own tokio `AsyncRead` and `AsyncWrite` (hoop::shared::TcpStream: by
-    // readiness and system calls inside a tokio runtime).
-    ($t:ty, own_tokio_io) => {
-        $crate::poll_io::poll_io_traits!(@common $t);
-    };
-    ($t:ty) => {
-        $crate::poll_io::poll_io_traits!(@common $t);
-        $crate::poll_io::poll_io_traits!(@tokio_write $t);
+    (@tokio_read $t:ty) => {
         #[cfg(feature = "tokio")]
         impl tokio::io::AsyncRead for $t {
             fn poll_read(
@@ -590,5 +583,75 @@ macro_rules! poll_io_traits {
             }
         }
     };
+    // The read half of a split stream.
+    ($t:ty, read) => {
+        $crate::poll_io::poll_io_traits!(@futures_read $t);
+        $crate::poll_io::poll_io_traits!(@tokio_read $t);
+    };
+    // The write half of a split stream.
+    ($t:ty, write) => {
+        $crate::poll_io::poll_io_traits!(@futures_write $t);
+        $crate::poll_io::poll_io_traits!(@tokio_write $t);
+    };
+    // The type writes its own tokio `AsyncRead` and `AsyncWrite` (hoop::shared::TcpStream: by
+    // readiness and system calls inside a tokio runtime).
+    ($t:ty, own_tokio_io) => {
+        $crate::poll_io::poll_io_traits!(@futures_read $t);
+        $crate::poll_io::poll_io_traits!(@futures_write $t);
+    };
+    ($t:ty) => {
+        $crate::poll_io::poll_io_traits!(@futures_read $t);
+        $crate::poll_io::poll_io_traits!(@futures_write $t);
+        $crate::poll_io::poll_io_traits!(@tokio_read $t);
+        $crate::poll_io::poll_io_traits!(@tokio_write $t);
+    };
 }
 pub(crate) use poll_io_traits;
+
+/// Splitting the state of a stream into its read and write halves (`into_split`, `split`) and
+/// merging it back (`reunite`, or the stream used whole again after a `split`).
+impl PollIo<Local> {
+    /// Moves the write direction's state (write-behind, its error, a shutdown in flight) into
+    /// a new state and leaves the read direction's here.
+    pub(crate) fn split_write(&mut self) -> PollIo<Local> {
+        let mut w = PollIo::new(self.kind);
+        w.owner = self.owner;
+        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
+        std::mem::swap(&mut self.write_done, &mut w.write_done);
+        std::mem::swap(&mut self.write_op, &mut w.write_op);
+        std::mem::swap(&mut self.write_err, &mut w.write_err);
+        std::mem::swap(&mut self.shutdown, &mut w.shutdown);
+        w
+    }
+
+    /// Takes back the write direction's state from `w` (made by [`split_write`]; this state's
+    /// own write direction is empty). If both directions have operations in flight on
+    /// different threads' runtimes, the write's are given up as a drop on another thread
+    /// would (their buffer stays with them) and the next write reports it.
+    ///
+    /// [`split_write`]: Self::split_write
+    pub(crate) fn merge_write(&mut self, mut w: PollIo<Local>) {
+        let read_busy = self.read_op.is_some();
+        let write_busy = w.write_op.is_some() || w.shutdown.is_some();
+        if write_busy && w.owner != self.owner {
+            if read_busy {
+                std::mem::forget(w.write_op.take());
+                std::mem::forget(w.shutdown.take());
+                w.write_buf = None;
+                w.write_done = 0;
+                w.write_err = Some(io::Error::other(
+                    "a write of the other half was in flight on another thread when the halves \
+                     were reunited; it was abandoned",
+                ));
+            } else {
+                self.owner = w.owner;
+            }
+        }
+        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
+        std::mem::swap(&mut self.write_done, &mut w.write_done);
+        std::mem::swap(&mut self.write_op, &mut w.write_op);
+        std::mem::swap(&mut self.write_err, &mut w.write_err);
+        std::mem::swap(&mut self.shutdown, &mut w.shutdown);
+        // `w` now holds nothing in flight: dropping it touches no operation.
+    }
+}

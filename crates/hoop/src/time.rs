@@ -1,7 +1,6 @@
 //! Time: sleeps and timeouts on the runtime's own timers, and deadlines linked to operations
 //! in the kernel (`IORING_OP_LINK_TIMEOUT`).
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -144,26 +143,12 @@ impl Drop for Sleep {
     }
 }
 
-/// The error of [`timeout`]: the deadline passed first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Elapsed(());
+/// The error of [`timeout`] and of every `*_timeout` method: the deadline passed first. It
+/// names the deadline ("deadline of 200 ms passed"); as an `io::Error` its kind is `TimedOut`.
+pub use hoop_driver::op::Elapsed;
 
-impl fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("deadline has elapsed")
-    }
-}
-
-impl std::error::Error for Elapsed {}
-
-impl From<Elapsed> for std::io::Error {
-    fn from(e: Elapsed) -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
-    }
-}
-
-/// Runs `future` with a time limit: its output, or [`Elapsed`] if `duration` passed first (the
-/// future is then dropped, which cancels its operations).
+/// Runs `future` with a time limit: its output, or [`Elapsed`] ("deadline of 200 ms passed")
+/// if `duration` passed first (the future is then dropped, which cancels its operations).
 pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Output, Elapsed> {
     let mut future = std::pin::pin!(future);
     let mut sleep = sleep(duration);
@@ -172,7 +157,7 @@ pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Outp
             return Poll::Ready(Ok(v));
         }
         match Pin::new(&mut sleep).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new(duration))),
             Poll::Pending => Poll::Pending,
         }
     })

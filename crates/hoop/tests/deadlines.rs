@@ -105,3 +105,100 @@ fn file_read_deadline_on_a_pipe() {
         });
     });
 }
+
+/// Issue 25: every socket type has its deadlines, with the one wording.
+#[test]
+fn unix_and_udp_deadlines_on_every_socket_type() {
+    bounded(60, || {
+        each_driver(|kind| {
+            runtime(kind).block_on(async {
+                // Unix listener and stream.
+                let dir = std::env::temp_dir()
+                    .join(format!("hoop-deadlines-{}-{kind}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir).unwrap();
+                let path = dir.join("s.sock");
+                let listener = hoop::net::UnixListener::bind(&path).await.unwrap();
+                let e = listener.accept_timeout(MS_50).await.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                let client = hoop::net::UnixStream::connect(&path).await.unwrap();
+                let (server, _) = listener
+                    .accept_timeout(Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                let (res, buf) = server.read_timeout(Vec::with_capacity(8), MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!(buf.capacity(), 8);
+                let (res, _) = client.write_all_timeout(b"abc".to_vec(), MS_50).await;
+                res.unwrap();
+                let (res, buf) = server.read_exact_timeout(vec![0u8; 5], MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                assert_eq!(&buf[..], b"abc");
+                let (res, _) = client.write_timeout(b"de".to_vec(), MS_50).await;
+                assert_eq!(res.unwrap(), 2);
+                let (res, buf) = server
+                    .read_exact_timeout(vec![0u8; 2], Duration::from_secs(5))
+                    .await;
+                res.unwrap();
+                assert_eq!(&buf[..], b"de");
+
+                // Unix datagrams.
+                let (a, b) = hoop::net::UnixDatagram::pair().unwrap();
+                let (res, buf) = a.recv_timeout(Vec::with_capacity(8), MS_50).await;
+                assert!(is_deadline(&res.unwrap_err()), "driver={kind}");
+                let (res, _) = b.send_timeout(b"x".to_vec(), MS_50).await;
+                assert_eq!(res.unwrap(), 1);
+                let (res, buf) = a.recv_timeout(buf, Duration::from_secs(5)).await;
+                assert_eq!(res.unwrap(), 1);
+                assert_eq!(&buf[..], b"x");
+                let (res, _) = a.recv_from_timeout(buf, MS_50).await;
+                assert!(is_deadline(&res.unwrap_err()), "driver={kind}");
+                let _ = std::fs::remove_dir_all(&dir);
+
+                // UDP, connected: recv_timeout and send_timeout.
+                let u1 = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let u2 = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                u1.connect(u2.local_addr().unwrap()).await.unwrap();
+                u2.connect(u1.local_addr().unwrap()).await.unwrap();
+                let (res, buf) = u1.recv_timeout(Vec::with_capacity(16), MS_50).await;
+                assert!(is_deadline(&res.unwrap_err()), "driver={kind}");
+                let (res, _) = u2.send_timeout(b"ping".to_vec(), MS_50).await;
+                assert_eq!(res.unwrap(), 4);
+                let (res, buf) = u1.recv_timeout(buf, Duration::from_secs(5)).await;
+                assert_eq!(res.unwrap(), 4);
+                assert_eq!(&buf[..], b"ping");
+            })
+        })
+    })
+}
+
+/// Issue 25: `time::timeout` and a linked deadline fail with the same error, naming the
+/// deadline; the io::Error of a linked deadline carries an `Elapsed`.
+#[test]
+fn one_deadline_error_for_timers_and_linked_deadlines() {
+    bounded(60, || {
+        each_driver(|kind| {
+            runtime(kind).block_on(async {
+                let elapsed = hoop::time::timeout(MS_50, std::future::pending::<()>())
+                    .await
+                    .unwrap_err();
+                assert_eq!(elapsed.to_string(), "deadline of 50 ms passed");
+                assert_eq!(elapsed.duration(), MS_50);
+                let as_io: std::io::Error = elapsed.into();
+                assert!(is_deadline(&as_io), "driver={kind}: {as_io}");
+
+                let (a, _b) = hoop::net::UnixStream::pair().unwrap();
+                let (res, _) = a.read_timeout(Vec::with_capacity(4), MS_50).await;
+                let e = res.unwrap_err();
+                assert!(is_deadline(&e), "driver={kind}: {e}");
+                let inner = e
+                    .get_ref()
+                    .and_then(|i| i.downcast_ref::<hoop::time::Elapsed>())
+                    .copied();
+                assert_eq!(inner, Some(elapsed), "driver={kind}");
+            })
+        })
+    })
+}

@@ -364,3 +364,84 @@ fn run_per_core_gives_each_thread_a_ring() {
     }
     each_driver(|kind| common::run_in_child("run_per_core_gives_each_thread_a_ring", kind));
 }
+
+/// Issue 25: one reuseport group on port 0 gives every `run_per_core` thread a listener on
+/// the same address; each thread's runtime reports its shutdown (`run_per_core_reports`, and
+/// `runtime::on_shutdown` hooks); `task_count` counts the program's tasks, not hoop's own
+/// signal reader. Each driver in a child process (`HOOP_DRIVER`), as above.
+#[test]
+fn reuseport_group_shares_one_port_across_threads_and_reports_shutdown() {
+    if common::is_child() {
+        let group = hoop::net::ReuseportGroup::bind("127.0.0.1:0").unwrap();
+        let addr = group.local_addr();
+        assert_ne!(addr.port(), 0, "port 0 became a real port at bind");
+        let hooks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ready = std::sync::Arc::new(std::sync::Barrier::new(3));
+        let (g, h, r) = (group.clone(), hooks.clone(), ready.clone());
+        let client_ready = ready.clone();
+        let client = std::thread::spawn(move || {
+            client_ready.wait();
+            // Connections spread over the group's listeners by the kernel's hash; each thread
+            // accepts until it saw one more than it needs, bounded in count.
+            let mut streams = Vec::new();
+            for _ in 0..64 {
+                streams.push(std::net::TcpStream::connect(addr).unwrap());
+            }
+            streams
+        });
+        let out = hoop::run_per_core_reports(2, move |_core| {
+            let (group, hooks, ready) = (g.clone(), h.clone(), r.clone());
+            async move {
+                let listener = group.listener().unwrap();
+                assert_eq!(listener.local_addr().unwrap(), addr);
+                hoop::runtime::on_shutdown(move |report| {
+                    assert_eq!(report.leaked, 0);
+                    hooks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                });
+                // A signal listener starts hoop's own reader task: not counted.
+                let mut sig =
+                    hoop::signal::signal(hoop::signal::SignalKind::user_defined1()).unwrap();
+                // Polled once: the reader task starts.
+                let _ = hoop::time::timeout(std::time::Duration::from_millis(1), sig.recv()).await;
+                assert_eq!(
+                    hoop::runtime::task_count(),
+                    0,
+                    "hoop's own tasks are not counted"
+                );
+                let t = hoop::spawn(async {});
+                assert_eq!(hoop::runtime::task_count(), 1);
+                t.await.unwrap();
+                assert_eq!(hoop::runtime::task_count(), 0);
+                ready.wait();
+                let mut accepted = 0;
+                while let Ok((s, _)) = listener
+                    .accept_timeout(std::time::Duration::from_millis(500))
+                    .await
+                {
+                    drop(s);
+                    accepted += 1;
+                }
+                accepted
+            }
+        })
+        .unwrap();
+        let streams = client.join().unwrap();
+        assert_eq!(streams.len(), 64);
+        let accepted: usize = out.iter().map(|(n, _)| n).sum();
+        assert_eq!(
+            accepted, 64,
+            "every connection accepted by one of the group: {out:?}"
+        );
+        for (_, report) in &out {
+            assert_eq!(report.leaked, 0, "{out:?}");
+        }
+        assert_eq!(hooks.load(std::sync::atomic::Ordering::SeqCst), 2);
+        return;
+    }
+    each_driver(|kind| {
+        common::run_in_child(
+            "reuseport_group_shares_one_port_across_threads_and_reports_shutdown",
+            kind,
+        )
+    });
+}

@@ -164,6 +164,18 @@ fn lines_example_answers_every_request() {
     }
 }
 
+/// Issue 25: the chat on `run_per_core` (one reuseport group, owned halves, deadlines,
+/// broadcast): every line to every client, the idle cut, and `bye` to everyone on SIGTERM.
+#[test]
+fn chat_example_broadcasts_every_line_and_says_bye_on_sigterm() {
+    for driver in drivers() {
+        let out = run("chat", &["--self-test", "200", "5"], driver);
+        assert!(out.contains("verified 200000 of 200000 lines"), "{out}");
+        assert!(out.contains("bye to 200 of 200 clients"), "{out}");
+        assert!(out.contains("idle client cut"), "{out}");
+    }
+}
+
 #[test]
 fn service_example_mixes_sockets_interval_and_signals() {
     for driver in drivers() {

@@ -141,7 +141,7 @@ async fn workload(kind: DriverKind, buffer_ring: bool) {
         let c2 = client.clone();
         let w = hoop::spawn(async move {
             send_all(&c2, &sent).await;
-            c2.shutdown(std::net::Shutdown::Write).await.unwrap();
+            c2.shutdown_with(std::net::Shutdown::Write).await.unwrap();
         });
         let got = recv_exact(&client, data.len()).await;
         assert!(got == data, "driver={kind}: echoed bytes differ");

@@ -168,7 +168,7 @@ fn tcp_echo_random_payloads_20_concurrent_clients() {
                         async move {
                             let (res, _) = s.write_all(payload).await;
                             res.unwrap();
-                            s.shutdown(Shutdown::Write).await.unwrap();
+                            s.shutdown_with(Shutdown::Write).await.unwrap();
                         }
                     });
                     let echoed = read_to_end(&s).await.unwrap();
@@ -228,7 +228,7 @@ fn tcp_half_close_then_read_the_rest() {
             });
             let (res, _) = c.write_all(b"question".to_vec()).await;
             res.unwrap();
-            c.shutdown(Shutdown::Write).await.unwrap();
+            c.shutdown_with(Shutdown::Write).await.unwrap();
             let reply = read_to_end(&c).await.unwrap();
             assert_eq!(&reply[..], b"got: question");
             assert_eq!(server.await.unwrap(), 8);
@@ -564,7 +564,7 @@ async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> Vec<u8> {
         async move {
             let (res, _) = s.write_all(payload).await;
             res.unwrap();
-            s.shutdown(Shutdown::Write).await.unwrap();
+            s.shutdown_with(Shutdown::Write).await.unwrap();
         }
     });
     let echoed = unix_read_to_end(&s).await.unwrap();

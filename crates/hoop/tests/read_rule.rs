@@ -92,7 +92,7 @@ async fn tcp_read_never_shows_stale_bytes() {
         // read_exact that meets end of stream: UnexpectedEof, length = what arrived.
         let (res, _) = c.write_all(b"xyz".to_vec()).await;
         res.unwrap();
-        c.shutdown(std::net::Shutdown::Write).await.unwrap();
+        c.shutdown_with(std::net::Shutdown::Write).await.unwrap();
         let (res, got) = s.read_exact(b"0123456789".to_vec()).await;
         assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         assert_eq!(got, b"xyz");

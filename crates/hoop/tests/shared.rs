@@ -234,7 +234,7 @@ fn tcp_echo_across_threads() {
                     res.unwrap();
                     assert_eq!(back, msg);
                 }
-                block_on(stream.shutdown(std::net::Shutdown::Write)).unwrap();
+                block_on(stream.shutdown_with(std::net::Shutdown::Write)).unwrap();
             })
         })
         .collect();

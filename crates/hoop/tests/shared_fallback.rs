@@ -48,7 +48,7 @@ async fn echo(rings: Rings) -> std::io::Result<bool> {
     let (res, echoed) = c.read_exact(vec![0u8; data.len()]).await;
     res?;
     writer.await.map_err(std::io::Error::other)??;
-    c.shutdown(std::net::Shutdown::Write).await?;
+    c.shutdown_with(std::net::Shutdown::Write).await?;
     server.await.map_err(std::io::Error::other)??;
     Ok(echoed == data)
 }

@@ -379,7 +379,7 @@ fn every_future_type_is_send_and_static(
     assert_send_static(&stream.read_exact(vec![0u8; 1]));
     assert_send_static(&stream.write(vec![0u8; 1]));
     assert_send_static(&stream.write_all(vec![0u8; 1]));
-    assert_send_static(&stream.shutdown(std::net::Shutdown::Write));
+    assert_send_static(&stream.shutdown_with(std::net::Shutdown::Write));
 }
 
 #[test]

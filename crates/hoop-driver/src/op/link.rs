@@ -53,15 +53,50 @@ where
     }
 }
 
-/// The error of an operation whose deadline passed: `io::ErrorKind::TimedOut`, saying
-/// "deadline of 200 ms passed" (not the `ETIMEDOUT` text, which reads like TCP's).
+/// A deadline passed: the one error of every deadline in hoop, whether linked to an operation
+/// in the kernel (`read_timeout`, [`Deadline`]) or kept by a timer (`hoop::time::timeout`). It
+/// names the deadline: "deadline of 200 ms passed". As an `io::Error` (what the `*_timeout`
+/// methods return) its kind is `TimedOut` and `get_ref()` downcasts to `Elapsed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed {
+    after: Duration,
+}
+
+impl Elapsed {
+    /// The error of a deadline of `after`.
+    pub fn new(after: Duration) -> Elapsed {
+        Elapsed { after }
+    }
+
+    /// The deadline that passed (the whole timeout asked for).
+    pub fn duration(&self) -> Duration {
+        self.after
+    }
+}
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.after.as_millis() > 0 || self.after.is_zero() {
+            write!(f, "deadline of {} ms passed", self.after.as_millis())
+        } else {
+            write!(f, "deadline of {} µs passed", self.after.as_micros())
+        }
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for io::Error {
+    fn from(e: Elapsed) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, e)
+    }
+}
+
+/// The error of an operation whose deadline passed: `io::ErrorKind::TimedOut` carrying an
+/// [`Elapsed`], saying "deadline of 200 ms passed" (not the `ETIMEDOUT` text, which reads like
+/// TCP's).
 pub fn deadline_passed(after: Duration) -> io::Error {
-    let text = if after.as_millis() > 0 {
-        format!("deadline of {} ms passed", after.as_millis())
-    } else {
-        format!("deadline of {} µs passed", after.as_micros())
-    };
-    io::Error::new(io::ErrorKind::TimedOut, text)
+    Elapsed::new(after).into()
 }
 
 /// An operation's output whose `ETIMEDOUT` error can be replaced by [`deadline_passed`]: the

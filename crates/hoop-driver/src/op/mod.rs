@@ -29,7 +29,7 @@ pub mod zc;
 pub use direct::*;
 pub use fixed::*;
 pub use fs::*;
-pub use link::{deadline_passed, Deadline, TimedOut};
+pub use link::{deadline_passed, Deadline, Elapsed, TimedOut};
 pub use multishot::*;
 pub use net::*;
 pub use nop::Nop;

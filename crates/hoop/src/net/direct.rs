@@ -207,8 +207,14 @@ impl DirectTcpStream {
         }
     }
 
-    /// Shuts down the read, write, or both halves.
-    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    /// Shuts down the write direction (`shutdown(SHUT_WR)`): the peer reads end of stream, as
+    /// tokio's `AsyncWriteExt::shutdown` does.
+    pub async fn shutdown(&self) -> io::Result<()> {
+        self.shutdown_with(Shutdown::Write).await
+    }
+
+    /// Shuts down the read, write, or both directions (std's `shutdown(how)`).
+    pub async fn shutdown_with(&self, how: Shutdown) -> io::Result<()> {
         match &self.inner {
             StreamInner::Direct(fd) => {
                 let how = match how {
@@ -218,7 +224,7 @@ impl DirectTcpStream {
                 };
                 Op::new(op::ShutdownDirect::new(fd, how)).await
             }
-            StreamInner::Plain(s) => s.shutdown(how).await,
+            StreamInner::Plain(s) => s.shutdown_with(how).await,
         }
     }
 

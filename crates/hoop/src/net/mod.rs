@@ -1,12 +1,15 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
 mod direct;
+mod reuseport;
 pub(crate) mod socket;
-mod tcp;
+pub(crate) mod split;
+pub mod tcp;
 mod udp;
-mod unix;
+pub mod unix;
 
 pub use direct::*;
+pub use reuseport::ReuseportGroup;
 pub use socket::ToSocketAddrs;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
 pub use udp::*;

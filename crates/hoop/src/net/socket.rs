@@ -19,8 +19,6 @@ pub(crate) struct Socket {
     fd: Option<OwnedFd>,
     /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
     home: Option<Home>,
-    /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
-    io: Option<Box<crate::poll_io::PollIo>>,
     /// Whether [`send_file`](Self::send_file) made the fd non-blocking already.
     nonblocking: std::sync::atomic::AtomicBool,
 }
@@ -41,18 +39,8 @@ impl Socket {
         Socket {
             fd: Some(fd),
             home: Home::current(),
-            io: None,
             nonblocking: std::sync::atomic::AtomicBool::new(false),
         }
-    }
-
-    /// The fd and the poll-based traits' state (made on first use).
-    pub(crate) fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
-        let fd = self.raw();
-        let io = self.io.get_or_insert_with(|| {
-            Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::Socket))
-        });
-        (fd, io)
     }
 
     /// A new socket through the ring (`IORING_OP_SOCKET`).
@@ -259,6 +247,13 @@ impl Socket {
         Op::new(op::Shutdown::new(self.raw(), how)).await
     }
 
+    /// `shutdown(2)` now, with a system call (a dropped write half's, which cannot wait).
+    /// Errors (a peer already gone) are of no use there and ignored.
+    pub(crate) fn shutdown_now(&self, how: i32) {
+        // SAFETY: shutdown(2) on an fd `self` keeps open; no pointers.
+        let _ = unsafe { libc::shutdown(self.raw(), how) };
+    }
+
     /// Closes the socket through the ring and waits for the result.
     pub(crate) async fn close(mut self) -> io::Result<()> {
         match self.fd.take() {
@@ -301,8 +296,8 @@ impl IntoRawFd for Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        // Operations of the poll-based traits first (their cancels queue ahead of the close).
-        self.io = None;
+        // The poll-based traits' operations were dropped before (the types holding a `Socket`
+        // declare their `PollSlots` first), so their cancels queue ahead of the close.
         if let Some(fd) = self.fd.take() {
             Home::close(self.home.as_ref(), fd);
         }

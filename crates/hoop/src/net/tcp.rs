@@ -1,13 +1,14 @@
 //! TCP listeners and streams.
 
 use std::io;
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use hoop_driver::{op, BufResult, BufRing, IoBuf, IoBufMut, MultiOp, RingBuf, SockAddr};
 
 use super::socket::{deadline, domain_of, ip_addr, resolve, resolve_nonblocking, Socket};
+use super::split::{read_methods, split_halves, write_methods, PollSlots};
 
 /// A TCP socket listening for connections.
 #[derive(Debug)]
@@ -63,14 +64,14 @@ impl TcpListener {
     /// connection is closed, never leaked.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
-        Ok((TcpStream { socket }, ip_addr(addr)?))
+        Ok((TcpStream::from_socket(socket), ip_addr(addr)?))
     }
 
     /// [`accept`](Self::accept) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no connection came within `timeout`.
     pub async fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept_until(deadline(timeout)).await?;
-        Ok((TcpStream { socket }, ip_addr(addr)?))
+        Ok((TcpStream::from_socket(socket), ip_addr(addr)?))
     }
 
     /// A stream of accepted connections from one multishot accept (`IORING_ACCEPT_MULTISHOT`):
@@ -117,9 +118,7 @@ impl Incoming<'_> {
     /// down).
     pub async fn next(&mut self) -> Option<io::Result<TcpStream>> {
         let item = self.op.next().await?;
-        Some(item.map(|fd| TcpStream {
-            socket: Socket::from_fd(fd),
-        }))
+        Some(item.map(|fd| TcpStream::from_socket(Socket::from_fd(fd))))
     }
 }
 
@@ -129,13 +128,9 @@ impl futures::Stream for Incoming<'_> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<io::Result<TcpStream>>> {
-        self.op.poll_next(cx).map(|item| {
-            item.map(|r| {
-                r.map(|fd| TcpStream {
-                    socket: Socket::from_fd(fd),
-                })
-            })
-        })
+        self.op
+            .poll_next(cx)
+            .map(|item| item.map(|r| r.map(|fd| TcpStream::from_socket(Socket::from_fd(fd)))))
     }
 }
 
@@ -175,10 +170,22 @@ impl RecvStream<'_> {
 /// back from the next write, flush or close.
 #[derive(Debug)]
 pub struct TcpStream {
+    // Declared first: operations of the traits are dropped before the socket closes.
+    io: PollSlots,
     socket: Socket,
 }
 
 impl TcpStream {
+    pub(crate) fn from_socket(socket: Socket) -> TcpStream {
+        TcpStream {
+            io: PollSlots::default(),
+            socket,
+        }
+    }
+
+    read_methods!();
+    write_methods!();
+
     /// Connects to `addr` (trying each resolved address in turn). A host name is resolved on
     /// the blocking pool (see [`ToSocketAddrs`](super::ToSocketAddrs)); a literal address
     /// takes no pool trip.
@@ -187,7 +194,7 @@ impl TcpStream {
         for a in resolve_nonblocking(&addr).await? {
             let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
             match socket.connect(SockAddr::from_std(a)).await {
-                Ok(()) => return Ok(TcpStream { socket }),
+                Ok(()) => return Ok(TcpStream::from_socket(socket)),
                 Err(e) => last = Some(e),
             }
         }
@@ -210,7 +217,7 @@ impl TcpStream {
         for a in addrs {
             let socket = Socket::new(domain_of(&a), libc::SOCK_STREAM).await?;
             match socket.connect_until(SockAddr::from_std(a), dl).await {
-                Ok(()) => return Ok(TcpStream { socket }),
+                Ok(()) => return Ok(TcpStream::from_socket(socket)),
                 Err(e) => last = Some(e),
             }
         }
@@ -219,57 +226,7 @@ impl TcpStream {
 
     /// Wraps a connected std stream.
     pub fn from_std(stream: std::net::TcpStream) -> TcpStream {
-        TcpStream {
-            socket: Socket::from_fd(OwnedFd::from(stream)),
-        }
-    }
-
-    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream. The
-    /// buffer's length becomes exactly the bytes read (see the crate docs' read rule).
-    pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.recv(buf).await
-    }
-
-    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`);
-    /// `UnexpectedEof` if the peer closes first, the buffer's length then being the bytes that
-    /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
-    pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
-        self.socket.recv_exact(buf).await
-    }
-
-    /// [`read`](Self::read) with a deadline linked to it in the kernel
-    /// (`IORING_OP_LINK_TIMEOUT`; the timer heap on epoll): if `timeout` passes first, the read
-    /// is cancelled and fails with `TimedOut` ("deadline of 200 ms passed"), and the buffer
-    /// comes back as with any result.
-    pub async fn read_timeout<B: IoBufMut>(
-        &self,
-        buf: B,
-        timeout: Duration,
-    ) -> BufResult<usize, B> {
-        self.socket.recv_until(buf, deadline(timeout)).await
-    }
-
-    /// [`read_exact`](Self::read_exact) within `timeout` for the whole buffer (each read has
-    /// the deadline linked to it in the kernel); on `TimedOut` the buffer's length is the bytes
-    /// that arrived.
-    pub async fn read_exact_timeout<B: IoBufMut>(
-        &self,
-        buf: B,
-        timeout: Duration,
-    ) -> BufResult<(), B> {
-        self.socket.recv_exact_until(buf, deadline(timeout)).await
-    }
-
-    /// [`write`](Self::write) with a deadline linked to it in the kernel (see
-    /// [`read_timeout`](Self::read_timeout)).
-    pub async fn write_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<usize, B> {
-        self.socket.send_until(buf, deadline(timeout)).await
-    }
-
-    /// [`write_all`](Self::write_all) within `timeout` for the whole buffer (each send has the
-    /// deadline linked to it in the kernel).
-    pub async fn write_all_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<(), B> {
-        self.socket.send_all_until(buf, deadline(timeout)).await
+        TcpStream::from_socket(Socket::from_fd(OwnedFd::from(stream)))
     }
 
     /// A stream of received data in buffers of `ring`: one multishot recv (6.0) picks a ring
@@ -282,16 +239,6 @@ impl TcpStream {
             op: MultiOp::new(op::RecvMulti::new(self.socket.as_raw_fd(), ring.clone())),
             _stream: std::marker::PhantomData,
         }
-    }
-
-    /// Writes the initialized bytes of `buf` once; returns how many were sent.
-    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.send(buf).await
-    }
-
-    /// Writes every initialized byte of `buf`.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
-        self.socket.send_all(buf).await
     }
 
     /// Sends up to `len` bytes of `file` from `offset` with `sendfile(2)`: the kernel moves
@@ -358,11 +305,6 @@ impl TcpStream {
         (Ok(()), buf)
     }
 
-    /// Shuts down the read, write or both halves.
-    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.socket.shutdown(how).await
-    }
-
     /// Sets `TCP_NODELAY`.
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         self.socket
@@ -403,7 +345,31 @@ impl TcpStream {
 }
 
 macro_rules! fd_traits {
-    ($t:ty) => {
+    ($t:ident, stream) => {
+        $crate::net::tcp::fd_traits!(@common $t);
+        impl FromRawFd for $t {
+            /// # Safety
+            /// `fd` must be an open socket of the right kind that the caller owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                // SAFETY: the caller gives up ownership of an open fd.
+                Self::from_socket(Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
+            }
+        }
+    };
+    ($t:ident) => {
+        $crate::net::tcp::fd_traits!(@common $t);
+        impl FromRawFd for $t {
+            /// # Safety
+            /// `fd` must be an open socket of the right kind that the caller owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                Self {
+                    // SAFETY: the caller gives up ownership of an open fd.
+                    socket: Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }),
+                }
+            }
+        }
+    };
+    (@common $t:ident) => {
         impl AsRawFd for $t {
             fn as_raw_fd(&self) -> RawFd {
                 self.socket.as_raw_fd()
@@ -419,16 +385,6 @@ macro_rules! fd_traits {
                 self.socket.into_raw_fd()
             }
         }
-        impl FromRawFd for $t {
-            /// # Safety
-            /// `fd` must be an open socket of the right kind that the caller owns.
-            unsafe fn from_raw_fd(fd: RawFd) -> Self {
-                Self {
-                    // SAFETY: the caller gives up ownership of an open fd.
-                    socket: Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }),
-                }
-            }
-        }
         impl From<$t> for OwnedFd {
             fn from(s: $t) -> OwnedFd {
                 s.socket.into_owned()
@@ -440,14 +396,8 @@ macro_rules! fd_traits {
 pub(crate) use fd_traits;
 
 fd_traits!(TcpListener);
-fd_traits!(TcpStream);
-crate::poll_io::poll_io_traits!(TcpStream);
-
-impl TcpStream {
-    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
-        self.socket.poll_io()
-    }
-}
+fd_traits!(TcpStream, stream);
+split_halves!(TcpStream, SocketAddr, ip_addr);
 
 impl TcpStream {
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) (a

@@ -77,6 +77,23 @@ impl UdpSocket {
         self.socket.recv(buf).await
     }
 
+    /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    pub async fn send_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<usize, B> {
+        self.socket.send_until(buf, deadline(timeout)).await
+    }
+
+    /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
+    /// back either way.
+    pub async fn recv_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: Duration,
+    ) -> BufResult<usize, B> {
+        self.socket.recv_until(buf, deadline(timeout)).await
+    }
+
     /// Sends the initialized bytes of `buf` as one datagram to `addr` (its first resolved
     /// address).
     pub async fn send_to<B: IoBuf>(&self, buf: B, addr: impl ToSocketAddrs) -> BufResult<usize, B> {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
-use super::socket::Socket;
+use super::socket::{deadline, Socket};
+use super::split::{read_methods, split_halves, write_methods, PollSlots};
 use super::tcp::fd_traits;
 
 /// The address of a Unix-domain socket: a path, unnamed, or in the abstract namespace.
@@ -111,7 +112,23 @@ impl UnixListener {
     /// connection is closed, never leaked.
     pub async fn accept(&self) -> io::Result<(UnixStream, UnixSocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
-        Ok((UnixStream { socket }, UnixSocketAddr::from_sockaddr(addr)?))
+        Ok((
+            UnixStream::from_socket(socket),
+            UnixSocketAddr::from_sockaddr(addr)?,
+        ))
+    }
+
+    /// [`accept`](Self::accept) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if no connection came within `timeout`.
+    pub async fn accept_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> io::Result<(UnixStream, UnixSocketAddr)> {
+        let (socket, addr) = self.socket.accept_until(deadline(timeout)).await?;
+        Ok((
+            UnixStream::from_socket(socket),
+            UnixSocketAddr::from_sockaddr(addr)?,
+        ))
     }
 
     /// The address the listener is bound to.
@@ -128,16 +145,28 @@ impl UnixListener {
 /// A Unix-domain stream connection. Reads and writes take buffers by value and give them back.
 #[derive(Debug)]
 pub struct UnixStream {
+    // Declared first: operations of the traits are dropped before the socket closes.
+    io: PollSlots,
     socket: Socket,
 }
 
 impl UnixStream {
+    pub(crate) fn from_socket(socket: Socket) -> UnixStream {
+        UnixStream {
+            io: PollSlots::default(),
+            socket,
+        }
+    }
+
+    read_methods!();
+    write_methods!();
+
     /// Connects to the socket at `path` (socket and connect both on the ring).
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
         let addr = unix_addr(path.as_ref())?;
         let socket = Socket::new(libc::AF_UNIX, libc::SOCK_STREAM).await?;
         socket.connect(addr).await?;
-        Ok(UnixStream { socket })
+        Ok(UnixStream::from_socket(socket))
     }
 
     /// A pair of connected, unnamed streams (`socketpair`).
@@ -148,37 +177,7 @@ impl UnixStream {
 
     /// Wraps a connected std stream.
     pub fn from_std(stream: std::os::unix::net::UnixStream) -> UnixStream {
-        UnixStream {
-            socket: Socket::from_fd(OwnedFd::from(stream)),
-        }
-    }
-
-    /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream. The
-    /// buffer's length becomes exactly the bytes read (see the crate docs' read rule).
-    pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.recv(buf).await
-    }
-
-    /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`);
-    /// `UnexpectedEof` if the peer closes first, the buffer's length then being the bytes that
-    /// arrived. `vec![0u8; n]` or `buf.slice(..n)` ask for `n` bytes.
-    pub async fn read_exact<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
-        self.socket.recv_exact(buf).await
-    }
-
-    /// Writes the initialized bytes of `buf` once; returns how many were sent.
-    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.send(buf).await
-    }
-
-    /// Writes every initialized byte of `buf`.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
-        self.socket.send_all(buf).await
-    }
-
-    /// Shuts down the read, write or both halves.
-    pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.socket.shutdown(how).await
+        UnixStream::from_socket(Socket::from_fd(OwnedFd::from(stream)))
     }
 
     /// The local address (unnamed for a connecting client or a `pair()`).
@@ -250,6 +249,57 @@ impl UnixDatagram {
         self.socket.recv(buf).await
     }
 
+    /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    pub async fn send_timeout<B: IoBuf>(
+        &self,
+        buf: B,
+        timeout: std::time::Duration,
+    ) -> BufResult<usize, B> {
+        self.socket.send_until(buf, deadline(timeout)).await
+    }
+
+    /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`
+    /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
+    /// back either way.
+    pub async fn recv_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: std::time::Duration,
+    ) -> BufResult<usize, B> {
+        self.socket.recv_until(buf, deadline(timeout)).await
+    }
+
+    /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel.
+    pub async fn send_to_timeout<B: IoBuf>(
+        &self,
+        buf: B,
+        path: impl AsRef<Path>,
+        timeout: std::time::Duration,
+    ) -> BufResult<usize, B> {
+        match unix_addr(path.as_ref()) {
+            Ok(addr) => {
+                self.socket
+                    .send_to_until(buf, addr, deadline(timeout))
+                    .await
+            }
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// [`recv_from`](Self::recv_from) with a deadline linked to it in the kernel.
+    pub async fn recv_from_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        timeout: std::time::Duration,
+    ) -> BufResult<(usize, UnixSocketAddr), B> {
+        let (res, buf) = self.socket.recv_from_until(buf, deadline(timeout)).await;
+        (
+            res.and_then(|(n, addr)| Ok((n, datagram_sender(addr)?))),
+            buf,
+        )
+    }
+
     /// Sends the initialized bytes of `buf` as one datagram to the socket at `path`.
     pub async fn send_to<B: IoBuf>(&self, buf: B, path: impl AsRef<Path>) -> BufResult<usize, B> {
         match unix_addr(path.as_ref()) {
@@ -261,19 +311,10 @@ impl UnixDatagram {
     /// Receives one datagram into `buf` and says who sent it.
     pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, UnixSocketAddr), B> {
         let (res, buf) = self.socket.recv_from(buf).await;
-        let res = res.and_then(|(n, addr)| {
-            // An unbound sender leaves the name empty (length 0): that is "unnamed".
-            if addr.is_empty() {
-                return Ok((
-                    n,
-                    UnixSocketAddr {
-                        kind: Kind::Unnamed,
-                    },
-                ));
-            }
-            Ok((n, UnixSocketAddr::from_sockaddr(addr)?))
-        });
-        (res, buf)
+        (
+            res.and_then(|(n, addr)| Ok((n, datagram_sender(addr)?))),
+            buf,
+        )
     }
 
     /// The address the socket is bound to.
@@ -298,12 +339,17 @@ impl UnixDatagram {
 }
 
 fd_traits!(UnixListener);
-fd_traits!(UnixStream);
-crate::poll_io::poll_io_traits!(UnixStream);
-
-impl UnixStream {
-    fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
-        self.socket.poll_io()
-    }
-}
+fd_traits!(UnixStream, stream);
+split_halves!(UnixStream, UnixSocketAddr, UnixSocketAddr::from_sockaddr);
 fd_traits!(UnixDatagram);
+
+/// The sender of a datagram: an unbound sender leaves the name empty (length 0), which is
+/// "unnamed".
+fn datagram_sender(addr: SockAddr) -> io::Result<UnixSocketAddr> {
+    if addr.is_empty() {
+        return Ok(UnixSocketAddr {
+            kind: Kind::Unnamed,
+        });
+    }
+    UnixSocketAddr::from_sockaddr(addr)
+}

@@ -42,12 +42,19 @@ use task::{
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A hook [`on_shutdown`] registered.
+type ShutdownHook = Box<dyn FnOnce(ShutdownReport)>;
+
 struct Inner {
     id: u64,
     driver: Driver,
     tasks: RefCell<Tasks>,
     remote: Arc<Remote>,
     timers: RefCell<timers::Timers>,
+    /// hoop's own tasks alive (the signal reader), which [`task_count`] leaves out.
+    internal_tasks: Rc<std::cell::Cell<usize>>,
+    /// What [`on_shutdown`] registered, called with the report at shutdown.
+    on_shutdown: RefCell<Vec<ShutdownHook>>,
 }
 
 /// Runs `f` on the timers of the runtime running on this thread, with its id; `None` outside
@@ -242,6 +249,8 @@ impl Builder {
                 tasks: RefCell::new(Tasks::default()),
                 remote,
                 timers: RefCell::new(timers::Timers::default()),
+                internal_tasks: Rc::default(),
+                on_shutdown: RefCell::default(),
             }),
         })
     }
@@ -470,7 +479,12 @@ impl Runtime {
                 self.inner.tasks.borrow_mut().release(id);
             }
         }
-        self.inner.driver.shutdown()
+        let report = self.inner.driver.shutdown();
+        let hooks = std::mem::take(&mut *self.inner.on_shutdown.borrow_mut());
+        for hook in hooks {
+            hook(report);
+        }
+        report
     }
 }
 
@@ -531,9 +545,67 @@ pub fn current_counters() -> Option<Counters> {
     CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.driver.counters()))
 }
 
-/// Number of tasks alive on the current thread's runtime.
+/// Number of the program's tasks alive on the current thread's runtime (0 outside one). hoop's
+/// own tasks (the reader of [`signal`](crate::signal) listeners) are not counted, so a
+/// `while task_count() > 0` drain ends once the program's tasks have.
 pub fn task_count() -> usize {
-    CONTEXT.with(|c| c.borrow().as_ref().map_or(0, |i| i.tasks.borrow().len()))
+    CONTEXT.with(|c| {
+        c.borrow().as_ref().map_or(0, |i| {
+            i.tasks
+                .borrow()
+                .len()
+                .saturating_sub(i.internal_tasks.get())
+        })
+    })
+}
+
+/// Spawns one of hoop's own tasks: like [`spawn`], but left out of [`task_count`].
+pub(crate) fn spawn_internal<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    /// Counts the task while its future exists (until it completes or is dropped).
+    struct Counted(Rc<std::cell::Cell<usize>>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.set(self.0.get().saturating_sub(1));
+        }
+    }
+    let counter = CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.internal_tasks.clone()));
+    let counted = counter.map(|c| {
+        c.set(c.get() + 1);
+        Counted(c)
+    });
+    spawn(async move {
+        let _counted = counted;
+        future.await
+    })
+}
+
+/// Registers `hook` to be called with the [`ShutdownReport`] when the current thread's runtime
+/// shuts down (dropped, [`Runtime::shutdown`], the end of `#[hoop::main]` or of a
+/// [`run_per_core`] thread): what was cancelled, and what was still in flight or leaked. Hooks
+/// run in the order registered, on the runtime's thread, after the ring is closed.
+///
+/// ```
+/// #[hoop::main]
+/// async fn main() {
+///     hoop::runtime::on_shutdown(|report| {
+///         if report.leaked > 0 {
+///             eprintln!("shutdown leaked {} operations", report.leaked);
+///         }
+///     });
+/// }
+/// ```
+///
+/// # Panics
+/// Outside a hoop runtime.
+pub fn on_shutdown(hook: impl FnOnce(ShutdownReport) + 'static) {
+    let inner = CONTEXT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("hoop::runtime::on_shutdown must be called from inside a hoop runtime")
+    });
+    inner.on_shutdown.borrow_mut().push(Box::new(hook));
 }
 
 /// Yields once to the runtime, letting other ready tasks run.
@@ -583,6 +655,22 @@ where
     Fut: Future + 'static,
     Fut::Output: Send + 'static,
 {
+    let out = run_per_core_reports(threads, f)?;
+    Ok(out.into_iter().map(|(output, _)| output).collect())
+}
+
+/// [`run_per_core`], also giving each thread's [`ShutdownReport`] (its runtime shut down after
+/// `f(i)` returned): `(output, report)` per thread, in thread order. A report with `leaked` or
+/// `still_in_flight` above 0 means operations outlived their thread's program.
+pub fn run_per_core_reports<F, Fut>(
+    threads: usize,
+    f: F,
+) -> io::Result<Vec<(Fut::Output, ShutdownReport)>>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future + 'static,
+    Fut::Output: Send + 'static,
+{
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let f = Arc::new(f);
     let signals = crate::signal::PerCoreSignals::block()?;
@@ -593,12 +681,13 @@ where
             // Fault opt-outs (test builds only) carry to the threads started here.
             let opted_out = crate::fault::opted_out();
             std::thread::Builder::new().name(format!("hoop-{i}")).spawn(
-                move || -> io::Result<Fut::Output> {
+                move || -> io::Result<(Fut::Output, ShutdownReport)> {
                     let _exit = exit;
                     let _faults = crate::fault::opt_out_inherited(opted_out);
                     let _ = pin_to_cpu(i % cpus);
                     let rt = Runtime::new()?;
-                    Ok(rt.block_on(f(i)))
+                    let output = rt.block_on(f(i));
+                    Ok((output, rt.shutdown()))
                 },
             )
         })

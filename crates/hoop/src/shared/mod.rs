@@ -59,7 +59,7 @@
 //! | `read_exact` | `TcpStream::read_exact(&self, buf: B) -> BufResult<(), B>` | `AsyncReadExt::read_exact(&mut stream, &mut buf)` |
 //! | `write` | `TcpStream::write(&self, buf: B) -> BufResult<usize, B>` | `AsyncWriteExt::write(&mut stream, &buf)` |
 //! | `write_all` | `TcpStream::write_all(&self, buf: B) -> BufResult<(), B>` | `AsyncWriteExt::write_all(&mut stream, &buf)` |
-//! | `shutdown` | `TcpStream::shutdown(&self, how: Shutdown)` (`IORING_OP_SHUTDOWN`, either half) | `AsyncWriteExt::shutdown(&mut stream)` (flushes, then shuts the write half) |
+//! | `shutdown` | `TcpStream::shutdown(&mut self)`: the same as the trait's (flushes, then shuts the write half); std's `shutdown(how)` is `shutdown_with(how)` | `AsyncWriteExt::shutdown(&mut stream)` |
 //!
 //! The futures' traits are spelled the same way (`futures::io::AsyncReadExt::read(&mut stream,
 //! &mut buf)`). Every other trait method (`flush`, `read_to_end`, `read_to_string`, `read_buf`,
@@ -104,9 +104,9 @@
 //! stream.flush().await?;
 //! let mut rest = Vec::new();
 //! stream.read_to_end(&mut rest).await?;
-//! // Both shutdowns.
-//! AsyncWriteExt::shutdown(&mut stream).await?;
-//! stream.shutdown(Shutdown::Both).await?;
+//! // Shutdowns: tokio's (flush, then the write direction), and std's with a direction.
+//! stream.shutdown().await?;
+//! stream.shutdown_with(Shutdown::Both).await?;
 //!
 //! // A File: no clash at all.
 //! let mut file = File::open(&rings, "/etc/hostname").await?;

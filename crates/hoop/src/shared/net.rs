@@ -91,10 +91,10 @@ impl AsRawFd for TcpListener {
 /// keeps one internal 16 KiB buffer per direction, reused, so a call allocates nothing; a
 /// `poll_write` that returns `Ready(n)` has taken the bytes (write-behind: `poll_flush` waits
 /// for them), and one that returns `Pending` has taken nothing, so a dropped write future
-/// neither loses nor duplicates bytes. The owned-buffer methods `read`, `read_exact`, `write`,
-/// `write_all` and `shutdown` take precedence over the traits' extension methods of the same
-/// name: spell those `AsyncWriteExt::shutdown(&mut stream)` (see the module docs, "Owned-buffer
-/// methods and the I/O traits").
+/// neither loses nor duplicates bytes. The owned-buffer methods `read`, `read_exact`, `write`
+/// and `write_all` take precedence over the traits' extension methods of the same name: spell
+/// those `AsyncWriteExt::write_all(&mut stream, b"..")` (see the module docs, "Owned-buffer
+/// methods and the I/O traits"). `shutdown()` is tokio's (flush, then the write direction).
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
@@ -308,8 +308,23 @@ impl TcpStream {
         }
     }
 
-    /// Shuts down the read side, the write side, or both (`IORING_OP_SHUTDOWN`).
-    pub fn shutdown(&self, how: Shutdown) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    /// Shuts down the write direction as tokio's `AsyncWriteExt::shutdown` does: flushes what
+    /// the poll-based `AsyncWrite` accepted, then `shutdown(SHUT_WR)`; the peer reads end of
+    /// stream. (std's `shutdown(how)` is [`shutdown_with`](Self::shutdown_with).)
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| {
+            let (fd, io) = self.poll_io();
+            io.poll_close(fd, cx)
+        })
+        .await
+    }
+
+    /// Shuts down the read side, the write side, or both (`IORING_OP_SHUTDOWN`), as std's
+    /// `shutdown(how)` does (nothing accepted by `AsyncWrite` is flushed first).
+    pub fn shutdown_with(
+        &self,
+        how: Shutdown,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let how = match how {
             Shutdown::Read => libc::SHUT_RD,
             Shutdown::Write => libc::SHUT_WR,

@@ -220,7 +220,7 @@ pub(super) fn ensure_reader() {
     match Reader::new(kind) {
         Ok(reader) => {
             READER_RUNTIME.with(|r| r.set(id));
-            drop(crate::spawn(read_signals(reader)));
+            drop(crate::runtime::spawn_internal(read_signals(reader)));
         }
         Err(e) => eprintln!("hoop: cannot read signals on this thread: {e}"),
     }
