@@ -14,10 +14,10 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use hoop::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use hoop::net::{TcpListener, TcpStream};
 use hoop::time::timeout;
 
@@ -26,36 +26,27 @@ const CONNECT: Duration = Duration::from_secs(5);
 const IDLE: Duration = Duration::from_secs(30);
 const WRITE: Duration = Duration::from_secs(10);
 
-fn timed_out(what: &str, d: Duration) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!("{what}: deadline of {} ms passed", d.as_millis()),
-    )
-}
-
 /// Copies `from` to `to` until end of stream, each read and write under its deadline; then
-/// shuts down `to`'s write half so the other side sees the end too.
-async fn pump(from: Rc<TcpStream>, to: Rc<TcpStream>) -> io::Result<()> {
+/// shuts down `to`'s write direction so the other side sees the end too. A deadline that
+/// passes fails the same way either way: `TimedOut`, "deadline of 30000 ms passed" (a timer's
+/// `Elapsed` converts with `?`).
+async fn pump(from: OwnedReadHalf, mut to: OwnedWriteHalf) -> io::Result<()> {
     let mut buf = Vec::with_capacity(16 * 1024);
     let mode = deadlines();
     loop {
         let (res, b) = match mode {
             Deadlines::Off => from.read(buf).await,
-            Deadlines::Timer => timeout(IDLE, from.read(buf))
-                .await
-                .map_err(|_| timed_out("read", IDLE))?,
+            Deadlines::Timer => timeout(IDLE, from.read(buf)).await?,
             Deadlines::Linked => from.read_timeout(buf, IDLE).await,
         };
         buf = b;
         if res? == 0 {
-            let _ = to.shutdown_with(std::net::Shutdown::Write).await;
+            let _ = to.shutdown().await;
             return Ok(());
         }
         let (res, b) = match mode {
             Deadlines::Off => to.write_all(buf).await,
-            Deadlines::Timer => timeout(WRITE, to.write_all(buf))
-                .await
-                .map_err(|_| timed_out("write", WRITE))?,
+            Deadlines::Timer => timeout(WRITE, to.write_all(buf)).await?,
             Deadlines::Linked => to.write_all_timeout(buf, WRITE).await,
         };
         buf = b;
@@ -82,14 +73,14 @@ fn deadlines() -> Deadlines {
 }
 
 async fn proxy_one(client: TcpStream, upstream: SocketAddr) -> io::Result<()> {
-    let server = timeout(CONNECT, TcpStream::connect(upstream))
-        .await
-        .map_err(|_| timed_out("connect", CONNECT))??;
+    let server = timeout(CONNECT, TcpStream::connect(upstream)).await??;
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (client, server) = (Rc::new(client), Rc::new(server));
-    let up = hoop::spawn(pump(client.clone(), server.clone()));
-    let down = pump(server, client).await;
+    // Owned halves: each direction its own task, no `Rc`, no lock.
+    let (client_rd, client_wr) = client.into_split();
+    let (server_rd, server_wr) = server.into_split();
+    let up = hoop::spawn(pump(client_rd, server_wr));
+    let down = pump(server_rd, client_wr).await;
     let up = up.await?;
     down.and(up)
 }
@@ -129,22 +120,16 @@ async fn echo_upstream(listener: TcpListener) -> io::Result<()> {
 
 /// One client: `messages` round trips of 64 bytes, each checked; returns how many matched.
 async fn client(id: usize, proxy: SocketAddr, messages: usize) -> io::Result<usize> {
-    let s = timeout(CONNECT, TcpStream::connect(proxy))
-        .await
-        .map_err(|_| timed_out("connect", CONNECT))??;
+    let s = timeout(CONNECT, TcpStream::connect(proxy)).await??;
     let _ = s.set_nodelay(true);
     let mut ok = 0;
     let mut back = vec![0u8; 64];
     for m in 0..messages {
         let msg: Vec<u8> = (0..64).map(|i| (i + id * 31 + m * 7) as u8).collect();
-        let (res, sent) = timeout(WRITE, s.write_all(msg))
-            .await
-            .map_err(|_| timed_out("write", WRITE))?;
+        let (res, sent) = timeout(WRITE, s.write_all(msg)).await?;
         res?;
         // read_exact fills exactly the buffer's length (64): see the read rule.
-        let (res, b) = timeout(IDLE, s.read_exact(back))
-            .await
-            .map_err(|_| timed_out("read", IDLE))?;
+        let (res, b) = timeout(IDLE, s.read_exact(back)).await?;
         back = b;
         res?;
         if back == sent {

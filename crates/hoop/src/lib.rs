@@ -69,8 +69,49 @@
 //! `futures::io::{AsyncRead, AsyncWrite}` (and, with the `tokio` feature, tokio's `AsyncRead`
 //! and `AsyncWrite`), so `BufReader::lines`, codecs and TLS crates work on them; see the
 //! `poll_io` notes on `TcpStream` for the internal buffers and the write-behind rule. The
-//! types' own `read`/`write` methods (owned buffers) take precedence over the traits'
-//! extension methods of the same name: call those as `AsyncWriteExt::write_all(&mut s, b)`.
+//! halves of a split stream (`into_split`, `split`) implement the trait of their direction.
+//!
+//! # One rule for the two APIs
+//!
+//! A stream's own `read`, `read_exact`, `write` and `write_all` take an owned buffer and give
+//! it back (`let (res, buf) = s.write_all(buf).await;`); Rust picks a type's own method before
+//! a trait's of the same name, so with `AsyncWriteExt` in scope `s.write_all(b"hi")` is still
+//! hoop's. Call the trait's by its path: `AsyncWriteExt::write_all(&mut s, b"hi").await?`.
+//! Borrowed bytes given to hoop's methods fail to compile with an error that says so and
+//! names that fix:
+//!
+//! ```compile_fail,E0277
+//! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
+//! use futures::io::AsyncWriteExt;
+//! let _ = s.write_all(b"hi\n").await; // `&[u8; 3]` is not an owned buffer: ... call the trait
+//! # Ok(()) }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
+//! use futures::io::AsyncReadExt;
+//! let mut buf = [0u8; 1024];
+//! let _ = s.read(&mut buf).await; // `&mut [u8; 1024]` is not an owned buffer to read into
+//! # Ok(()) }
+//! ```
+//!
+//! ```no_run
+//! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
+//! use futures::io::{AsyncReadExt, AsyncWriteExt};
+//! AsyncWriteExt::write_all(&mut s, b"hi\n").await?; // the trait's
+//! let mut buf = [0u8; 1024];
+//! let _n = AsyncReadExt::read(&mut s, &mut buf).await?;
+//! let (res, _buf) = s.write_all(b"hi\n".to_vec()).await; // hoop's: owned, given back
+//! res?;
+//! s.shutdown().await?; // tokio's meaning: flush, then shut the write direction
+//! # Ok(()) }
+//! ```
+//!
+//! Methods with no owned twin (`flush`, `read_to_end`, `read_line`, `copy`) are the traits'
+//! as written. `shutdown()` is tokio's (flush what the traits accepted, then `SHUT_WR`);
+//! std's `shutdown(how)` is `shutdown_with(how)`. One more clash: futures' `AsyncReadExt::split`
+//! takes the stream by value, so with it in scope `s.split()` is futures' (a lock): write
+//! `TcpStream::split(&mut s)`, or use `into_split`.
 //!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its
