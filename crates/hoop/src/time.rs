@@ -30,6 +30,8 @@ use crate::runtime::with_timers;
 pub struct Sleep {
     deadline: Instant,
     reg: Option<Reg>,
+    /// It returned `Ready` since the deadline was set (`FusedFuture`, in `crate::select`).
+    pub(crate) fired: bool,
 }
 
 /// Where a pending sleep's waker is registered.
@@ -51,6 +53,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         reg: None,
+        fired: false,
     }
 }
 
@@ -70,6 +73,7 @@ impl Sleep {
         let this = self.get_mut();
         this.unregister();
         this.deadline = deadline;
+        this.fired = false;
     }
 
     fn unregister(&mut self) {
@@ -124,7 +128,8 @@ impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        if Instant::now() >= this.deadline {
+        this.fired = Instant::now() >= this.deadline;
+        if this.fired {
             this.unregister();
             return Poll::Ready(());
         }
@@ -132,6 +137,7 @@ impl Future for Sleep {
         if this.reg.is_none() {
             // No runtime here and no timer thread could start: complete rather than hang
             // (the one case a sleep ends early; spawning a thread failed).
+            this.fired = true;
             return Poll::Ready(());
         }
         Poll::Pending
