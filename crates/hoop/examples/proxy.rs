@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use hoop::net::{TcpListener, TcpStream};
 use hoop::time::timeout;
 
@@ -207,9 +206,9 @@ async fn main() -> io::Result<()> {
             let ctrl_c = hoop::signal::ctrl_c();
             let listener = TcpListener::bind(listen.as_str()).await?;
             println!("listening on {}", listener.local_addr()?);
-            futures::select! {
-                r = serve(listener, upstream).fuse() => r,
-                r = ctrl_c.fuse() => {
+            hoop::select! {
+                r = serve(listener, upstream) => r,
+                r = ctrl_c => {
                     r?;
                     println!("stopping on Ctrl-C");
                     Ok(())
