@@ -151,6 +151,10 @@ pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Up to 64 branches. Generated code refers to `::hoop`, so the crate must be a dependency
 /// under that name.
 ///
+/// `futures::select!` (and `futures::select_biased!`) still work: they are different macros,
+/// and hoop's types are fused for them (see the `hoop::select` module). hoop no longer
+/// re-exports `select_biased!`: write `biased;` first.
+///
 /// ```ignore
 /// loop {
 ///     hoop::select! {

@@ -77,6 +77,51 @@ async fn unbiased_gives_every_ready_branch_a_turn() {
     }
     assert!(wins.iter().all(|&n| n > 0), "{wins:?}");
     assert_eq!(wins.iter().sum::<u32>(), 200);
+
+    let (mut a, mut b) = (0u32, 0u32);
+    for _ in 0..200 {
+        hoop::select! {
+            _ = async {} => a += 1,
+            _ = async {} => b += 1,
+        }
+    }
+    assert!(a > 0 && b > 0, "a={a} b={b}");
+}
+
+macro_rules! first_of {
+    ($p:pat, $a:expr, $b:expr, $h:expr) => {
+        hoop::select! {
+            biased;
+            $p = $a => $h,
+            $p = $b => $h,
+        }
+    };
+}
+
+#[hoop::test]
+async fn or_patterns_and_fragments_from_macro_rules() {
+    let v = hoop::select! {
+        Ok(v) | Err(v) = async { Err::<u8, u8>(3) } => v,
+    };
+    assert_eq!(v, 3);
+    // Fragments arrive wrapped in invisible groups.
+    let v = first_of!(Some(x), async { None::<u8> }, async { Some(4u8) }, x * 2);
+    assert_eq!(v, 8);
+}
+
+#[test]
+fn a_select_over_send_futures_is_send() {
+    fn assert_send<T: Send>(t: T) -> T {
+        t
+    }
+    let token = CancellationToken::new();
+    let fut = assert_send(async move {
+        hoop::select! {
+            _ = token.cancelled() => 1,
+            _ = sleep(Duration::from_millis(1)) => 2,
+        }
+    });
+    assert_eq!(common::block_on(fut), 2);
 }
 
 #[hoop::test]
