@@ -1,4 +1,5 @@
-//! Attribute macros for the hoop runtime: `#[hoop::main]` and `#[hoop::test]`.
+//! Macros for the hoop runtime: `#[hoop::main]`, `#[hoop::test]` and [`select!`] (tokio's
+//! `select!`, described at the macro).
 //!
 //! `#[hoop::main]` turns an `async fn` into an ordinary `fn` that starts a
 //! `hoop::Runtime` and blocks on the original body:
@@ -63,9 +64,11 @@
 #![warn(missing_docs)]
 
 mod parse;
+mod select;
 
 use parse::{parse_args, parse_fn, run_test_expr, runtime_expr, Args, Delim, ParseError, Tok};
 use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
+use select::{out_enum, parse_select, start_expr};
 
 /// Marks the `async fn main` of a program that runs on hoop.
 ///
@@ -117,6 +120,64 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(Flavor::Test, args, item)
+}
+
+/// Waits on several futures at once and runs the handler of the first to complete whose
+/// output matches its pattern: tokio's `select!`, implemented by hoop (no tokio needed).
+///
+/// ```text
+/// hoop::select! {
+///     biased;                                            // optional: poll in order
+///     <pattern> = <async expression> (, if <precondition>)? => <handler>,
+///     ...
+///     else => <expression>                               // optional, last
+/// }
+/// ```
+///
+/// 1. Every precondition is evaluated; a branch whose precondition is false is disabled.
+/// 2. Every async expression is evaluated (disabled branches' too) and turned into a future
+///    with `IntoFuture`; the futures are pinned on the stack, so they need not be `Unpin`
+///    nor fused, and `&mut fut` works for a future that must outlive the `select!`.
+/// 3. The enabled futures are polled, starting at a pseudo-random branch each time (or in
+///    the written order with `biased;`). When one completes, its output is checked against
+///    its pattern: if it does not match (`Some(x) = set.join_next()` getting `None`), that
+///    branch is disabled and the others are polled on.
+/// 4. When one matches, every future is dropped and then the handler runs, in the caller's
+///    async context: it may `.await`, use `?`, `return`, and `break`/`continue` an enclosing
+///    loop. The value of `select!` is the handler's.
+/// 5. If every branch is disabled, the `else` expression runs; without one, `select!` panics
+///    with "all branches are disabled and there is no else branch".
+///
+/// Up to 64 branches. Generated code refers to `::hoop`, so the crate must be a dependency
+/// under that name.
+///
+/// `futures::select!` (and `futures::select_biased!`) still work: they are different macros,
+/// and hoop's types are fused for them (see the `hoop::select` module). hoop no longer
+/// re-exports `select_biased!`: write `biased;` first.
+///
+/// ```ignore
+/// loop {
+///     hoop::select! {
+///         biased;
+///         _ = stop.cancelled() => break,
+///         Some(res) = set.join_next(), if !set.is_empty() => res?,
+///         conn = listener.accept() => { set.spawn(serve(conn?.0)); }
+///     }
+/// }
+/// ```
+#[proc_macro]
+pub fn select(input: TokenStream) -> TokenStream {
+    let trees: Vec<TokenTree> = input.into_iter().collect();
+    match parse_select(&shapes_with(&trees, true)) {
+        Ok(parsed) => expand_select(&parsed, &trees),
+        Err(err) => {
+            // An expression: `compile_error!("..")` without the `;` (an error expression,
+            // which type-checks as anything, so no follow-up errors).
+            let mut error: Vec<TokenTree> = compile_error(&err, &trees).into_iter().collect();
+            error.pop();
+            error.into_iter().collect()
+        }
+    }
 }
 
 /// Which of the two attributes is being expanded.
@@ -295,10 +356,19 @@ fn flatten_invisible(stream: TokenStream) -> Vec<TokenTree> {
 
 /// The shape of each token, for the parsers below.
 fn shapes(trees: &[TokenTree]) -> Vec<Tok> {
+    shapes_with(trees, false)
+}
+
+/// The shape of each token; with `joints`, a punctuation character joined to the next one is
+/// a [`Tok::Joint`] (`select!` must tell `=>` from `= >` and `=` from `==`).
+fn shapes_with(trees: &[TokenTree], joints: bool) -> Vec<Tok> {
     trees
         .iter()
         .map(|tree| match tree {
             TokenTree::Ident(i) => Tok::Ident(i.to_string()),
+            TokenTree::Punct(p) if joints && p.spacing() == Spacing::Joint => {
+                Tok::Joint(p.as_char())
+            }
             TokenTree::Punct(p) => Tok::Punct(p.as_char()),
             TokenTree::Literal(l) => Tok::Literal(l.to_string()),
             TokenTree::Group(g) => Tok::Group(match g.delimiter() {
@@ -309,4 +379,182 @@ fn shapes(trees: &[TokenTree]) -> Vec<Tok> {
             }),
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------
+// select!
+// ---------------------------------------------------------------------------
+
+/// Generated tokens, with `macro_rules!`-like hygiene: the expansion's local variables
+/// (`__hoop_out`, the pinned futures, ...) are invisible to the user's tokens, and two nested
+/// `select!`s never see each other's; paths (`::hoop`, `::core`) resolve at the call site.
+fn gen(src: &str) -> TokenStream {
+    respan(parse(src), Span::mixed_site())
+}
+
+fn respan(stream: TokenStream, span: Span) -> TokenStream {
+    stream
+        .into_iter()
+        .map(|tree| match tree {
+            TokenTree::Group(g) => {
+                let mut new = Group::new(g.delimiter(), respan(g.stream(), span));
+                new.set_span(span);
+                TokenTree::Group(new)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
+/// A generated group around `inner`.
+fn group(delimiter: Delimiter, inner: TokenStream) -> TokenStream {
+    let mut g = Group::new(delimiter, inner);
+    g.set_span(Span::mixed_site());
+    TokenTree::Group(g).into()
+}
+
+/// The user's tokens in `range`.
+fn slice(trees: &[TokenTree], range: &std::ops::Range<usize>) -> TokenStream {
+    trees[range.clone()].iter().cloned().collect()
+}
+
+/// The pattern with `mut` and `ref` removed, to test an output by reference (`match &out`)
+/// without moving out of it, as tokio does.
+fn clean_pattern(stream: TokenStream) -> TokenStream {
+    stream
+        .into_iter()
+        .filter(|tree| !matches!(tree, TokenTree::Ident(i) if i.to_string() == "mut" || i.to_string() == "ref"))
+        .map(|tree| match tree {
+            TokenTree::Group(g) => {
+                let mut new = Group::new(g.delimiter(), clean_pattern(g.stream()));
+                new.set_span(g.span());
+                TokenTree::Group(new)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// The expansion, for branches `0..n`:
+///
+/// ```text
+/// {
+///     enum __HoopOut<T0, ..> { B0(T0), .., Disabled }
+///     let __hoop_out = {
+///         let __hoop_c0: bool = (PRECONDITION or true); ..
+///         let mut __hoop_f0 = pin!(IntoFuture::into_future(FUTURE)); ..
+///         let mut __hoop_disabled: u64 = 0;
+///         if !__hoop_c0 { __hoop_disabled |= 1 << 0; } ..
+///         poll_fn(|cx| { poll the enabled futures from the start branch on; .. }).await
+///     }; // the futures are dropped here
+///     match __hoop_out {
+///         __HoopOut::B0(PATTERN) => HANDLER, ..
+///         __HoopOut::Disabled => ELSE (or panic!),
+///         _ => unreachable!(),
+///     }
+/// }
+/// ```
+fn expand_select(parsed: &select::Select, trees: &[TokenTree]) -> TokenStream {
+    let n = parsed.branches.len();
+    let mut inner = TokenStream::new();
+    for (i, b) in parsed.branches.iter().enumerate() {
+        inner.extend(gen(&format!("let __hoop_c{i}: bool =")));
+        match &b.cond {
+            Some(cond) => inner.extend(group(Delimiter::Parenthesis, slice(trees, cond))),
+            None => inner.extend(gen("true")),
+        }
+        inner.extend(gen(";"));
+    }
+    for (i, b) in parsed.branches.iter().enumerate() {
+        // `pin!` pins on the stack, soundly and without `unsafe`: the future is moved into a
+        // place the macro's own borrow keeps from ever being moved again.
+        inner.extend(gen(&format!("let mut __hoop_f{i} = ::core::pin::pin!")));
+        let mut into = gen("::core::future::IntoFuture::into_future");
+        into.extend(group(Delimiter::Parenthesis, slice(trees, &b.fut)));
+        inner.extend(group(Delimiter::Parenthesis, into));
+        inner.extend(gen(";"));
+    }
+    inner.extend(gen("let mut __hoop_disabled: u64 = 0;"));
+    for i in 0..n {
+        inner.extend(gen(&format!(
+            "if !__hoop_c{i} {{ __hoop_disabled |= 1u64 << {i}u32; }}"
+        )));
+    }
+
+    // The poll function's body.
+    let mut arms = TokenStream::new();
+    for (i, b) in parsed.branches.iter().enumerate() {
+        let mut arm = gen(&format!(
+            "let __hoop_o = match ::core::future::Future::poll(\
+                 ::core::pin::Pin::as_mut(&mut __hoop_f{i}), __hoop_cx) {{\
+                 ::core::task::Poll::Ready(o) => o,\
+                 ::core::task::Poll::Pending => {{ __hoop_pending = true; continue; }}\
+             }};\
+             __hoop_disabled |= 1u64 << {i}u32;\
+             match &__hoop_o"
+        ));
+        let mut check = gen("#[allow(unused_variables)]");
+        check.extend(clean_pattern(slice(trees, &b.pat)));
+        check.extend(gen("=> {} #[allow(unreachable_patterns)] _ => continue,"));
+        arm.extend(group(Delimiter::Brace, check));
+        arm.extend(gen(&format!(
+            "return ::core::task::Poll::Ready(__HoopOut::B{i}(__hoop_o));"
+        )));
+        arms.extend(gen(&format!("{i}u32 =>")));
+        arms.extend(group(Delimiter::Brace, arm));
+    }
+    arms.extend(gen("_ => ::core::unreachable!(),"));
+    let branch = if n == 1 {
+        "let __hoop_b = __hoop_start + __hoop_n;".to_owned()
+    } else {
+        format!("let __hoop_b = (__hoop_start + __hoop_n) % {n}u32;")
+    };
+    let mut each = gen(&branch);
+    each.extend(gen(
+        "if __hoop_disabled & (1u64 << __hoop_b) != 0 { continue; } match __hoop_b",
+    ));
+    each.extend(group(Delimiter::Brace, arms));
+    let mut body = gen(&start_expr(n, parsed.biased));
+    body.extend(gen(&format!(
+        "let mut __hoop_pending = false; for __hoop_n in 0..{n}u32"
+    )));
+    body.extend(group(Delimiter::Brace, each));
+    body.extend(gen("if __hoop_pending { ::core::task::Poll::Pending } \
+         else { ::core::task::Poll::Ready(__HoopOut::Disabled) }"));
+    // `poll_fn(|cx| { body }).await`
+    let mut closure = gen("|__hoop_cx: &mut ::core::task::Context<'_>|");
+    closure.extend(group(Delimiter::Brace, body));
+    inner.extend(gen("::core::future::poll_fn"));
+    inner.extend(group(Delimiter::Parenthesis, closure));
+    inner.extend(gen(".await"));
+
+    // The handlers.
+    let mut handlers = TokenStream::new();
+    for (i, b) in parsed.branches.iter().enumerate() {
+        handlers.extend(gen(&format!("__HoopOut::B{i}")));
+        handlers.extend(group(Delimiter::Parenthesis, slice(trees, &b.pat)));
+        handlers.extend(gen("=>"));
+        handlers.extend(slice(trees, &b.handler));
+        handlers.extend(gen(","));
+    }
+    handlers.extend(gen("__HoopOut::Disabled =>"));
+    match &parsed.else_expr {
+        Some(expr) => handlers.extend(slice(trees, expr)),
+        None => handlers.extend(gen(
+            "::core::panic!(\"all branches are disabled and there is no else branch\")",
+        )),
+    }
+    handlers.extend(gen(
+        ", #[allow(unreachable_patterns)] _ => ::core::unreachable!(\"hoop::select!: the pattern matched the output, then did not\"),",
+    ));
+
+    let mut block = gen(&out_enum(n));
+    block.extend(gen("let __hoop_out ="));
+    block.extend(group(Delimiter::Brace, inner));
+    block.extend(gen("; match __hoop_out"));
+    block.extend(group(Delimiter::Brace, handlers));
+    group(Delimiter::Brace, block)
 }

@@ -10,6 +10,9 @@ use super::{Flavor, TEST_BODY};
 pub(crate) enum Tok {
     Ident(String),
     Punct(char),
+    /// A punctuation character joined to the next one (the `=` of `=>`, the first `:` of
+    /// `::`). Only `select!` tells these apart; the attributes see them as [`Tok::Punct`].
+    Joint(char),
     /// The literal as written, e.g. `256`, `0x100`, `1_024u32`, `"text"`.
     Literal(String),
     Group(Delim),
@@ -37,7 +40,7 @@ impl Tok {
     pub(crate) fn describe(&self) -> String {
         match self {
             Tok::Ident(s) | Tok::Literal(s) => format!("`{s}`"),
-            Tok::Punct(c) => format!("`{c}`"),
+            Tok::Punct(c) | Tok::Joint(c) => format!("`{c}`"),
             Tok::Group(Delim::Paren) => "`(...)`".to_owned(),
             Tok::Group(Delim::Brace) => "`{...}`".to_owned(),
             Tok::Group(Delim::Bracket) => "`[...]`".to_owned(),

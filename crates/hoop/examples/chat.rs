@@ -118,7 +118,7 @@ async fn serve_client(
     }
     let mut reader = hoop::spawn(read_lines(rd, tx, config));
     let end = loop {
-        tokio::select! {
+        hoop::select! {
             biased;
             _ = shutdown.cancelled() => {
                 let (res, _) = wr.write_all_timeout(&b"bye\n"[..], config.write).await;
@@ -165,7 +165,7 @@ async fn serve_core(
         let mut int = signal(SignalKind::interrupt())?;
         let token = shutdown.clone();
         hoop::spawn(async move {
-            tokio::select! {
+            hoop::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}
                 _ = token.cancelled() => {}
@@ -175,7 +175,7 @@ async fn serve_core(
     }
     let mut clients = JoinSet::new();
     loop {
-        tokio::select! {
+        hoop::select! {
             biased;
             _ = shutdown.cancelled() => break,
             // Reap finished clients; the guard keeps an empty set from ending the loop.
@@ -315,7 +315,7 @@ async fn clients(
             }
             // Keep the connection alive under the idle timeout until the test ends.
             loop {
-                tokio::select! {
+                hoop::select! {
                     _ = stop.cancelled() => break,
                     _ = hoop::time::sleep(idle / 4) => {
                         let (res, _) = wr.write_all(&b"/ping\n"[..]).await;

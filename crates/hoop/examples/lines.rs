@@ -13,7 +13,7 @@
 use std::io;
 
 use futures::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use hoop::net::{TcpListener, TcpStream};
 
 fn answer(line: &str) -> Option<String> {
@@ -109,9 +109,9 @@ async fn main() -> io::Result<()> {
             let ctrl_c = hoop::signal::ctrl_c();
             let listener = TcpListener::bind(addr.as_str()).await?;
             println!("listening on {}", listener.local_addr()?);
-            futures::select! {
-                r = serve(listener).fuse() => r,
-                r = ctrl_c.fuse() => r,
+            hoop::select! {
+                r = serve(listener) => r,
+                r = ctrl_c => r,
             }
         }
         _ => Err(io::Error::new(

@@ -16,7 +16,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures::FutureExt;
 use hoop::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use hoop::net::{TcpListener, TcpStream};
 use hoop::time::timeout;
@@ -192,9 +191,9 @@ async fn main() -> io::Result<()> {
             let ctrl_c = hoop::signal::ctrl_c();
             let listener = TcpListener::bind(listen.as_str()).await?;
             println!("listening on {}", listener.local_addr()?);
-            futures::select! {
-                r = serve(listener, upstream).fuse() => r,
-                r = ctrl_c.fuse() => {
+            hoop::select! {
+                r = serve(listener, upstream) => r,
+                r = ctrl_c => {
                     r?;
                     println!("stopping on Ctrl-C");
                     Ok(())

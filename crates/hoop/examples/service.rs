@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use hoop::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use hoop::signal::{signal, SignalKind};
 use hoop::time::{interval, MissedTickBehavior};
@@ -166,10 +165,10 @@ async fn main() -> io::Result<()> {
         )
         .map(drop)
     };
-    let stopped_by = futures::select! {
-        r = work.fuse() => { r?; "nothing" }
-        _ = int.recv().fuse() => "SIGINT",
-        _ = term.recv().fuse() => "SIGTERM",
+    let stopped_by = hoop::select! {
+        r = work => { r?; "nothing" }
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
     };
     let _ = std::fs::remove_file(&path);
     println!("stopped by {stopped_by}: {}", c.line());

@@ -113,6 +113,62 @@
 //! takes the stream by value, so with it in scope `s.split()` is futures' (a lock): write
 //! `TcpStream::split(&mut s)`, or use `into_split`.
 //!
+//! # Selecting
+//!
+//! [`select!`] is tokio's `select!`, implemented by hoop: no `.fuse()`, no pinning, and the
+//! same `biased;`, `, if` preconditions, refutable patterns and `else` (see the
+//! [`select`](mod@select) module for the details). The recommended shape of a server's loop:
+//! `biased;` so shutdown is seen first and finished tasks are reaped before new work comes
+//! in, a guard on the `JoinSet` branch, and a refutable pattern where a stream can end:
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! # hoop::Runtime::new()?.block_on(async {
+//! use hoop::net::{TcpListener, TcpStream};
+//! use hoop::sync::CancellationToken;
+//! use hoop::task::JoinSet;
+//!
+//! async fn serve(stream: TcpStream) -> std::io::Result<()> {
+//!     let (res, buf) = stream.read(Vec::with_capacity(4096)).await;
+//!     res?;
+//!     stream.write_all(buf).await.0
+//! }
+//!
+//! let listener = TcpListener::bind("127.0.0.1:7000").await?;
+//! let shutdown = CancellationToken::new(); // cancelled elsewhere, e.g. on a signal
+//! let mut incoming = listener.incoming();
+//! let mut set = JoinSet::new();
+//! loop {
+//!     hoop::select! {
+//!         biased;
+//!         _ = shutdown.cancelled() => break,
+//!         Some(res) = set.join_next(), if !set.is_empty() => {
+//!             if let Err(e) = res? {
+//!                 eprintln!("connection: {e}");
+//!             }
+//!         }
+//!         Some(conn) = incoming.next() => {
+//!             set.spawn(serve(conn?));
+//!         }
+//!         else => break, // the listener's stream ended and no task is left
+//!     }
+//! }
+//! set.shutdown().await;
+//! # Ok::<(), std::io::Error>(())
+//! # })
+//! # }
+//! ```
+//!
+//! Without the guard, an empty set's `join_next()` would complete at once with `None`: the
+//! pattern `Some(res)` does not match, so that branch is disabled for this `select!` (the
+//! others go on), which is also safe, only a wasted poll per round.
+//!
+//! `tokio::select!` also works on hoop's futures (it needs no tokio runtime), and
+//! `futures::select!` (a different macro) works without `.fuse()` on hoop's fused types:
+//! [`time::Sleep`], `cancelled()`, [`JoinHandle`], and the streams [`net::Incoming`],
+//! [`time::Interval`], [`signal::Signal`] (through `StreamExt::next`). Futures of `async fn`s
+//! (`interval.tick()`, tokio's `lines.next_line()`) still need `.fuse()` there.
+//!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its
 //! owner (an accepted fd is closed, a buffer freed). See DESIGN.md for the full lifecycle.
@@ -125,6 +181,7 @@ mod io_util;
 pub mod net;
 mod poll_io;
 pub mod runtime;
+pub mod select;
 pub mod shared;
 pub mod signal;
 pub mod sync;
@@ -136,11 +193,11 @@ pub use hoop_driver::{
     Slice,
 };
 pub use hoop_driver::{AlignedBuf, FixedBuf, FixedBufPool, FixedIoBuf};
-pub use hoop_macros::{main, test};
+pub use hoop_macros::{main, select, test};
 
-/// `select!`, `join!`, `try_join!` and `pin_mut!`, re-exported from `futures` (they need no
-/// particular runtime): `hoop::select!` and `futures::select!` are the same macro.
-pub use futures::{join, pin_mut, select, select_biased, try_join};
+/// `join!`, `try_join!` and `pin_mut!`, re-exported from `futures` (they need no particular
+/// runtime). [`select!`] is hoop's own, with tokio's syntax (see [Selecting](#selecting)).
+pub use futures::{join, pin_mut, try_join};
 pub use runtime::{
     run_per_core, run_per_core_reports, spawn, yield_now, Builder, JoinError, JoinHandle, Runtime,
 };
@@ -169,6 +226,9 @@ pub mod __private {
     use std::sync::OnceLock;
 
     use crate::{DriverKind, Runtime};
+
+    /// Where an unbiased `hoop::select!` starts polling.
+    pub use crate::select::select_start;
 
     /// What a test body returns: `()` or a `Result` (whose `Ok` is itself a test outcome).
     pub trait TestOutcome: Sized {

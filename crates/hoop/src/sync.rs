@@ -145,6 +145,7 @@ impl CancellationToken {
         WaitForCancellation {
             token: self,
             key: None,
+            done: false,
         }
     }
 
@@ -154,6 +155,7 @@ impl CancellationToken {
         WaitForCancellationOwned {
             token: self,
             key: None,
+            done: false,
         }
     }
 
@@ -179,13 +181,17 @@ impl CancellationToken {
 pub struct WaitForCancellation<'a> {
     token: &'a CancellationToken,
     key: Option<usize>,
+    /// It returned `Ready` (`FusedFuture::is_terminated`, in `crate::select`).
+    pub(crate) done: bool,
 }
 
 impl Future for WaitForCancellation<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        this.token.poll_cancelled(&mut this.key, cx)
+        let poll = this.token.poll_cancelled(&mut this.key, cx);
+        this.done = poll.is_ready();
+        poll
     }
 }
 
@@ -201,13 +207,17 @@ impl Drop for WaitForCancellation<'_> {
 pub struct WaitForCancellationOwned {
     token: CancellationToken,
     key: Option<usize>,
+    /// It returned `Ready` (`FusedFuture::is_terminated`, in `crate::select`).
+    pub(crate) done: bool,
 }
 
 impl Future for WaitForCancellationOwned {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        this.token.poll_cancelled(&mut this.key, cx)
+        let poll = this.token.poll_cancelled(&mut this.key, cx);
+        this.done = poll.is_ready();
+        poll
     }
 }
 

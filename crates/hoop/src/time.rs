@@ -29,6 +29,8 @@ use crate::runtime::with_timers;
 pub struct Sleep {
     deadline: Instant,
     reg: Option<Reg>,
+    /// It returned `Ready` since the deadline was set (`FusedFuture`, in `crate::select`).
+    pub(crate) fired: bool,
 }
 
 /// Where a pending sleep's waker is registered.
@@ -50,6 +52,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         reg: None,
+        fired: false,
     }
 }
 
@@ -69,6 +72,7 @@ impl Sleep {
         let this = self.get_mut();
         this.unregister();
         this.deadline = deadline;
+        this.fired = false;
     }
 
     fn unregister(&mut self) {
@@ -123,7 +127,8 @@ impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        if Instant::now() >= this.deadline {
+        this.fired = Instant::now() >= this.deadline;
+        if this.fired {
             this.unregister();
             return Poll::Ready(());
         }
@@ -131,6 +136,7 @@ impl Future for Sleep {
         if this.reg.is_none() {
             // No runtime here and no timer thread could start: complete rather than hang
             // (the one case a sleep ends early; spawning a thread failed).
+            this.fired = true;
             return Poll::Ready(());
         }
         Poll::Pending

@@ -178,7 +178,6 @@ async fn sleep_until_and_reset() {
 
 #[hoop::test]
 async fn select_and_join_macros() {
-    use futures::FutureExt;
     let (a, b) = hoop::join!(async { 1 }, async {
         sleep(Duration::from_millis(2)).await;
         2
@@ -186,16 +185,15 @@ async fn select_and_join_macros() {
     assert_eq!(a + b, 3);
     let r: Result<(u8, u8), io::Error> = hoop::try_join!(async { Ok(1u8) }, async { Ok(2u8) });
     assert_eq!(r.unwrap(), (1, 2));
-    let mut slow = Box::pin(sleep(Duration::from_secs(3600)).fuse());
-    let mut fast = Box::pin(sleep(Duration::from_millis(2)).fuse());
+    // hoop::select! is tokio's: no `.fuse()`, no pinning.
     let won = hoop::select! {
-        _ = slow => "slow",
-        _ = fast => "fast",
+        _ = sleep(Duration::from_secs(3600)) => "slow",
+        _ = sleep(Duration::from_millis(2)) => "fast",
     };
     assert_eq!(won, "fast");
-    // futures' own macro is the same one.
-    let mut ready = Box::pin(async { 9 }.fuse());
-    let v = futures::select! { v = ready => v };
+    // futures' own macro (a different one) takes hoop's fused types as they are.
+    let mut ready = sleep(Duration::ZERO);
+    let v = futures::select! { _ = ready => 9 };
     assert_eq!(v, 9);
 }
 

@@ -12,7 +12,6 @@ use std::io;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures::FutureExt;
 use hoop::signal::{signal, Signal, SignalKind};
 use hoop::sync::CancellationToken;
 
@@ -55,10 +54,10 @@ impl Signals {
                 if stopped() {
                     return Ok(None);
                 }
-                futures::select! {
-                    _ = int.recv().fuse() => return Ok(Some(libc::SIGINT)),
-                    _ = term.recv().fuse() => return Ok(Some(libc::SIGTERM)),
-                    _ = hoop::time::sleep(POLL_INTERVAL).fuse() => {}
+                hoop::select! {
+                    _ = int.recv() => return Ok(Some(libc::SIGINT)),
+                    _ = term.recv() => return Ok(Some(libc::SIGTERM)),
+                    _ = hoop::time::sleep(POLL_INTERVAL) => {}
                 }
             }
         })

@@ -104,6 +104,34 @@ impl<'a> IncomingDirect<'a> {
     }
 }
 
+impl IncomingDirect<'_> {
+    /// Polls for the next connection (`futures::Stream`, in `crate::select`).
+    pub(crate) fn poll_next_conn(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<DirectTcpStream>>> {
+        match &mut self.inner {
+            IncomingInner::Direct(op, _) => op.poll_next(cx).map(|item| {
+                item.map(|r| {
+                    r.map(|fd| DirectTcpStream {
+                        inner: StreamInner::Direct(fd),
+                    })
+                })
+            }),
+            IncomingInner::Plain(inc) => futures::Stream::poll_next(std::pin::Pin::new(inc), cx)
+                .map(|item| item.map(|r| r.map(DirectTcpStream::from))),
+        }
+    }
+
+    /// Whether the stream ended for good (`futures::stream::FusedStream`).
+    pub(crate) fn is_done(&self) -> bool {
+        match &self.inner {
+            IncomingInner::Direct(op, _) => op.is_done(),
+            IncomingInner::Plain(inc) => inc.op.is_done(),
+        }
+    }
+}
+
 /// A TCP connection accepted by [`TcpListener::incoming_direct`]: a direct descriptor (a slot
 /// of the ring's registered file table) where supported, else a plain [`TcpStream`]. Dropping
 /// it closes the connection through the ring.

@@ -109,7 +109,7 @@ impl TcpListener {
 #[must_use = "a stream does nothing unless polled"]
 #[derive(Debug)]
 pub struct Incoming<'a> {
-    op: MultiOp<op::AcceptMulti>,
+    pub(crate) op: MultiOp<op::AcceptMulti>,
     _listener: std::marker::PhantomData<&'a TcpListener>,
 }
 
@@ -148,7 +148,7 @@ impl futures::Stream for RecvStream<'_> {
 #[must_use = "a stream does nothing unless polled"]
 #[derive(Debug)]
 pub struct RecvStream<'a> {
-    op: MultiOp<op::RecvMulti>,
+    pub(crate) op: MultiOp<op::RecvMulti>,
     _stream: std::marker::PhantomData<&'a TcpStream>,
 }
 

@@ -136,6 +136,13 @@ impl<T> JoinHandle<T> {
         self.state.borrow().done
     }
 
+    /// Whether this handle returned the task's output (`futures::future::FusedFuture`): it
+    /// can never be ready again.
+    pub(crate) fn returned(&self) -> bool {
+        let s = self.state.borrow();
+        s.done && s.result.is_none()
+    }
+
     /// Cancels the task: its future is dropped on the runtime's next tick (which cancels its
     /// operations), and awaiting the handle gives a cancelled `JoinError`.
     pub fn abort(&self) {

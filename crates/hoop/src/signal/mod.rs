@@ -6,9 +6,9 @@
 //!     use hoop::signal::{signal, SignalKind};
 //!     let mut term = signal(SignalKind::terminate())?;
 //!     let ctrl_c = hoop::signal::ctrl_c();
-//!     futures::select! {
-//!         r = futures::FutureExt::fuse(ctrl_c) => r?,
-//!         _ = futures::FutureExt::fuse(term.recv()) => {}
+//!     hoop::select! {
+//!         r = ctrl_c => r?,
+//!         _ = term.recv() => {}
 //!     }
 //!     println!("stopping");
 //!     Ok(())
@@ -120,8 +120,10 @@ impl fmt::Debug for SignalKind {
 }
 
 /// A listener: a stream of the arrivals of one signal after it was made (a
-/// [`futures::Stream`] of `()`, and [`recv`](Self::recv)). Arrivals
+/// [`futures::Stream`][Stream] of `()`, and [`recv`](Self::recv)). Arrivals
 /// between two polls are merged into one.
+///
+/// [Stream]: https://docs.rs/futures/0.3/futures/stream/trait.Stream.html
 ///
 /// It may be polled on any hoop runtime thread (it starts that runtime's signal reader) and
 /// moved between threads (`Send + Sync`). Dropping it stops the listening; the signal stays
