@@ -7,8 +7,9 @@
 //!
 //! Requests, one per line: `ADD a b` (answers the sum), `UPPER text` (answers the text in
 //! capitals), `QUIT` (closes the connection); anything else is answered `ERR ...`. The server
-//! reads with `BufReader::lines` and writes with `AsyncWriteExt::write_all` (the stream's own
-//! `write_all` takes an owned buffer; the trait's is named explicitly).
+//! splits the stream into owned halves: it reads the read half with `BufReader::lines` (the
+//! `AsyncRead` trait) and writes each answer with the write half's own `write_all` (an owned
+//! buffer, handed to the kernel without a copy).
 
 use std::io;
 
@@ -33,15 +34,16 @@ fn answer(line: &str) -> Option<String> {
 }
 
 async fn session(stream: TcpStream) -> io::Result<()> {
-    // One stream, read through a BufReader and written through the trait: split it with
-    // futures' `AsyncReadExt::split`.
-    let (reader, mut writer) = futures::io::AsyncReadExt::split(stream);
+    // Owned halves: no lock between the reader and the writer.
+    let (reader, mut writer) = stream.into_split();
     let mut lines = BufReader::new(reader).lines();
     while let Some(line) = lines.next().await {
         let Some(reply) = answer(&line?) else { break };
-        writer.write_all(format!("{reply}\n").as_bytes()).await?;
+        let (res, _) = writer.write_all(format!("{reply}\n").into_bytes()).await;
+        res?;
     }
-    writer.close().await
+    // tokio's spelling: the write direction ends, the peer reads end of stream.
+    writer.shutdown().await
 }
 
 async fn serve(listener: TcpListener) -> io::Result<()> {
