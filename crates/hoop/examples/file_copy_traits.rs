@@ -9,7 +9,8 @@
 //! Arguments: `[MIB] [DIR] [ROUNDS] [KIB,KIB,...]` (defaults 1024, the temp dir, 2, and
 //! `16,256,4096`: the `set_max_buf_size` values tried besides the default). It writes a file of MIB
 //! MiB of pseudo-random bytes in DIR, copies it once with `std::fs::copy` to warm the page
-//! cache (the page cache cannot be dropped without root: every figure is a warm-cache copy),
+//! cache (the page cache cannot be dropped without root: every figure is a warm-cache copy, and
+//! the source is synced first so that its writeback does not run under the copies),
 //! then, on io_uring and on epoll, copies it ROUNDS times with each method (alternating),
 //! checks the first copy of each byte for byte, prints the best MiB/s of each, and removes its
 //! files. It runs by hand only; nothing asserts on speed.
@@ -187,10 +188,13 @@ fn main() -> io::Result<()> {
             }
             f.write_all(&chunk)?;
         }
-        f.flush()?;
+        // On the device before the copies: its writeback does not run under them.
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     }
-    // Warm the page cache with one copy that is not measured.
+    // Warm the page cache with one copy that is not measured. Each copy's destination is
+    // removed before the next (its dirty pages go with it), so every copy starts alike.
     std::fs::copy(&src, &dst)?;
+    std::fs::remove_file(&dst)?;
     let mut methods = vec![Method::FsCopy, Method::Futures(None)];
     let sizes: Vec<usize> = match args.get(3) {
         Some(list) => list
