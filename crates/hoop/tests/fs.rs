@@ -1246,3 +1246,39 @@ fn tokio_seek_and_copy() {
         assert!(std::fs::read(dir.join("dst")).unwrap() == data[1000..]);
     });
 }
+
+/// A write-behind that fails (the file is open read-only: `EBADF`) reports its error from the
+/// next write or flush, once; the bytes staged behind it go with it (nothing reaches the file),
+/// and the value works on afterwards.
+#[test]
+fn failed_write_behind_reports_once_and_drops_the_staged_bytes() {
+    let _g = lock();
+    each_driver(|kind| {
+        let dir = TempDir::new(&format!("traits-err-{kind}"));
+        let path = dir.join("f");
+        let data = random_bytes(50_000, 0xe1);
+        std::fs::write(&path, &data).unwrap();
+        run(kind, async {
+            let mut f = File::open(&path).await.unwrap();
+            f.set_max_buf_size(4096);
+            let chunk = [7u8; 3000];
+            let mut errors = 0;
+            for _ in 0..20 {
+                if AsyncWriteExt::write(&mut f, &chunk).await.is_err() {
+                    errors += 1;
+                }
+            }
+            if AsyncWriteExt::flush(&mut f).await.is_err() {
+                errors += 1;
+            }
+            assert!(errors > 0, "no write error reported");
+            // Reported once each: a second flush has nothing left to report.
+            AsyncWriteExt::flush(&mut f).await.unwrap();
+            // Reads still work, at the position of the start (nothing was written).
+            let mut back = Vec::new();
+            f.read_to_end(&mut back).await.unwrap();
+            assert!(back == data, "the file changed or the read missed bytes");
+        });
+        assert!(std::fs::read(&path).unwrap() == data);
+    });
+}
