@@ -169,6 +169,18 @@
 //! [`time::Interval`], [`signal::Signal`] (through `StreamExt::next`). Futures of `async fn`s
 //! (`interval.tick()`, tokio's `lines.next_line()`) still need `.fuse()` there.
 //!
+//! [`fs::File`] also implements `AsyncSeek` (futures', and tokio's with the `tokio` feature).
+//! Its traits read and write at the file's own cursor (`read(2)`/`write(2)`), like
+//! `std::fs::File`; its owned-buffer methods (`read_at`, `write_at`, …) take a position and
+//! neither use nor move the cursor (`pread(2)`/`pwrite(2)`), unless the position is
+//! [`op::CURRENT_POS`]. The traits' buffers are up to 1 MiB for files
+//! ([`fs::File::set_max_buf_size`]; sockets keep 16 KiB): sequential reads read ahead, and
+//! writes are staged behind the write in flight, so `futures::io::copy` between files is not
+//! held to small system calls. Reads, writes and seeks through the traits land where they would
+//! with std's `File` (a write or a seek gives back the bytes read ahead first); before using
+//! the cursor otherwise (`CURRENT_POS`, `into_std`), flush and seek to `SeekFrom::Current(0)`
+//! through the traits. See [`fs::File`].
+//!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
 //! final completion: dropping a future cancels its operation and the result is released by its
 //! owner (an accepted fd is closed, a buffer freed). See DESIGN.md for the full lifecycle.

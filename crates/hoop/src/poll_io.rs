@@ -1,24 +1,41 @@
 //! `futures::io::{AsyncRead, AsyncWrite}` (and, with feature `tokio`, tokio's traits) for
 //! [`TcpStream`](crate::net::TcpStream), [`UnixStream`](crate::net::UnixStream) and
-//! [`File`](crate::fs::File), on top of completion operations.
+//! [`File`](crate::fs::File) (and `AsyncSeek` for files), on top of completion operations.
 //!
 //! Poll-based traits hand in borrowed slices, but the kernel needs memory the operation owns.
-//! Each value therefore keeps two internal buffers (made on first use, 16 KiB each, then
-//! reused: no allocation per call):
-//! * reads go into the read buffer (at most the caller's slice length, at most 16 KiB) and are
-//!   copied out; a read still in flight when the caller gives up is kept and its bytes are
-//!   handed to the next `poll_read`, so nothing is lost;
+//! Each value therefore keeps internal buffers (made on first use, then reused: no allocation
+//! per call), of at most `max_buf` bytes: 16 KiB for sockets (many connections), 1 MiB for
+//! files by default (`File::set_max_buf_size`):
+//! * reads go into the read buffer and are copied out; a read still in flight when the caller
+//!   gives up is kept and its bytes are handed to the next `poll_read`, so nothing is lost. A
+//!   socket read asks for at most the caller's slice length. A file read asks for at least the
+//!   read-ahead (`read_ahead`), which each read doubles up to `max_buf` and a seek or a write
+//!   resets: sequential reads of small slices become few large reads, the rest served from the
+//!   buffer;
 //! * `poll_write` copies the caller's bytes into the write buffer, submits the write and
 //!   returns `Ready(n)` at once (write-behind): the bytes are then the value's responsibility,
-//!   written in order, the rest of a short write resubmitted. A `poll_write` that returns
-//!   `Pending` (the previous write still in flight) has taken nothing, so a write future
-//!   dropped at any point neither loses accepted bytes nor duplicates them. An error of a
-//!   write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`.
-//!   `poll_flush` waits for every accepted byte; `poll_close` flushes, then shuts down the
-//!   write half of a socket. `poll_read` also pushes a write-behind on (the rest of a short
-//!   write), so a request written and not flushed still goes out while its reply is awaited. Dropping the value with a write in flight cancels it: flush first.
+//!   written in order, the rest of a short write resubmitted. While that write is in flight, a
+//!   file's `poll_write` appends to a second, staging buffer (`write_staging`, up to
+//!   `max_buf`) and returns `Ready(n)` too; the staged bytes are submitted when the write in
+//!   flight has written all of its bytes, so there is one write at a time at the file's
+//!   position, in order, and reading one file overlaps writing another. A socket's
+//!   `poll_write` returns `Pending` while its write is in flight. A `poll_write` that returns
+//!   `Pending` (the write in flight and, for a file, a full staging buffer) has taken nothing,
+//!   so a write future dropped at any point neither loses accepted bytes nor duplicates them.
+//!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
+//!   (the bytes staged behind the write that failed are dropped with it: they would land after
+//!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
+//!   flushes, then shuts down the write half of a socket. A socket's `poll_read` also pushes a
+//!   write-behind on (the rest of a short write), so a request written and not flushed still
+//!   goes out while its reply is awaited. Dropping the value with a write in flight cancels it
+//!   (and drops the staged bytes): flush first.
 //!
-//! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like `std::fs::File`.
+//! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like
+//! `std::fs::File`, with at most one operation at that position in flight: a file's
+//! `poll_read` waits for the pending writes first; its `poll_write` waits for a read in flight
+//! and gives back the bytes read ahead and not handed out (`lseek` back by their number;
+//! `poll_give_back`), and so does a seek (`poll_seek`, which also flushes first): reads,
+//! writes and seeks through the traits land where they would with std's `File`.
 //!
 //! The state machine is generic over how its operations are made ([`Ops`]): the thread-per-core
 //! types use the runtime's `Op` futures ([`Local`]); `hoop::shared`'s types use shared rings'
@@ -31,8 +48,16 @@ use std::task::{Context, Poll};
 
 use hoop_driver::{op, BufResult, IoBuf, Op, Slice};
 
-/// Size of each internal buffer.
+/// Size of each internal buffer of a socket (many connections: kept small).
 const BUF_BYTES: usize = 16 * 1024;
+
+/// The default largest buffer of a file: the read-ahead grows up to it, and so does each write
+/// buffer (`File::set_max_buf_size` changes it). Measured in DESIGN.md ("Files through the
+/// traits").
+pub(crate) const FILE_BUF_BYTES: usize = 1024 * 1024;
+
+/// The largest buffer size `set_max_buf` takes; larger values are lowered to it.
+const MAX_BUF_BYTES: usize = 1 << 30;
 
 /// Sockets use recv/send (`MSG_NOSIGNAL`), files read/write at their position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,15 +173,24 @@ pub(crate) struct PollIo<O: Ops = Local> {
     /// The thread whose runtime runs the operations in flight.
     owner: std::thread::ThreadId,
     kind: Kind,
+    /// The largest read and write (so the largest buffer): `BUF_BYTES` for sockets,
+    /// `FILE_BUF_BYTES` for files unless `set_max_buf` changed it.
+    max_buf: usize,
     /// The read buffer when no read is in flight; bytes `read_pos..len` are not handed out yet.
     read_buf: Option<Vec<u8>>,
     read_pos: usize,
     read_op: Option<O::Read>,
+    /// Files: the least the next read asks for (0: only what the caller asks), doubled by each
+    /// read up to `max_buf`, back to 0 after a seek or a write.
+    read_ahead: usize,
     /// The write buffer when no write is in flight (empty: nothing pending).
     write_buf: Option<Vec<u8>>,
     /// Bytes of the write buffer already written.
     write_done: usize,
     write_op: Option<O::Write>,
+    /// Files: bytes accepted while a write was in flight, written after it (at most
+    /// `max_buf`; empty: none).
+    write_staging: Vec<u8>,
     /// The error of a write-behind, for the next call.
     write_err: Option<io::Error>,
     shutdown: Option<O::Shutdown>,
@@ -168,8 +202,10 @@ impl<O: Ops> std::fmt::Debug for PollIo<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollIo")
             .field("kind", &self.kind)
+            .field("max_buf", &self.max_buf)
             .field("read_in_flight", &self.read_op.is_some())
             .field("write_in_flight", &self.write_op.is_some())
+            .field("write_staged", &self.write_staging.len())
             .finish()
     }
 }
@@ -217,16 +253,60 @@ impl<O: Ops> PollIo<O> {
             ops,
             owner: std::thread::current().id(),
             kind,
+            max_buf: match kind {
+                Kind::Socket => BUF_BYTES,
+                Kind::File => FILE_BUF_BYTES,
+            },
             read_buf: None,
             read_pos: 0,
             read_op: None,
+            read_ahead: 0,
             write_buf: None,
             write_done: 0,
             write_op: None,
+            write_staging: Vec::new(),
             write_err: None,
             shutdown: None,
             seek: None,
         }
+    }
+
+    /// The largest read and write buffer.
+    pub(crate) fn max_buf(&self) -> usize {
+        self.max_buf
+    }
+
+    /// Sets the largest read and write buffer (`File::set_max_buf_size`): 0 is taken as 1
+    /// (a read of 0 bytes would look like the end of the file), more than 1 GiB as 1 GiB.
+    /// Bytes already buffered stay; idle buffers larger than the new size are freed.
+    pub(crate) fn set_max_buf(&mut self, bytes: usize) {
+        self.max_buf = bytes.clamp(1, MAX_BUF_BYTES);
+        self.read_ahead = self.read_ahead.min(self.max_buf);
+        let big = |b: &Vec<u8>, max: usize| b.capacity() > max;
+        if self.read_op.is_none()
+            && self.unread() == 0
+            && self.read_buf.as_ref().is_some_and(|b| big(b, self.max_buf))
+        {
+            self.read_buf = None;
+        }
+        if self.write_op.is_none()
+            && self
+                .write_buf
+                .as_ref()
+                .is_some_and(|b| b.is_empty() && big(b, self.max_buf))
+        {
+            self.write_buf = None;
+        }
+        if self.write_staging.is_empty() && big(&self.write_staging, self.max_buf) {
+            self.write_staging = Vec::new();
+        }
+    }
+
+    /// Bytes read and not handed out yet.
+    fn unread(&self) -> usize {
+        self.read_buf
+            .as_ref()
+            .map_or(0, |b| b.len().saturating_sub(self.read_pos))
     }
 
     pub(crate) fn poll_read(
@@ -267,9 +347,14 @@ impl<O: Ops> PollIo<O> {
         put: impl FnOnce(&[u8]),
     ) -> Poll<io::Result<usize>> {
         self.check_thread()?;
-        // A reader waiting for a reply must not wait on a request whose tail is still ours
-        // to send: push the write-behind on (its error stays for the next write or flush).
-        if self.write_op.is_some() {
+        if self.kind == Kind::File {
+            // One operation at the file's position at a time, in the caller's order: the bytes
+            // accepted before this read are written first (as with std's File). An error of
+            // theirs stays for the next write or flush.
+            std::task::ready!(self.drive_write(fd, cx));
+        } else if self.write_op.is_some() {
+            // A reader waiting for a reply must not wait on a request whose tail is still ours
+            // to send: push the write-behind on (its error stays for the next write or flush).
             let _ = self.drive_write(fd, cx);
         }
         if want == 0 {
@@ -297,11 +382,17 @@ impl<O: Ops> PollIo<O> {
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            let buf = self
-                .read_buf
-                .take()
-                .unwrap_or_else(|| Vec::with_capacity(BUF_BYTES));
-            let len = want.min(buf.capacity());
+            // No byte of the buffer is unread here: it is reused whole. A file read asks for
+            // at least the read-ahead, which doubles with each read (sequential reads ask
+            // the kernel for more and more, up to `max_buf`); a seek or a write resets it.
+            let mut buf = self.read_buf.take().unwrap_or_default();
+            buf.clear();
+            let len = want.max(self.read_ahead).min(self.max_buf);
+            // At least BUF_BYTES at once (as many reads ask for about that much).
+            buf.reserve_exact(len.max(BUF_BYTES.min(self.max_buf)));
+            if self.kind == Kind::File {
+                self.read_ahead = len.saturating_mul(2).min(self.max_buf);
+            }
             let slice = buf.slice(..len);
             self.read_op = Some(self.ops.read(fd, self.kind, slice));
         }
@@ -338,10 +429,24 @@ impl<O: Ops> PollIo<O> {
             }
             if self.write_err.is_some() {
                 self.write_done = 0;
+                // Staged bytes would land after the bytes that failed: they go with the error.
+                self.write_staging.clear();
                 return Poll::Ready(());
             }
             match self.write_buf.take() {
                 Some(buf) if !buf.is_empty() => self.submit_write(fd, buf, cx),
+                Some(buf) if !self.write_staging.is_empty() => {
+                    // The write buffer is done: the staged bytes go next, and the emptied
+                    // buffer stages the bytes after them.
+                    let next = std::mem::replace(&mut self.write_staging, buf);
+                    self.write_done = 0;
+                    self.submit_write(fd, next, cx);
+                }
+                None if !self.write_staging.is_empty() => {
+                    let next = std::mem::take(&mut self.write_staging);
+                    self.write_done = 0;
+                    self.submit_write(fd, next, cx);
+                }
                 other => {
                     self.write_buf = other;
                     return Poll::Ready(());
@@ -385,15 +490,31 @@ impl<O: Ops> PollIo<O> {
         src: &[u8],
     ) -> Poll<io::Result<usize>> {
         self.check_thread()?;
-        std::task::ready!(self.poll_write_done(fd, cx))?;
+        if self.kind == Kind::File {
+            std::task::ready!(self.poll_give_back(fd, cx))?;
+        }
+        let idle = self.drive_write(fd, cx).is_ready();
+        if let Some(e) = self.write_err.take() {
+            return Poll::Ready(Err(e));
+        }
         if src.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let mut buf = self
-            .write_buf
-            .take()
-            .unwrap_or_else(|| Vec::with_capacity(BUF_BYTES));
-        let n = src.len().min(buf.capacity());
+        if !idle {
+            // A write in flight: a socket waits for it (taking nothing); a file stages the
+            // bytes, written after it at the position it leaves (at most `max_buf` of them).
+            let room = self.max_buf.saturating_sub(self.write_staging.len());
+            if self.kind == Kind::Socket || room == 0 {
+                return Poll::Pending;
+            }
+            let n = src.len().min(room);
+            grow(&mut self.write_staging, n, self.max_buf);
+            self.write_staging.extend_from_slice(&src[..n]);
+            return Poll::Ready(Ok(n));
+        }
+        let mut buf = self.write_buf.take().unwrap_or_default();
+        let n = src.len().min(self.max_buf);
+        grow(&mut buf, n, self.max_buf);
         buf.extend_from_slice(&src[..n]);
         self.write_done = 0;
         self.submit_write(fd, buf, cx);
@@ -404,6 +525,41 @@ impl<O: Ops> PollIo<O> {
             return Poll::Ready(Err(e));
         }
         Poll::Ready(Ok(n))
+    }
+
+    /// Files, before a write at the file's position: the read in flight finishes (its result,
+    /// error included, is only kept as unread bytes), and bytes read ahead and not handed out
+    /// are given back (`lseek` back by their number, then dropped), so the write lands right
+    /// after the last byte the caller was given. A file with no position (a pipe, a terminal:
+    /// `ESPIPE`) keeps them for the next read. The read-ahead starts over.
+    fn poll_give_back(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(op) = &mut self.read_op {
+            let (_, slice) = std::task::ready!(Pin::new(op).poll(cx));
+            self.read_op = None;
+            // By the read rule its length is what arrived (0 on error).
+            self.read_buf = Some(slice.into_inner());
+            self.read_pos = 0;
+        }
+        self.read_ahead = 0;
+        let unread = self.unread();
+        if unread == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        // A buffer holds at most MAX_BUF_BYTES (1 GiB): the count fits an off_t.
+        let back = -(unread as libc::off_t);
+        // SAFETY: lseek(2) has no memory-safety preconditions.
+        if unsafe { libc::lseek(fd, back, libc::SEEK_CUR) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ESPIPE) {
+                return Poll::Ready(Ok(()));
+            }
+            return Poll::Ready(Err(e));
+        }
+        if let Some(b) = &mut self.read_buf {
+            b.clear();
+        }
+        self.read_pos = 0;
+        Poll::Ready(Ok(()))
     }
 
     pub(crate) fn poll_flush(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -444,10 +600,8 @@ impl<O: Ops> PollIo<O> {
             self.read_buf = Some(slice.into_inner());
             self.read_pos = 0;
         }
-        let unread = self
-            .read_buf
-            .as_ref()
-            .map_or(0, |b| b.len().saturating_sub(self.read_pos)) as i64;
+        let unread = self.unread() as i64;
+        self.read_ahead = 0;
         let (offset, whence) = match self.seek.take().unwrap_or(io::SeekFrom::Current(0)) {
             io::SeekFrom::Start(n) => match i64::try_from(n) {
                 Ok(n) => (n, libc::SEEK_SET),
@@ -489,6 +643,22 @@ impl<O: Ops> PollIo<O> {
             r => Poll::Ready(r),
         }
     }
+}
+
+/// Makes room in `buf` for `extra` more bytes: at least `BUF_BYTES`, doubling, at most `max`
+/// unless the bytes themselves need more.
+fn grow(buf: &mut Vec<u8>, extra: usize, max: usize) {
+    let need = buf.len() + extra;
+    if need <= buf.capacity() {
+        return;
+    }
+    let cap = buf
+        .capacity()
+        .saturating_mul(2)
+        .max(BUF_BYTES)
+        .min(max)
+        .max(need);
+    buf.reserve_exact(cap - buf.len());
 }
 
 /// Implements `futures::io::AsyncRead`/`AsyncWrite` (and tokio's with feature `tokio`) for a
@@ -564,6 +734,41 @@ macro_rules! poll_io_traits {
             }
         }
     };
+    // `AsyncSeek` (futures', and tokio's with feature `tokio`) for a file.
+    (@seek $t:ty) => {
+        impl futures::io::AsyncSeek for $t {
+            fn poll_seek(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                pos: std::io::SeekFrom,
+            ) -> std::task::Poll<std::io::Result<u64>> {
+                let (fd, io) = self.get_mut().poll_io();
+                // Polled again with the same position until ready; a seek left half done by a
+                // dropped future is replaced by this one (nothing moved before it completes).
+                let _ = io.take_seek();
+                io.start_seek(pos)?;
+                io.poll_seek(fd, cx)
+            }
+        }
+
+        #[cfg(feature = "tokio")]
+        impl tokio::io::AsyncSeek for $t {
+            fn start_seek(
+                self: std::pin::Pin<&mut Self>,
+                pos: std::io::SeekFrom,
+            ) -> std::io::Result<()> {
+                let (_, io) = self.get_mut().poll_io();
+                io.start_seek(pos)
+            }
+            fn poll_complete(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<u64>> {
+                let (fd, io) = self.get_mut().poll_io();
+                io.poll_seek(fd, cx)
+            }
+        }
+    };
     (@tokio_read $t:ty) => {
         #[cfg(feature = "tokio")]
         impl tokio::io::AsyncRead for $t {
@@ -616,6 +821,8 @@ impl PollIo<Local> {
     pub(crate) fn split_write(&mut self) -> PollIo<Local> {
         let mut w = PollIo::new(self.kind);
         w.owner = self.owner;
+        w.max_buf = self.max_buf;
+        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
         std::mem::swap(&mut self.write_buf, &mut w.write_buf);
         std::mem::swap(&mut self.write_done, &mut w.write_done);
         std::mem::swap(&mut self.write_op, &mut w.write_op);
@@ -638,6 +845,7 @@ impl PollIo<Local> {
                 std::mem::forget(w.write_op.take());
                 std::mem::forget(w.shutdown.take());
                 w.write_buf = None;
+                w.write_staging.clear();
                 w.write_done = 0;
                 w.write_err = Some(io::Error::other(
                     "a write of the other half was in flight on another thread when the halves \
@@ -647,6 +855,7 @@ impl PollIo<Local> {
                 self.owner = w.owner;
             }
         }
+        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
         std::mem::swap(&mut self.write_buf, &mut w.write_buf);
         std::mem::swap(&mut self.write_done, &mut w.write_done);
         std::mem::swap(&mut self.write_op, &mut w.write_op);

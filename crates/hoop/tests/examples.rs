@@ -101,6 +101,17 @@ fn copy_example_copies_and_benchmarks() {
     }
 }
 
+/// The trait-copy benchmark in a small, bounded run (4 MiB, one round, one extra buffer
+/// size): every copy checked byte for byte (it exits non-zero otherwise). It runs on both
+/// drivers itself.
+#[test]
+fn file_copy_traits_example_copies_through_the_traits() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let out = run("file_copy_traits", &["4", dir, "1", "16"], drivers()[0]);
+    assert!(out.contains("futures::io::copy, 16 KiB"), "{out}");
+}
+
 #[test]
 fn proxy_example_verifies_every_message() {
     for driver in drivers() {

@@ -18,6 +18,38 @@ use super::{Metadata, OpenOptions};
 /// An open file. Reads and writes take an explicit position and a buffer by value, and give
 /// the buffer back with the result.
 ///
+/// # Positions: the owned-buffer methods and the traits
+///
+/// * The owned-buffer methods ([`read_at`](File::read_at), [`write_at`](File::write_at),
+///   `read_exact_at`, `readv_at`, …) take a position and have `pread(2)`/`pwrite(2)`
+///   semantics: they neither use nor move the file's cursor (the fd's own offset), except
+///   with `pos` = [`CURRENT_POS`](hoop_driver::op::CURRENT_POS), which reads or writes at the
+///   cursor and advances it. (A file opened with `append` writes at its end whatever `pos`
+///   says.)
+/// * `futures::io::{AsyncRead, AsyncWrite, AsyncSeek}` (and tokio's with feature `tokio`) read
+///   and write at the cursor (`read(2)`/`write(2)`), like `std::fs::File`'s `Read`, `Write`
+///   and `Seek`, through internal buffers of at most [`max_buf_size`](File::max_buf_size)
+///   bytes (1 MiB unless [`set_max_buf_size`](File::set_max_buf_size) says otherwise):
+///   - reads read ahead: each read with no seek or write since the last one asks the kernel
+///     for twice as much as the last (at least the caller's slice, at most the buffer size);
+///     the bytes beyond the caller's slice are handed out by the next reads. The cursor may
+///     thus be ahead of the bytes handed out; a write or a seek through the traits gives those
+///     bytes back first, so the sequence of reads, writes and seeks lands exactly where it
+///     would with std's `File`, and `SeekFrom::Current(0)` (`stream_position`) reports the
+///     position the caller has seen;
+///   - writes are write-behind: `poll_write` copies the bytes and returns at once; while a
+///     write is in flight, more bytes are staged behind it (up to the buffer size) and written
+///     when it completes, in order, one write at a time. `flush`/`close` wait for every
+///     accepted byte; an error of a write-behind comes back from the next write, flush or
+///     close (bytes staged behind the failed write are dropped with it). A read waits for the
+///     pending writes first. Dropping the `File` with writes pending cancels them: flush first.
+///
+/// Before using the cursor another way after the traits (a `*_at` method with `CURRENT_POS`,
+/// [`into_std`](File::into_std), another fd of the same open file), flush and seek to
+/// `SeekFrom::Current(0)` through the traits: the pending bytes are written and the cursor
+/// moves back to the caller's position. A positional read at an explicit `pos` does not see
+/// bytes still pending in the write-behind until a flush.
+///
 /// Dropping a `File` closes it through the ring (`IORING_OP_CLOSE`, submitted on this tick)
 /// inside a runtime, or with `close(2)` outside one. [`close`](File::close) closes it and
 /// reports the error.
@@ -33,6 +65,7 @@ pub struct File {
 }
 
 crate::poll_io::poll_io_traits!(File);
+crate::poll_io::poll_io_traits!(@seek File);
 
 impl File {
     pub(crate) fn from_owned(fd: OwnedFd) -> File {
@@ -50,6 +83,26 @@ impl File {
             Box::new(crate::poll_io::PollIo::new(crate::poll_io::Kind::File))
         });
         (fd, io)
+    }
+
+    /// The size of the largest read and write of the poll-based traits (`AsyncRead`,
+    /// `AsyncWrite`): the read-ahead grows up to it, and each of the two write buffers (the one
+    /// in flight, the one staged behind it) holds up to it. 1 MiB unless set.
+    pub fn max_buf_size(&self) -> usize {
+        self.io
+            .as_ref()
+            .map_or(crate::poll_io::FILE_BUF_BYTES, |io| io.max_buf())
+    }
+
+    /// Sets the size of the largest read and write of the poll-based traits (tokio's
+    /// `File::set_max_buf_size`): larger sizes make fewer, larger system calls for sequential
+    /// copies, at the cost of up to three buffers of this size (read, write in flight, write
+    /// staged; each made only when used, and grown as the reads and writes grow). 0 is taken
+    /// as 1 (a read of 0 bytes would mean the end of the file) and sizes above 1 GiB as 1 GiB.
+    /// Bytes already buffered are kept; it applies to the next reads and writes.
+    pub fn set_max_buf_size(&mut self, bytes: usize) {
+        let (_, io) = self.poll_io();
+        io.set_max_buf(bytes);
     }
 
     /// Opens the file at `path` for reading.

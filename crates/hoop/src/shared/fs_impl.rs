@@ -29,10 +29,11 @@ use crate::poll_io::PollIo;
 /// a file opened with `O_DIRECT` go to an IOPOLL ring when the set has one.
 ///
 /// Like `tokio::fs::File`, it also implements `AsyncRead`, `AsyncWrite` and `AsyncSeek`
-/// (`futures::io`'s, and tokio's with the `tokio` feature) at the file's own position, through
-/// one internal 16 KiB buffer per direction (not aligned: use `read_at` with an `AlignedBuf` for
-/// `O_DIRECT`). `poll_flush` waits for the write-behind; a seek flushes it first and gives back
-/// bytes read ahead.
+/// (`futures::io`'s, and tokio's with the `tokio` feature) at the file's own position, with the
+/// rules of [`hoop::fs::File`](crate::fs::File) (read-ahead, write-behind with a staged write,
+/// buffers of up to [`max_buf_size`](File::max_buf_size), 1 MiB by default; not aligned: use
+/// `read_at` with an `AlignedBuf` for `O_DIRECT`). `poll_flush` waits for the write-behind; a
+/// write or a seek gives back bytes read ahead first.
 #[derive(Debug)]
 pub struct File {
     fd: Arc<OwnedFd>,
@@ -108,6 +109,22 @@ impl File {
             fd,
             self.io.get_or_insert_with(|| file_state(sfd, rings, route)),
         )
+    }
+
+    /// The size of the largest read and write of the poll-based traits (1 MiB unless set): as
+    /// [`hoop::fs::File::max_buf_size`](crate::fs::File::max_buf_size).
+    pub fn max_buf_size(&self) -> usize {
+        self.io
+            .as_ref()
+            .map_or(crate::poll_io::FILE_BUF_BYTES, |io| io.max_buf())
+    }
+
+    /// Sets the size of the largest read and write of the poll-based traits: as
+    /// [`hoop::fs::File::set_max_buf_size`](crate::fs::File::set_max_buf_size) (0 is taken
+    /// as 1). A clone starts with the default.
+    pub fn set_max_buf_size(&mut self, bytes: usize) {
+        let (_, io) = self.poll_io();
+        io.set_max_buf(bytes);
     }
 
     /// The rings this file's operations run on.

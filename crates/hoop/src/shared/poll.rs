@@ -1,9 +1,10 @@
 //! The poll-based traits of `hoop::shared`'s `TcpStream` and `File`: `futures::io`'s
 //! `AsyncRead`/`AsyncWrite` (and `AsyncSeek` for files), and with feature `tokio` tokio's.
 //!
-//! The state machine is the thread-per-core types' (`crate::poll_io`: one internal 16 KiB
-//! buffer per direction, reused; write-behind, so a dropped write future neither loses nor
-//! duplicates accepted bytes), with operations on shared rings, which any thread may poll.
+//! The state machine is the thread-per-core types' (`crate::poll_io`: internal buffers, reused,
+//! 16 KiB for sockets and up to 1 MiB for files; write-behind, so a dropped write future neither
+//! loses nor duplicates accepted bytes), with operations on shared rings, which any thread may
+//! poll.
 //! Each read or write is alone in its task's poll, so it is submitted on its first poll
 //! (`SharedOp::eager`) rather than after a second poll of the whole task.
 
@@ -275,33 +276,4 @@ impl tokio::io::AsyncWrite for super::TcpStream {
     }
 }
 crate::poll_io::poll_io_traits!(super::File);
-
-impl futures::io::AsyncSeek for super::File {
-    fn poll_seek(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        pos: io::SeekFrom,
-    ) -> std::task::Poll<io::Result<u64>> {
-        let (fd, io) = self.get_mut().poll_io();
-        // Polled again with the same position until ready; a seek left half done by a
-        // dropped future is replaced by this one (nothing moved before it completes).
-        let _ = io.take_seek();
-        io.start_seek(pos)?;
-        io.poll_seek(fd, cx)
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl tokio::io::AsyncSeek for super::File {
-    fn start_seek(self: std::pin::Pin<&mut Self>, pos: io::SeekFrom) -> io::Result<()> {
-        let (_, io) = self.get_mut().poll_io();
-        io.start_seek(pos)
-    }
-    fn poll_complete(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<u64>> {
-        let (fd, io) = self.get_mut().poll_io();
-        io.poll_seek(fd, cx)
-    }
-}
+crate::poll_io::poll_io_traits!(@seek super::File);
