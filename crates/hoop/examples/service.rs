@@ -51,7 +51,8 @@ async fn tcp_echo(listener: TcpListener, c: Rc<Counters>) -> io::Result<()> {
         hoop::spawn(async move {
             let mut buf = Vec::with_capacity(4096);
             loop {
-                let (res, b) = s.read(buf).await;
+                // An idle client is dropped: the deadline is linked to the read in the kernel.
+                let (res, b) = s.read_timeout(buf, Duration::from_secs(30)).await;
                 buf = b;
                 if !matches!(res, Ok(n) if n > 0) {
                     return;
@@ -83,8 +84,14 @@ async fn status(listener: UnixListener, c: Rc<Counters>) -> io::Result<()> {
     loop {
         let (s, _) = listener.accept().await?;
         c.status.set(c.status.get() + 1);
-        let (res, _) = s.write_all(format!("{}\n", c.line())).await;
-        res?;
+        // A Unix stream has the same deadlines as TCP: a status reader that stops reading
+        // cannot hold this loop.
+        let (res, _) = s
+            .write_all_timeout(format!("{}\n", c.line()), Duration::from_secs(1))
+            .await;
+        if let Err(e) = res {
+            eprintln!("service: status client dropped: {e}");
+        }
     }
 }
 
