@@ -56,7 +56,7 @@
 //!
 //! This crate deliberately has no dependencies: the input is only taken apart
 //! at the top level (attributes, qualifiers, body), which a few lines of
-//! token matching handle. The decisions are made on [`Tok`], a plain copy of
+//! token matching handle. The decisions are made on `Tok`, a plain copy of
 //! each token's shape, so they can be unit-tested outside a compiler; the
 //! `proc_macro` layer then slices the real tokens (keeping their spans) at
 //! the positions those decisions return.

@@ -71,13 +71,7 @@ impl PollSlots {
 
     /// The state of reunited halves.
     pub(crate) fn from_halves(read: Option<Box<PollIo>>, write: Option<Box<PollIo>>) -> PollSlots {
-        match (read, write) {
-            (Some(io), write) => PollSlots {
-                io: Some(io),
-                write,
-            },
-            (None, write) => PollSlots { io: None, write },
-        }
+        PollSlots { io: read, write }
     }
 }
 
@@ -153,8 +147,10 @@ macro_rules! write_methods {
             self.sock().send_all(buf).await
         }
 
-        /// [`write`](Self::write) with a deadline linked to it in the kernel (see
-        /// [`read_timeout`](Self::read_timeout)).
+        /// [`write`](Self::write) with a deadline linked to it in the kernel
+        /// (`IORING_OP_LINK_TIMEOUT`; the timer heap on epoll): if `timeout` passes first, the
+        /// write is cancelled and fails with `TimedOut` ("deadline of 200 ms passed"), and the
+        /// buffer comes back as with any result.
         pub async fn write_timeout<B: hoop_driver::IoBuf>(
             &self,
             buf: B,

@@ -1,0 +1,58 @@
+//! Splitting the poll-based state of a stream between its read and write halves, and merging
+//! it back (see `net::split`).
+
+use std::io;
+
+use super::{Local, PollIo};
+
+/// Splitting the state of a stream into its read and write halves (`into_split`, `split`) and
+/// merging it back (`reunite`, or the stream used whole again after a `split`).
+impl PollIo<Local> {
+    /// Moves the write direction's state (write-behind, its error, a shutdown in flight) into
+    /// a new state and leaves the read direction's here.
+    pub(crate) fn split_write(&mut self) -> PollIo<Local> {
+        let mut w = PollIo::new(self.kind);
+        w.owner = self.owner;
+        w.max_buf = self.max_buf;
+        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
+        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
+        std::mem::swap(&mut self.write_done, &mut w.write_done);
+        std::mem::swap(&mut self.write_op, &mut w.write_op);
+        std::mem::swap(&mut self.write_err, &mut w.write_err);
+        std::mem::swap(&mut self.shutdown, &mut w.shutdown);
+        w
+    }
+
+    /// Takes back the write direction's state from `w` (made by [`split_write`]; this state's
+    /// own write direction is empty). If both directions have operations in flight on
+    /// different threads' runtimes, the write's are given up as a drop on another thread
+    /// would (their buffer stays with them) and the next write reports it.
+    ///
+    /// [`split_write`]: Self::split_write
+    pub(crate) fn merge_write(&mut self, mut w: PollIo<Local>) {
+        let read_busy = self.read_op.is_some();
+        let write_busy = w.write_op.is_some() || w.shutdown.is_some();
+        if write_busy && w.owner != self.owner {
+            if read_busy {
+                std::mem::forget(w.write_op.take());
+                std::mem::forget(w.shutdown.take());
+                w.write_buf = None;
+                w.write_staging.clear();
+                w.write_done = 0;
+                w.write_err = Some(io::Error::other(
+                    "a write of the other half was in flight on another thread when the halves \
+                     were reunited; it was abandoned",
+                ));
+            } else {
+                self.owner = w.owner;
+            }
+        }
+        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
+        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
+        std::mem::swap(&mut self.write_done, &mut w.write_done);
+        std::mem::swap(&mut self.write_op, &mut w.write_op);
+        std::mem::swap(&mut self.write_err, &mut w.write_err);
+        std::mem::swap(&mut self.shutdown, &mut w.shutdown);
+        // `w` now holds nothing in flight: dropping it touches no operation.
+    }
+}
