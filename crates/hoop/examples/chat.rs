@@ -254,6 +254,19 @@ async fn read_all_lines(
         .collect())
 }
 
+/// A connection that read its `welcome` (so the server subscribed it to the chat).
+async fn connect_welcomed(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(addr).await?;
+    let (res, buf) = s
+        .read_exact_timeout(vec![0u8; 8], Duration::from_secs(10))
+        .await;
+    res?;
+    if &buf[..] != b"welcome\n" {
+        return Err(io::Error::other("no welcome"));
+    }
+    Ok(s)
+}
+
 /// What the self-test's clients saw.
 struct Seen {
     verified: usize,
@@ -271,29 +284,14 @@ async fn clients(
     idle: Duration,
 ) -> io::Result<Seen> {
     // The silent client first: the idle timeout must cut it.
-    let silent = TcpStream::connect(addr).await?;
-    let (res, buf) = silent
-        .read_exact_timeout(vec![0u8; 8], Duration::from_secs(10))
-        .await;
-    res?;
-    if &buf[..] != b"welcome\n" {
-        return Err(io::Error::other("no welcome"));
-    }
+    let silent = connect_welcomed(addr).await?;
     let (silent_rd, _silent_wr) = silent.into_split();
     let silent_lines = hoop::spawn(read_all_lines(silent_rd, idle * 4, 0, Rc::default()));
 
     // Everyone connected and welcomed (so subscribed) before anyone speaks.
     let mut conns = Vec::new();
     for _ in 0..clients {
-        let s = TcpStream::connect(addr).await?;
-        let (res, buf) = s
-            .read_exact_timeout(vec![0u8; 8], Duration::from_secs(10))
-            .await;
-        res?;
-        if &buf[..] != b"welcome\n" {
-            return Err(io::Error::other("no welcome"));
-        }
-        conns.push(s.into_split());
+        conns.push(connect_welcomed(addr).await?.into_split());
     }
     let stop = CancellationToken::new();
     let wanted_each = clients * lines;

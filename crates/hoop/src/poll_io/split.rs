@@ -14,12 +14,7 @@ impl PollIo<Local> {
         let mut w = PollIo::new(self.kind);
         w.owner = self.owner;
         w.max_buf = self.max_buf;
-        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
-        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
-        std::mem::swap(&mut self.write_done, &mut w.write_done);
-        std::mem::swap(&mut self.write_op, &mut w.write_op);
-        std::mem::swap(&mut self.write_err, &mut w.write_err);
-        std::mem::swap(&mut self.shutdown, &mut w.shutdown);
+        self.swap_write_state(&mut w);
         w
     }
 
@@ -47,12 +42,17 @@ impl PollIo<Local> {
                 self.owner = w.owner;
             }
         }
+        self.swap_write_state(&mut w);
+        // `w` now holds nothing in flight: dropping it touches no operation.
+    }
+
+    /// Swaps every field of the write direction with `w`'s.
+    fn swap_write_state(&mut self, w: &mut PollIo<Local>) {
         std::mem::swap(&mut self.write_staging, &mut w.write_staging);
         std::mem::swap(&mut self.write_buf, &mut w.write_buf);
         std::mem::swap(&mut self.write_done, &mut w.write_done);
         std::mem::swap(&mut self.write_op, &mut w.write_op);
         std::mem::swap(&mut self.write_err, &mut w.write_err);
         std::mem::swap(&mut self.shutdown, &mut w.shutdown);
-        // `w` now holds nothing in flight: dropping it touches no operation.
     }
 }
