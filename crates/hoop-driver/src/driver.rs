@@ -791,6 +791,15 @@ impl<T: OpCode> std::fmt::Debug for Op<T> {
 }
 
 impl<T: OpCode> Op<T> {
+    /// Whether the operation is in the kernel's hands (pushed, final completion not yet
+    /// taken): dropping it then cancels it, and whatever it completes with is lost to the
+    /// caller. A caller that must not lose that result (a receive whose future was dropped)
+    /// keeps the `Op` alive instead and polls it later.
+    #[inline]
+    pub fn is_in_flight(&self) -> bool {
+        matches!(self.phase, Phase::InFlight)
+    }
+
     /// An operation, started when first polled inside a runtime.
     #[inline]
     pub fn new(data: T) -> Op<T> {

@@ -29,6 +29,12 @@ impl<T: OpCode> Deadline<T> {
         }
     }
 
+    /// The operation without its deadline (for a result that was not produced by it: the
+    /// operation was never started).
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
     /// Names `total` in the error when the deadline passes (for one step of a longer
     /// operation, whose own time is what is left of `total`).
     pub fn reporting(mut self, total: Duration) -> Self {

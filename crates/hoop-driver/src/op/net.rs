@@ -101,6 +101,14 @@ impl<B: IoBufMut> Recv<B> {
     }
 }
 
+impl<B> Recv<B> {
+    /// The buffer, for a result that was not received by this operation (one kept from an
+    /// earlier receive whose future was dropped): the operation was never started.
+    pub fn into_buf(self) -> B {
+        self.buf
+    }
+}
+
 impl<B: IoBufMut> OpCode for Recv<B> {
     type Output = BufResult<usize, B>;
     fn complete(mut self, c: Completion) -> Self::Output {
@@ -207,6 +215,14 @@ impl<B: IoBufMut> RecvMsg<B> {
     pub fn new(fd: RawFd, mut buf: B) -> Self {
         let hdr = MsgHeader::new(buf.stable_mut_ptr(), buf.bytes_total(), SockAddr::empty());
         RecvMsg { fd, buf, hdr }
+    }
+}
+
+impl<B> RecvMsg<B> {
+    /// The buffer, for a result that was not received by this operation (see
+    /// [`Recv::into_buf`]): the operation was never started.
+    pub fn into_buf(self) -> B {
+        self.buf
     }
 }
 

@@ -1,6 +1,7 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
 mod direct;
+mod kept;
 mod reuseport;
 pub(crate) mod socket;
 pub(crate) mod split;

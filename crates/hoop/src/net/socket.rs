@@ -10,12 +10,15 @@ use hoop_driver::error::cvt_libc;
 use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, BufResult, Home, IoBuf, IoBufMut, Op, SockAddr};
 
+use super::kept::{Keep, Keepable};
 use crate::io_util::{fill_exact, until_done};
 
 /// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
 /// this tick) or with `close(2)` outside a runtime.
 #[derive(Debug)]
 pub(crate) struct Socket {
+    /// What receives whose futures were dropped left for the next one (`kept`).
+    kept: super::kept::Kept,
     fd: Option<OwnedFd>,
     /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
     home: Option<Home>,
@@ -37,6 +40,7 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 impl Socket {
     pub(crate) fn from_fd(fd: OwnedFd) -> Socket {
         Socket {
+            kept: Default::default(),
             fd: Some(fd),
             home: Home::current(),
             nonblocking: std::sync::atomic::AtomicBool::new(false),
@@ -129,17 +133,48 @@ impl Socket {
         self.accept_until(None).await
     }
 
+    /// Accepts a connection; one accepted for a dropped call comes first (`kept`).
     pub(crate) async fn accept_until(&self, dl: Dl) -> io::Result<(Socket, SockAddr)> {
-        let (fd, addr) = run(op::Accept::new(self.raw()), dl).await?;
+        let (fd, addr) = self.keep(op::Accept::new(self.raw()), dl, false).await?;
         Ok((Socket::from_fd(fd), addr))
     }
 
+    /// Reads a stream: bytes a dropped read received come first, in order (`kept`).
     pub(crate) async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.recv_until(buf, None).await
     }
 
     pub(crate) async fn recv_until<B: IoBufMut>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
-        run(op::Recv::new(self.raw(), buf, 0), dl).await
+        self.keep(op::Recv::new(self.raw(), buf, 0), dl, true).await
+    }
+
+    /// Receives one datagram: those a dropped receive got come first (`kept`).
+    pub(crate) async fn recv_datagram_until<B: IoBufMut>(
+        &self,
+        buf: B,
+        dl: Dl,
+    ) -> BufResult<usize, B> {
+        self.keep(op::Recv::new(self.raw(), buf, 0), dl, false)
+            .await
+    }
+
+    /// Runs the receive `op` through the socket's kept state (see `kept`), with a deadline
+    /// linked to it if `dl`.
+    async fn keep<T>(&self, op: T, dl: Dl, stream: bool) -> T::Output
+    where
+        T: Keepable,
+        T::Output: op::TimedOut,
+        op::Deadline<T>: UringOp + EpollOp,
+    {
+        let peer = || self.peer_addr().ok();
+        match dl {
+            None => Keep::new(&self.kept, op, stream, &peer).await,
+            Some((at, total)) => {
+                let left = at.saturating_duration_since(Instant::now());
+                let op = op::Deadline::new(op, left).reporting(total);
+                Keep::new(&self.kept, op, stream, &peer).await
+            }
+        }
     }
 
     pub(crate) async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
@@ -235,7 +270,8 @@ impl Socket {
         buf: B,
         dl: Dl,
     ) -> BufResult<(usize, SockAddr), B> {
-        run(op::RecvMsg::new(self.raw(), buf), dl).await
+        self.keep(op::RecvMsg::new(self.raw(), buf), dl, false)
+            .await
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
@@ -256,6 +292,7 @@ impl Socket {
 
     /// Closes the socket through the ring and waits for the result.
     pub(crate) async fn close(mut self) -> io::Result<()> {
+        self.kept.clear();
         match self.fd.take() {
             Some(fd) if self.home.as_ref().is_some_and(|h| !h.is_here()) => {
                 // Another thread's ring may hold SQEs naming the fd: it closes the fd behind
@@ -270,6 +307,7 @@ impl Socket {
 
     /// Gives the fd up, after every SQE naming it was submitted (see [`Home::release`]).
     pub(crate) fn into_owned(mut self) -> OwnedFd {
+        self.kept.clear();
         let fd = self.fd.take().expect("socket fd present until drop");
         Home::release(self.home.as_ref(), fd)
     }
@@ -297,7 +335,9 @@ impl IntoRawFd for Socket {
 impl Drop for Socket {
     fn drop(&mut self) {
         // The poll-based traits' operations were dropped before (the types holding a `Socket`
-        // declare their `PollSlots` first), so their cancels queue ahead of the close.
+        // declare their `PollSlots` first), so their cancels queue ahead of the close, and so
+        // are receives parked by dropped calls.
+        self.kept.clear();
         if let Some(fd) = self.fd.take() {
             Home::close(self.home.as_ref(), fd);
         }

@@ -74,7 +74,7 @@ impl UdpSocket {
     /// Receives one datagram from the connected peer into `buf` (from its start, up to its
     /// capacity; the rest of a longer datagram is discarded).
     pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.recv(buf).await
+        self.socket.recv_datagram_until(buf, None).await
     }
 
     /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
@@ -91,7 +91,9 @@ impl UdpSocket {
         buf: B,
         timeout: Duration,
     ) -> BufResult<usize, B> {
-        self.socket.recv_until(buf, deadline(timeout)).await
+        self.socket
+            .recv_datagram_until(buf, deadline(timeout))
+            .await
     }
 
     /// Sends the initialized bytes of `buf` as one datagram to `addr` (its first resolved

@@ -246,7 +246,7 @@ impl UnixDatagram {
 
     /// Receives one datagram into `buf` (from its start, up to its capacity).
     pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.recv(buf).await
+        self.socket.recv_datagram_until(buf, None).await
     }
 
     /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
@@ -267,7 +267,9 @@ impl UnixDatagram {
         buf: B,
         timeout: std::time::Duration,
     ) -> BufResult<usize, B> {
-        self.socket.recv_until(buf, deadline(timeout)).await
+        self.socket
+            .recv_datagram_until(buf, deadline(timeout))
+            .await
     }
 
     /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel.

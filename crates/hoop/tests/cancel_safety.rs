@@ -1,0 +1,380 @@
+//! Cancel safety as tokio documents it: a receive whose future is dropped in `select!` loses
+//! nothing (its result goes to the next call). Each test runs a `select!` loop of the receive
+//! against a 50 µs timer that usually wins, on io_uring and on epoll, and counts what the peer
+//! sent against what arrived: connections, bytes (in order), datagrams. Loops are bounded by
+//! counts and `LIMIT`; nothing is asserted about speed.
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hoop::net::{TcpListener, TcpStream, UdpSocket, UnixDatagram, UnixListener, UnixStream};
+use hoop::time::{sleep, Instant};
+use hoop_test_support as common;
+
+const LIMIT: Duration = Duration::from_secs(30);
+const TICK: Duration = Duration::from_micros(50);
+
+/// Whether `e` is an error an injected fault may produce on a receive, after which the loop
+/// just calls again (nothing was received).
+fn retry(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+    ) || e.raw_os_error() == Some(libc::ECANCELED)
+}
+
+/// The byte at offset `i` of the streams the writers send.
+fn pattern(i: usize) -> u8 {
+    (i % 251) as u8 ^ (i >> 12) as u8
+}
+
+/// `clients` connect one after another, each waiting for one byte: returns (served, lost).
+fn connecting_clients(
+    n: usize,
+    connect: impl Fn() -> std::io::Result<Box<dyn Read + Send>> + Send + 'static,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(usize, usize)> {
+    common::spawn(move || {
+        let (mut served, mut lost) = (0, 0);
+        for _ in 0..n {
+            let mut s = match connect() {
+                Ok(s) => s,
+                Err(_) => {
+                    lost += 1;
+                    continue;
+                }
+            };
+            let mut b = [0u8; 1];
+            match s.read(&mut b) {
+                Ok(1) => served += 1,
+                _ => lost += 1,
+            }
+        }
+        done.store(true, Ordering::Release);
+        (served, lost)
+    })
+}
+
+#[hoop::test]
+async fn tcp_accept_in_select_loses_no_connection() {
+    let _resets = common::faults_off(&["econnreset"], "the clients count a reset as a loss");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let clients = connecting_clients(
+        400,
+        move || {
+            let s = std::net::TcpStream::connect(addr)?;
+            s.set_read_timeout(Some(LIMIT))?;
+            Ok(Box::new(s) as Box<dyn Read + Send>)
+        },
+        done.clone(),
+    );
+    let (mut ticks, end) = (0u64, Instant::now() + LIMIT);
+    while !done.load(Ordering::Acquire) && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => ticks += 1,
+            res = listener.accept() => match res {
+                Ok((s, _)) => {
+                    let (res, _) = s.write_all(vec![7u8]).await;
+                    res.unwrap();
+                }
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("accept: {e}"),
+            },
+        }
+    }
+    let (served, lost) = clients.join().unwrap();
+    assert_eq!((served, lost), (400, 0), "after {ticks} timer wins");
+}
+
+#[hoop::test]
+async fn unix_accept_in_select_loses_no_connection() {
+    let dir = std::env::temp_dir().join(format!("hoop-cancel-accept-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("{:?}.sock", std::thread::current().id()));
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).await.unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let p = path.clone();
+    let clients = connecting_clients(
+        300,
+        move || {
+            let s = std::os::unix::net::UnixStream::connect(&p)?;
+            s.set_read_timeout(Some(LIMIT))?;
+            Ok(Box::new(s) as Box<dyn Read + Send>)
+        },
+        done.clone(),
+    );
+    let end = Instant::now() + LIMIT;
+    while !done.load(Ordering::Acquire) && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            res = listener.accept() => match res {
+                Ok((s, _)) => {
+                    let (res, _) = s.write_all(vec![7u8]).await;
+                    res.unwrap();
+                }
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("accept: {e}"),
+            },
+        }
+    }
+    let (served, lost) = clients.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!((served, lost), (300, 0));
+}
+
+/// A writer thread sends `total` bytes of `pattern`; the stream is read with owned buffers
+/// of `cap` bytes in a `select!` loop against the timer. Every byte must arrive, in order.
+async fn read_all_in_select<S>(stream: &S, total: usize, read: impl AsyncReadOwned<S>) {
+    let mut got = 0usize;
+    let mut buf = Vec::with_capacity(8192);
+    let end = Instant::now() + LIMIT;
+    let mut caps = [512usize, 8192, 100, 3000].into_iter().cycle();
+    while got < total && Instant::now() < end {
+        // Buffers of several sizes: bytes a dropped read got must fit the next one's or stay.
+        let cap = caps.next().unwrap_or(512);
+        buf.clear();
+        buf.reserve_exact(cap);
+        let b = std::mem::take(&mut buf);
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = read.read(stream, b) => {
+                match res {
+                    Ok(0) => panic!("end of stream after {got} of {total} bytes"),
+                    Ok(n) => {
+                        for (i, &x) in b[..n].iter().enumerate() {
+                            assert_eq!(x, pattern(got + i), "byte {} differs", got + i);
+                        }
+                        got += n;
+                    }
+                    Err(e) if retry(&e) => {}
+                    Err(e) => panic!("read after {got} bytes: {e}"),
+                }
+                buf = b;
+            }
+        }
+    }
+    assert_eq!(got, total, "bytes received");
+}
+
+/// The owned-buffer `read` of a stream type (TCP, Unix).
+trait AsyncReadOwned<S> {
+    fn read(
+        &self,
+        s: &S,
+        buf: Vec<u8>,
+    ) -> impl std::future::Future<Output = (std::io::Result<usize>, Vec<u8>)>;
+}
+
+struct Tcp;
+impl AsyncReadOwned<TcpStream> for Tcp {
+    async fn read(&self, s: &TcpStream, buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
+        s.read(buf).await
+    }
+}
+
+struct Unix;
+impl AsyncReadOwned<UnixStream> for Unix {
+    async fn read(&self, s: &UnixStream, buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
+        s.read(buf).await
+    }
+}
+
+fn write_pattern(mut w: impl Write, total: usize) {
+    let data: Vec<u8> = (0..total).map(pattern).collect();
+    for chunk in data.chunks(7000) {
+        if w.write_all(chunk).is_err() {
+            return;
+        }
+    }
+}
+
+const STREAM_BYTES: usize = 4 << 20;
+
+#[hoop::test]
+async fn tcp_read_in_select_loses_no_byte() {
+    let _resets = common::faults_off(&["econnreset"], "a reset ends the one stream it reads");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let writer = common::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        write_pattern(s, STREAM_BYTES);
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    read_all_in_select(&stream, STREAM_BYTES, Tcp).await;
+    writer.join().unwrap();
+}
+
+#[hoop::test]
+async fn unix_read_in_select_loses_no_byte() {
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let writer = common::spawn(move || write_pattern(a, STREAM_BYTES));
+    let stream = UnixStream::from_std(b);
+    read_all_in_select(&stream, STREAM_BYTES, Unix).await;
+    writer.join().unwrap();
+}
+
+/// A sender thread sends `n` numbered datagrams through `send`, at most `window` ahead of
+/// what the receiver counted (so the socket's queue never overflows: a loss is the
+/// runtime's); the receiver checks each arrives exactly once.
+fn numbered_sender(
+    n: u32,
+    received: Arc<AtomicUsize>,
+    send: impl Fn(&[u8]) -> std::io::Result<usize> + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    common::spawn(move || {
+        let end = std::time::Instant::now() + LIMIT;
+        for seq in 0..n {
+            while seq as usize >= received.load(Ordering::Acquire) + 32 {
+                if std::time::Instant::now() > end {
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            let mut d = seq.to_le_bytes().to_vec();
+            d.resize(4 + (seq as usize % 200), seq as u8);
+            send(&d).unwrap();
+        }
+    })
+}
+
+/// Checks one datagram and records it; panics on a corrupt or repeated one.
+fn record(seen: &mut [bool], d: &[u8], received: &AtomicUsize) {
+    assert!(d.len() >= 4, "a datagram of {} bytes", d.len());
+    let seq = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+    assert_eq!(
+        d.len(),
+        4 + (seq as usize % 200),
+        "datagram {seq} truncated"
+    );
+    assert!(
+        d[4..].iter().all(|&x| x == seq as u8),
+        "datagram {seq} corrupt"
+    );
+    assert!(!seen[seq as usize], "datagram {seq} twice");
+    seen[seq as usize] = true;
+    received.fetch_add(1, Ordering::AcqRel);
+}
+
+const DATAGRAMS: u32 = 3000;
+
+#[hoop::test]
+async fn udp_recv_from_in_select_loses_no_datagram() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let from = std_sock.local_addr().unwrap();
+    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
+        std_sock.send_to(d, addr)
+    });
+    let mut seen = vec![false; DATAGRAMS as usize];
+    let end = Instant::now() + LIMIT;
+    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = sock.recv_from(Vec::with_capacity(512)) => match res {
+                Ok((_, src)) => {
+                    assert_eq!(src, from);
+                    record(&mut seen, &b, &received);
+                }
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("recv_from: {e}"),
+            },
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
+}
+
+#[hoop::test]
+async fn udp_recv_in_select_loses_no_datagram() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(std_sock.local_addr().unwrap()).await.unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
+        std_sock.send_to(d, addr)
+    });
+    let mut seen = vec![false; DATAGRAMS as usize];
+    let end = Instant::now() + LIMIT;
+    let mut i = 0u32;
+    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
+        i += 1;
+        // `recv` and `recv_from` take turns: one kept from either serves the other.
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = sock.recv(Vec::with_capacity(512)), if i.is_multiple_of(2) => match res {
+                Ok(_) => record(&mut seen, &b, &received),
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("recv: {e}"),
+            },
+            (res, b) = sock.recv_from(Vec::with_capacity(512)), if !i.is_multiple_of(2) => match res {
+                Ok(_) => record(&mut seen, &b, &received),
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("recv_from: {e}"),
+            },
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
+}
+
+#[hoop::test]
+async fn unix_datagram_recv_in_select_loses_no_datagram() {
+    let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    let sock = UnixDatagram::from_std(b);
+    let received = Arc::new(AtomicUsize::new(0));
+    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| a.send(d));
+    let mut seen = vec![false; DATAGRAMS as usize];
+    let end = Instant::now() + LIMIT;
+    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = sock.recv(Vec::with_capacity(512)) => match res {
+                Ok(_) => record(&mut seen, &b, &received),
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("recv: {e}"),
+            },
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
+}
+
+/// A read dropped while in flight, then the stream dropped: the parked read is cancelled with
+/// the socket (no fd or slot left behind), and the runtime shuts down clean.
+#[test]
+fn dropping_a_stream_with_a_parked_read_leaks_nothing() {
+    common::each_driver(|kind| {
+        let rt = common::runtime(kind);
+        rt.block_on(async {
+            let (a, b) = UnixStream::pair().unwrap();
+            for _ in 0..50 {
+                hoop::select! {
+                    biased;
+                    _ = sleep(Duration::from_micros(1)) => {}
+                    _ = b.read(Vec::with_capacity(64)) => panic!("nothing was written"),
+                }
+            }
+            drop(b);
+            // The peer sees the close: its read ends.
+            let (res, _) = a.read(Vec::with_capacity(64)).await;
+            assert_eq!(res.unwrap(), 0);
+        });
+        let report = rt.shutdown();
+        assert_eq!(report.leaked, 0, "{report:?}");
+        assert_eq!(report.still_in_flight, 0, "{report:?}");
+    });
+}
