@@ -378,3 +378,124 @@ fn dropping_a_stream_with_a_parked_read_leaks_nothing() {
         assert_eq!(report.still_in_flight, 0, "{report:?}");
     });
 }
+
+/// The same through an owned read half, with `read_timeout` (a deadline linked to each read)
+/// taking turns with `read`: a read dropped with its deadline pending is kept too.
+#[hoop::test]
+async fn read_half_and_read_timeout_in_select_lose_no_byte() {
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let total = 1 << 20;
+    let writer = common::spawn(move || write_pattern(a, total));
+    let (read, _write) = UnixStream::from_std(b).into_split();
+    let (mut got, mut i) = (0usize, 0u32);
+    let end = Instant::now() + LIMIT;
+    while got < total && Instant::now() < end {
+        i += 1;
+        let turn = i.is_multiple_of(2);
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = read.read(Vec::with_capacity(1000)), if turn => {
+                let n = res.unwrap();
+                assert!(b[..n].iter().enumerate().all(|(k, &x)| x == pattern(got + k)));
+                got += n;
+            }
+            (res, b) = read.read_timeout(Vec::with_capacity(1000), LIMIT), if !turn => {
+                let n = res.unwrap();
+                assert!(b[..n].iter().enumerate().all(|(k, &x)| x == pattern(got + k)));
+                got += n;
+            }
+        }
+    }
+    writer.join().unwrap();
+    assert_eq!(got, total);
+}
+
+#[hoop::test]
+async fn unix_datagram_recv_from_in_select_loses_no_datagram() {
+    let dir = std::env::temp_dir().join(format!("hoop-cancel-dgram-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("{:?}.sock", std::thread::current().id()));
+    let _ = std::fs::remove_file(&path);
+    let sock = UnixDatagram::bind(&path).unwrap();
+    let from = dir.join(format!("{:?}.from", std::thread::current().id()));
+    let _ = std::fs::remove_file(&from);
+    let std_sock = std::os::unix::net::UnixDatagram::bind(&from).unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let to = path.clone();
+    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
+        std_sock.send_to(d, &to)
+    });
+    let mut seen = vec![false; DATAGRAMS as usize];
+    let end = Instant::now() + LIMIT;
+    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = sock.recv_from(Vec::with_capacity(512)) => match res {
+                Ok((_, src)) => {
+                    assert_eq!(src.as_pathname(), Some(from.as_path()));
+                    record(&mut seen, &b, &received);
+                }
+                Err(e) if retry(&e) => {}
+                Err(e) => panic!("recv_from: {e}"),
+            },
+        }
+    }
+    sender.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&from);
+    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
+}
+
+/// `JoinSet::join_next` in `select!`: a result that completed for a dropped call stays in the
+/// set for the next one.
+#[hoop::test]
+async fn join_next_in_select_loses_no_result() {
+    let mut set = hoop::task::JoinSet::new();
+    for i in 0..300u32 {
+        set.spawn(async move {
+            for _ in 0..i % 7 {
+                hoop::task::yield_now().await;
+            }
+            i
+        });
+    }
+    let mut seen = vec![false; 300];
+    let end = Instant::now() + LIMIT;
+    while seen.iter().any(|s| !s) && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = hoop::task::yield_now() => {}
+            Some(r) = set.join_next() => {
+                let i = r.unwrap() as usize;
+                assert!(!seen[i], "result {i} twice");
+                seen[i] = true;
+            }
+        }
+    }
+    assert!(seen.iter().all(|s| *s), "results lost");
+    assert!(set.join_next().await.is_none());
+}
+
+/// `Interval::tick` in `select!`: a tick a dropped call would have returned comes with the
+/// next call (with the default `Burst`, ticks are exactly one period apart: a lost one would
+/// leave a gap of two).
+#[hoop::test]
+async fn interval_tick_in_select_loses_no_tick() {
+    let period = Duration::from_micros(300);
+    let mut every = hoop::time::interval(period);
+    let mut ticks = Vec::new();
+    let end = Instant::now() + LIMIT;
+    while ticks.len() < 100 && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(Duration::from_micros(100)) => {}
+            t = every.tick() => ticks.push(t),
+        }
+    }
+    assert_eq!(ticks.len(), 100);
+    for w in ticks.windows(2) {
+        assert_eq!(w[1] - w[0], period, "a tick was lost");
+    }
+}
