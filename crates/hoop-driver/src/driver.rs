@@ -69,6 +69,13 @@ impl Engine {
         }
     }
 
+    pub(crate) fn request_cancel(&mut self, user_data: u64) {
+        match self {
+            Engine::Uring(u) => u.request_cancel(user_data),
+            Engine::Epoll(e) => e.request_cancel(user_data),
+        }
+    }
+
     pub(crate) fn drop_slot(
         &mut self,
         user_data: u64,

@@ -29,6 +29,8 @@ pub struct MultiOp<T: MultishotCode> {
     state: State,
     /// Arms in a row that ended with an `ECANCELED` nobody asked for and were armed again.
     resubmits: u8,
+    /// [`cancel`](MultiOp::cancel) was called: the stream ends at its final CQE.
+    cancelled: bool,
 }
 
 impl<T: MultishotCode> std::fmt::Debug for MultiOp<T> {
@@ -51,6 +53,46 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
             data: Some(data),
             state: State::Idle { ticket: None },
             resubmits: 0,
+            cancelled: false,
+        }
+    }
+
+    /// Moves the stream out, leaving `self` ended and inert (for an owner that keeps an armed
+    /// stream alive past its own drop).
+    pub fn take(&mut self) -> MultiOp<T> {
+        MultiOp {
+            data: self.data.take(),
+            state: std::mem::replace(&mut self.state, State::Done),
+            resubmits: self.resubmits,
+            cancelled: self.cancelled,
+        }
+    }
+
+    /// Asks the kernel to end the operation while the stream still takes what it brings: the
+    /// items already on their way (connections the kernel accepted, data it received before
+    /// the cancel ran) are still yielded, then the stream ends; it is never armed again. A
+    /// stream not armed ends at once. Unlike dropping the stream, nothing delivered is lost.
+    pub fn cancel(&mut self) {
+        self.cancelled = true;
+        match &self.state {
+            State::Armed { user_data, driver } => {
+                if let Ok(mut d) = driver.engine().try_borrow_mut() {
+                    d.request_cancel(*user_data);
+                }
+            }
+            State::Idle { .. } => {
+                // Leaves any room queue (as a drop would) and ends.
+                if let State::Idle {
+                    ticket: Some((ticket, driver)),
+                } = std::mem::replace(&mut self.state, State::Done)
+                {
+                    if let Ok(mut d) = driver.engine().try_borrow_mut() {
+                        d.table_mut().leave_room(ticket);
+                    }
+                }
+                self.state = State::Done;
+            }
+            State::Done => {}
         }
     }
 
@@ -145,12 +187,15 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                     let item = data.item(c);
                     // An arm cancelled by nobody here ran nothing: armed again, its error item
                     // (which gave any buffer back) dropped (`op::resubmit_after`).
-                    if last && crate::op::resubmit_after(&c, false, &mut self.resubmits) {
+                    if last
+                        && !self.cancelled
+                        && crate::op::resubmit_after(&c, false, &mut self.resubmits)
+                    {
                         self.state = State::Idle { ticket: None };
                         continue;
                     }
                     if last {
-                        self.state = if data.rearm(&c) {
+                        self.state = if !self.cancelled && data.rearm(&c) {
                             State::Idle { ticket: None }
                         } else {
                             State::Done

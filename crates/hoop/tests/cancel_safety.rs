@@ -499,3 +499,112 @@ async fn interval_tick_in_select_loses_no_tick() {
         assert_eq!(w[1] - w[0], period, "a tick was lost");
     }
 }
+
+/// A multishot `incoming()` made anew in each round of a `select!` loop (each one dropped when
+/// the timer wins): connections the kernel accepted for a dropped stream go to the listener's
+/// next `accept` or `incoming()`.
+#[hoop::test]
+async fn incoming_dropped_in_select_loses_no_connection() {
+    let _resets = common::faults_off(&["econnreset"], "the clients count a reset as a loss");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let clients = connecting_clients(
+        300,
+        move || {
+            let s = std::net::TcpStream::connect(addr)?;
+            s.set_read_timeout(Some(LIMIT))?;
+            Ok(Box::new(s) as Box<dyn Read + Send>)
+        },
+        done.clone(),
+    );
+    let (end, mut i) = (Instant::now() + LIMIT, 0u32);
+    while !done.load(Ordering::Acquire) && Instant::now() < end {
+        i += 1;
+        let mut incoming = listener.incoming();
+        // `incoming()` and `accept` take turns: each serves what the other's drop kept.
+        let conn = hoop::select! {
+            biased;
+            _ = sleep(TICK) => None,
+            r = incoming.next(), if !i.is_multiple_of(3) => r,
+            r = listener.accept(), if i.is_multiple_of(3) => Some(r.map(|(s, _)| s)),
+        };
+        match conn {
+            Some(Ok(s)) => {
+                let (res, _) = s.write_all(vec![7u8]).await;
+                res.unwrap();
+            }
+            Some(Err(e)) if retry(&e) => {}
+            Some(Err(e)) => panic!("accept: {e}"),
+            None => {}
+        }
+    }
+    let (served, lost) = clients.join().unwrap();
+    assert_eq!((served, lost), (300, 0));
+}
+
+/// A `recv_stream` started while a dropped read's bytes are kept does not overtake them: it
+/// waits while that read is in flight, then fails with `InvalidInput` until `read` took them;
+/// a `recv_stream` made after that delivers the bytes after them, in order.
+#[hoop::test]
+async fn recv_stream_never_overtakes_kept_bytes() {
+    let total = 256 << 10;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let writer = common::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        write_pattern(s, total);
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let ring = hoop::BufRing::new(8, 4096).unwrap();
+    let check = |b: &[u8], got: usize| {
+        for (k, &x) in b.iter().enumerate() {
+            assert_eq!(x, pattern(got + k), "byte {} differs", got + k);
+        }
+    };
+    // A read dropped once it is in flight: parked, its bytes kept. (On epoll a read with
+    // bytes waiting completes at once: those count, and the next one is tried.)
+    let mut got = 0usize;
+    let mut parked = false;
+    for _ in 0..1000 {
+        hoop::select! {
+            biased;
+            _ = hoop::task::yield_now() => {
+                parked = true;
+            }
+            (res, b) = stream.read(Vec::with_capacity(100)) => {
+                let n = res.unwrap();
+                check(&b[..n], got);
+                got += n;
+            }
+        }
+        if parked {
+            break;
+        }
+    }
+    let mut rs = stream.recv_stream(&ring);
+    match hoop::time::timeout(LIMIT, rs.next()).await.unwrap() {
+        Some(Err(e)) if parked => {
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}")
+        }
+        Some(Ok(buf)) if !parked => {
+            // Nothing was kept: the stream delivers the next bytes.
+            check(&buf, got);
+            return;
+        }
+        other => panic!("parked={parked}: {other:?}"),
+    }
+    drop(rs);
+    let (res, b) = stream.read(Vec::with_capacity(100)).await;
+    let n = res.unwrap();
+    assert!(n > 0);
+    check(&b[..n], got);
+    got += n;
+    let mut rs = stream.recv_stream(&ring);
+    let buf = hoop::time::timeout(LIMIT, rs.next()).await.unwrap();
+    let buf = buf.expect("a buffer").unwrap();
+    check(&buf, got);
+    drop(rs);
+    drop(stream);
+    drop(writer);
+}

@@ -28,14 +28,16 @@ use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::ThreadId;
 
+use hoop_driver::op::MultishotCode;
 use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
-use hoop_driver::{op, IoBuf, IoBufMut, Op, SockAddr};
+use hoop_driver::{op, IoBuf, IoBufMut, MultiOp, Op, SockAddr};
 
 /// What a receive brought for a call that no longer waited for it.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// An accepted connection and the peer's address.
-    Accepted(OwnedFd, SockAddr),
+    /// An accepted connection and the peer's address (`None` from a multishot accept, which
+    /// reports none: asked of the connection when served).
+    Accepted(OwnedFd, Option<SockAddr>),
     /// Bytes of a stream, or one datagram (with its source when the receive asked for it).
     /// Empty bytes from a stream are its end.
     Received(Vec<u8>, Option<SockAddr>),
@@ -56,6 +58,18 @@ fn kept_error(e: &io::Error) -> Option<Outcome> {
         None | Some(libc::ECANCELED | libc::EINTR | libc::EAGAIN) => None,
         Some(errno) => Some(Outcome::Failed(errno)),
     }
+}
+
+/// The peer address of a connection (`getpeername(2)`).
+fn peer_of(fd: &OwnedFd) -> io::Result<SockAddr> {
+    use std::os::fd::AsRawFd;
+    let mut addr = SockAddr::empty();
+    let mut len = addr.len();
+    // SAFETY: the kernel writes at most `len` bytes into the address storage, which `addr`
+    // owns; the fd is open (borrowed from `fd`).
+    let r = unsafe { libc::getpeername(fd.as_raw_fd(), addr.as_mut_ptr(), &mut len) };
+    hoop_driver::error::cvt_libc(r)?;
+    Ok(addr.with_len(len))
 }
 
 /// The bytes a receive delivered into `buf` (its length, by the read rule), copied out.
@@ -99,7 +113,7 @@ pub(crate) trait Keepable: op::OpCode + UringOp + EpollOp + Sized {
 impl Keepable for op::Accept {
     fn keep(out: io::Result<(OwnedFd, SockAddr)>) -> Option<Outcome> {
         match out {
-            Ok((fd, addr)) => Some(Outcome::Accepted(fd, addr)),
+            Ok((fd, addr)) => Some(Outcome::Accepted(fd, Some(addr))),
             Err(e) => kept_error(&e),
         }
     }
@@ -111,7 +125,10 @@ impl Keepable for op::Accept {
         _peer: &dyn Fn() -> Option<SockAddr>,
     ) -> (Self::Output, Option<Outcome>) {
         match got {
-            Outcome::Accepted(fd, addr) => (Ok((fd, addr)), None),
+            Outcome::Accepted(fd, addr) => match addr.map_or_else(|| peer_of(&fd), Ok) {
+                Ok(addr) => (Ok((fd, addr)), None),
+                Err(e) => (Err(e), None),
+            },
             Outcome::Failed(errno) => (Err(io::Error::from_raw_os_error(errno)), None),
             Outcome::Received(..) => (Err(mismatch()), None),
         }
@@ -215,17 +232,56 @@ where
     }
 }
 
-/// A parked operation, its output type erased.
+/// A parked operation or multishot stream, its output type erased.
 trait Parked {
-    /// `Ready` with what the operation brought (`None`: nothing worth keeping) once it ended.
+    /// `Ready` with what the operation brought (`None`: nothing worth keeping): its result, or
+    /// a stream's next item.
     fn poll_parked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outcome>>;
+
+    /// Whether it brings nothing more (an operation after its result, a stream after its
+    /// end).
+    fn ended(&self) -> bool;
 }
 
-struct ParkedOp<T: Keepable>(Op<T>);
+struct ParkedOp<T: Keepable>(Op<T>, bool);
 
 impl<T: Keepable> Parked for ParkedOp<T> {
     fn poll_parked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
-        Pin::new(&mut self.0).poll(cx).map(T::keep)
+        let out = std::task::ready!(Pin::new(&mut self.0).poll(cx));
+        self.1 = true;
+        Poll::Ready(T::keep(out))
+    }
+
+    fn ended(&self) -> bool {
+        self.1
+    }
+}
+
+/// A multishot stream dropped while armed: cancelled, it yields what the kernel delivered
+/// before the cancel ran, each item kept as `keep` says.
+struct ParkedStream<T: MultishotCode> {
+    stream: MultiOp<T>,
+    keep: fn(T::Item) -> Option<Outcome>,
+}
+
+impl<T: MultishotCode + UringOp + EpollOp> Parked for ParkedStream<T> {
+    fn poll_parked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
+        match std::task::ready!(self.stream.poll_next(cx)) {
+            Some(item) => Poll::Ready((self.keep)(item)),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.stream.is_done()
+    }
+}
+
+/// A multishot accept's connection, as kept.
+pub(crate) fn keep_accepted(item: io::Result<OwnedFd>) -> Option<Outcome> {
+    match item {
+        Ok(fd) => Some(Outcome::Accepted(fd, None)),
+        Err(e) => kept_error(&e),
     }
 }
 
@@ -283,7 +339,7 @@ impl Kept {
     /// `Ready(Some(_))`: an outcome for this call; `Ready(None)`: nothing kept here, the call
     /// starts its own operation; `Pending`: a parked operation is in flight and will bring
     /// this call's result (the call is woken then).
-    fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
         if !self.any.load(Ordering::Acquire) {
             return Poll::Ready(None);
         }
@@ -300,8 +356,13 @@ impl Kept {
             while i < inner.parked.len() {
                 match inner.parked[i].poll_parked(cx) {
                     Poll::Ready(got) => {
-                        inner.parked.remove(i);
                         inner.ready.extend(got);
+                        if inner.parked[i].ended() {
+                            inner.parked.remove(i);
+                        }
+                    }
+                    Poll::Pending if inner.parked[i].ended() => {
+                        inner.parked.remove(i);
                     }
                     Poll::Pending => i += 1,
                 }
@@ -332,7 +393,7 @@ impl Kept {
     }
 
     /// Puts back what did not fit a call's buffer, to be served first.
-    fn put_back(&self, rest: Outcome) {
+    pub(crate) fn put_back(&self, rest: Outcome) {
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(|| new_inner(std::thread::current().id()));
         inner.ready.push_front(rest);
@@ -358,6 +419,19 @@ impl Kept {
         // A call already waiting polls the new operation too.
         inner.wake_waiters();
         self.any.store(true, Ordering::Release);
+    }
+
+    /// Parks a multishot stream dropped while armed (see [`ParkedStream`]), after asking the
+    /// kernel to end it; a stream not armed is dropped.
+    pub(crate) fn park_stream<T: MultishotCode + UringOp + EpollOp>(
+        &self,
+        mut stream: MultiOp<T>,
+        keep: fn(T::Item) -> Option<Outcome>,
+    ) {
+        stream.cancel();
+        if !stream.is_done() {
+            self.park(Box::new(ParkedStream { stream, keep }));
+        }
     }
 
     /// A call that waited is gone: the others look again (the one a parked operation would
@@ -485,7 +559,7 @@ impl<T: Keepable> Future for Keep<'_, T> {
 impl<T: Keepable> Drop for Keep<'_, T> {
     fn drop(&mut self) {
         match self.op.take() {
-            Some(op) if op.is_in_flight() => self.kept.park(Box::new(ParkedOp(op))),
+            Some(op) if op.is_in_flight() => self.kept.park(Box::new(ParkedOp(op, false))),
             _ if self.waiting => self.kept.leave(),
             _ => {}
         }

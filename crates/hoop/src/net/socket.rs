@@ -61,6 +61,11 @@ impl Socket {
         Ok(Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
+    /// What dropped receives left for the next one.
+    pub(crate) fn kept(&self) -> &super::kept::Kept {
+        &self.kept
+    }
+
     pub(crate) fn raw(&self) -> RawFd {
         self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
     }

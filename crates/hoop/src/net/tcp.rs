@@ -60,8 +60,7 @@ impl TcpListener {
         }
     }
 
-    /// Accepts a connection. If this future is dropped after the kernel accepted one, that
-    /// connection is closed, never leaked.
+    /// Accepts a connection (one accepted for an earlier call that was dropped comes first).
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
         Ok((TcpStream::from_socket(socket), ip_addr(addr)?))
@@ -76,12 +75,12 @@ impl TcpListener {
 
     /// A stream of accepted connections from one multishot accept (`IORING_ACCEPT_MULTISHOT`):
     /// one SQE for many connections, re-armed when the kernel ends it. On the epoll driver it
-    /// is a loop of single accepts. Connections accepted after the stream is dropped are
-    /// closed, never leaked.
+    /// is a loop of single accepts. Connections the kernel accepted for the stream after it
+    /// was dropped go to the listener's next `accept` (or `incoming()`).
     pub fn incoming(&self) -> Incoming<'_> {
         Incoming {
             op: MultiOp::new(op::AcceptMulti::new(self.socket.as_raw_fd())),
-            _listener: std::marker::PhantomData,
+            kept: self.socket.kept(),
         }
     }
 
@@ -110,15 +109,50 @@ impl TcpListener {
 #[derive(Debug)]
 pub struct Incoming<'a> {
     pub(crate) op: MultiOp<op::AcceptMulti>,
-    _listener: std::marker::PhantomData<&'a TcpListener>,
+    /// The listener's kept state, where connections accepted for a dropped stream go.
+    kept: &'a super::kept::Kept,
+}
+
+impl Drop for Incoming<'_> {
+    fn drop(&mut self) {
+        // Connections the kernel accepted before the cancel ran go to the listener's next
+        // `accept` (nothing accepted is closed while the listener lives).
+        self.kept
+            .park_stream(self.op.take(), super::kept::keep_accepted);
+    }
 }
 
 impl Incoming<'_> {
     /// The next connection (`None` only if the stream ended for good, e.g. the runtime shut
     /// down).
     pub async fn next(&mut self) -> Option<io::Result<TcpStream>> {
-        let item = self.op.next().await?;
-        Some(item.map(|fd| TcpStream::from_socket(Socket::from_fd(fd))))
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// A connection kept for the listener (accepted for a dropped call or stream) first, then
+    /// the stream's own.
+    fn poll_accept(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<TcpStream>>> {
+        use super::kept::Outcome;
+        use std::task::Poll;
+        if !self.op.is_done() {
+            match self.kept.poll_take(cx) {
+                Poll::Ready(Some(Outcome::Accepted(fd, _))) => {
+                    return Poll::Ready(Some(Ok(TcpStream::from_socket(Socket::from_fd(fd)))))
+                }
+                Poll::Ready(Some(Outcome::Failed(errno))) => {
+                    return Poll::Ready(Some(Err(io::Error::from_raw_os_error(errno))))
+                }
+                Poll::Ready(Some(other)) => self.kept.put_back(other),
+                Poll::Ready(None) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.op
+            .poll_next(cx)
+            .map(|item| item.map(|r| r.map(|fd| TcpStream::from_socket(Socket::from_fd(fd)))))
     }
 }
 
@@ -128,9 +162,7 @@ impl futures::Stream for Incoming<'_> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<io::Result<TcpStream>>> {
-        self.op
-            .poll_next(cx)
-            .map(|item| item.map(|r| r.map(|fd| TcpStream::from_socket(Socket::from_fd(fd)))))
+        self.poll_accept(cx)
     }
 }
 
@@ -140,7 +172,7 @@ impl futures::Stream for RecvStream<'_> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<io::Result<RingBuf>>> {
-        self.op.poll_next(cx)
+        self.poll_recv(cx)
     }
 }
 
@@ -149,13 +181,40 @@ impl futures::Stream for RecvStream<'_> {
 #[derive(Debug)]
 pub struct RecvStream<'a> {
     pub(crate) op: MultiOp<op::RecvMulti>,
-    _stream: std::marker::PhantomData<&'a TcpStream>,
+    /// The stream's kept state: bytes of dropped reads, which come before this stream's.
+    kept: &'a super::kept::Kept,
 }
 
 impl RecvStream<'_> {
     /// The next received buffer; `None` at end of stream.
     pub async fn next(&mut self) -> Option<io::Result<RingBuf>> {
-        self.op.next().await
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Bytes kept from a dropped read or receive stream come first, in order: they cannot be
+    /// yielded as ring buffers, so while there are any the stream fails with `InvalidInput`
+    /// (read them with [`TcpStream::read`]); while a dropped stream's receive is still ending,
+    /// it waits.
+    fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<RingBuf>>> {
+        use std::task::Poll;
+        if !self.op.is_done() {
+            match self.kept.poll_take(cx) {
+                Poll::Ready(Some(got)) => {
+                    self.kept.put_back(got);
+                    return Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "bytes received for a dropped read or recv_stream are kept: read them \
+                         with TcpStream::read before starting a recv_stream",
+                    ))));
+                }
+                Poll::Ready(None) => {}
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.op.poll_next(cx)
     }
 }
 
@@ -237,7 +296,7 @@ impl TcpStream {
     pub fn recv_stream(&self, ring: &BufRing) -> RecvStream<'_> {
         RecvStream {
             op: MultiOp::new(op::RecvMulti::new(self.socket.as_raw_fd(), ring.clone())),
-            _stream: std::marker::PhantomData,
+            kept: self.socket.kept(),
         }
     }
 

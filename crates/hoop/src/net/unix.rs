@@ -108,8 +108,7 @@ impl UnixListener {
         }
     }
 
-    /// Accepts a connection. If this future is dropped after the kernel accepted one, that
-    /// connection is closed, never leaked.
+    /// Accepts a connection (one accepted for an earlier call that was dropped comes first).
     pub async fn accept(&self) -> io::Result<(UnixStream, UnixSocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
         Ok((

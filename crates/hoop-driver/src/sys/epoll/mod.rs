@@ -595,6 +595,13 @@ impl Epoll {
         }
     }
 
+    /// Ends the operation of slot `user_data`, whose future or stream still waits for its
+    /// result (see the io_uring driver's `request_cancel`).
+    pub(crate) fn request_cancel(&mut self, user_data: u64) {
+        self.table.counters.cancels_submitted += 1;
+        self.cancel(user_data);
+    }
+
     /// Cancels a waiting operation: readiness waits and timers end at once with `ECANCELED`, a
     /// queued pool job is withdrawn; a pool job already running cannot be stopped, and its
     /// result arrives when the system call returns.

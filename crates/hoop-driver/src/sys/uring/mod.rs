@@ -487,6 +487,16 @@ impl Uring {
         }
     }
 
+    /// Asks the kernel to end the operation of slot `user_data`, whose future or stream still
+    /// waits for what it brings (a stream that takes the items already on their way and then
+    /// ends).
+    pub(crate) fn request_cancel(&mut self, user_data: u64) {
+        if !self.shut_down {
+            self.cancels.push_back(user_data);
+            self.urgent = true;
+        }
+    }
+
     /// Hands a just-pushed operation's data to its slot: nobody will wait for the result, and
     /// nothing is cancelled (used for closes from `Drop`).
     pub(crate) fn detach(&mut self, user_data: u64, data: Box<dyn Orphan>) {
