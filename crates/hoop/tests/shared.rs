@@ -291,20 +291,28 @@ fn a_thousand_ops_dropped_on_other_threads_leave_no_fd_or_slot() {
     for d in droppers {
         d.join().unwrap();
     }
-    let start = Instant::now();
-    while rings.in_flight() > 0 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(rings.in_flight(), 0, "every cancelled op freed its slot");
-    // The streams still work: nothing was lost or half-read.
+    // Dropped while in flight, the reads and accepts are parked on their stream or listener
+    // (cancel safety: what they receive goes to the next call), not cancelled: still in
+    // flight. The streams still work: the next read takes what a parked one received, and
+    // nothing was lost or half-read.
+    assert!(
+        rings.in_flight() >= 1000,
+        "the dropped operations stay parked"
+    );
     for (s, p) in streams.iter().zip(peers.iter_mut()) {
         p.write_all(b"ping").unwrap();
         let (res, buf) = block_on(s.read(vec![0u8; 16]));
         assert_eq!(res.unwrap(), 4);
         assert_eq!(&buf[..], b"ping");
     }
-    drop(streams);
-    drop(shared_listener);
+    // Dropping the streams and the listener (on another thread) cancels what is parked.
+    let owners = common::spawn(move || drop((streams, shared_listener)));
+    owners.join().unwrap();
+    let start = Instant::now();
+    while rings.in_flight() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(rings.in_flight(), 0, "every cancelled op freed its slot");
     for mut p in peers {
         let mut b = [0u8; 1];
         assert_eq!(p.read(&mut b).unwrap(), 0, "the stream's fd was closed");
@@ -494,4 +502,58 @@ fn connect_resolves_a_host_name_off_the_calling_thread() {
         // connection refused on every address is possible only if it never named 127.0.0.1.
         Err(e) => panic!("connect to localhost:{port}: {e}"),
     }
+}
+
+/// Cancel safety on shared rings: a read and an accept dropped after the kernel completed them
+/// hand their results to the next call (the bytes, the connection), as tokio's do.
+#[test]
+fn dropped_read_and_accept_hand_their_results_to_the_next_call() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _g = serial();
+    let before = fd_count();
+    let Some(rings) = rings() else { return };
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let listener = TcpListener::from_std(&rings, std_listener);
+    // Bounded: on a runtime that loses the results, the next call waits for ever.
+    let (rings, listener) = common::bounded(60, move || {
+        for round in 0..20 {
+            // An accept dropped after the kernel accepted a client.
+            let accept = poll_once(Box::pin(listener.accept()));
+            block_on(rings.nop()).unwrap();
+            let mut client = std::net::TcpStream::connect(addr).unwrap();
+            client
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+            block_on(rings.nop()).unwrap();
+            drop(accept);
+            let (server, _) = block_on(listener.accept()).unwrap();
+            // A read dropped after the bytes came.
+            let read = poll_once(Box::pin(server.read(vec![0u8; 64])));
+            block_on(rings.nop()).unwrap();
+            client
+                .write_all(format!("round {round}").as_bytes())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+            block_on(rings.nop()).unwrap();
+            drop(read);
+            let (res, buf) = block_on(server.read(Vec::with_capacity(64)));
+            let n = res.unwrap();
+            assert_eq!(&buf[..n], format!("round {round}").as_bytes());
+            let (res, _) = block_on(server.write_all(b"ok".to_vec()));
+            res.unwrap();
+            let mut b = [0u8; 2];
+            client.read_exact(&mut b).unwrap();
+            assert_eq!(&b, b"ok", "round {round}: the client was served");
+        }
+        (rings, listener)
+    });
+    drop(listener);
+    let start = Instant::now();
+    while rings.in_flight() > 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(rings);
+    assert_eq!(fd_count(), before, "fds back to baseline");
 }

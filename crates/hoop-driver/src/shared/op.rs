@@ -111,6 +111,13 @@ impl<T: OpCode> SharedOp<T> {
 }
 
 impl<T: OpCode> SharedOp<T> {
+    /// Whether the operation is in the kernel's hands (see [`Op::is_in_flight`]).
+    ///
+    /// [`Op::is_in_flight`]: crate::Op::is_in_flight
+    pub fn is_in_flight(&self) -> bool {
+        matches!(self.state, State::InFlight { .. })
+    }
+
     /// Submits on the first poll (one `io_uring_enter` for this operation alone) instead of
     /// pushing the SQE and coming back after the executor's other ready tasks pushed theirs.
     /// For an operation that is alone in its task's poll, as a poll-based read or write is

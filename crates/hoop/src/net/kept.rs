@@ -297,9 +297,10 @@ struct Inner {
     waiters: Vec<Waker>,
 }
 
-// SAFETY: the parked operations (`Op`s holding the runtime's `Rc`s) are polled only on `owner`
-// (`poll_take` checks the thread) and dropped only there (`Kept::drop` forgets them on any other
-// thread); everything else in `Inner` is `Send`.
+// SAFETY: in a thread-bound `Kept`, the parked operations (`Op`s holding the runtime's `Rc`s)
+// are polled only on `owner` (`poll_take` checks the thread) and dropped only there (`clear`
+// forgets them on any other thread); a `Kept::shared` holds only `Send` operations (`Shared`
+// parks `SharedOp`s). Everything else in `Inner` is `Send`.
 unsafe impl Send for Inner {}
 
 impl Inner {
@@ -316,10 +317,23 @@ impl Inner {
 
 /// The kept state of one socket (see the module docs). Empty, it is a flag and an empty lock:
 /// a receive checks the flag and takes no lock.
-#[derive(Default)]
 pub(crate) struct Kept {
     any: AtomicBool,
+    /// Whether parked operations belong to one thread's runtime (`Op`s), or may be polled and
+    /// dropped anywhere (the shared rings' `Send` operations).
+    thread_bound: bool,
     inner: Mutex<Option<Box<Inner>>>,
+}
+
+impl Default for Kept {
+    /// The kept state of a socket of the thread-per-core runtime.
+    fn default() -> Kept {
+        Kept {
+            any: AtomicBool::new(false),
+            thread_bound: true,
+            inner: Mutex::new(None),
+        }
+    }
 }
 
 impl std::fmt::Debug for Kept {
@@ -331,6 +345,15 @@ impl std::fmt::Debug for Kept {
 }
 
 impl Kept {
+    /// The kept state of a socket on shared rings, whose operations are `Send`.
+    pub(crate) fn shared() -> Kept {
+        Kept {
+            any: AtomicBool::new(false),
+            thread_bound: false,
+            inner: Mutex::new(None),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Box<Inner>>> {
         // A panic while the lock was held (none of this code panics) leaves consistent data.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -348,7 +371,7 @@ impl Kept {
             self.any.store(false, Ordering::Release);
             return Poll::Ready(None);
         };
-        let here = std::thread::current().id() == inner.owner;
+        let here = !self.thread_bound || std::thread::current().id() == inner.owner;
         if here {
             // Every parked operation that ended brings its outcome, in the order they were
             // parked.
@@ -407,7 +430,7 @@ impl Kept {
         let here = std::thread::current().id();
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(|| new_inner(here));
-        if inner.owner != here {
+        if self.thread_bound && inner.owner != here {
             if !inner.parked.is_empty() {
                 drop(guard);
                 drop(op);
@@ -460,7 +483,7 @@ impl Kept {
         let taken = self.lock().take();
         self.any.store(false, Ordering::Release);
         if let Some(mut inner) = taken {
-            if std::thread::current().id() != inner.owner {
+            if self.thread_bound && std::thread::current().id() != inner.owner {
                 // Not the runtime's thread: its `Rc`s must not be touched here (their memory
                 // stays with the kernel's operations: leaked, never freed under it).
                 std::mem::forget(std::mem::take(&mut inner.parked));
@@ -476,34 +499,106 @@ impl Drop for Kept {
     }
 }
 
+/// How a [`Keep`] starts its own operation and parks it: on the thread's runtime ([`Local`])
+/// or on shared rings ([`Shared`]).
+pub(crate) trait Start<T: Keepable> {
+    /// The operation's future.
+    type Fut: Future<Output = T::Output> + Unpin;
+    fn start(&self, data: T) -> Self::Fut;
+    fn in_flight(fut: &Self::Fut) -> bool;
+    fn park(kept: &Kept, fut: Self::Fut);
+}
+
+/// Operations on the runtime of the current thread (`Op`).
+pub(crate) struct Local;
+
+impl<T: Keepable> Start<T> for Local {
+    type Fut = Op<T>;
+    fn start(&self, data: T) -> Op<T> {
+        Op::new(data)
+    }
+    fn in_flight(fut: &Op<T>) -> bool {
+        fut.is_in_flight()
+    }
+    fn park(kept: &Kept, fut: Op<T>) {
+        kept.park(Box::new(ParkedOp(fut, false)));
+    }
+}
+
+/// Operations on shared rings, holding the socket's fd until their completion.
+pub(crate) struct Shared {
+    pub(crate) rings: hoop_driver::shared::Rings,
+    pub(crate) fd: std::sync::Arc<OwnedFd>,
+}
+
+type SharedFut<T> =
+    hoop_driver::shared::SharedOp<hoop_driver::shared::Keep<T, std::sync::Arc<OwnedFd>>>;
+
+impl<T: Keepable + Send> Start<T> for Shared {
+    type Fut = SharedFut<T>;
+    fn start(&self, data: T) -> SharedFut<T> {
+        let op = hoop_driver::shared::Keep::new(data, self.fd.clone());
+        self.rings.submit(hoop_driver::shared::Route::Plain, op)
+    }
+    fn in_flight(fut: &SharedFut<T>) -> bool {
+        fut.is_in_flight()
+    }
+    fn park(kept: &Kept, fut: SharedFut<T>) {
+        kept.park(Box::new(ParkedShared(fut, false)));
+    }
+}
+
+struct ParkedShared<T: Keepable + Send>(SharedFut<T>, bool);
+
+impl<T: Keepable + Send> Parked for ParkedShared<T> {
+    fn poll_parked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
+        let out = std::task::ready!(Pin::new(&mut self.0).poll(cx));
+        self.1 = true;
+        Poll::Ready(T::keep(out))
+    }
+
+    fn ended(&self) -> bool {
+        self.1
+    }
+}
+
 /// A receive on a socket that keeps what its dropped predecessors received (see the module
 /// docs): serves a kept outcome, or waits for a parked operation, or runs its own operation,
 /// which it parks if dropped while in flight.
-pub(crate) struct Keep<'a, T: Keepable> {
-    kept: &'a Kept,
+pub(crate) struct Keep<K, T, S, P>
+where
+    K: std::ops::Deref<Target = Kept>,
+    T: Keepable,
+    S: Start<T>,
+    P: Fn() -> Option<SockAddr>,
+{
+    kept: K,
     /// The operation, until it starts (or is served a kept outcome instead).
     data: Option<T>,
-    op: Option<Op<T>>,
+    op: Option<S::Fut>,
+    start: S,
     stream: bool,
-    peer: &'a dyn Fn() -> Option<SockAddr>,
+    peer: P,
     /// Whether this call is among the waiters of a parked operation.
     waiting: bool,
 }
 
-impl<'a, T: Keepable> Keep<'a, T> {
-    /// A receive of `data` on the socket whose kept state is `kept`; `stream` for a stream
-    /// socket's reads (bytes that do not fit stay kept), `peer` for a datagram's source when a
-    /// kept one has none.
-    pub(crate) fn new(
-        kept: &'a Kept,
-        data: T,
-        stream: bool,
-        peer: &'a dyn Fn() -> Option<SockAddr>,
-    ) -> Self {
+impl<K, T, S, P> Keep<K, T, S, P>
+where
+    K: std::ops::Deref<Target = Kept>,
+    T: Keepable,
+    S: Start<T>,
+    P: Fn() -> Option<SockAddr>,
+{
+    /// A receive of `data` on the socket whose kept state is `kept`, started by `start`;
+    /// `stream` for a stream socket's reads (bytes that do not fit stay kept), `peer` for a
+    /// datagram's source when a kept one has none.
+    pub(crate) fn new(kept: K, data: T, start: S, stream: bool, peer: P) -> Self {
         Keep {
             kept,
             data: Some(data),
             op: None,
+            start,
             stream,
             peer,
             waiting: false,
@@ -512,10 +607,23 @@ impl<'a, T: Keepable> Keep<'a, T> {
 }
 
 // The operation's data is never pinned (its kernel-visible memory is on the heap, `UringOp`'s
-// contract), and `Op` is `Unpin`.
-impl<T: Keepable> Unpin for Keep<'_, T> {}
+// contract), and the operation futures are `Unpin`.
+impl<K, T, S, P> Unpin for Keep<K, T, S, P>
+where
+    K: std::ops::Deref<Target = Kept>,
+    T: Keepable,
+    S: Start<T>,
+    P: Fn() -> Option<SockAddr>,
+{
+}
 
-impl<T: Keepable> Future for Keep<'_, T> {
+impl<K, T, S, P> Future for Keep<K, T, S, P>
+where
+    K: std::ops::Deref<Target = Kept>,
+    T: Keepable,
+    S: Start<T>,
+    P: Fn() -> Option<SockAddr>,
+{
     type Output = T::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
@@ -529,7 +637,7 @@ impl<T: Keepable> Future for Keep<'_, T> {
                 Poll::Ready(Some(got)) => {
                     this.waiting = false;
                     if let Some(data) = this.data.take() {
-                        let (out, rest) = data.serve(got, this.stream, this.peer);
+                        let (out, rest) = data.serve(got, this.stream, &this.peer);
                         if let Some(rest) = rest {
                             this.kept.put_back(rest);
                         }
@@ -543,7 +651,7 @@ impl<T: Keepable> Future for Keep<'_, T> {
                 Poll::Ready(None) => {
                     this.waiting = false;
                     match this.data.take() {
-                        Some(data) => this.op = Some(Op::new(data)),
+                        Some(data) => this.op = Some(this.start.start(data)),
                         None => return Poll::Pending,
                     }
                 }
@@ -556,10 +664,16 @@ impl<T: Keepable> Future for Keep<'_, T> {
     }
 }
 
-impl<T: Keepable> Drop for Keep<'_, T> {
+impl<K, T, S, P> Drop for Keep<K, T, S, P>
+where
+    K: std::ops::Deref<Target = Kept>,
+    T: Keepable,
+    S: Start<T>,
+    P: Fn() -> Option<SockAddr>,
+{
     fn drop(&mut self) {
         match self.op.take() {
-            Some(op) if op.is_in_flight() => self.kept.park(Box::new(ParkedOp(op, false))),
+            Some(op) if S::in_flight(&op) => S::park(&self.kept, op),
             _ if self.waiting => self.kept.leave(),
             _ => {}
         }

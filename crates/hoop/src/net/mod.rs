@@ -1,7 +1,7 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
 mod direct;
-mod kept;
+pub(crate) mod kept;
 mod reuseport;
 pub(crate) mod socket;
 pub(crate) mod split;

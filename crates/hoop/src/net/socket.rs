@@ -10,7 +10,7 @@ use hoop_driver::error::cvt_libc;
 use hoop_driver::sys::{epoll::EpollOp, uring::UringOp};
 use hoop_driver::{op, BufResult, Home, IoBuf, IoBufMut, Op, SockAddr};
 
-use super::kept::{Keep, Keepable};
+use super::kept::{Keep, Keepable, Local};
 use crate::io_util::{fill_exact, until_done};
 
 /// An owned socket. Dropping it closes the fd through the ring (`IORING_OP_CLOSE`, submitted on
@@ -173,11 +173,11 @@ impl Socket {
     {
         let peer = || self.peer_addr().ok();
         match dl {
-            None => Keep::new(&self.kept, op, stream, &peer).await,
+            None => Keep::new(&self.kept, op, Local, stream, peer).await,
             Some((at, total)) => {
                 let left = at.saturating_duration_since(Instant::now());
                 let op = op::Deadline::new(op, left).reporting(total);
-                Keep::new(&self.kept, op, stream, &peer).await
+                Keep::new(&self.kept, op, Local, stream, peer).await
             }
         }
     }

@@ -14,16 +14,19 @@ use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 use super::poll::{socket_state, SocketOps};
 use super::Rings;
 use crate::io_util::{fill_exact, until_done};
+use crate::net::kept::{Keep as KeepRecv, Kept, Shared};
 use crate::net::socket::{domain_of, ip_addr, lookup};
 use crate::poll_io::PollIo;
 
 /// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
-/// `Send + 'static` future). A connection the kernel accepted for a dropped `accept` future is
-/// closed, never leaked.
+/// `Send + 'static` future). A connection the kernel accepted for a dropped `accept` future
+/// goes to the next `accept` (of this listener or a clone), as with tokio's.
 #[derive(Debug, Clone)]
 pub struct TcpListener {
     fd: Arc<OwnedFd>,
     rings: Rings,
+    /// Accepts whose futures were dropped, for the next one (shared by clones).
+    kept: Arc<Kept>,
 }
 
 impl TcpListener {
@@ -50,6 +53,7 @@ impl TcpListener {
         TcpListener {
             fd: Arc::new(OwnedFd::from(listener)),
             rings: rings.clone(),
+            kept: Arc::new(Kept::shared()),
         }
     }
 
@@ -58,13 +62,27 @@ impl TcpListener {
         sock_name(self.fd.as_raw_fd(), libc::getsockname)
     }
 
-    /// Accepts a connection (`IORING_OP_ACCEPT`).
+    /// Accepts a connection (`IORING_OP_ACCEPT`); one accepted for an earlier call that was
+    /// dropped comes first.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is the event of a `select!` branch and another branch
+    /// completes first, a connection the kernel accepted for it is returned by the next
+    /// `accept`.
     pub fn accept(
         &self,
     ) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send + 'static {
-        let accept = self.rings.submit(
-            Route::Plain,
-            Keep::new(op::Accept::new(self.fd.as_raw_fd()), self.fd.clone()),
+        let start = Shared {
+            rings: self.rings.clone(),
+            fd: self.fd.clone(),
+        };
+        let accept = KeepRecv::new(
+            self.kept.clone(),
+            op::Accept::new(self.fd.as_raw_fd()),
+            start,
+            false,
+            || None,
         );
         let rings = self.rings.clone();
         async move {
@@ -99,6 +117,8 @@ impl AsRawFd for TcpListener {
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
     rings: Rings,
+    /// Reads whose futures were dropped, for the next one (shared by clones: one socket).
+    kept: Arc<Kept>,
     /// The poll-based traits' state (made on first use; a clone starts without one).
     io: Option<Box<PollIo<SocketOps>>>,
     /// Readability on tokio's reactor, for tokio's `AsyncRead` (a clone starts without one).
@@ -111,6 +131,7 @@ impl Clone for TcpStream {
         TcpStream {
             fd: self.fd.clone(),
             rings: self.rings.clone(),
+            kept: self.kept.clone(),
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
@@ -160,6 +181,7 @@ impl TcpStream {
         TcpStream {
             fd: Arc::new(fd),
             rings: rings.clone(),
+            kept: Arc::new(Kept::shared()),
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
@@ -259,14 +281,24 @@ impl TcpStream {
     }
 
     /// Reads into `buf` (from its start, up to its capacity); returns the number of bytes
-    /// read, 0 when the peer closed. The buffer's length becomes exactly that.
+    /// read, 0 when the peer closed. The buffer's length becomes exactly that. Bytes a dropped
+    /// read received come first, in order.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is the event of a `select!` branch and another branch
+    /// completes first, the read stays in flight on the stream (and its clones), and the next
+    /// read returns its bytes, in order (only the buffer given to the dropped call is lost).
     pub fn read<B: IoBufMut + Send>(
         &self,
         buf: B,
     ) -> impl Future<Output = BufResult<usize, B>> + Send + 'static {
         let recv = op::Recv::new(self.raw(), buf, 0);
-        self.rings
-            .submit(Route::Plain, Keep::new(recv, self.fd.clone()))
+        let start = Shared {
+            rings: self.rings.clone(),
+            fd: self.fd.clone(),
+        };
+        KeepRecv::new(self.kept.clone(), recv, start, true, || None)
     }
 
     /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`); `UnexpectedEof`
