@@ -9,7 +9,7 @@
 //! `bye` to every client, prints `said bye to N clients` and exits 0.
 //!
 //! What it shows, in hoop's shapes:
-//! * one [`ReuseportGroup`] bound once (port 0 works) and a listener of it on every
+//! * one [`ReuseportGroup`] bound once with a socket per thread (port 0 works), a listener of it on every
 //!   `run_per_core` thread; each thread's shutdown report at the end;
 //! * a connection split into owned halves (`into_split`): a reader task and a writer loop,
 //!   each with its deadlines linked in the kernel (`read_timeout` is the idle timeout,
@@ -381,7 +381,7 @@ fn self_test(clients_n: usize, lines: usize) -> io::Result<()> {
         idle: Duration::from_millis(1500),
         ..CONFIG
     };
-    let group = ReuseportGroup::bind("127.0.0.1:0")?;
+    let group = ReuseportGroup::bind_n("127.0.0.1:0", 2)?;
     let addr = group.local_addr();
     let client_thread = std::thread::spawn(move || -> io::Result<Seen> {
         // SIGTERM is for the server's listener: this thread must never take it.
@@ -427,7 +427,7 @@ fn main() -> io::Result<()> {
         }
         [addr, rest @ ..] => {
             let threads = rest.first().map_or(Ok(2), |s| num(s))?;
-            let group = ReuseportGroup::bind(addr.as_str())?;
+            let group = ReuseportGroup::bind_n(addr.as_str(), threads)?;
             println!("listening on {}", group.local_addr());
             let byes = serve(group, threads, CONFIG)?;
             println!("said bye to {byes} clients");
