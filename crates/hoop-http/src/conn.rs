@@ -520,8 +520,9 @@ impl Conn<'_> {
         let etag = meta.etag_for(rep.coding);
         let last_modified = super::date::format(meta.mtime_secs);
         let decision = decide(req, &meta, &etag);
+        let validators = (&*etag, &*last_modified);
         let (status, range) =
-            self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), rep);
+            self.write_file_head(decision, &meta, date, (keep, head_only), validators, rep);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
         }
@@ -582,7 +583,7 @@ impl Conn<'_> {
 
     /// Decides the answer for a file of identity `meta` with `(etag, last_modified)` (the
     /// conditionals and the range) and appends its head; returns the status and the body
-    /// range to send.
+    /// range to send (`head_only`: a HEAD, whose response never has a body).
     fn answer_head(
         &mut self,
         req: &Request,
@@ -590,10 +591,11 @@ impl Conn<'_> {
         (etag, last_modified): (&str, &str),
         rep: Rep,
         date: &str,
-        keep: bool,
+        (keep, head_only): (bool, bool),
     ) -> (Status, (u64, u64)) {
         let decision = decide(req, meta, etag);
-        self.write_file_head(decision, meta, date, keep, (etag, last_modified), rep)
+        let validators = (etag, last_modified);
+        self.write_file_head(decision, meta, date, (keep, head_only), validators, rep)
     }
 
     /// Answers from an open file (kept, or just opened): the head, then the body by
@@ -609,7 +611,7 @@ impl Conn<'_> {
     ) -> Option<Status> {
         let validators = (&*entry.etag, &*entry.last_modified);
         let (status, (start, len)) =
-            self.answer_head(req, &entry.meta, validators, rep, date, keep);
+            self.answer_head(req, &entry.meta, validators, rep, date, (keep, head_only));
         if head_only || len == 0 {
             return Some(status);
         }
@@ -632,7 +634,7 @@ impl Conn<'_> {
     ) -> Option<Status> {
         let validators = (&*entry.etag, &*entry.last_modified);
         let (status, (start, len)) =
-            self.answer_head(req, &entry.meta, validators, rep, date, keep);
+            self.answer_head(req, &entry.meta, validators, rep, date, (keep, head_only));
         if head_only || len == 0 {
             return Some(status);
         }
@@ -768,12 +770,14 @@ impl Conn<'_> {
     }
 
     /// Appends the head for `decision`; returns the status and the body range to send.
+    /// `head_only` (a HEAD) leaves out the body of a 416 too, whose head keeps the
+    /// `Content-Length` a GET would get.
     fn write_file_head(
         &mut self,
         decision: Decision,
         meta: &FileMeta,
         date: &str,
-        keep: bool,
+        (keep, head_only): (bool, bool),
         (etag, last_modified): (&str, &str),
         rep: Rep,
     ) -> (Status, (u64, u64)) {
@@ -803,7 +807,7 @@ impl Conn<'_> {
                     content_encoding: None,
                     ..base
                 };
-                write_status(&mut self.out, head, false);
+                write_status(&mut self.out, head, head_only);
                 (Status::RangeNotSatisfiable, (0, 0))
             }
             Decision::Full => {
