@@ -50,6 +50,9 @@ pub struct Shared {
     pub busy: Cell<usize>,
     /// Shutdown began: answer what is in hand with `Connection: close`, take nothing new.
     pub stopping: Cell<bool>,
+    /// Connections of this thread waiting for a request with none begun (idle keep-alive
+    /// connections, and new ones that sent nothing yet): the shutdown closes them.
+    pub idle: Cell<usize>,
     /// Open connections over every thread (for `--max-conns`).
     pub open_conns: Arc<AtomicUsize>,
     /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
@@ -240,14 +243,28 @@ impl Conn<'_> {
         let mut awaiting_first = true;
         loop {
             let had_request = start_of_request(&input);
-            self.timer.set(if awaiting_first || had_request {
+            let deadline = if awaiting_first || had_request {
                 head_deadline
             } else {
                 Instant::now() + cfg.idle_timeout
-            });
-            match self.timer.run(reader.read_into(&mut input)).await {
+            };
+            // Waiting with no request begun is idle: the shutdown ends the wait (through the
+            // timer, `Deadlines::expire_idle`), and one that began before this wait is not
+            // waited for at all.
+            let idle = (!had_request).then(|| CountGuard::new(&self.sh.idle));
+            if idle.is_some() {
+                if self.sh.stopping.get() {
+                    return false;
+                }
+                self.timer.set_idle(deadline);
+            } else {
+                self.timer.set(deadline);
+            }
+            let read = self.timer.run(reader.read_into(&mut input)).await;
+            drop(idle);
+            match read {
                 Some(Ok(n)) if n > 0 => {}
-                // End of stream, an error, or the deadline passed.
+                // End of stream, an error, the deadline passed, or the shutdown (idle).
                 _ => return false,
             }
             if !had_request && !awaiting_first && start_of_request(&input) {
