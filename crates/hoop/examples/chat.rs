@@ -37,6 +37,7 @@ use hoop::net::{ReuseportGroup, TcpStream};
 use hoop::signal::{signal, SignalKind};
 use hoop::sync::CancellationToken;
 use hoop::task::JoinSet;
+use hoop::StaticBuf;
 use tokio::sync::broadcast;
 
 /// Limits and timeouts, in one place.
@@ -112,7 +113,9 @@ async fn serve_client(
     // Subscribed before the welcome: a client that read it misses no later line.
     let mut rx = tx.subscribe();
     let (rd, wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
-    let (res, _) = wr.write_all_timeout(&b"welcome\n"[..], config.write).await;
+    let (res, _) = wr
+        .write_all_timeout(StaticBuf(b"welcome\n"), config.write)
+        .await;
     if res.is_err() {
         return End::Gone;
     }
@@ -121,7 +124,7 @@ async fn serve_client(
         hoop::select! {
             biased;
             _ = shutdown.cancelled() => {
-                let (res, _) = wr.write_all_timeout(&b"bye\n"[..], config.write).await;
+                let (res, _) = wr.write_all_timeout(StaticBuf(b"bye\n"), config.write).await;
                 break if res.is_ok() { End::SaidBye } else { End::Gone };
             }
             end = &mut reader => break end.unwrap_or(End::Gone),
@@ -143,7 +146,7 @@ async fn serve_client(
     reader.abort();
     if let End::Idle = end {
         let _ = wr
-            .write_all_timeout(&b"idle timeout\n"[..], config.write)
+            .write_all_timeout(StaticBuf(b"idle timeout\n"), config.write)
             .await;
     }
     end
@@ -316,7 +319,7 @@ async fn clients(
                 hoop::select! {
                     _ = stop.cancelled() => break,
                     _ = hoop::time::sleep(idle / 4) => {
-                        let (res, _) = wr.write_all(&b"/ping\n"[..]).await;
+                        let (res, _) = wr.write_all(StaticBuf(b"/ping\n")).await;
                         res?;
                     }
                 }
