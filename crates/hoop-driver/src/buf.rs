@@ -16,6 +16,13 @@ pub type BufResult<T, B> = (io::Result<T>, B);
 
 /// A buffer the kernel may read from.
 ///
+/// Owned: `Vec<u8>`, `String`, `Box<[u8]>`, [`StaticBuf`] (static bytes), a [`Slice`] of one,
+/// and the driver's own buffers. No borrowed slice is one, whatever its lifetime: a
+/// `&buf[..n]`, a `line.as_bytes()` or a `&mut [u8]` is refused by the type check with the
+/// error that names the fix (call the `futures`/tokio trait method, or pass an owned buffer),
+/// where an impl for `&'static [u8]` would make every shorter-lived slice a borrow-check error
+/// ("`buf` does not live long enough") that names neither.
+///
 /// # Safety
 /// `stable_ptr()` must point to `bytes_init()` initialized bytes that stay valid and at the same
 /// address while the value exists and is not accessed through `&mut` — in particular when the
@@ -24,7 +31,7 @@ pub type BufResult<T, B> = (io::Result<T>, B);
     message = "`{Self}` is not an owned buffer: hoop's I/O methods take the buffer by value and give it back",
     label = "borrowed bytes: the kernel needs memory the operation owns",
     note = "hoop's own `write`/`write_all` take precedence over `AsyncWriteExt`'s of the same name; for tokio's spelling call the trait: `AsyncWriteExt::write_all(&mut stream, bytes).await?`",
-    note = "or pass an owned buffer: `let (res, buf) = stream.write_all(bytes.to_vec()).await;` (a `Vec<u8>`, `String`, `Box<[u8]>`, `&'static [u8]` or `&'static str`)"
+    note = "or pass an owned buffer: `let (res, buf) = stream.write_all(bytes.to_vec()).await;` (a `Vec<u8>`, `String`, `Box<[u8]>`, or static bytes as `StaticBuf(b\"...\")`)"
 )]
 pub unsafe trait IoBuf: 'static {
     /// Pointer to the first byte.
@@ -140,29 +147,52 @@ unsafe impl IoBuf for Box<[u8]> {
     }
 }
 
-// SAFETY: static memory never moves nor goes away; the kernel only reads it.
-unsafe impl IoBuf for &'static [u8] {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
+/// Static bytes as a buffer to write: `StaticBuf(b"HTTP/1.1 200 OK\r\n")`,
+/// `StaticBuf::from("text")`. No copy and no allocation: static memory never moves nor goes
+/// away.
+///
+/// A wrapper rather than an impl of [`IoBuf`] for `&'static [u8]` and `&'static str`: with such
+/// an impl, passing a borrowed slice of a shorter life (`&buf[..n]`, `line.as_bytes()`) would
+/// fail in the borrow check ("does not live long enough"), whose error cannot say what to do;
+/// without it, the type check refuses any borrowed slice with [`IoBuf`]'s error, which does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticBuf(pub &'static [u8]);
+
+impl From<&'static [u8]> for StaticBuf {
+    fn from(bytes: &'static [u8]) -> StaticBuf {
+        StaticBuf(bytes)
     }
 }
 
-// SAFETY: as for `&'static [u8]`.
-unsafe impl IoBuf for &'static str {
+impl<const N: usize> From<&'static [u8; N]> for StaticBuf {
+    fn from(bytes: &'static [u8; N]) -> StaticBuf {
+        StaticBuf(bytes)
+    }
+}
+
+impl From<&'static str> for StaticBuf {
+    fn from(text: &'static str) -> StaticBuf {
+        StaticBuf(text.as_bytes())
+    }
+}
+
+impl std::ops::Deref for StaticBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0
+    }
+}
+
+// SAFETY: static memory never moves nor goes away; the kernel only reads it.
+unsafe impl IoBuf for StaticBuf {
     fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
+        self.0.as_ptr()
     }
     fn bytes_init(&self) -> usize {
-        self.len()
+        self.0.len()
     }
     fn bytes_total(&self) -> usize {
-        self.len()
+        self.0.len()
     }
 }
 

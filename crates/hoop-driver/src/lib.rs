@@ -49,7 +49,7 @@ pub mod task_key;
 
 pub use addr::SockAddr;
 pub use aligned::AlignedBuf;
-pub use buf::{BufResult, IoBuf, IoBufMut, Slice};
+pub use buf::{BufResult, IoBuf, IoBufMut, Slice, StaticBuf};
 pub use bufring::{BufRing, RingBuf};
 pub use config::{Config, DriverKind};
 pub use counters::Counters;

@@ -50,6 +50,9 @@ pub struct Shared {
     pub busy: Cell<usize>,
     /// Shutdown began: answer what is in hand with `Connection: close`, take nothing new.
     pub stopping: Cell<bool>,
+    /// Connections of this thread waiting for a request with none begun (idle keep-alive
+    /// connections, and new ones that sent nothing yet): the shutdown closes them.
+    pub idle: Cell<usize>,
     /// Open connections over every thread (for `--max-conns`).
     pub open_conns: Arc<AtomicUsize>,
     /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
@@ -240,14 +243,28 @@ impl Conn<'_> {
         let mut awaiting_first = true;
         loop {
             let had_request = start_of_request(&input);
-            self.timer.set(if awaiting_first || had_request {
+            let deadline = if awaiting_first || had_request {
                 head_deadline
             } else {
                 Instant::now() + cfg.idle_timeout
-            });
-            match self.timer.run(reader.read_into(&mut input)).await {
+            };
+            // Waiting with no request begun is idle: the shutdown ends the wait (through the
+            // timer, `Deadlines::expire_idle`), and one that began before this wait is not
+            // waited for at all.
+            let idle = (!had_request).then(|| CountGuard::new(&self.sh.idle));
+            if idle.is_some() {
+                if self.sh.stopping.get() {
+                    return false;
+                }
+                self.timer.set_idle(deadline);
+            } else {
+                self.timer.set(deadline);
+            }
+            let read = self.timer.run(reader.read_into(&mut input)).await;
+            drop(idle);
+            match read {
                 Some(Ok(n)) if n > 0 => {}
-                // End of stream, an error, or the deadline passed.
+                // End of stream, an error, the deadline passed, or the shutdown (idle).
                 _ => return false,
             }
             if !had_request && !awaiting_first && start_of_request(&input) {
@@ -520,8 +537,9 @@ impl Conn<'_> {
         let etag = meta.etag_for(rep.coding);
         let last_modified = super::date::format(meta.mtime_secs);
         let decision = decide(req, &meta, &etag);
+        let validators = (&*etag, &*last_modified);
         let (status, range) =
-            self.write_file_head(decision, &meta, date, keep, (&etag, &last_modified), rep);
+            self.write_file_head(decision, &meta, date, (keep, head_only), validators, rep);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
         }
@@ -582,7 +600,7 @@ impl Conn<'_> {
 
     /// Decides the answer for a file of identity `meta` with `(etag, last_modified)` (the
     /// conditionals and the range) and appends its head; returns the status and the body
-    /// range to send.
+    /// range to send (`head_only`: a HEAD, whose response never has a body).
     fn answer_head(
         &mut self,
         req: &Request,
@@ -590,10 +608,11 @@ impl Conn<'_> {
         (etag, last_modified): (&str, &str),
         rep: Rep,
         date: &str,
-        keep: bool,
+        (keep, head_only): (bool, bool),
     ) -> (Status, (u64, u64)) {
         let decision = decide(req, meta, etag);
-        self.write_file_head(decision, meta, date, keep, (etag, last_modified), rep)
+        let validators = (etag, last_modified);
+        self.write_file_head(decision, meta, date, (keep, head_only), validators, rep)
     }
 
     /// Answers from an open file (kept, or just opened): the head, then the body by
@@ -609,7 +628,7 @@ impl Conn<'_> {
     ) -> Option<Status> {
         let validators = (&*entry.etag, &*entry.last_modified);
         let (status, (start, len)) =
-            self.answer_head(req, &entry.meta, validators, rep, date, keep);
+            self.answer_head(req, &entry.meta, validators, rep, date, (keep, head_only));
         if head_only || len == 0 {
             return Some(status);
         }
@@ -632,7 +651,7 @@ impl Conn<'_> {
     ) -> Option<Status> {
         let validators = (&*entry.etag, &*entry.last_modified);
         let (status, (start, len)) =
-            self.answer_head(req, &entry.meta, validators, rep, date, keep);
+            self.answer_head(req, &entry.meta, validators, rep, date, (keep, head_only));
         if head_only || len == 0 {
             return Some(status);
         }
@@ -768,12 +787,14 @@ impl Conn<'_> {
     }
 
     /// Appends the head for `decision`; returns the status and the body range to send.
+    /// `head_only` (a HEAD) leaves out the body of a 416 too, whose head keeps the
+    /// `Content-Length` a GET would get.
     fn write_file_head(
         &mut self,
         decision: Decision,
         meta: &FileMeta,
         date: &str,
-        keep: bool,
+        (keep, head_only): (bool, bool),
         (etag, last_modified): (&str, &str),
         rep: Rep,
     ) -> (Status, (u64, u64)) {
@@ -803,7 +824,7 @@ impl Conn<'_> {
                     content_encoding: None,
                     ..base
                 };
-                write_status(&mut self.out, head, false);
+                write_status(&mut self.out, head, head_only);
                 (Status::RangeNotSatisfiable, (0, 0))
             }
             Decision::Full => {

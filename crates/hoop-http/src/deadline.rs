@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 struct Slot {
     deadline: Option<Instant>,
     expired: bool,
+    /// The connection waits for a next request, holding none: the shutdown ends the wait.
+    idle: bool,
     waker: Option<Waker>,
 }
 
@@ -68,6 +70,25 @@ impl Deadlines {
         n
     }
 
+    /// Ends now the wait of every connection waiting idle ([`Timer::set_idle`]) as if its
+    /// deadline had passed: the shutdown's close of idle keep-alive connections. Returns how
+    /// many were woken.
+    pub fn expire_idle(&self) -> usize {
+        let mut woken = Vec::new();
+        for slot in self.slots.borrow_mut().iter_mut().flatten() {
+            if slot.idle && !slot.expired {
+                slot.expired = true;
+                woken.extend(slot.waker.take());
+            }
+        }
+        let n = woken.len();
+        // Outside the borrow, as in `sweep`.
+        for w in woken {
+            w.wake();
+        }
+        n
+    }
+
     /// Sweeps every `interval`, forever.
     pub async fn sweep_forever(self: Rc<Self>, interval: Duration) {
         loop {
@@ -78,11 +99,23 @@ impl Deadlines {
 }
 
 impl Timer {
-    /// Sets the deadline (and clears an earlier expiry).
+    /// Sets the deadline (and clears an earlier expiry) for a wait that is not idle.
     pub fn set(&self, deadline: Instant) {
+        self.set_with(deadline, false);
+    }
+
+    /// Sets the deadline (and clears an earlier expiry) for an idle wait: one that
+    /// [`Deadlines::expire_idle`] ends early. Every wait is preceded by a `set` or a
+    /// `set_idle`, so the mark never outlives the wait it was made for.
+    pub fn set_idle(&self, deadline: Instant) {
+        self.set_with(deadline, true);
+    }
+
+    fn set_with(&self, deadline: Instant, idle: bool) {
         if let Some(slot) = self.table.slots.borrow_mut()[self.id].as_mut() {
             slot.deadline = Some(deadline);
             slot.expired = false;
+            slot.idle = idle;
         }
     }
 
@@ -143,5 +176,23 @@ mod tests {
         assert_eq!(c.id, 0, "a's slot reused");
         c.set(now + Duration::from_secs(1));
         assert_eq!(table.sweep(now), 0);
+    }
+
+    #[test]
+    fn expire_idle_ends_only_idle_waits() {
+        let table = Rc::new(Deadlines::default());
+        let idle = table.register();
+        let busy = table.register();
+        let later = Instant::now() + Duration::from_secs(60);
+        idle.set_idle(later);
+        busy.set(later);
+        table.expire_idle();
+        let slots = table.slots.borrow();
+        assert!(slots[idle.id].as_ref().unwrap().expired);
+        assert!(!slots[busy.id].as_ref().unwrap().expired);
+        drop(slots);
+        // A new wait clears the mark.
+        idle.set(later);
+        assert!(!table.slots.borrow()[idle.id].as_ref().unwrap().expired);
     }
 }

@@ -7,8 +7,9 @@
 //! connection reads from a multishot recv on the thread's provided buffer ring (single accepts
 //! and reads where the kernel or the epoll driver lack them). Past [`Config::max_conns`] open
 //! connections a new one is accepted and closed at once, so it never waits in the backlog.
-//! When the shutdown future completes the thread stops accepting, lets the responses in flight
-//! finish (at most [`Config::shutdown_grace`]), then closes every connection.
+//! When the shutdown future completes the thread stops accepting, closes the idle connections
+//! at once, and lets the responses in flight finish (at most [`Config::shutdown_grace`]), each
+//! connection closing after its response.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -145,10 +146,13 @@ impl Server {
     }
 
     /// Serves `listener` on the current hoop runtime thread until `shutdown` completes, then
-    /// stops accepting (the listener is closed), lets the responses in flight finish (at most
-    /// [`Config::shutdown_grace`]) and returns; connections still open are closed when the
-    /// runtime drops their tasks (at the latest when it is dropped). Idle keep-alive
-    /// connections are not waited for.
+    /// stops accepting (the listener is closed), closes every idle connection (keep-alive
+    /// connections between requests, and new ones that sent nothing: their clients read end
+    /// of stream), lets the responses in flight finish (at most [`Config::shutdown_grace`];
+    /// each connection closes after its response) and returns. A connection still receiving a
+    /// request head is answered if the head completes within its header deadline; connections
+    /// still open when `serve` returns (that one, or a response cut off by the grace) are
+    /// closed when the runtime drops their tasks (at the latest when it is dropped).
     ///
     /// Call it once per runtime thread, each with its own listener (for several threads on one
     /// port: [`TcpListener::bind_with`] with `reuse_port`). Must run inside a hoop runtime.
@@ -168,6 +172,7 @@ impl Server {
             date: RefCell::new(DateCache::default()),
             busy: Cell::new(0),
             stopping: Cell::new(false),
+            idle: Cell::new(0),
             open_conns: self.open_conns.clone(),
             pipes: None,
             log: self.log.clone().map(Hook),
@@ -225,10 +230,13 @@ impl Server {
             accept_loop(listener, i, ring, sh.clone(), &counts),
         )
         .await;
-        // The listener is closed: no new connection. Answer what is in hand, within the grace.
+        // The listener is closed: no new connection. Close the idle connections (their tasks
+        // end at their next poll) and answer what is in hand, within the grace; a connection
+        // that finishes its response then closes too, as it finds `stopping` set.
         sh.stopping.set(true);
+        sh.deadlines.expire_idle();
         let give_up = Instant::now() + sh.cfg.shutdown_grace;
-        while sh.busy.get() > 0 && Instant::now() < give_up {
+        while (sh.busy.get() > 0 || sh.idle.get() > 0) && Instant::now() < give_up {
             hoop::time::sleep(DRAIN_POLL).await;
         }
         sweeper.abort();

@@ -1,5 +1,6 @@
 //! The library API of hoop-http, on both drivers: serving on a listener the caller made, the
-//! graceful stop from a CancellationToken with a response in flight, the access-log hook,
+//! graceful stop from a CancellationToken with a response in flight (and idle connections
+//! closed by it, the runtime still running), the access-log hook,
 //! `Server::run` on threads of its own, and the builder's checks.
 //!
 //! Every read and write has a timeout, every wait on the server thread is bounded, and every
@@ -7,7 +8,7 @@
 
 use hoop_test_support as common;
 mod serve;
-use serve::{spawn_server, THREAD_TIMEOUT};
+use serve::{spawn_server, spawn_server_holding, THREAD_TIMEOUT};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -229,6 +230,77 @@ fn cancelling_the_token_lets_the_response_in_flight_finish() {
             TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err(),
             "{kind}"
         );
+        let _ = std::fs::remove_dir_all(&root);
+    });
+}
+
+/// After `serve` returns (the graceful stop), no idle connection of it is left open, while its
+/// runtime still runs: a keep-alive connection between requests and a connection that sent
+/// nothing both read end of stream (a bounded wait: the idle timeout is far longer), and the
+/// response in flight at the stop still finishes whole.
+#[test]
+fn idle_keep_alive_connections_are_closed_when_serve_returns() {
+    drivers(|kind| {
+        let root = make_root(&format!("idle-stop-{kind}"), true);
+        let server = Server::builder(&root)
+            .shutdown_grace(Duration::from_secs(20))
+            .idle_timeout(Duration::from_secs(600))
+            .header_timeout(Duration::from_secs(600))
+            .build()
+            .unwrap();
+        let token = CancellationToken::new();
+        let hold = CancellationToken::new();
+        let Some((addr, done)) =
+            spawn_server_holding(kind, server.clone(), token.clone(), Some(hold.clone()))
+        else {
+            return;
+        };
+        let mut idle = connect(addr);
+        let r = ask(&mut idle, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello\n"[..]), "{kind}");
+        assert_eq!(r.header("connection"), Some("keep-alive"), "{kind}");
+        let mut silent = connect(addr);
+        let mut busy = connect(addr);
+        let small: libc::c_int = 16 * 1024;
+        // SAFETY: a live socket; the option value is a c_int of the size given.
+        unsafe {
+            libc::setsockopt(
+                busy.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&small as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        busy.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (status, _) = read_head(&mut busy);
+        assert_eq!(status, 200, "{kind}");
+        let first = read_body(&mut busy, 64 * 1024);
+        // Every connection is open and accepted when the stop begins.
+        assert_eq!(server.open_connections(), 3, "{kind}");
+        token.cancel();
+        let rest = read_body(&mut busy, BIG_BYTES - first.len());
+        let body = [first, rest].concat();
+        assert!(
+            body.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+            "{kind}: the response in flight finished whole"
+        );
+        let stats = done
+            .recv_timeout(THREAD_TIMEOUT)
+            .expect("serve returned after the stop");
+        assert_eq!((stats.requests, stats.cut_off), (2, 0), "{kind}: {stats:?}");
+        // `serve` returned; its runtime still runs (until `hold`).
+        for (what, s) in [("keep-alive", &mut idle), ("silent", &mut silent)] {
+            let mut byte = [0u8; 1];
+            let got = s.read(&mut byte);
+            assert!(
+                matches!(got, Ok(0)),
+                "{kind}: the {what} connection reads end of stream, not {got:?}"
+            );
+        }
+        assert_eq!(server.open_connections(), 0, "{kind}");
+        hold.cancel();
         let _ = std::fs::remove_dir_all(&root);
     });
 }

@@ -229,3 +229,74 @@ fn malformed_framing_is_refused_and_ranges_do_not_amplify() {
         let _ = std::fs::remove_dir_all(&root);
     }
 }
+
+/// A HEAD answered 416 has no body, as any HEAD response: its head keeps the
+/// `Content-Length` a GET gets (the status text's), and the next response on the connection
+/// follows the head directly. From the cache and from an opened file (`cache_bytes(0)`).
+#[test]
+fn head_answered_416_has_no_body() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    for kind in [DriverKind::Uring, DriverKind::Epoll] {
+        for cache in [true, false] {
+            let what = format!("{kind}, cache {cache}");
+            let (root, file) = make_root(&format!("head416-{kind}-{cache}"));
+            let mut builder = Server::builder(&root);
+            if !cache {
+                builder = builder.cache_bytes(0);
+            }
+            let token = CancellationToken::new();
+            let Some((addr, done)) = spawn_server(kind, builder.build().unwrap(), token.clone())
+            else {
+                continue;
+            };
+            // The GET's answer, for its Content-Length.
+            let get = ask(
+                addr,
+                b"GET /f.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=-0\r\nConnection: close\r\n\r\n",
+            );
+            assert_eq!(get.status, 416, "{what}: GET");
+            let get_len = get.header("content-length").map(str::to_owned);
+            assert_eq!(get_len, Some(get.body.len().to_string()), "{what}: GET");
+            // HEAD (keep-alive), then a GET on the same connection, sent together.
+            let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+            s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            s.write_all(
+                b"HEAD /f.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=-0\r\n\r\n\
+                  GET /f.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .expect("write");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 16 * 1024];
+            while got.len() < MAX_ANSWER {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) => panic!("{what}: read: {e} after {} bytes", got.len()),
+                }
+            }
+            let end = got
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .expect("a head")
+                + 4;
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            assert!(head.starts_with("http/1.1 416 "), "{what}: {head}");
+            let len = get_len.as_deref().unwrap_or("?");
+            assert!(
+                head.contains(&format!("\r\ncontent-length: {len}\r\n")),
+                "{what}: the HEAD's Content-Length is the GET's: {head}"
+            );
+            let rest = &got[end..];
+            assert!(
+                rest.starts_with(b"HTTP/1.1 200 "),
+                "{what}: the next response follows the HEAD's head, no body between: {:?}",
+                String::from_utf8_lossy(&rest[..rest.len().min(64)])
+            );
+            assert!(rest.ends_with(&file), "{what}: then the whole file");
+            token.cancel();
+            done.recv_timeout(THREAD_TIMEOUT)
+                .expect("serve returned after the stop");
+            let _ = std::fs::remove_dir_all(&root);
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! `bye` to every client, prints `said bye to N clients` and exits 0.
 //!
 //! What it shows, in hoop's shapes:
-//! * one [`ReuseportGroup`] bound once (port 0 works) and a listener of it on every
+//! * one [`ReuseportGroup`] bound once with a socket per thread (port 0 works), a listener of it on every
 //!   `run_per_core` thread; each thread's shutdown report at the end;
 //! * a connection split into owned halves (`into_split`): a reader task and a writer loop,
 //!   each with its deadlines linked in the kernel (`read_timeout` is the idle timeout,
@@ -37,6 +37,7 @@ use hoop::net::{ReuseportGroup, TcpStream};
 use hoop::signal::{signal, SignalKind};
 use hoop::sync::CancellationToken;
 use hoop::task::JoinSet;
+use hoop::StaticBuf;
 use tokio::sync::broadcast;
 
 /// Limits and timeouts, in one place.
@@ -112,7 +113,9 @@ async fn serve_client(
     // Subscribed before the welcome: a client that read it misses no later line.
     let mut rx = tx.subscribe();
     let (rd, wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
-    let (res, _) = wr.write_all_timeout(&b"welcome\n"[..], config.write).await;
+    let (res, _) = wr
+        .write_all_timeout(StaticBuf(b"welcome\n"), config.write)
+        .await;
     if res.is_err() {
         return End::Gone;
     }
@@ -121,7 +124,7 @@ async fn serve_client(
         hoop::select! {
             biased;
             _ = shutdown.cancelled() => {
-                let (res, _) = wr.write_all_timeout(&b"bye\n"[..], config.write).await;
+                let (res, _) = wr.write_all_timeout(StaticBuf(b"bye\n"), config.write).await;
                 break if res.is_ok() { End::SaidBye } else { End::Gone };
             }
             end = &mut reader => break end.unwrap_or(End::Gone),
@@ -143,7 +146,7 @@ async fn serve_client(
     reader.abort();
     if let End::Idle = end {
         let _ = wr
-            .write_all_timeout(&b"idle timeout\n"[..], config.write)
+            .write_all_timeout(StaticBuf(b"idle timeout\n"), config.write)
             .await;
     }
     end
@@ -316,7 +319,7 @@ async fn clients(
                 hoop::select! {
                     _ = stop.cancelled() => break,
                     _ = hoop::time::sleep(idle / 4) => {
-                        let (res, _) = wr.write_all(&b"/ping\n"[..]).await;
+                        let (res, _) = wr.write_all(StaticBuf(b"/ping\n")).await;
                         res?;
                     }
                 }
@@ -381,7 +384,7 @@ fn self_test(clients_n: usize, lines: usize) -> io::Result<()> {
         idle: Duration::from_millis(1500),
         ..CONFIG
     };
-    let group = ReuseportGroup::bind("127.0.0.1:0")?;
+    let group = ReuseportGroup::bind_n("127.0.0.1:0", 2)?;
     let addr = group.local_addr();
     let client_thread = std::thread::spawn(move || -> io::Result<Seen> {
         // SIGTERM is for the server's listener: this thread must never take it.
@@ -427,7 +430,7 @@ fn main() -> io::Result<()> {
         }
         [addr, rest @ ..] => {
             let threads = rest.first().map_or(Ok(2), |s| num(s))?;
-            let group = ReuseportGroup::bind(addr.as_str())?;
+            let group = ReuseportGroup::bind_n(addr.as_str(), threads)?;
             println!("listening on {}", group.local_addr());
             let byes = serve(group, threads, CONFIG)?;
             println!("said bye to {byes} clients");

@@ -95,6 +95,39 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A borrowed slice of any lifetime is refused the same way, by the type check (hoop has no
+//! impl for `&'static [u8]`, which would turn these into borrow-check errors that name no
+//! fix):
+//!
+//! ```compile_fail,E0277
+//! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
+//! use futures::io::AsyncWriteExt;
+//! let buf = [0u8; 64];
+//! let n = 3;
+//! let _ = s.write_all(&buf[..n]).await; // `&[u8]` is not an owned buffer: ... call the trait
+//! # Ok(()) }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # async fn f(s: hoop::net::UdpSocket, line: String) -> std::io::Result<()> {
+//! let _ = s.send(line.as_bytes()).await; // `&[u8]` is not an owned buffer
+//! # Ok(()) }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # async fn f(mut s: hoop::net::TcpStream, line: String) -> std::io::Result<()> {
+//! let _ = s.write_all(line.trim()).await; // `&str` is not an owned buffer
+//! # Ok(()) }
+//! ```
+//!
+//! ```compile_fail,E0277
+//! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
+//! use futures::io::AsyncReadExt;
+//! let mut buf = vec![0u8; 1024];
+//! let _ = s.read(&mut buf[..]).await; // `&mut [u8]` is not an owned buffer to read into
+//! # Ok(()) }
+//! ```
+//!
 //! ```no_run
 //! # async fn f(mut s: hoop::net::TcpStream) -> std::io::Result<()> {
 //! use futures::io::{AsyncReadExt, AsyncWriteExt};
@@ -102,6 +135,8 @@
 //! let mut buf = [0u8; 1024];
 //! let _n = AsyncReadExt::read(&mut s, &mut buf).await?;
 //! let (res, _buf) = s.write_all(b"hi\n".to_vec()).await; // hoop's: owned, given back
+//! res?;
+//! let (res, _) = s.write_all(hoop::StaticBuf(b"hi\n")).await; // static bytes, no copy
 //! res?;
 //! s.shutdown().await?; // tokio's meaning: flush, then shut the write direction
 //! # Ok(()) }
@@ -202,7 +237,7 @@ pub mod time;
 
 pub use hoop_driver::{
     buf, setup, BufResult, BufRing, Counters, DriverKind, IoBuf, IoBufMut, RingBuf, ShutdownReport,
-    Slice,
+    Slice, StaticBuf,
 };
 pub use hoop_driver::{AlignedBuf, FixedBuf, FixedBufPool, FixedIoBuf};
 pub use hoop_macros::{main, select, test};

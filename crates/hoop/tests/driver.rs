@@ -445,3 +445,62 @@ fn reuseport_group_shares_one_port_across_threads_and_reports_shutdown() {
         )
     });
 }
+
+/// A group bound for 2 threads (`bind_n`) spreads connections over both from the first one:
+/// 100 long-lived connections made right after the bind, before any thread took its listener,
+/// land on both threads (the kernel hashes each 4-tuple over the sockets that listen; with one
+/// socket per thread made lazily, all 100 went to the first). A count, not a timing: each
+/// thread accepts until the two together have all 100, bounded in rounds. Each driver in a
+/// child process (`HOOP_DRIVER`), as above.
+#[test]
+fn reuseport_group_bound_for_n_threads_spreads_early_connections() {
+    if common::is_child() {
+        const THREADS: usize = 2;
+        const CLIENTS: usize = 100;
+        let group = hoop::net::ReuseportGroup::bind_n("127.0.0.1:0", THREADS).unwrap();
+        assert_eq!(group.spare(), THREADS);
+        let addr = group.local_addr();
+        // Connected (the handshake done by the kernel) before any thread has a listener; kept
+        // open to the end, as long-lived clients.
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let total = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (g, t) = (group.clone(), total.clone());
+        let out = hoop::run_per_core(THREADS, move |_core| {
+            let (group, total) = (g.clone(), t.clone());
+            async move {
+                let listener = group.listener().unwrap();
+                let mut accepted = Vec::new();
+                for _ in 0..200 {
+                    if total.load(std::sync::atomic::Ordering::SeqCst) == CLIENTS {
+                        break;
+                    }
+                    let got = listener
+                        .accept_timeout(std::time::Duration::from_millis(50))
+                        .await;
+                    if let Ok((s, _)) = got {
+                        accepted.push(s);
+                        total.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                accepted.len()
+            }
+        })
+        .unwrap();
+        assert_eq!(group.spare(), 0, "each thread took one of the sockets");
+        assert_eq!(out.iter().sum::<usize>(), CLIENTS, "all accepted: {out:?}");
+        assert!(
+            out.iter().all(|&n| n > 0),
+            "every thread got some of the early connections: {out:?}"
+        );
+        drop(clients);
+        return;
+    }
+    each_driver(|kind| {
+        common::run_in_child(
+            "reuseport_group_bound_for_n_threads_spreads_early_connections",
+            kind,
+        )
+    });
+}

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use common::{each_driver, DriverKind};
 use hoop::fs::{self, File, OpenOptions};
+use hoop::StaticBuf;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -154,7 +155,7 @@ fn write_and_read_at_positions() {
             let (res, buf) = f.write_at(b"hello world".to_vec(), 0).await;
             assert_eq!(res.unwrap(), 11);
             assert_eq!(buf, b"hello world");
-            let (res, _) = f.write_all_at(b"HOOP" as &'static [u8], 6).await;
+            let (res, _) = f.write_all_at(StaticBuf(b"HOOP"), 6).await;
             res.unwrap();
             f.sync_all().await.unwrap();
             f.sync_data().await.unwrap();
@@ -235,7 +236,7 @@ fn interior_nul_is_invalid_input() {
             check(fs::create_dir(&bad).await, "create_dir");
             check(fs::create_dir_all(&bad).await, "create_dir_all");
             check(fs::read(&bad).await.map(drop), "read");
-            check(fs::write(&bad, b"x" as &'static [u8]).await, "write");
+            check(fs::write(&bad, StaticBuf(b"x")).await, "write");
             check(fs::copy(&good, &bad).await.map(drop), "copy to");
             check(fs::copy(&bad, &good).await.map(drop), "copy from");
         });
@@ -279,14 +280,14 @@ fn open_options_behave_like_std() {
                 .open(&path)
                 .await
                 .unwrap();
-            let (res, _) = f.write_all_at(b"abc" as &'static [u8], 0).await;
+            let (res, _) = f.write_all_at(StaticBuf(b"abc"), 0).await;
             res.unwrap();
             assert_eq!(f.metadata().await.unwrap().mode() & 0o777, 0o600);
             drop(f);
 
             // append: every write goes to the end, whatever position it names
             let f = OpenOptions::new().append(true).open(&path).await.unwrap();
-            let (res, _) = f.write_all_at(b"def" as &'static [u8], 0).await;
+            let (res, _) = f.write_all_at(StaticBuf(b"def"), 0).await;
             res.unwrap();
             f.close().await.unwrap();
             assert_eq!(fs::read(&path).await.unwrap(), b"abcdef");
@@ -298,7 +299,7 @@ fn open_options_behave_like_std() {
                 .open(&path)
                 .await
                 .unwrap();
-            let (res, _) = f.write_all_at(b"X" as &'static [u8], 1).await;
+            let (res, _) = f.write_all_at(StaticBuf(b"X"), 1).await;
             res.unwrap();
             let (res, buf) = f.read_at(Vec::with_capacity(16), 0).await;
             res.unwrap();
@@ -345,7 +346,7 @@ fn readv_writev_round_trip() {
             let (res, bufs) = f.writev_at(bufs, 2).await;
             assert_eq!(res.unwrap(), 13);
             assert_eq!(bufs.len(), 3);
-            let (res, _) = f.write_all_at(b">>" as &'static [u8], 0).await;
+            let (res, _) = f.write_all_at(StaticBuf(b">>"), 0).await;
             res.unwrap();
 
             let bufs = vec![
@@ -476,7 +477,7 @@ fn directories_rename_and_remove() {
             fs::create_dir_all(dir.join("x/y/q")).await.unwrap();
             assert!(dir.join("x/y/q").is_dir());
             // A file in the way is an error.
-            fs::write(dir.join("x/file"), b"f" as &'static [u8])
+            fs::write(dir.join("x/file"), StaticBuf(b"f"))
                 .await
                 .unwrap();
             assert!(fs::create_dir_all(dir.join("x/file/sub")).await.is_err());
@@ -485,7 +486,7 @@ fn directories_rename_and_remove() {
             // rename a file, then a directory
             let f1 = dir.join("f1");
             let f2 = a.join("f2");
-            fs::write(&f1, b"data" as &'static [u8]).await.unwrap();
+            fs::write(&f1, StaticBuf(b"data")).await.unwrap();
             fs::rename(&f1, &f2).await.unwrap();
             assert_eq!(
                 fs::metadata(&f1).await.unwrap_err().kind(),
@@ -525,7 +526,7 @@ fn read_and_write_helpers() {
             fs::write(&path, String::from("first version, longer"))
                 .await
                 .unwrap();
-            fs::write(&path, b"second" as &'static [u8]).await.unwrap();
+            fs::write(&path, StaticBuf(b"second")).await.unwrap();
             assert_eq!(fs::read(&path).await.unwrap(), b"second", "write truncates");
             fs::write(&path, Vec::new()).await.unwrap();
             assert_eq!(fs::read(&path).await.unwrap(), b"");

@@ -133,6 +133,21 @@ fn token_from_another_thread(kind: DriverKind) {
         th.join().unwrap();
     });
 }
+/// tokio's path, `hoop::signal::unix::{signal, SignalKind}`, gives the same listener as
+/// `hoop::signal::signal`: both see one SIGTERM, through tokio's `recv() -> Option<()>`.
+fn tokio_path(kind: DriverKind) {
+    use hoop::signal::unix;
+    let rt = hoop::Runtime::builder().driver(kind).build().unwrap();
+    rt.block_on(async {
+        let mut term: unix::Signal = unix::signal(unix::SignalKind::terminate()).unwrap();
+        let mut same: hoop::signal::Signal = signal(SignalKind::terminate()).unwrap();
+        assert_eq!(term.kind(), SignalKind::terminate());
+        kill_self(libc::SIGTERM);
+        let got: Option<()> = timeout(LIMIT, term.recv()).await.expect("unix::signal");
+        assert_eq!(got, Some(()));
+        timeout(LIMIT, same.recv()).await.expect("signal").unwrap();
+    });
+}
 
 /// A case: its name and its body, run once per driver.
 type Case = (&'static str, fn(DriverKind));
@@ -142,8 +157,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let list = args.iter().any(|a| a == "--list");
     let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
         ("single_runtime", single_runtime),
+        ("tokio_path", tokio_path),
         ("per_core", per_core),
         ("token_from_another_thread", token_from_another_thread),
     ];

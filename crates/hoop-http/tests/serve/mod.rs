@@ -20,6 +20,17 @@ pub fn spawn_server(
     server: Server,
     token: CancellationToken,
 ) -> Option<(SocketAddr, mpsc::Receiver<ServeStats>)> {
+    spawn_server_holding(kind, server, token, None)
+}
+
+/// [`spawn_server`], whose runtime (with `hold`) keeps running after `serve` returned, until
+/// `hold` is cancelled (at most [`THREAD_TIMEOUT`]): what `serve` left open stays open.
+pub fn spawn_server_holding(
+    kind: DriverKind,
+    server: Server,
+    token: CancellationToken,
+    hold: Option<CancellationToken>,
+) -> Option<(SocketAddr, mpsc::Receiver<ServeStats>)> {
     // Bound here, as a caller that made its own listener would.
     let listener = TcpListener::bind_with("127.0.0.1:0", false).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -37,9 +48,19 @@ pub fn spawn_server(
             }
         };
         let _ = ready_tx.send(Ok(()));
-        let stats = rt.block_on(async { server.serve_until(listener, &token).await });
+        let stats = rt.block_on(async {
+            let stats = server.serve_until(listener, &token).await;
+            if let Some(hold) = hold {
+                let _ = done_tx.send(stats);
+                let _ = hoop::time::timeout(THREAD_TIMEOUT, hold.cancelled()).await;
+                return None;
+            }
+            Some(stats)
+        });
         drop(rt);
-        let _ = done_tx.send(stats);
+        if let Some(stats) = stats {
+            let _ = done_tx.send(stats);
+        }
     });
     match ready_rx
         .recv_timeout(THREAD_TIMEOUT)

@@ -8,7 +8,7 @@
 //! ```no_run
 //! # fn main() -> std::io::Result<()> {
 //! hoop::Runtime::new()?.block_on(async {
-//!     hoop::fs::write("/tmp/hoop-example", b"hello" as &'static [u8]).await?;
+//!     hoop::fs::write("/tmp/hoop-example", hoop::StaticBuf(b"hello")).await?;
 //!     let file = hoop::fs::File::open("/tmp/hoop-example").await?;
 //!     let (res, buf) = file.read_at(Vec::with_capacity(16), 0).await;
 //!     assert_eq!(&buf[..res?], b"hello");

@@ -640,8 +640,12 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 }
 
 /// Runs `f(i)` on `threads` threads, each with its own runtime (its own ring) and pinned to CPU
-/// `i % cpus`; returns every thread's output. Listeners meant to share a port across threads
-/// use `SO_REUSEPORT` (see `TcpListener::bind_reuseport`).
+/// `i % cpus`; returns every thread's output. For one port served by every thread, bind a
+/// [`ReuseportGroup::bind_n`](crate::net::ReuseportGroup::bind_n)`(addr, threads)` before the
+/// call and take a listener of it on each thread (`group.listener()`): its `threads` sockets
+/// all listen from the start, so the kernel spreads connections over every thread from the
+/// first one (`TcpListener::bind_reuseport` per thread works too, but connections that arrive
+/// before a thread has bound go to the threads that have).
 ///
 /// Signals: before spawning, the calling thread blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 /// SIGUSR1, SIGUSR2 and SIGWINCH, so every runtime thread inherits the mask and

@@ -39,8 +39,32 @@
 //!
 //! SIGKILL and SIGSTOP cannot be caught; SIGSEGV, SIGBUS, SIGILL and SIGFPE are refused (a
 //! blocked synchronous fault signal kills the process anyway).
+//!
+//! **tokio's path.** [`unix`] names the same items where tokio has them
+//! (`tokio::signal::unix::{signal, Signal, SignalKind}`), so code written for tokio compiles
+//! with the crate name changed.
 
 mod registry;
+
+pub mod unix {
+    //! The Unix signal API at tokio's path: `hoop::signal::unix::signal(SignalKind::terminate())`
+    //! as `tokio::signal::unix::signal(SignalKind::terminate())`. These are the very items of
+    //! [`hoop::signal`](super) (re-exports, one implementation): a [`Signal`] made here is
+    //! the same listener, with tokio's `async fn recv(&mut self) -> Option<()>`.
+    //!
+    //! ```no_run
+    //! #[hoop::main]
+    //! async fn main() -> std::io::Result<()> {
+    //!     use hoop::signal::unix::{signal, SignalKind};
+    //!     let mut term = signal(SignalKind::terminate())?;
+    //!     term.recv().await;
+    //!     println!("stopping");
+    //!     Ok(())
+    //! }
+    //! ```
+
+    pub use super::{signal, Signal, SignalKind};
+}
 
 use std::fmt;
 use std::future::Future;
