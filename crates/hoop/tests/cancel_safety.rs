@@ -59,7 +59,6 @@ fn connecting_clients(
 
 #[hoop::test]
 async fn tcp_accept_in_select_loses_no_connection() {
-    let _resets = common::faults_off(&["econnreset"], "the clients count a reset as a loss");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let done = Arc::new(AtomicBool::new(false));
@@ -200,7 +199,6 @@ const STREAM_BYTES: usize = 4 << 20;
 
 #[hoop::test]
 async fn tcp_read_in_select_loses_no_byte() {
-    let _resets = common::faults_off(&["econnreset"], "a reset ends the one stream it reads");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let writer = common::spawn(move || {
@@ -505,7 +503,6 @@ async fn interval_tick_in_select_loses_no_tick() {
 /// next `accept` or `incoming()`.
 #[hoop::test]
 async fn incoming_dropped_in_select_loses_no_connection() {
-    let _resets = common::faults_off(&["econnreset"], "the clients count a reset as a loss");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let done = Arc::new(AtomicBool::new(false));
