@@ -288,6 +288,18 @@ impl File {
     /// report, e.g. from a network file system, that `Drop` cannot). On an IOPOLL ring, which
     /// refuses `IORING_OP_CLOSE`, it is a plain `close(2)`.
     pub async fn close(mut self) -> io::Result<()> {
+        // What `AsyncWrite` accepted is written first; its error is the one reported.
+        let flushed = match self.io.as_mut() {
+            Some(io) => {
+                let fd = self.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+                std::future::poll_fn(|cx| io.poll_flush(fd, cx)).await
+            }
+            None => Ok(()),
+        };
+        flushed.and(self.close_fd().await)
+    }
+
+    async fn close_fd(mut self) -> io::Result<()> {
         let Some(fd) = self.fd.take() else {
             return Ok(());
         };
@@ -424,10 +436,16 @@ impl FromRawFd for File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        // Operations of the poll-based traits first (their cancels queue ahead of the close).
-        self.io = None;
-        if let Some(fd) = self.fd.take() {
-            Home::close(self.home.as_ref(), fd);
-        }
+        // The write-behind first (finished by a detached writer, or cancelled where none can
+        // run: see `poll_io::finish_then`), then the close behind its operations (rule 5b).
+        let io = self.io.take();
+        let fd = self.fd.take();
+        let raw = fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+        let home = self.home.take();
+        crate::poll_io::finish_then(io, raw, move || {
+            if let Some(fd) = fd {
+                Home::close(home.as_ref(), fd);
+            }
+        });
     }
 }

@@ -69,6 +69,15 @@ impl PollSlots {
         }
     }
 
+    /// The state of both directions, merged (for a drop); `None`: never used.
+    pub(crate) fn take_whole(&mut self) -> Option<Box<PollIo>> {
+        let mut io = self.io.take();
+        if let Some(w) = self.write.take() {
+            io.get_or_insert_with(new_state).merge_write(*w);
+        }
+        io
+    }
+
     /// The state of reunited halves.
     pub(crate) fn from_halves(read: Option<Box<PollIo>>, write: Option<Box<PollIo>>) -> PollSlots {
         PollSlots { io: read, write }
@@ -206,9 +215,9 @@ macro_rules! split_halves {
             /// write direction (see [`OwnedWriteHalf`]); [`OwnedReadHalf::reunite`] makes the
             /// stream again. The socket closes when both halves are gone.
             pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
-                let $stream { io, socket } = self;
-                let (read_io, write_io) = io.into_halves();
-                let socket = std::sync::Arc::new(socket);
+                let mut this = self;
+                let (read_io, write_io) = std::mem::take(&mut this.io).into_halves();
+                let socket = std::sync::Arc::new(this.socket.take());
                 (
                     OwnedReadHalf {
                         io: read_io,
@@ -392,12 +401,30 @@ macro_rules! split_halves {
 
         impl Drop for OwnedWriteHalf {
             fn drop(&mut self) {
-                if self.shutdown_on_drop {
-                    // Write-behind operations first (their cancels queue ahead of it), then the
-                    // write direction: the peer reads end of stream while the read half reads on.
-                    self.io = None;
-                    self.socket.shutdown_now(libc::SHUT_WR);
+                // The write-behind first (finished by a detached writer, or cancelled where
+                // none can run), then the write direction: the peer reads every accepted byte,
+                // then end of stream, while the read half reads on (rule 5b).
+                let io = self.io.take();
+                if io.is_none() && !self.shutdown_on_drop {
+                    return;
                 }
+                let socket = self.socket.clone();
+                $crate::net::socket::Socket::finish_then_shutdown(
+                    io,
+                    socket,
+                    self.shutdown_on_drop,
+                );
+            }
+        }
+
+        impl Drop for $stream {
+            fn drop(&mut self) {
+                // Accepted bytes are written before the close (rule 5b): see
+                // `poll_io::finish_then`.
+                let io = self.io.take_whole();
+                let socket = self.socket.take();
+                let fd = socket.raw();
+                $crate::poll_io::finish_then(io, fd, move || drop(socket));
             }
         }
 

@@ -338,9 +338,16 @@ impl TcpStream {
         ip_addr(self.socket.peer_addr()?)
     }
 
-    /// Closes the connection through the ring and waits for the result.
-    pub async fn close(self) -> io::Result<()> {
-        self.socket.close().await
+    /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
+    /// waits for the result: the first error of the two.
+    pub async fn close(mut self) -> io::Result<()> {
+        let flushed = std::future::poll_fn(|cx| {
+            let (fd, io) = self.poll_io();
+            io.poll_flush(fd, cx)
+        })
+        .await;
+        let closed = self.socket.take().close().await;
+        flushed.and(closed)
     }
 }
 
@@ -381,13 +388,13 @@ macro_rules! fd_traits {
             }
         }
         impl IntoRawFd for $t {
-            fn into_raw_fd(self) -> RawFd {
-                self.socket.into_raw_fd()
+            fn into_raw_fd(mut self) -> RawFd {
+                self.socket.take().into_raw_fd()
             }
         }
         impl From<$t> for OwnedFd {
-            fn from(s: $t) -> OwnedFd {
-                s.socket.into_owned()
+            fn from(mut s: $t) -> OwnedFd {
+                s.socket.take().into_owned()
             }
         }
     };

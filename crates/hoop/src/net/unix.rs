@@ -190,9 +190,16 @@ impl UnixStream {
         UnixSocketAddr::from_sockaddr(self.socket.peer_addr()?)
     }
 
-    /// Closes the connection through the ring and waits for the result.
-    pub async fn close(self) -> io::Result<()> {
-        self.socket.close().await
+    /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
+    /// waits for the result: the first error of the two.
+    pub async fn close(mut self) -> io::Result<()> {
+        let flushed = std::future::poll_fn(|cx| {
+            let (fd, io) = self.poll_io();
+            io.poll_flush(fd, cx)
+        })
+        .await;
+        let closed = self.socket.take().close().await;
+        flushed.and(closed)
     }
 }
 

@@ -41,8 +41,11 @@
 //! types use the runtime's `Op` futures ([`Local`]); `hoop::shared`'s types use shared rings'
 //! `Send` futures.
 
+mod finish;
 mod split;
 mod traits;
+
+pub(crate) use finish::finish_then;
 
 pub(crate) use traits::poll_io_traits;
 
@@ -192,6 +195,8 @@ pub(crate) struct PollIo<O: Ops = Local> {
     write_buf: Option<Vec<u8>>,
     /// Bytes of the write buffer already written.
     write_done: usize,
+    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
+    write_len: usize,
     write_op: Option<O::Write>,
     /// Files: bytes accepted while a write was in flight, written after it (at most
     /// `max_buf`; empty: none).
@@ -268,6 +273,7 @@ impl<O: Ops> PollIo<O> {
             read_ahead: 0,
             write_buf: None,
             write_done: 0,
+            write_len: 0,
             write_op: None,
             write_staging: Vec::new(),
             write_err: None,
@@ -484,6 +490,7 @@ impl<O: Ops> PollIo<O> {
     /// Submits `buf[write_done..]` (the first poll pushes the operation).
     fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
         let len = buf.len();
+        self.write_len = len;
         let slice = buf.slice(self.write_done..len);
         self.write_op = Some(self.ops.write(fd, self.kind, slice));
     }

@@ -1,0 +1,353 @@
+//! Writes accepted are written (INVARIANTS rule 5b), on io_uring and on epoll: a `File`, a
+//! `TcpStream`, a `UnixStream` or an owned write half dropped right after
+//! `AsyncWriteExt::write_all` (no flush) still writes every byte it accepted, in order, then
+//! closes (a peer reads every byte, then end of stream, while the runtime is idle); a runtime
+//! whose detached writes cannot finish waits for them up to its shutdown timeout and reports
+//! them in its `ShutdownReport`.
+
+use hoop_test_support as common;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hoop::fs::File;
+use hoop::net::{TcpStream, UnixStream};
+use hoop::DriverKind;
+
+/// An injected `ECANCELED` or `ECONNRESET` fails a write with nobody left to report it to: its
+/// bytes are lost, as rule 5b allows (only flush/close report errors).
+const WRITE_ERRORS_LOSE_BYTES: &str =
+    "an injected error of a detached write drops its bytes (only flush/close report errors)";
+
+fn faults_off() -> hoop::fault::OptOut {
+    common::faults_off(&["ecanceled", "econnreset"], WRITE_ERRORS_LOSE_BYTES)
+}
+
+const FILES: usize = 200;
+const FILE_BYTES: usize = 300_000;
+
+/// A directory of its own under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("hoop-drop-writes-{}-{tag}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).unwrap();
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), different for each seed.
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+        let take = r.len().min(len - v.len());
+        v.extend_from_slice(&r[..take]);
+    }
+    v
+}
+
+/// How a test writes through the traits.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    Futures,
+    #[cfg(feature = "tokio")]
+    Tokio,
+}
+
+async fn write_all<W>(w: &mut W, data: &[u8], via: Via)
+where
+    W: futures::io::AsyncWrite + Unpin,
+    W: MaybeTokioWrite,
+{
+    match via {
+        Via::Futures => futures::io::AsyncWriteExt::write_all(w, data)
+            .await
+            .unwrap(),
+        #[cfg(feature = "tokio")]
+        Via::Tokio => w.tokio_write_all(data).await,
+    }
+}
+
+/// tokio's `AsyncWriteExt::write_all`, with feature `tokio`.
+trait MaybeTokioWrite {
+    #[cfg(feature = "tokio")]
+    fn tokio_write_all(&mut self, data: &[u8]) -> impl std::future::Future<Output = ()>;
+}
+
+#[cfg(feature = "tokio")]
+impl<T: tokio::io::AsyncWrite + Unpin> MaybeTokioWrite for T {
+    async fn tokio_write_all(&mut self, data: &[u8]) {
+        tokio::io::AsyncWriteExt::write_all(self, data)
+            .await
+            .unwrap()
+    }
+}
+
+#[cfg(not(feature = "tokio"))]
+impl<T> MaybeTokioWrite for T {}
+
+/// 200 files of 300,000 bytes, each dropped right after `write_all` without a flush, then the
+/// runtime is dropped as `main`'s would be: every file has every byte, the right ones.
+fn files_dropped_unflushed(kind: DriverKind, via: Via) {
+    let dir = TempDir::new(&format!("{kind}-{via:?}"));
+    let rt = common::runtime(kind);
+    let base = dir.0.clone();
+    rt.block_on(async move {
+        for i in 0..FILES {
+            let mut f = File::create(base.join(format!("f{i}"))).await.unwrap();
+            write_all(&mut f, &bytes(FILE_BYTES, i as u64), via).await;
+            // Dropped here: its write-behind is still in flight.
+        }
+    });
+    let report = rt.shutdown();
+    assert_eq!(report.unfinished_writes, 0, "{report:?}");
+    let mut short = Vec::new();
+    for i in 0..FILES {
+        let got = std::fs::read(dir.0.join(format!("f{i}"))).unwrap();
+        if got.len() != FILE_BYTES {
+            short.push((i, got.len()));
+        } else {
+            assert!(
+                got == bytes(FILE_BYTES, i as u64),
+                "file {i}: wrong content"
+            );
+        }
+    }
+    assert!(
+        short.is_empty(),
+        "{} of {FILES} files short (index, length): {:?}",
+        short.len(),
+        &short[..short.len().min(8)]
+    );
+}
+
+#[test]
+fn files_dropped_after_futures_write_all_have_every_byte() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(120, move || files_dropped_unflushed(kind, Via::Futures))
+    });
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn files_dropped_after_tokio_write_all_have_every_byte() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(120, move || files_dropped_unflushed(kind, Via::Tokio))
+    });
+}
+
+/// A file dropped unflushed inside `block_on` is complete when `block_on` returns, while the
+/// runtime lives on (idle).
+#[test]
+fn file_is_complete_when_block_on_returns() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let dir = TempDir::new(&format!("{kind}-idle"));
+            let path = dir.0.join("f");
+            let rt = common::runtime(kind);
+            let p = path.clone();
+            rt.block_on(async move {
+                let mut f = File::create(&p).await.unwrap();
+                write_all(&mut f, &bytes(3 * FILE_BYTES, 7), Via::Futures).await;
+            });
+            let got = std::fs::read(&path).unwrap();
+            assert_eq!(got.len(), 3 * FILE_BYTES);
+            assert!(got == bytes(3 * FILE_BYTES, 7), "wrong content");
+            drop(rt);
+        })
+    });
+}
+
+/// The bytes a stream test sends: several socket buffers' worth, so the last ones are still
+/// the stream's write-behind when `write_all` returns.
+const STREAM_BYTES: usize = 1 << 20;
+
+/// A std peer on its own thread: reads until end of stream (10 s at most without a byte).
+fn reader<S: Read + Send + 'static>(mut s: S) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    common::spawn(move || {
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    })
+}
+
+/// Joins the peer while the runtime is idle (not running): it must have read every byte and
+/// then end of stream.
+fn expect_all(peer: std::thread::JoinHandle<std::io::Result<Vec<u8>>>, seed: u64) {
+    let got = peer
+        .join()
+        .unwrap()
+        .expect("the peer reads to end of stream (a read timeout means no EOF came)");
+    assert_eq!(got.len(), STREAM_BYTES, "bytes the peer read");
+    assert!(got == bytes(STREAM_BYTES, seed), "wrong bytes");
+}
+
+fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (b, _) = l.accept().unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    (a, b)
+}
+
+fn unix_pair() -> (
+    std::os::unix::net::UnixStream,
+    std::os::unix::net::UnixStream,
+) {
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    (a, b)
+}
+
+#[test]
+fn tcp_stream_dropped_after_write_all_sends_every_byte_then_eof() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let (ours, theirs) = tcp_pair();
+            let peer = reader(theirs);
+            let rt = common::runtime(kind);
+            rt.block_on(async move {
+                let mut s = TcpStream::from_std(ours);
+                write_all(&mut s, &bytes(STREAM_BYTES, 1), Via::Futures).await;
+            });
+            expect_all(peer, 1);
+            drop(rt);
+        })
+    });
+}
+
+#[test]
+fn unix_stream_dropped_after_write_all_sends_every_byte_then_eof() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let (ours, theirs) = unix_pair();
+            let peer = reader(theirs);
+            let rt = common::runtime(kind);
+            rt.block_on(async move {
+                let mut s = UnixStream::from_std(ours);
+                write_all(&mut s, &bytes(STREAM_BYTES, 2), Via::Futures).await;
+            });
+            expect_all(peer, 2);
+            drop(rt);
+        })
+    });
+}
+
+/// An owned write half dropped after `write_all`: its bytes, then the write direction's end,
+/// while the read half lives on.
+#[test]
+fn owned_write_halves_dropped_after_write_all_send_every_byte_then_eof() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let rt = common::runtime(kind);
+
+            let (ours, theirs) = tcp_pair();
+            let peer = reader(theirs);
+            let read_half = rt.block_on(async move {
+                let (rd, mut wr) = TcpStream::from_std(ours).into_split();
+                write_all(&mut wr, &bytes(STREAM_BYTES, 3), Via::Futures).await;
+                rd
+            });
+            expect_all(peer, 3);
+
+            let (ours, theirs) = unix_pair();
+            let peer = reader(theirs);
+            let unix_read_half = rt.block_on(async move {
+                let (rd, mut wr) = UnixStream::from_std(ours).into_split();
+                write_all(&mut wr, &bytes(STREAM_BYTES, 4), Via::Futures).await;
+                rd
+            });
+            expect_all(peer, 4);
+            drop((read_half, unix_read_half));
+            drop(rt);
+        })
+    });
+}
+
+/// Streams and files dropped inside tasks that the shutdown drops: their writes are finished
+/// by the shutdown.
+#[test]
+fn writes_of_tasks_dropped_at_shutdown_are_finished() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let (ours, theirs) = unix_pair();
+            let peer = reader(theirs);
+            let rt = common::runtime(kind);
+            let (wrote_tx, wrote_rx) = futures::channel::oneshot::channel::<()>();
+            // Kept until after the shutdown: the task waits on it forever.
+            let (hold_tx, hold_rx) = futures::channel::oneshot::channel::<()>();
+            rt.block_on(async move {
+                hoop::spawn(async move {
+                    let mut s = UnixStream::from_std(ours);
+                    write_all(&mut s, &bytes(STREAM_BYTES, 5), Via::Futures).await;
+                    let _ = wrote_tx.send(());
+                    let _ = hold_rx.await;
+                    drop(s);
+                });
+                wrote_rx.await.unwrap();
+            });
+            // The task is still alive, holding the stream: no EOF yet.
+            let report = rt.shutdown();
+            drop(hold_tx);
+            assert_eq!(report.unfinished_writes, 0, "{report:?}");
+            expect_all(peer, 5);
+        })
+    });
+}
+
+/// A write that cannot finish (the peer never reads, the socket buffer is full): `block_on`'s
+/// end and the shutdown wait for it only up to the shutdown timeout, and the report counts it
+/// with its bytes not written.
+#[test]
+fn unfinished_write_is_reported_after_the_shutdown_timeout() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let (ours, theirs) = unix_pair();
+            let rt = common::builder(kind)
+                .shutdown_timeout(Duration::from_millis(200))
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut s = UnixStream::from_std(ours);
+                let big = bytes(16 << 20, 6);
+                // Fills the socket buffer; the last bytes accepted stay in flight.
+                let r = hoop::time::timeout(
+                    Duration::from_millis(200),
+                    futures::io::AsyncWriteExt::write_all(&mut s, &big),
+                )
+                .await;
+                assert!(r.is_err(), "16 MiB fit a socket buffer nobody reads");
+            });
+            let report = rt.shutdown();
+            assert_eq!(report.unfinished_writes, 1, "{report:?}");
+            assert!(report.unfinished_write_bytes > 0, "{report:?}");
+            drop(theirs);
+        })
+    });
+}
