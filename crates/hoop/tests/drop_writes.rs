@@ -184,11 +184,29 @@ fn file_is_complete_when_block_on_returns() {
 const STREAM_BYTES: usize = 1 << 20;
 
 /// A std peer on its own thread: reads until end of stream (10 s at most without a byte).
-fn reader<S: Read + Send + 'static>(mut s: S) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+fn reader<S: Read + Send + 'static>(s: S) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    read_with_pauses(s, Duration::ZERO)
+}
+
+/// [`reader`] pausing `pause` after each 16 KiB, so that writes of the other side stay in flight
+/// for a while.
+fn read_with_pauses<S: Read + Send + 'static>(
+    mut s: S,
+    pause: Duration,
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
     common::spawn(move || {
         let mut got = Vec::new();
-        s.read_to_end(&mut got)?;
-        Ok(got)
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(got);
+            }
+            got.extend_from_slice(&chunk[..n]);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+        }
     })
 }
 
@@ -296,7 +314,8 @@ fn writes_of_tasks_dropped_at_shutdown_are_finished() {
     common::each_driver(|kind| {
         common::bounded(60, move || {
             let (ours, theirs) = unix_pair();
-            let peer = reader(theirs);
+            // Slow: the stream's last write is still in flight when the shutdown drops it.
+            let peer = read_with_pauses(theirs, Duration::from_millis(2));
             let rt = common::runtime(kind);
             let (wrote_tx, wrote_rx) = futures::channel::oneshot::channel::<()>();
             // Kept until after the shutdown: the task waits on it forever.
