@@ -14,10 +14,12 @@
 //! for writing before the split go with the half of their direction and come back when the
 //! halves are reunited (or, for `split`, when the stream is used whole again).
 //!
-//! Dropping an [`OwnedWriteHalf`](crate::net::tcp::OwnedWriteHalf) shuts down the write
-//! direction (`shutdown(SHUT_WR)`, as tokio's does) so the peer sees end of stream while the
-//! read half still reads; its `forget` skips that. Flush (or `shutdown().await`) a write half
-//! before dropping it: a write-behind still in flight is cancelled by the drop.
+//! Dropping an [`OwnedWriteHalf`](crate::net::tcp::OwnedWriteHalf) writes what its
+//! `AsyncWrite` accepted and did not write yet, then shuts down the write direction
+//! (`shutdown(SHUT_WR)`, as tokio's does) so the peer reads every byte, then end of stream,
+//! while the read half still reads; its `forget` skips the shutdown. The pending writes are
+//! finished by a detached task of the runtime (see the crate docs, "Poll-based I/O"), whose
+//! errors are dropped: `flush` (or `shutdown().await`) a write half to see them.
 
 use crate::poll_io::{Kind, PollIo};
 
@@ -271,8 +273,8 @@ macro_rules! split_halves {
         /// The write half of a stream split by `into_split`: writes with owned buffers, with
         /// deadlines, and through `AsyncWrite`. Dropping it shuts down the write direction
         /// (`shutdown(SHUT_WR)`: the peer reads end of stream) unless it was
-        /// [`forget`](Self::forget)-ten or reunited; flush first, as a write-behind still in
-        /// flight is cancelled by the drop.
+        /// [`forget`](Self::forget)-ten or reunited, after the bytes its `AsyncWrite` accepted
+        /// are written (errors of those writes are dropped: flush to see them).
         #[derive(Debug)]
         pub struct OwnedWriteHalf {
             io: Option<Box<$crate::poll_io::PollIo>>,

@@ -167,7 +167,9 @@ impl RecvStream<'_> {
 /// copies into the write buffer and returns at once while the kernel writes it (write-behind),
 /// so a write future dropped at any point loses or duplicates nothing; `flush` waits for every
 /// accepted byte, `close` flushes and shuts down the write half. Errors of a write-behind come
-/// back from the next write, flush or close.
+/// back from the next write, flush or close. Dropped with writes pending, the stream still
+/// writes every accepted byte, in order, then closes (see the crate docs, "Poll-based I/O");
+/// only `flush` and `close` report the errors of those writes.
 #[derive(Debug)]
 pub struct TcpStream {
     // Declared first: operations of the traits are dropped before the socket closes.

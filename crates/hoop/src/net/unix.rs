@@ -143,6 +143,10 @@ impl UnixListener {
 }
 
 /// A Unix-domain stream connection. Reads and writes take buffers by value and give them back.
+///
+/// Its `AsyncRead`/`AsyncWrite` work as [`TcpStream`](crate::net::TcpStream)'s: write-behind,
+/// and dropped with writes pending it still writes every accepted byte, in order, then closes;
+/// only `flush` and `close` report the errors of those writes.
 #[derive(Debug)]
 pub struct UnixStream {
     // Declared first: operations of the traits are dropped before the socket closes.

@@ -27,8 +27,14 @@
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
 //!   flushes, then shuts down the write half of a socket. A socket's `poll_read` also pushes a
 //!   write-behind on (the rest of a short write), so a request written and not flushed still
-//!   goes out while its reply is awaited. Dropping the value with a write in flight cancels it
-//!   (and drops the staged bytes): flush first.
+//!   goes out while its reply is awaited. Dropping the value with writes pending finishes them
+//!   (INVARIANTS rule 5b, `finish`): on the thread of the runtime that runs them, while it
+//!   runs, the state and the fd owner move into a detached task of the runtime that writes
+//!   every accepted byte in order, then closes (a write half: shuts down the write direction);
+//!   `block_on`'s end and the shutdown wait for it up to the shutdown timeout and report what
+//!   did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
+//!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
+//!   thread, the writes are cancelled (the staged bytes dropped), as nothing can run them.
 //!
 //! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like
 //! `std::fs::File`, with at most one operation at that position in flight: a file's

@@ -174,7 +174,9 @@ impl Builder {
     }
 
     /// How long dropping the runtime waits for cancelled operations' completions before leaking
-    /// their memory (default 5 s).
+    /// their memory (default 5 s). It also bounds how long the end of `block_on`, and the
+    /// shutdown, wait for the writes of files and streams dropped with write-behind pending
+    /// (see [`ShutdownReport::unfinished_writes`]).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
         self.cfg.shutdown_timeout = timeout;
         self
@@ -346,6 +348,11 @@ impl Runtime {
     }
 
     /// Runs `future` to completion on this thread, with every task spawned meanwhile.
+    ///
+    /// Before it returns, files and streams dropped with write-behind pending finish their
+    /// writes and close (up to the shutdown timeout; the program's other tasks do not run
+    /// meanwhile), and what the ring has queued is submitted: a peer reads every accepted byte
+    /// and the end of the stream while the runtime sits idle.
     ///
     /// # Panics
     /// When called from inside a runtime's `block_on` on the same thread.
