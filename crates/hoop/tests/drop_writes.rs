@@ -370,3 +370,174 @@ fn unfinished_write_is_reported_after_the_shutdown_timeout() {
         })
     });
 }
+
+/// `close` writes what `AsyncWrite` accepted before it closes, for files and streams.
+#[test]
+fn close_writes_what_was_accepted_first() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            let dir = TempDir::new(&format!("{kind}-close"));
+            let path = dir.0.join("f");
+            let (ours, theirs) = tcp_pair();
+            let peer = reader(theirs);
+            let rt = common::runtime(kind);
+            let p = path.clone();
+            rt.block_on(async move {
+                let mut f = File::create(&p).await.unwrap();
+                write_all(&mut f, &bytes(FILE_BYTES, 8), Via::Futures).await;
+                f.close().await.unwrap();
+                // Closed and complete before anything else runs.
+                assert_eq!(std::fs::metadata(&p).unwrap().len(), FILE_BYTES as u64);
+
+                let mut s = TcpStream::from_std(ours);
+                write_all(&mut s, &bytes(STREAM_BYTES, 9), Via::Futures).await;
+                s.close().await.unwrap();
+            });
+            expect_all(peer, 9);
+            assert!(std::fs::read(&path).unwrap() == bytes(FILE_BYTES, 8));
+            drop(rt);
+        })
+    });
+}
+
+/// Sends `FILL` bytes without waiting (`MSG_DONTWAIT`) until the socket takes no more: its send
+/// buffer and the peer's receive buffer are then full, so the next write waits in flight.
+/// Returns the bytes sent.
+fn fill(fd: std::os::fd::RawFd) -> usize {
+    let chunk = [FILL; 64 * 1024];
+    let mut total = 0;
+    // Bounded: loopback buffers take a few MiB at most.
+    for _ in 0..16 * 1024 {
+        // SAFETY: the pointer and length describe `chunk`, alive for the call.
+        let r = unsafe {
+            libc::send(
+                fd,
+                chunk.as_ptr().cast(),
+                chunk.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if r <= 0 {
+            break;
+        }
+        total += r as usize;
+    }
+    total
+}
+
+const FILL: u8 = 0xa5;
+/// One `poll_write`'s worth for a socket (its 16 KiB buffer): accepted at once, written later.
+const LAST_BYTES: usize = 16 * 1024;
+
+/// Which value a full-buffer case drops.
+#[derive(Clone, Copy, Debug)]
+enum Dropped {
+    Tcp,
+    Unix,
+    TcpWriteHalf,
+    UnixWriteHalf,
+}
+
+/// The peer's end of a full-buffer case: waits for `go`, then reads to the end.
+fn peer_after(
+    theirs: impl Read + Send + 'static,
+    go: std::sync::mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    common::spawn(move || {
+        let _ = go.recv_timeout(Duration::from_secs(20));
+        let mut s = theirs;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    })
+}
+
+/// The socket buffers are full when `write_all` hands the stream its last 16 KiB, so that
+/// write is surely still in flight at the drop (on epoll as on io_uring); the peer starts
+/// reading only then, and must read every byte, then the end of the stream, while the runtime
+/// is idle after `block_on`.
+fn dropped_with_full_buffers(kind: DriverKind, what: Dropped, via: Via) {
+    let (go_tx, go_rx) = std::sync::mpsc::channel();
+    let rt = common::runtime(kind);
+    let last = bytes(LAST_BYTES, 10);
+    let data = last.clone();
+    let (peer, filled, read_half) = match what {
+        Dropped::Tcp | Dropped::TcpWriteHalf => {
+            let (ours, theirs) = tcp_pair();
+            let peer = peer_after(theirs, go_rx);
+            let (filled, keep) = rt.block_on(async move {
+                let s = TcpStream::from_std(ours);
+                let filled = fill(std::os::fd::AsRawFd::as_raw_fd(&s));
+                let keep = if matches!(what, Dropped::Tcp) {
+                    let mut s = s;
+                    write_all(&mut s, &data, via).await;
+                    None
+                } else {
+                    let (rd, mut wr) = s.into_split();
+                    write_all(&mut wr, &data, via).await;
+                    Some(Box::new(rd) as Box<dyn std::any::Any>)
+                };
+                let _ = go_tx.send(());
+                (filled, keep)
+            });
+            (peer, filled, keep)
+        }
+        Dropped::Unix | Dropped::UnixWriteHalf => {
+            let (ours, theirs) = unix_pair();
+            let peer = peer_after(theirs, go_rx);
+            let (filled, keep) = rt.block_on(async move {
+                let s = UnixStream::from_std(ours);
+                let filled = fill(std::os::fd::AsRawFd::as_raw_fd(&s));
+                let keep = if matches!(what, Dropped::Unix) {
+                    let mut s = s;
+                    write_all(&mut s, &data, via).await;
+                    None
+                } else {
+                    let (rd, mut wr) = s.into_split();
+                    write_all(&mut wr, &data, via).await;
+                    Some(Box::new(rd) as Box<dyn std::any::Any>)
+                };
+                let _ = go_tx.send(());
+                (filled, keep)
+            });
+            (peer, filled, keep)
+        }
+    };
+    // The read half (if any) is still alive: the end of stream comes from the write half's
+    // shutdown.
+    let got = peer
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{what:?}: the peer reads to the end of the stream: {e}"));
+    assert!(filled > 0, "{what:?}: the socket took no bytes");
+    assert_eq!(
+        got.len(),
+        filled + LAST_BYTES,
+        "{what:?}: bytes the peer read"
+    );
+    assert!(got[..filled].iter().all(|b| *b == FILL), "{what:?}: fill");
+    assert!(got[filled..] == last[..], "{what:?}: the last bytes");
+    drop(read_half);
+    let report = rt.shutdown();
+    assert_eq!(report.unfinished_writes, 0, "{report:?}");
+}
+
+#[test]
+fn streams_and_write_halves_dropped_with_a_write_waiting_for_room_write_it_then_eof() {
+    let _faults = faults_off();
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            for what in [
+                Dropped::Tcp,
+                Dropped::Unix,
+                Dropped::TcpWriteHalf,
+                Dropped::UnixWriteHalf,
+            ] {
+                dropped_with_full_buffers(kind, what, Via::Futures);
+                #[cfg(feature = "tokio")]
+                dropped_with_full_buffers(kind, what, Via::Tokio);
+            }
+        })
+    });
+}
