@@ -541,3 +541,74 @@ fn streams_and_write_halves_dropped_with_a_write_waiting_for_room_write_it_then_
         })
     });
 }
+
+/// `hoop::shared`'s `File` and `TcpStream` dropped after `write_all` with writes pending: their
+/// self-driven writers finish the writes (the files become complete, the peer reads every
+/// byte and then the end of the stream) with no runtime at all, woken by the rings.
+#[test]
+fn shared_values_dropped_after_write_all_write_every_byte() {
+    let _faults = faults_off();
+    const SHARED_FILES: usize = 20;
+    for kind in common::DRIVERS {
+        let rings = {
+            let _setup = hoop::fault::opt_out_quietly(&["setup"]);
+            match hoop::shared::Rings::builder()
+                .rings(2)
+                .entries(64)
+                .driver(kind)
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    common::skip(kind, &format!("no shared rings: {e}"));
+                    continue;
+                }
+            }
+        };
+        let dir = TempDir::new(&format!("{kind}-shared"));
+        let base = dir.0.clone();
+        let r = rings.clone();
+        common::block_on(async move {
+            for i in 0..SHARED_FILES {
+                let path = base.join(format!("f{i}"));
+                let mut f = hoop::shared::File::create(&r, path).await.unwrap();
+                write_all(&mut f, &bytes(FILE_BYTES, 100 + i as u64), Via::Futures).await;
+            }
+        });
+        common::wait_until(&format!("{kind}: shared files complete"), 20, || {
+            (0..SHARED_FILES).all(|i| {
+                std::fs::metadata(dir.0.join(format!("f{i}")))
+                    .is_ok_and(|m| m.len() == FILE_BYTES as u64)
+            })
+        });
+        for i in 0..SHARED_FILES {
+            let got = std::fs::read(dir.0.join(format!("f{i}"))).unwrap();
+            assert!(got == bytes(FILE_BYTES, 100 + i as u64), "{kind}: file {i}");
+        }
+
+        let (ours, theirs) = tcp_pair();
+        let (go_tx, go_rx) = std::sync::mpsc::channel();
+        let peer = peer_after(theirs, go_rx);
+        let last = bytes(LAST_BYTES, 11);
+        let data = last.clone();
+        let r = rings.clone();
+        let filled = common::block_on(async move {
+            let mut s = hoop::shared::TcpStream::from_std(&r, ours);
+            let filled = fill(std::os::fd::AsRawFd::as_raw_fd(&s));
+            write_all(&mut s, &data, Via::Futures).await;
+            filled
+        });
+        let _ = go_tx.send(());
+        let got = peer
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{kind}: the peer reads to the end of the stream: {e}"));
+        assert_eq!(
+            got.len(),
+            filled + LAST_BYTES,
+            "{kind}: bytes the peer read"
+        );
+        assert!(got[filled..] == last[..], "{kind}: the last bytes");
+        drop(rings);
+    }
+}

@@ -16,6 +16,14 @@
 //! returned, or on another thread) the writes are given up as before: a write in flight is
 //! cancelled (on another thread it is left to its ring, its buffer with it), the staged bytes
 //! are dropped, and the fd is closed behind them.
+//!
+//! `hoop::shared`'s values have no runtime of their own but need none: their operations are
+//! `Send` and woken by the rings (their reaper, or tokio's reactor). A dropped one with writes
+//! pending becomes a self-driven writer ([`finish_shared`]): the state is polled by whoever
+//! wakes it, on that thread, until its writes are over; it holds the fd's `Arc` (in its
+//! operations) until then. There is no timeout: a write that cannot finish stays in flight
+//! until the rings shut down, which cancels and reaps it (counted in their `ShutdownReport` as
+//! cancelled).
 
 use std::future::Future;
 use std::os::fd::RawFd;
@@ -23,10 +31,10 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::{Local, PollIo};
+use super::{Ops, PollIo};
 use crate::runtime::Writers;
 
-impl PollIo<Local> {
+impl<O: Ops> PollIo<O> {
     /// Whether bytes a write accepted are not known to be written yet. (A write is in flight
     /// whenever accepted bytes are pending: `drive_write` resubmits the rest of a short write
     /// at once, and staged bytes wait behind a write in flight.)
@@ -128,5 +136,74 @@ impl Drop for Finish {
             }
         }
         self.end();
+    }
+}
+
+/// The end of a `hoop::shared` value with the poll-based state `io` of fd `fd` (its operations
+/// hold the fd's `Arc`, so the fd stays open while they run): with writes pending, a
+/// self-driven writer finishes them (see the module docs); otherwise `io` is dropped now.
+pub(crate) fn finish_shared<O>(io: Option<Box<PollIo<O>>>, fd: RawFd)
+where
+    O: Ops + Send + 'static,
+    O::Read: Send,
+    O::Write: Send,
+    O::Shutdown: Send,
+{
+    let Some(mut io) = io else {
+        return;
+    };
+    if O::THREAD_BOUND || !io.writes_pending() {
+        return;
+    }
+    io.read_op = None;
+    io.read_buf = None;
+    let writer = std::future::poll_fn(move |cx| io.drive_write(fd, cx));
+    let driven = std::sync::Arc::new(SelfDriven {
+        future: std::sync::Mutex::new(Some(Box::pin(writer))),
+        again: std::sync::atomic::AtomicBool::new(false),
+    });
+    driven.run();
+}
+
+/// A future polled by its own waker, on the thread that wakes it, until it completes.
+struct SelfDriven {
+    future: std::sync::Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// A wake came since the last poll began.
+    again: std::sync::atomic::AtomicBool,
+}
+
+impl SelfDriven {
+    fn run(self: std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.again.store(true, SeqCst);
+        loop {
+            // Polled elsewhere right now: that poller sees `again` once it lets go, and polls
+            // once more.
+            let Ok(mut slot) = self.future.try_lock() else {
+                return;
+            };
+            self.again.store(false, SeqCst);
+            let Some(future) = slot.as_mut() else {
+                return;
+            };
+            let waker = std::task::Waker::from(self.clone());
+            let mut cx = Context::from_waker(&waker);
+            if future.as_mut().poll(&mut cx).is_ready() {
+                // The state goes with the future: its operations' fd `Arc`s close the fd when
+                // they are the last.
+                *slot = None;
+                return;
+            }
+            drop(slot);
+            if !self.again.load(SeqCst) {
+                return;
+            }
+        }
+    }
+}
+
+impl std::task::Wake for SelfDriven {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.run();
     }
 }

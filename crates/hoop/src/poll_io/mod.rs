@@ -51,7 +51,7 @@ mod finish;
 mod split;
 mod traits;
 
-pub(crate) use finish::finish_then;
+pub(crate) use finish::{finish_shared, finish_then};
 
 pub(crate) use traits::poll_io_traits;
 

@@ -43,6 +43,15 @@ pub struct File {
     io: Option<Box<PollIo<FileOps>>>,
 }
 
+impl Drop for File {
+    fn drop(&mut self) {
+        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
+        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        let fd = self.fd.as_raw_fd();
+        crate::poll_io::finish_shared(self.io.take(), fd);
+    }
+}
+
 impl Clone for File {
     /// Another handle to the same open file (the same fd and file position).
     fn clone(&self) -> File {

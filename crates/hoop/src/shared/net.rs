@@ -106,6 +106,15 @@ pub struct TcpStream {
     ready: super::reactor::Readiness,
 }
 
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
+        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        let fd = self.raw();
+        crate::poll_io::finish_shared(self.io.take(), fd);
+    }
+}
+
 impl Clone for TcpStream {
     fn clone(&self) -> TcpStream {
         TcpStream {
