@@ -79,7 +79,9 @@
 //! did not finish. Their errors have nobody to go to: only `flush` and `close` report errors,
 //! so call them where an error matters. This holds when the value is dropped on its runtime's
 //! thread while the runtime runs (inside `block_on` or its shutdown); dropped elsewhere (after
-//! `block_on` returned, on another thread), its pending writes are cancelled.
+//! `block_on` returned, on another thread), its pending writes are cancelled. (`hoop::shared`'s
+//! `File` and `TcpStream` finish theirs wherever they are dropped: their operations are woken
+//! by the rings, with no runtime.)
 //!
 //! # One rule for the two APIs
 //!
