@@ -170,6 +170,9 @@ fn file_is_complete_when_block_on_returns() {
             rt.block_on(async move {
                 let mut f = File::create(&p).await.unwrap();
                 write_all(&mut f, &bytes(3 * FILE_BYTES, 7), Via::Futures).await;
+                drop(f);
+                // The writer finishing it is hoop's own task: the program's count is 0.
+                assert_eq!(hoop::runtime::task_count(), 0);
             });
             let got = std::fs::read(&path).unwrap();
             assert_eq!(got.len(), 3 * FILE_BYTES);
