@@ -210,7 +210,7 @@ fn serve(group: ReuseportGroup, threads: usize, config: Config) -> io::Result<us
     let mut byes = 0;
     for (core, (res, report)) in out.into_iter().enumerate() {
         byes += res?;
-        if report.leaked > 0 || report.still_in_flight > 0 {
+        if report.leaked > 0 || report.still_in_flight > 0 || report.unfinished_writes > 0 {
             eprintln!("chat: core {core} shut down with {report:?}");
         }
     }

@@ -71,6 +71,18 @@
 //! `poll_io` notes on `TcpStream` for the internal buffers and the write-behind rule. The
 //! halves of a split stream (`into_split`, `split`) implement the trait of their direction.
 //!
+//! Bytes a `poll_write` accepted are written: a file, stream or owned write half dropped with
+//! write-behind pending (no `flush` after `write_all`) finishes those writes in order, then
+//! closes (a write half shuts down its direction), as a detached task of the runtime; the end
+//! of `block_on` and the runtime's shutdown wait for such writes, up to the shutdown timeout
+//! ([`Builder::shutdown_timeout`]), and [`ShutdownReport::unfinished_writes`] counts those that
+//! did not finish. Their errors have nobody to go to: only `flush` and `close` report errors,
+//! so call them where an error matters. This holds when the value is dropped on its runtime's
+//! thread while the runtime runs (inside `block_on` or its shutdown); dropped elsewhere (after
+//! `block_on` returned, on another thread), its pending writes are cancelled. (`hoop::shared`'s
+//! `File` and `TcpStream` finish theirs wherever they are dropped: their operations are woken
+//! by the rings, with no runtime.)
+//!
 //! # One rule for the two APIs
 //!
 //! A stream's own `read`, `read_exact`, `write` and `write_all` take an owned buffer and give

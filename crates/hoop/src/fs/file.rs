@@ -42,7 +42,13 @@ use super::{Metadata, OpenOptions};
 ///     when it completes, in order, one write at a time. `flush`/`close` wait for every
 ///     accepted byte; an error of a write-behind comes back from the next write, flush or
 ///     close (bytes staged behind the failed write are dropped with it). A read waits for the
-///     pending writes first. Dropping the `File` with writes pending cancels them: flush first.
+///     pending writes first. Dropping the `File` with writes pending still writes them, in
+///     order, then closes the file (a detached task of the runtime, as tokio's `File` finishes
+///     its blocking write; the end of `block_on` and the runtime's shutdown wait for it, up to
+///     the shutdown timeout, and report what did not finish in
+///     [`ShutdownReport::unfinished_writes`](crate::ShutdownReport::unfinished_writes)); their
+///     errors are dropped then: only `flush` and [`close`](File::close) report errors. Dropped
+///     after `block_on` returned or on another thread, the pending writes are cancelled.
 ///
 /// Before using the cursor another way after the traits (a `*_at` method with `CURRENT_POS`,
 /// [`into_std`](File::into_std), another fd of the same open file), flush and seek to
@@ -284,10 +290,23 @@ impl File {
         Metadata::statx(self.raw(), CString::default(), libc::AT_EMPTY_PATH).await
     }
 
-    /// Closes the file through the ring and waits for the result (the error `close(2)` may
-    /// report, e.g. from a network file system, that `Drop` cannot). On an IOPOLL ring, which
+    /// Writes what `AsyncWrite` accepted (as `flush` does), then closes the file through the
+    /// ring and waits for the result (the error `close(2)` may report, e.g. from a network file
+    /// system, that `Drop` cannot): the first error of the two. On an IOPOLL ring, which
     /// refuses `IORING_OP_CLOSE`, it is a plain `close(2)`.
     pub async fn close(mut self) -> io::Result<()> {
+        // What `AsyncWrite` accepted is written first; its error is the one reported.
+        let flushed = match self.io.as_mut() {
+            Some(io) => {
+                let fd = self.fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+                std::future::poll_fn(|cx| io.poll_flush(fd, cx)).await
+            }
+            None => Ok(()),
+        };
+        flushed.and(self.close_fd().await)
+    }
+
+    async fn close_fd(mut self) -> io::Result<()> {
         let Some(fd) = self.fd.take() else {
             return Ok(());
         };
@@ -424,10 +443,16 @@ impl FromRawFd for File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        // Operations of the poll-based traits first (their cancels queue ahead of the close).
-        self.io = None;
-        if let Some(fd) = self.fd.take() {
-            Home::close(self.home.as_ref(), fd);
-        }
+        // The write-behind first (finished by a detached writer, or cancelled where none can
+        // run: see `poll_io::finish_then`), then the close behind its operations (rule 5b).
+        let io = self.io.take();
+        let fd = self.fd.take();
+        let raw = fd.as_ref().map_or(-1, |f| f.as_raw_fd());
+        let home = self.home.take();
+        crate::poll_io::finish_then(io, raw, move || {
+            if let Some(fd) = fd {
+                Home::close(home.as_ref(), fd);
+            }
+        });
     }
 }

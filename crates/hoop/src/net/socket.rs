@@ -66,6 +66,21 @@ impl Socket {
         &self.kept
     }
 
+    /// Moves the fd (and its home) out into a new `Socket`, leaving this one empty (its drop
+    /// then closes nothing): for the drops and conversions of types that have a `Drop` of their
+    /// own. Receives parked by dropped calls go with it (a split stream's halves adopt them;
+    /// a detached writer cancels them when it drops the socket, ahead of the close).
+    pub(crate) fn take(&mut self) -> Socket {
+        Socket {
+            kept: std::mem::take(&mut self.kept),
+            fd: self.fd.take(),
+            home: self.home.take(),
+            nonblocking: std::sync::atomic::AtomicBool::new(
+                self.nonblocking.load(std::sync::atomic::Ordering::Relaxed),
+            ),
+        }
+    }
+
     pub(crate) fn raw(&self) -> RawFd {
         self.fd.as_ref().map_or(-1, |f| f.as_raw_fd())
     }
@@ -316,6 +331,23 @@ impl Socket {
         let fd = self.fd.take().expect("socket fd present until drop");
         Home::release(self.home.as_ref(), fd)
     }
+
+    /// The write direction's `shutdown(2)` once the write-behind `io` is written (a dropped
+    /// write half's), then the drop of `this` (the close when it holds the last reference).
+    /// See [`finish_then`](crate::poll_io::finish_then).
+    pub(crate) fn finish_then_shutdown(
+        io: Option<Box<crate::poll_io::PollIo>>,
+        this: std::sync::Arc<Socket>,
+        shutdown: bool,
+    ) {
+        let fd = this.raw();
+        crate::poll_io::finish_then(io, fd, move || {
+            if shutdown {
+                this.shutdown_now(libc::SHUT_WR);
+            }
+            drop(this);
+        });
+    }
 }
 
 impl AsRawFd for Socket {
@@ -339,9 +371,10 @@ impl IntoRawFd for Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        // The poll-based traits' operations were dropped before (the types holding a `Socket`
-        // declare their `PollSlots` first), so their cancels queue ahead of the close, and so
-        // are receives parked by dropped calls.
+        // The poll-based traits' state went first (the stream types' drops: a write-behind
+        // finished by a detached writer that drops this socket after it, or cancelled before
+        // it), so the close queues behind their operations; so do the cancels of receives
+        // parked by dropped calls.
         self.kept.clear();
         if let Some(fd) = self.fd.take() {
             Home::close(self.home.as_ref(), fd);

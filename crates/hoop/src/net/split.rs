@@ -14,10 +14,12 @@
 //! for writing before the split go with the half of their direction and come back when the
 //! halves are reunited (or, for `split`, when the stream is used whole again).
 //!
-//! Dropping an [`OwnedWriteHalf`](crate::net::tcp::OwnedWriteHalf) shuts down the write
-//! direction (`shutdown(SHUT_WR)`, as tokio's does) so the peer sees end of stream while the
-//! read half still reads; its `forget` skips that. Flush (or `shutdown().await`) a write half
-//! before dropping it: a write-behind still in flight is cancelled by the drop.
+//! Dropping an [`OwnedWriteHalf`](crate::net::tcp::OwnedWriteHalf) writes what its
+//! `AsyncWrite` accepted and did not write yet, then shuts down the write direction
+//! (`shutdown(SHUT_WR)`, as tokio's does) so the peer reads every byte, then end of stream,
+//! while the read half still reads; its `forget` skips the shutdown. The pending writes are
+//! finished by a detached task of the runtime (see the crate docs, "Poll-based I/O"), whose
+//! errors are dropped: `flush` (or `shutdown().await`) a write half to see them.
 
 use crate::poll_io::{Kind, PollIo};
 
@@ -67,6 +69,15 @@ impl PollSlots {
             }
             None => (None, self.write.take()),
         }
+    }
+
+    /// The state of both directions, merged (for a drop); `None`: never used.
+    pub(crate) fn take_whole(&mut self) -> Option<Box<PollIo>> {
+        let mut io = self.io.take();
+        if let Some(w) = self.write.take() {
+            io.get_or_insert_with(new_state).merge_write(*w);
+        }
+        io
     }
 
     /// The state of reunited halves.
@@ -206,9 +217,9 @@ macro_rules! split_halves {
             /// write direction (see [`OwnedWriteHalf`]); [`OwnedReadHalf::reunite`] makes the
             /// stream again. The socket closes when both halves are gone.
             pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
-                let $stream { io, socket } = self;
-                let (read_io, write_io) = io.into_halves();
-                let socket = std::sync::Arc::new(socket);
+                let mut this = self;
+                let (read_io, write_io) = std::mem::take(&mut this.io).into_halves();
+                let socket = std::sync::Arc::new(this.socket.take());
                 (
                     OwnedReadHalf {
                         io: read_io,
@@ -262,8 +273,8 @@ macro_rules! split_halves {
         /// The write half of a stream split by `into_split`: writes with owned buffers, with
         /// deadlines, and through `AsyncWrite`. Dropping it shuts down the write direction
         /// (`shutdown(SHUT_WR)`: the peer reads end of stream) unless it was
-        /// [`forget`](Self::forget)-ten or reunited; flush first, as a write-behind still in
-        /// flight is cancelled by the drop.
+        /// [`forget`](Self::forget)-ten or reunited, after the bytes its `AsyncWrite` accepted
+        /// are written (errors of those writes are dropped: flush to see them).
         #[derive(Debug)]
         pub struct OwnedWriteHalf {
             io: Option<Box<$crate::poll_io::PollIo>>,
@@ -392,12 +403,30 @@ macro_rules! split_halves {
 
         impl Drop for OwnedWriteHalf {
             fn drop(&mut self) {
-                if self.shutdown_on_drop {
-                    // Write-behind operations first (their cancels queue ahead of it), then the
-                    // write direction: the peer reads end of stream while the read half reads on.
-                    self.io = None;
-                    self.socket.shutdown_now(libc::SHUT_WR);
+                // The write-behind first (finished by a detached writer, or cancelled where
+                // none can run), then the write direction: the peer reads every accepted byte,
+                // then end of stream, while the read half reads on (rule 5b).
+                let io = self.io.take();
+                if io.is_none() && !self.shutdown_on_drop {
+                    return;
                 }
+                let socket = self.socket.clone();
+                $crate::net::socket::Socket::finish_then_shutdown(
+                    io,
+                    socket,
+                    self.shutdown_on_drop,
+                );
+            }
+        }
+
+        impl Drop for $stream {
+            fn drop(&mut self) {
+                // Accepted bytes are written before the close (rule 5b): see
+                // `poll_io::finish_then`.
+                let io = self.io.take_whole();
+                let socket = self.socket.take();
+                let fd = socket.raw();
+                $crate::poll_io::finish_then(io, fd, move || drop(socket));
             }
         }
 

@@ -226,7 +226,9 @@ impl RecvStream<'_> {
 /// copies into the write buffer and returns at once while the kernel writes it (write-behind),
 /// so a write future dropped at any point loses or duplicates nothing; `flush` waits for every
 /// accepted byte, `close` flushes and shuts down the write half. Errors of a write-behind come
-/// back from the next write, flush or close.
+/// back from the next write, flush or close. Dropped with writes pending, the stream still
+/// writes every accepted byte, in order, then closes (see the crate docs, "Poll-based I/O");
+/// only `flush` and `close` report the errors of those writes.
 #[derive(Debug)]
 pub struct TcpStream {
     // Declared first: operations of the traits are dropped before the socket closes.
@@ -397,9 +399,16 @@ impl TcpStream {
         ip_addr(self.socket.peer_addr()?)
     }
 
-    /// Closes the connection through the ring and waits for the result.
-    pub async fn close(self) -> io::Result<()> {
-        self.socket.close().await
+    /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
+    /// waits for the result: the first error of the two.
+    pub async fn close(mut self) -> io::Result<()> {
+        let flushed = std::future::poll_fn(|cx| {
+            let (fd, io) = self.poll_io();
+            io.poll_flush(fd, cx)
+        })
+        .await;
+        let closed = self.socket.take().close().await;
+        flushed.and(closed)
     }
 }
 
@@ -440,13 +449,13 @@ macro_rules! fd_traits {
             }
         }
         impl IntoRawFd for $t {
-            fn into_raw_fd(self) -> RawFd {
-                self.socket.into_raw_fd()
+            fn into_raw_fd(mut self) -> RawFd {
+                self.socket.take().into_raw_fd()
             }
         }
         impl From<$t> for OwnedFd {
-            fn from(s: $t) -> OwnedFd {
-                s.socket.into_owned()
+            fn from(mut s: $t) -> OwnedFd {
+                s.socket.take().into_owned()
             }
         }
     };

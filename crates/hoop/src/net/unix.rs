@@ -142,6 +142,10 @@ impl UnixListener {
 }
 
 /// A Unix-domain stream connection. Reads and writes take buffers by value and give them back.
+///
+/// Its `AsyncRead`/`AsyncWrite` work as [`TcpStream`](crate::net::TcpStream)'s: write-behind,
+/// and dropped with writes pending it still writes every accepted byte, in order, then closes;
+/// only `flush` and `close` report the errors of those writes.
 #[derive(Debug)]
 pub struct UnixStream {
     // Declared first: operations of the traits are dropped before the socket closes.
@@ -189,9 +193,16 @@ impl UnixStream {
         UnixSocketAddr::from_sockaddr(self.socket.peer_addr()?)
     }
 
-    /// Closes the connection through the ring and waits for the result.
-    pub async fn close(self) -> io::Result<()> {
-        self.socket.close().await
+    /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
+    /// waits for the result: the first error of the two.
+    pub async fn close(mut self) -> io::Result<()> {
+        let flushed = std::future::poll_fn(|cx| {
+            let (fd, io) = self.poll_io();
+            io.poll_flush(fd, cx)
+        })
+        .await;
+        let closed = self.socket.take().close().await;
+        flushed.and(closed)
     }
 }
 

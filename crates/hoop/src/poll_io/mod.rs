@@ -27,8 +27,14 @@
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
 //!   flushes, then shuts down the write half of a socket. A socket's `poll_read` also pushes a
 //!   write-behind on (the rest of a short write), so a request written and not flushed still
-//!   goes out while its reply is awaited. Dropping the value with a write in flight cancels it
-//!   (and drops the staged bytes): flush first.
+//!   goes out while its reply is awaited. Dropping the value with writes pending finishes them
+//!   (INVARIANTS rule 5b, `finish`): on the thread of the runtime that runs them, while it
+//!   runs, the state and the fd owner move into a detached task of the runtime that writes
+//!   every accepted byte in order, then closes (a write half: shuts down the write direction);
+//!   `block_on`'s end and the shutdown wait for it up to the shutdown timeout and report what
+//!   did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
+//!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
+//!   thread, the writes are cancelled (the staged bytes dropped), as nothing can run them.
 //!
 //! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like
 //! `std::fs::File`, with at most one operation at that position in flight: a file's
@@ -41,8 +47,11 @@
 //! types use the runtime's `Op` futures ([`Local`]); `hoop::shared`'s types use shared rings'
 //! `Send` futures.
 
+mod finish;
 mod split;
 mod traits;
+
+pub(crate) use finish::{finish_shared, finish_then};
 
 pub(crate) use traits::poll_io_traits;
 
@@ -192,6 +201,8 @@ pub(crate) struct PollIo<O: Ops = Local> {
     write_buf: Option<Vec<u8>>,
     /// Bytes of the write buffer already written.
     write_done: usize,
+    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
+    write_len: usize,
     write_op: Option<O::Write>,
     /// Files: bytes accepted while a write was in flight, written after it (at most
     /// `max_buf`; empty: none).
@@ -268,6 +279,7 @@ impl<O: Ops> PollIo<O> {
             read_ahead: 0,
             write_buf: None,
             write_done: 0,
+            write_len: 0,
             write_op: None,
             write_staging: Vec::new(),
             write_err: None,
@@ -484,6 +496,7 @@ impl<O: Ops> PollIo<O> {
     /// Submits `buf[write_done..]` (the first poll pushes the operation).
     fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
         let len = buf.len();
+        self.write_len = len;
         let slice = buf.slice(self.write_done..len);
         self.write_op = Some(self.ops.write(fd, self.kind, slice));
     }

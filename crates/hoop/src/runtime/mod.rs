@@ -55,6 +55,47 @@ struct Inner {
     internal_tasks: Rc<std::cell::Cell<usize>>,
     /// What [`on_shutdown`] registered, called with the report at shutdown.
     on_shutdown: RefCell<Vec<ShutdownHook>>,
+    /// Tasks finishing the write-behind of dropped files and streams (rule 5b).
+    writers: Rc<Writers>,
+    /// How long `block_on`'s end and the shutdown wait for `writers` (the builder's
+    /// shutdown timeout).
+    writers_timeout: Duration,
+}
+
+/// The detached writers of a runtime: tasks that finish the write-behind of a file, stream or
+/// write half dropped with writes pending, then close it (INVARIANTS rule 5b; see
+/// `crate::poll_io`).
+#[derive(Debug, Default)]
+pub(crate) struct Writers {
+    /// The writer tasks' keys (`TaskId::key`; a key names one task, as slot generations
+    /// move on), pruned of finished ones as it grows.
+    keys: RefCell<std::collections::HashSet<u64>>,
+    /// The set's size after the last prune: the next prune comes at twice as many.
+    pruned_at: std::cell::Cell<usize>,
+    /// Writers dropped unfinished (shutdown past its timeout), and their bytes not written.
+    unfinished: std::cell::Cell<usize>,
+    unfinished_bytes: std::cell::Cell<u64>,
+}
+
+impl Writers {
+    /// A writer dropped before its writes finished, with `bytes` not written.
+    pub(crate) fn unfinished(&self, bytes: u64) {
+        self.unfinished.set(self.unfinished.get() + 1);
+        self.unfinished_bytes
+            .set(self.unfinished_bytes.get().saturating_add(bytes));
+    }
+
+    /// Forgets the keys of finished writers; returns how many remain.
+    fn prune(&self, tasks: &Tasks) -> usize {
+        let mut keys = self.keys.borrow_mut();
+        keys.retain(|k| tasks.header(TaskId::from_key(*k)).is_some());
+        self.pruned_at.set(keys.len());
+        keys.len()
+    }
+
+    fn contains(&self, id: TaskId) -> bool {
+        self.keys.borrow().contains(&id.key())
+    }
 }
 
 /// Runs `f` on the timers of the runtime running on this thread, with its id; `None` outside
@@ -133,7 +174,9 @@ impl Builder {
     }
 
     /// How long dropping the runtime waits for cancelled operations' completions before leaking
-    /// their memory (default 5 s).
+    /// their memory (default 5 s). It also bounds how long the end of `block_on`, and the
+    /// shutdown, wait for the writes of files and streams dropped with write-behind pending
+    /// (see [`ShutdownReport::unfinished_writes`]).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
         self.cfg.shutdown_timeout = timeout;
         self
@@ -251,6 +294,8 @@ impl Builder {
                 timers: RefCell::new(timers::Timers::default()),
                 internal_tasks: Rc::default(),
                 on_shutdown: RefCell::default(),
+                writers: Rc::default(),
+                writers_timeout: self.cfg.shutdown_timeout,
             }),
         })
     }
@@ -304,6 +349,11 @@ impl Runtime {
 
     /// Runs `future` to completion on this thread, with every task spawned meanwhile.
     ///
+    /// Before it returns, files and streams dropped with write-behind pending finish their
+    /// writes and close (up to the shutdown timeout; the program's other tasks do not run
+    /// meanwhile), and what the ring has queued is submitted: a peer reads every accepted byte
+    /// and the end of the stream while the runtime sits idle.
+    ///
     /// # Panics
     /// When called from inside a runtime's `block_on` on the same thread.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
@@ -350,6 +400,11 @@ impl Runtime {
                     let _mark = TaskGuard::enter(inner.driver.id(), &main_waker, MAIN.key());
                     let mut cx = Context::from_waker(&main_waker);
                     if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                        // Writes of values the program dropped go out before this returns,
+                        // and so do their closes: a peer waiting for the end of a stream
+                        // does not wait for the runtime's next run (rule 5b, rule 6).
+                        self.finish_writers();
+                        inner.driver.submit_queued();
                         return v;
                     }
                 } else {
@@ -453,11 +508,59 @@ fn run_task(inner: &Inner, id: TaskId) {
 
 impl Runtime {
     /// Shuts the runtime down and says what that took: every task is dropped (their in-flight
-    /// operations are cancelled and their data moves into the driver's slots), then everything
-    /// still in flight is cancelled and reaped — or, after the shutdown timeout, its memory is
-    /// leaked on purpose — then the ring is closed. Dropping the runtime does the same.
+    /// operations are cancelled and their data moves into the driver's slots); the writes of
+    /// files and streams dropped with write-behind pending (by the program, or with the tasks)
+    /// are waited for, up to the shutdown timeout, and those that did not finish are counted
+    /// in [`ShutdownReport::unfinished_writes`] and cancelled; then everything still in flight
+    /// is cancelled and reaped — or, after the shutdown timeout, its memory is leaked on
+    /// purpose — then the ring is closed. Dropping the runtime does the same.
     pub fn shutdown(self) -> ShutdownReport {
         self.shutdown_inner()
+    }
+
+    /// Runs the detached writers (and nothing else) until they have finished or the shutdown
+    /// timeout passed; `true` if they all finished.
+    fn finish_writers(&self) -> bool {
+        let inner = &self.inner;
+        let writers = &inner.writers;
+        if writers.keys.borrow().is_empty() {
+            return true;
+        }
+        let deadline = std::time::Instant::now() + inner.writers_timeout;
+        let mut ready_keys = Vec::new();
+        loop {
+            let keys: Vec<u64> = writers.keys.borrow().iter().copied().collect();
+            // Each polled whether woken or not: there are few, and a poll of a write still in
+            // flight only looks at its slot.
+            for key in keys {
+                run_task(inner, TaskId::from_key(key));
+            }
+            if writers.prune(&inner.tasks.borrow()) == 0 {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let turned = inner.driver.turn_with_wait(true, Some(deadline - now));
+            // Other tasks woken meanwhile stay queued for the runtime's next run.
+            inner.driver.take_ready_tasks(&mut ready_keys);
+            if !ready_keys.is_empty() {
+                let tasks = inner.tasks.borrow();
+                with_local_queue(|local| {
+                    for key in ready_keys.drain(..) {
+                        if let Some(h) = tasks.header(TaskId::from_key(key)) {
+                            h.schedule_local(local);
+                        }
+                    }
+                });
+                ready_keys.clear();
+            }
+            if turned.is_err() {
+                // The writers see the driver's error in their operations' results.
+                std::thread::yield_now();
+            }
+        }
     }
 
     fn shutdown_inner(&self) -> ShutdownReport {
@@ -469,6 +572,26 @@ impl Runtime {
         // (cancelled). The blocking pool takes no new call.
         drop(self.inner.remote.close());
         self.inner.remote.blocking.shut();
+        let writers = &self.inner.writers;
+        // The program's tasks first: files and streams they hold with writes pending become
+        // detached writers as they drop, which then run until done or the timeout (rule 5b).
+        for _ in 0..64 {
+            let drained = self
+                .inner
+                .tasks
+                .borrow_mut()
+                .drain_where(|id| !writers.contains(id));
+            if drained.is_empty() {
+                break;
+            }
+            for (id, task) in drained {
+                drop(task);
+                self.inner.tasks.borrow_mut().release(id);
+            }
+        }
+        self.finish_writers();
+        // Then the writers that did not finish (each counts itself as unfinished and closes
+        // its fd), and anything left.
         for _ in 0..64 {
             let drained = self.inner.tasks.borrow_mut().drain();
             if drained.is_empty() {
@@ -479,7 +602,10 @@ impl Runtime {
                 self.inner.tasks.borrow_mut().release(id);
             }
         }
-        let report = self.inner.driver.shutdown();
+        writers.keys.borrow_mut().clear();
+        let mut report = self.inner.driver.shutdown();
+        report.unfinished_writes = writers.unfinished.get();
+        report.unfinished_write_bytes = writers.unfinished_bytes.get();
         let hooks = std::mem::take(&mut *self.inner.on_shutdown.borrow_mut());
         for hook in hooks {
             hook(report);
@@ -507,6 +633,15 @@ where
     let inner = CONTEXT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
         panic!("hoop::spawn must be called from inside a hoop runtime (Runtime::block_on)")
     });
+    spawn_on(&inner, future).1
+}
+
+/// Spawns `future` on `inner`'s runtime (current on this thread); returns its id too.
+fn spawn_on<F>(inner: &Inner, future: F) -> (TaskId, JoinHandle<F::Output>)
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
     let (task_future, state) = join::pair(future);
     let id = inner.tasks.borrow_mut().vacant();
     let (header, waker) = Header::waker(id, inner.remote.clone());
@@ -522,7 +657,63 @@ where
     // Schedule the first poll.
     header.mark_scheduled();
     with_local_queue(|l| l.queue.borrow_mut().push_back(id));
-    join::handle(state, Box::new(move || abort_waker.wake_by_ref()))
+    (
+        id,
+        join::handle(state, Box::new(move || abort_waker.wake_by_ref())),
+    )
+}
+
+/// The detached writers of the runtime running on this thread (`None` outside `block_on` and
+/// shutdown, or once its driver shut down).
+pub(crate) fn writers() -> Option<Rc<Writers>> {
+    CONTEXT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|i| !i.driver.is_shut_down())
+            .map(|i| i.writers.clone())
+    })
+}
+
+/// Spawns a detached writer (a hoop task, left out of [`task_count`]) that finishes a dropped
+/// value's write-behind; `block_on`'s end and the shutdown wait for it. `false` (the future
+/// dropped unpolled) outside a runtime.
+pub(crate) fn spawn_writer(future: impl Future<Output = ()> + 'static) -> bool {
+    let Some(inner) = CONTEXT.with(|c| c.borrow().clone()) else {
+        return false;
+    };
+    let counted = Counted::new(&inner);
+    let (id, _detached) = spawn_on(&inner, async move {
+        let _counted = counted;
+        future.await
+    });
+    let w = &inner.writers;
+    let len = {
+        let mut keys = w.keys.borrow_mut();
+        keys.insert(id.key());
+        keys.len()
+    };
+    if len > 2 * w.pruned_at.get().max(32) {
+        w.prune(&inner.tasks.borrow());
+    }
+    true
+}
+
+/// Counts one of hoop's own tasks while its future exists (until it completes or is dropped):
+/// [`task_count`] leaves them out.
+struct Counted(Rc<std::cell::Cell<usize>>);
+
+impl Counted {
+    fn new(inner: &Inner) -> Counted {
+        let c = inner.internal_tasks.clone();
+        c.set(c.get() + 1);
+        Counted(c)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
 }
 
 /// The id of the current thread's runtime, if there is one (ids are never reused).
@@ -565,18 +756,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    /// Counts the task while its future exists (until it completes or is dropped).
-    struct Counted(Rc<std::cell::Cell<usize>>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.set(self.0.get().saturating_sub(1));
-        }
-    }
-    let counter = CONTEXT.with(|c| c.borrow().as_ref().map(|i| i.internal_tasks.clone()));
-    let counted = counter.map(|c| {
-        c.set(c.get() + 1);
-        Counted(c)
-    });
+    let counted = CONTEXT.with(|c| c.borrow().as_ref().map(|i| Counted::new(i)));
     spawn(async move {
         let _counted = counted;
         future.await

@@ -398,16 +398,24 @@ impl Tasks {
 
     /// Takes every stored task out (shutdown).
     pub(crate) fn drain(&mut self) -> Vec<(TaskId, Rc<Task>)> {
+        self.drain_where(|_| true)
+    }
+
+    /// Takes out the stored tasks whose id `take` accepts (shutdown).
+    pub(crate) fn drain_where(
+        &mut self,
+        mut take: impl FnMut(TaskId) -> bool,
+    ) -> Vec<(TaskId, Rc<Task>)> {
         let mut out = Vec::new();
         for (i, slot) in self.slots.iter_mut().enumerate() {
-            if let Some(t) = slot.task.take() {
-                out.push((
-                    TaskId {
-                        index: i as u32,
-                        generation: slot.generation,
-                    },
-                    t,
-                ));
+            let id = TaskId {
+                index: i as u32,
+                generation: slot.generation,
+            };
+            if slot.task.is_some() && take(id) {
+                if let Some(t) = slot.task.take() {
+                    out.push((id, t));
+                }
             }
         }
         out

@@ -33,7 +33,10 @@ use crate::poll_io::PollIo;
 /// rules of [`hoop::fs::File`](crate::fs::File) (read-ahead, write-behind with a staged write,
 /// buffers of up to [`max_buf_size`](File::max_buf_size), 1 MiB by default; not aligned: use
 /// `read_at` with an `AlignedBuf` for `O_DIRECT`). `poll_flush` waits for the write-behind; a
-/// write or a seek gives back bytes read ahead first.
+/// write or a seek gives back bytes read ahead first. Dropped with writes pending, the `File`
+/// still writes them, in order, as tokio's does (its operations, woken by the rings, finish
+/// them on whatever thread wakes them; the fd closes after them); errors of those writes are
+/// dropped, so flush where they matter.
 #[derive(Debug)]
 pub struct File {
     fd: Arc<OwnedFd>,
@@ -41,6 +44,15 @@ pub struct File {
     route: Route,
     /// The poll-based traits' state (made on first use; a clone starts without one).
     io: Option<Box<PollIo<FileOps>>>,
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
+        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        let fd = self.fd.as_raw_fd();
+        crate::poll_io::finish_shared(self.io.take(), fd);
+    }
 }
 
 impl Clone for File {

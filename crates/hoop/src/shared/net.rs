@@ -113,6 +113,10 @@ impl AsRawFd for TcpListener {
 /// and `write_all` take precedence over the traits' extension methods of the same name: spell
 /// those `AsyncWriteExt::write_all(&mut stream, b"..")` (see the module docs, "Owned-buffer
 /// methods and the I/O traits"). `shutdown()` is tokio's (flush, then the write direction).
+/// Dropped with writes pending, the handle still writes every byte it accepted, in order (its
+/// operations, woken by the rings, finish them on whatever thread wakes them); errors of those
+/// writes are dropped, so flush where they matter. A write that cannot finish (a peer that
+/// never reads) stays in flight until the rings shut down, which cancels it.
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
@@ -124,6 +128,15 @@ pub struct TcpStream {
     /// Readability on tokio's reactor, for tokio's `AsyncRead` (a clone starts without one).
     #[cfg(feature = "tokio")]
     ready: super::reactor::Readiness,
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
+        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        let fd = self.raw();
+        crate::poll_io::finish_shared(self.io.take(), fd);
+    }
 }
 
 impl Clone for TcpStream {

@@ -4,7 +4,8 @@
 //! The state machine is the thread-per-core types' (`crate::poll_io`: internal buffers, reused,
 //! 16 KiB for sockets and up to 1 MiB for files; write-behind, so a dropped write future neither
 //! loses nor duplicates accepted bytes), with operations on shared rings, which any thread may
-//! poll.
+//! poll. A value dropped with writes pending still writes them: a self-driven writer, polled by
+//! whoever wakes it, finishes them and then lets the fd go (`poll_io::finish_shared`).
 //! Each read or write is alone in its task's poll, so it is submitted on its first poll
 //! (`SharedOp::eager`) rather than after a second poll of the whole task.
 

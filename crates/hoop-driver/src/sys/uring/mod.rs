@@ -1069,6 +1069,13 @@ pub struct ShutdownReport {
     /// Operations whose futures are still alive and whose final CQE did not come (their memory
     /// will be leaked when the futures are dropped).
     pub still_in_flight: usize,
+    /// Files, streams and write halves dropped with write-behind pending (bytes their
+    /// `AsyncWrite` had accepted) whose writes did not finish within the shutdown timeout: the
+    /// runtime waited for them, then cancelled the rest and closed them (filled in by `hoop`'s
+    /// runtime; the driver alone leaves it 0).
+    pub unfinished_writes: usize,
+    /// The bytes those writes had accepted and not written (or not known to be written).
+    pub unfinished_write_bytes: u64,
 }
 
 impl Uring {
