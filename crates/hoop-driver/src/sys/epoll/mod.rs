@@ -44,6 +44,9 @@ struct FdState {
     read_closed: bool,
     /// The socket hung up or failed: likewise for writes.
     write_closed: bool,
+    /// A message socket (datagram, seqpacket), learnt at its first short transfer: one call
+    /// moves one message, so a short one says nothing of what is left.
+    message: Option<bool>,
     readers: VecDeque<u64>,
     writers: VecDeque<u64>,
 }
@@ -59,6 +62,7 @@ impl Default for FdState {
             writable: true,
             read_closed: false,
             write_closed: false,
+            message: None,
             readers: VecDeque::new(),
             writers: VecDeque::new(),
         }
@@ -68,7 +72,14 @@ impl Default for FdState {
 impl FdState {
     /// Records what a call's result says of the fd's readiness: `EAGAIN`, or a short stream
     /// read/write of at least one byte, means "wait for the next edge".
-    fn note(&mut self, write: bool, res: i32, io_len: i64) {
+    ///
+    /// The readiness rule per kind of fd: on a stream (TCP, a Unix stream, a pipe) a transfer
+    /// shorter than asked drained the socket (or filled its buffer), as tokio also assumes. On
+    /// a message socket (UDP, a Unix datagram or seqpacket socket) a receive returns one
+    /// message, whatever its length, and a send is whole or fails: a short result says nothing
+    /// of what is left, and only `EAGAIN` means "wait" (waiting there for an edge that only
+    /// new traffic brings would strand the datagrams already queued).
+    fn note(&mut self, fd: RawFd, write: bool, res: i32, io_len: i64) {
         // A 0-byte read is end of stream, which stays readable (no new edge would come).
         let short = io_len > 0 && res > 0 && i64::from(res) < io_len;
         let closed = if write {
@@ -76,7 +87,7 @@ impl FdState {
         } else {
             self.read_closed
         };
-        let drained = res == -libc::EAGAIN || (short && !closed);
+        let drained = res == -libc::EAGAIN || (short && !closed && !self.is_message(fd));
         if drained {
             if write {
                 self.writable = false;
@@ -84,6 +95,13 @@ impl FdState {
                 self.readable = false;
             }
         }
+    }
+
+    /// Whether `fd` is a message socket (asked once: its type never changes).
+    fn is_message(&mut self, fd: RawFd) -> bool {
+        *self
+            .message
+            .get_or_insert_with(|| crate::sys::is_message_socket(fd))
     }
 }
 
@@ -178,6 +196,8 @@ pub(crate) struct Epoll {
     shutdown_timeout: Duration,
     /// Turns since the last `epoll_wait`.
     busy_turns: u32,
+    /// Whether `epoll_pwait2` is there (until it says `ENOSYS` or `EPERM`).
+    pwait2: bool,
     /// Fds with queued operations that were already ready when queued (no edge will come).
     ready_fds: Vec<RawFd>,
     /// Fault injection (nothing without the `fault-injection` feature).
@@ -238,6 +258,7 @@ impl Epoll {
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
             busy_turns: 0,
+            pwait2: true,
             ready_fds: Vec::new(),
             faults: Faults::new(),
             held: Vec::new(),
@@ -279,8 +300,8 @@ impl Epoll {
 
     /// How long until the next timer (an operation's deadline) expires, if any.
     pub(crate) fn next_timeout(&self) -> Option<Duration> {
-        let ms = self.next_timeout_ms();
-        (ms >= 0).then(|| Duration::from_millis(ms as u64))
+        let Reverse((at, _)) = self.timers.peek()?;
+        Some(at.saturating_duration_since(Instant::now()))
     }
 
     /// A shared ring's non-blocking turn: collects readiness, pool results and expired timers
@@ -290,7 +311,7 @@ impl Epoll {
             self.release_held();
         }
         self.busy_turns = 0;
-        self.wait(0)
+        self.wait(Some(Duration::ZERO))
     }
 
     // ----- starting operations ----------------------------------------------------------------
@@ -442,7 +463,7 @@ impl Epoll {
         };
         if may_try && !connect_check {
             let res = call.run_nr(nr);
-            st.note(write, res, call.io_len);
+            st.note(fd, write, res, call.io_len);
             if res != -libc::EAGAIN {
                 self.table.counters.cqes_reaped += 1;
                 return self.insert(completed(state, res));
@@ -645,39 +666,25 @@ impl Epoll {
             return Ok(());
         }
         self.busy_turns = 0;
-        let timeout_ms = if block {
-            let own = self.next_timeout_ms();
-            match wait {
-                // Round up so the runtime's timer has expired when the wait returns.
-                Some(w) => {
-                    let ms = w.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-                    if own < 0 {
-                        ms
-                    } else {
-                        own.min(ms)
-                    }
-                }
-                None => own,
+        let timeout = if block {
+            // The sooner of this driver's next timer and the runtime's; `None`: for ever.
+            match (self.next_timeout(), wait) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             }
         } else {
-            0
+            Some(Duration::ZERO)
         };
-        self.wait(timeout_ms)
+        self.wait(timeout)
     }
 
-    fn next_timeout_ms(&self) -> i32 {
-        match self.timers.peek() {
-            None => -1,
-            Some(Reverse((at, _))) => {
-                let left = at.saturating_duration_since(Instant::now());
-                // Round up so the timer has expired when the wait returns.
-                let ms = left.as_nanos().div_ceil(1_000_000);
-                ms.min(i32::MAX as u128) as i32
-            }
-        }
-    }
-
-    fn wait(&mut self, timeout_ms: i32) -> io::Result<()> {
+    /// Waits for readiness up to `timeout` (`None`: for ever), with `epoll_pwait2` (Linux
+    /// 5.11), whose timeout is a `timespec`: a 50 µs sleep sleeps about 50 µs, not the whole
+    /// millisecond `epoll_wait` would round it up to. Where the kernel lacks it (`ENOSYS`) or
+    /// a seccomp filter refuses it (`EPERM`, which `epoll_pwait2` never says otherwise),
+    /// `epoll_wait` from then on, its timeout rounded up to whole milliseconds so a timer has
+    /// expired when the wait returns.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.events.clear();
         let cap = self.events.capacity() as i32;
         self.table.counters.enter_calls += 1;
@@ -687,15 +694,7 @@ impl Epoll {
             unsafe { *libc::__errno_location() = libc::EINTR };
             -1
         } else {
-            // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity.
-            unsafe {
-                libc::epoll_wait(
-                    self.epfd.as_raw_fd(),
-                    self.events.as_mut_ptr(),
-                    cap,
-                    timeout_ms,
-                )
-            }
+            self.epoll_wait(cap, timeout)
         };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -743,6 +742,48 @@ impl Epoll {
         self.expire_timers();
         self.table.grant();
         Ok(())
+    }
+
+    /// One `epoll_pwait2` (or `epoll_wait`, see [`wait`](Self::wait)) into the spare capacity
+    /// of `self.events`: the number of events, or -1 with `errno` set.
+    fn epoll_wait(&mut self, cap: i32, timeout: Option<Duration>) -> i32 {
+        let epfd = self.epfd.as_raw_fd();
+        if self.pwait2 {
+            let ts = timeout.map(|t| libc::timespec {
+                tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: libc::c_long::from(t.subsec_nanos()),
+            });
+            let ts_ptr = ts
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity
+            // and reads the timespec (a local, or null: no timeout); no signal mask.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    epfd,
+                    self.events.as_mut_ptr(),
+                    cap,
+                    ts_ptr,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            };
+            let refused = n < 0
+                && matches!(
+                    io::Error::last_os_error().raw_os_error(),
+                    Some(libc::ENOSYS) | Some(libc::EPERM)
+                );
+            if !refused {
+                return n as i32;
+            }
+            self.pwait2 = false;
+        }
+        let ms = timeout.map_or(-1, |t| {
+            t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+        });
+        // SAFETY: the kernel writes at most `cap` events into the vector's spare capacity.
+        unsafe { libc::epoll_wait(epfd, self.events.as_mut_ptr(), cap, ms) }
     }
 
     /// Runs the operations queued on `fd` while it stays ready.
@@ -797,7 +838,7 @@ impl Epoll {
                 } else {
                     call.run_nr(nr)
                 };
-                st.note(write, res, call.io_len);
+                st.note(fd, write, res, call.io_len);
                 if res == -libc::EAGAIN {
                     break;
                 }
@@ -859,7 +900,7 @@ impl Epoll {
         self.release_held();
         let deadline = Instant::now() + self.shutdown_timeout;
         while self.table.any_unfinished() && Instant::now() < deadline {
-            let _ = self.wait(20);
+            let _ = self.wait(Some(Duration::from_millis(20)));
         }
         report.leaked = self.table.leak_ignored();
         report.still_in_flight = self.table.unfinished().len();
@@ -921,9 +962,12 @@ impl Epoll {
         ]
         .contains(&call.nr)
             && !matches!(call.mode, Mode::Close(_) | Mode::Nop | Mode::Fail(_));
-        // Reads of fewer than 512 bytes are left whole (eventfd and signalfd records).
+        // Reads of fewer than 512 bytes are left whole (eventfd and signalfd records); nor is a
+        // datagram cut short (the kernel sends one whole or not at all, and a shorter receive
+        // would truncate it).
         let len = u32::try_from(call.args[2]).unwrap_or(0);
-        if plain_io && len >= 512 && self.faults.fire(Fault::ShortIo) {
+        let message = || crate::sys::is_message_socket(call.args[0] as RawFd);
+        if plain_io && len >= 512 && !message() && self.faults.fire(Fault::ShortIo) {
             if let Some(shorter) = self.faults.shorten(len) {
                 call.args[2] = libc::c_long::from(shorter);
                 if call.io_len > 0 {

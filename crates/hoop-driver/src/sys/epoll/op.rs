@@ -527,7 +527,7 @@ unsafe impl<B: IoBuf> EpollOp for SendMsg<B> {
             &[
                 self.fd as _,
                 msg as _,
-                (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
+                (self.flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
             ],
             Mode::Writable(self.fd),
         )
