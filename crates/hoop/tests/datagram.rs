@@ -365,3 +365,61 @@ fn udp_flood_to_slower_receiver_is_never_truncated() {
         }
     });
 }
+
+/// A `send_to` that finds its target's queue full of other senders' datagrams completes once
+/// the target drains: nothing wakes an unconnected sender then (it is woken only when its own
+/// datagrams leave a queue, or its connected peer drains), so the driver must try again of
+/// its own accord, without spinning: a failed send's own buffer, freed, makes the socket
+/// writable again at once, every time (epoll spun through 2,016 waits in 28 ms).
+#[test]
+fn unix_send_to_a_queue_filled_by_others_completes() {
+    each_driver(|kind| {
+        let path = temp_path("others", kind);
+        let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        let filler = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        filler.set_nonblocking(true).unwrap();
+        let mut filled = 0;
+        while filler.send_to(&datagram(0), &path).is_ok() {
+            filled += 1;
+            assert!(filled < 100_000, "the queue never filled");
+        }
+        let to = path.clone();
+        run(kind, 30, move || async move {
+            let tx = UnixDatagram::unbound().unwrap();
+            // The receiver drains the other sender's datagrams once the send below waits.
+            let drain = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let mut buf = [0u8; BUF];
+                for _ in 0..filled {
+                    let n = rx.recv(&mut buf).unwrap();
+                    check(&buf[..n]);
+                }
+                rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let n = rx.recv(&mut buf).unwrap();
+                assert_eq!(check(&buf[..n]), 7);
+            });
+            let d = datagram(7);
+            let len = d.len();
+            let waits = || hoop::runtime::current_counters().unwrap().enter_calls;
+            let before = waits();
+            let (r, _) = timeout(Duration::from_secs(5), async {
+                for _ in 0..1000 {
+                    match tx.send_to(d.clone(), &to).await {
+                        (Err(e), b) if common::injected_error(&e) => drop(b),
+                        other => return other,
+                    }
+                }
+                panic!("1000 injected errors in a row")
+            })
+            .await
+            .expect("the send never completed after its target drained");
+            assert_eq!(r.unwrap(), len);
+            // Tries back off up to 2 ms apart: a few dozen waits over the 50 ms; spinning
+            // takes thousands.
+            let waits = waits() - before;
+            assert!(waits < 1000, "{waits} waits for one send: the driver spins");
+            drain.join().unwrap();
+        });
+        let _ = std::fs::remove_file(path);
+    });
+}
