@@ -115,9 +115,9 @@ impl<B: IoBufMut> OpCode for Recv<B> {
 /// ([`PollOnce::writable`], then a new send): the kernel's own retry of a send that found no
 /// room reuses the message's iterator, which a Unix datagram send has already consumed when
 /// the peer's queue is full, so the retry sends (and reports) an empty datagram (DESIGN.md,
-/// "Datagram sends"; `scripts/uring-dgram-eagain.c`). With `MSG_DONTWAIT` the kernel never
-/// retries: a full socket completes the send with `EAGAIN`. The epoll driver waits for room
-/// either way.
+/// "Datagrams on both drivers"; `scripts/uring-dgram-eagain.c`). With `MSG_DONTWAIT` the
+/// kernel never retries: a full socket completes the send with `EAGAIN`. The epoll driver
+/// waits for room either way.
 #[derive(Debug)]
 pub struct Send<B> {
     pub(crate) fd: RawFd,

@@ -245,11 +245,12 @@ impl Socket {
     /// Each send carries `MSG_DONTWAIT`, so io_uring never retries one itself: its retry after
     /// `EAGAIN` reuses an iterator a Unix datagram send has consumed already (the payload is
     /// copied before the peer's queue is found full), and sends an empty datagram (DESIGN.md,
-    /// "Datagram sends"). On `EAGAIN` this waits for room (`POLLOUT`) and sends afresh. A
-    /// socket not connected to its target is writable by `poll` even while the target's queue
-    /// is full (the kernel wakes only connected senders when it drains), so a send that still
-    /// finds no room after the poll backs off (a timer, from 20 µs doubling up to 2 ms) before
-    /// the next try. The epoll driver waits for room inside the send and never says `EAGAIN`.
+    /// "Datagrams on both drivers"). On `EAGAIN` this waits for room (`POLLOUT`) and sends
+    /// afresh. A socket not connected to its target is writable by `poll` even while the
+    /// target's queue is full (the kernel wakes only connected senders when it drains), so a
+    /// send that still finds no room after the poll backs off (a timer, from 20 µs doubling up
+    /// to 2 ms) before the next try. The epoll driver waits for room inside the send (on a
+    /// timer likewise, for a send to an address) and never says `EAGAIN`.
     ///
     /// A datagram goes whole or not at all: a send reporting fewer bytes (which the kernel
     /// never does) is an error here, never a short count.
