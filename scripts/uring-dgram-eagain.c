@@ -13,6 +13,11 @@
  *     cc -O2 -Wall -o /tmp/uring-dgram-eagain scripts/uring-dgram-eagain.c
  *     /tmp/uring-dgram-eagain
  * Exit status 1 if the kernel delivered a short or empty datagram (the bug), 0 if not.
+ *
+ * On 6.18.44 (x86_64): the socketpair case is whole (its EAGAIN comes from the sender's
+ * buffer, before the copy); the unconnected IORING_OP_SENDMSG and the connected IORING_OP_SEND
+ * both complete with 0 and deliver a 0-byte datagram; with MSG_DONTWAIT every case completes
+ * with -EAGAIN and nothing is sent.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -103,9 +108,10 @@ static int wait_cqe(void)
 	return res;
 }
 
-/* One case: `rx` is full (the last send of `fill` failed with EAGAIN); io_uring sends a
- * LEN-byte datagram; the receiver reads one datagram (room for one more); the CQE comes; then
- * the receiver drains its queue and reports the last datagram's length. */
+/* One case: `tx` fills `rx` until a send fails with EAGAIN; io_uring sends a LEN-byte
+ * datagram; the receiver reads one datagram at a time until the CQE comes, then drains the
+ * rest. Reports the CQE's result and the datagrams that came after the ones queued first;
+ * returns 1 if one was not LEN bytes, or the CQE said a count other than LEN. */
 static int one_case(const char *name, int tx, int rx, const struct sockaddr_un *to,
 		    socklen_t to_len, int dontwait)
 {
