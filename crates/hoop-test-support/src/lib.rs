@@ -126,6 +126,12 @@ pub fn pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
 /// system call (what Docker's default profile does to io_uring). Built before a `fork`, so a
 /// `pre_exec` hook can install it without allocating.
 pub fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
+    syscall_filter(libc::SYS_io_uring_setup, libc::EPERM)
+}
+
+/// A seccomp filter program that makes system call `nr` fail with `errno` and allows every
+/// other.
+pub fn syscall_filter(nr: libc::c_long, errno: i32) -> Vec<libc::sock_filter> {
     const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
     const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
     const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -151,8 +157,8 @@ pub fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
         jump(jeq_k, arch, 0, 3),
         // seccomp_data.nr at offset 0.
         stmt(ld_w_abs, 0),
-        jump(jeq_k, libc::SYS_io_uring_setup as u32, 0, 1),
-        stmt(ret_k, SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        jump(jeq_k, nr as u32, 0, 1),
+        stmt(ret_k, SECCOMP_RET_ERRNO | errno as u32),
         stmt(ret_k, SECCOMP_RET_ALLOW),
     ]
 }
@@ -160,7 +166,19 @@ pub fn io_uring_setup_filter() -> Vec<libc::sock_filter> {
 /// Installs [`io_uring_setup_filter`] on this process: `io_uring_setup` returns EPERM,
 /// everything else is allowed.
 pub fn block_io_uring_setup() {
-    let filter = io_uring_setup_filter();
+    install_filter(io_uring_setup_filter());
+}
+
+/// Makes system call `nr` fail with `errno` on the calling thread only (and the threads it
+/// starts from then on), as a kernel without it (`ENOSYS`) or a seccomp profile (`EPERM`)
+/// would.
+pub fn refuse_syscall_on_this_thread(nr: libc::c_long, errno: i32) {
+    install_filter(syscall_filter(nr, errno));
+}
+
+/// Installs a seccomp filter on the calling thread (no `SECCOMP_FILTER_FLAG_TSYNC`: other
+/// threads keep theirs); a child process started afterwards inherits it.
+fn install_filter(filter: Vec<libc::sock_filter>) {
     let prog = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,

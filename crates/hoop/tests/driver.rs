@@ -504,3 +504,54 @@ fn reuseport_group_bound_for_n_threads_spreads_early_connections() {
         )
     });
 }
+
+/// The epoll driver waits with `epoll_pwait2` (a `timespec` timeout); where it is refused
+/// (`ENOSYS` on a kernel before 5.11, `EPERM` under a seccomp profile) it falls back to
+/// `epoll_wait`, whose millisecond timeout is rounded up: sleeps and deadlines still end, and
+/// never early.
+#[test]
+fn sleeps_end_without_epoll_pwait2() {
+    each_driver(|kind| {
+        for errno in [libc::ENOSYS, libc::EPERM] {
+            bounded(30, move || {
+                // This thread only: the filter is not synchronised to the test's others.
+                common::refuse_syscall_on_this_thread(libc::SYS_epoll_pwait2, errno);
+                // SAFETY: a null event array of length 0 on fd -1: nothing is written.
+                let r = unsafe { libc::syscall(libc::SYS_epoll_pwait2, -1, 0, 0, 0, 0, 0) };
+                let got = std::io::Error::last_os_error().raw_os_error();
+                assert!(
+                    r < 0 && got == Some(errno),
+                    "the filter is not in place: {got:?}"
+                );
+                runtime(kind).block_on(async {
+                    let before = hoop::runtime::current_counters().unwrap().enter_calls;
+                    for us in [50, 300, 1500, 1500, 1500] {
+                        let d = Duration::from_micros(us);
+                        let t = std::time::Instant::now();
+                        hoop::time::sleep(d).await;
+                        assert!(t.elapsed() >= d, "sleep({d:?}) ended early");
+                    }
+                    // A wait that failed at once, again and again, would spin through the
+                    // sleeps (thousands of calls); waits that sleep take a few each.
+                    let calls = hoop::runtime::current_counters().unwrap().enter_calls - before;
+                    assert!(calls < 100, "{calls} waits for 5 sleeps: the driver spins");
+                    // Readiness still comes through the fallback's waits.
+                    let (r, w) = pipe();
+                    let writer = std::thread::spawn(move || {
+                        // After the read below waits (the runtime sleeps meanwhile).
+                        std::thread::sleep(Duration::from_millis(5));
+                        let mut w = std::fs::File::from(w);
+                        std::io::Write::write_all(&mut w, b"x").unwrap();
+                        w
+                    });
+                    let buf = Vec::with_capacity(8);
+                    let read = op::Read::new(r.as_raw_fd(), buf, op::CURRENT_POS);
+                    let res = hoop::time::timeout(Duration::from_secs(5), Op::new(read)).await;
+                    let (n, _) = res.expect("the pipe's readiness never came");
+                    assert_eq!(n.unwrap(), 1);
+                    drop(writer.join().unwrap());
+                });
+            });
+        }
+    });
+}

@@ -118,6 +118,14 @@ impl<B: IoBufMut> OpCode for Recv<B> {
 }
 
 /// Sends the initialized bytes of `buf` (`send`, with `MSG_NOSIGNAL`).
+///
+/// A datagram send on io_uring should carry `MSG_DONTWAIT` and wait for room itself
+/// ([`PollOnce::writable`], then a new send): the kernel's own retry of a send that found no
+/// room reuses the message's iterator, which a Unix datagram send has already consumed when
+/// the peer's queue is full, so the retry sends (and reports) an empty datagram (DESIGN.md,
+/// "Datagrams on both drivers"; `scripts/uring-dgram-eagain.c`). With `MSG_DONTWAIT` the
+/// kernel never retries: a full socket completes the send with `EAGAIN`. The epoll driver
+/// waits for room either way.
 #[derive(Debug)]
 pub struct Send<B> {
     pub(crate) fd: RawFd,
@@ -179,19 +187,33 @@ impl MsgHeader {
     }
 }
 
-/// Sends a datagram to an address (`sendmsg`).
+/// Sends a datagram to an address (`sendmsg`, with `MSG_NOSIGNAL`).
 #[derive(Debug)]
 pub struct SendMsg<B> {
     pub(crate) fd: RawFd,
     pub(crate) buf: B,
     pub(crate) hdr: Box<MsgHeader>,
+    pub(crate) flags: i32,
 }
 
 impl<B: IoBuf> SendMsg<B> {
     /// Sends the initialized bytes of `buf` on `fd` to `addr`.
     pub fn new(fd: RawFd, buf: B, addr: SockAddr) -> Self {
         let hdr = MsgHeader::new(buf.stable_ptr() as *mut u8, buf.bytes_init(), addr);
-        SendMsg { fd, buf, hdr }
+        SendMsg {
+            fd,
+            buf,
+            hdr,
+            flags: libc::MSG_NOSIGNAL,
+        }
+    }
+
+    /// Adds `flags` (`MSG_*`) to the send's. With `MSG_DONTWAIT`, io_uring does not wait for
+    /// room and retry: a full socket completes the send with `EAGAIN` (what a datagram send
+    /// needs; see [`Send`]). The epoll driver waits for room either way.
+    pub fn flags(mut self, flags: i32) -> Self {
+        self.flags |= flags;
+        self
     }
 }
 

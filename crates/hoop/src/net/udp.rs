@@ -68,7 +68,7 @@ impl UdpSocket {
 
     /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
     pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.send(buf).await
+        self.socket.send_datagram(buf).await
     }
 
     /// Receives one datagram from the connected peer into `buf` (from its start, up to its
@@ -80,7 +80,9 @@ impl UdpSocket {
     /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
     pub async fn send_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<usize, B> {
-        self.socket.send_until(buf, deadline(timeout)).await
+        self.socket
+            .send_datagram_until(buf, deadline(timeout))
+            .await
     }
 
     /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`

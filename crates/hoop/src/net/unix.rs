@@ -251,7 +251,7 @@ impl UnixDatagram {
 
     /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
     pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        self.socket.send(buf).await
+        self.socket.send_datagram(buf).await
     }
 
     /// Receives one datagram into `buf` (from its start, up to its capacity).
@@ -266,7 +266,9 @@ impl UnixDatagram {
         buf: B,
         timeout: std::time::Duration,
     ) -> BufResult<usize, B> {
-        self.socket.send_until(buf, deadline(timeout)).await
+        self.socket
+            .send_datagram_until(buf, deadline(timeout))
+            .await
     }
 
     /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`

@@ -67,6 +67,9 @@ pub struct Call {
     /// No system call: completes with 1 once the fd is ready in the call's direction (a
     /// receive waiting for data without a buffer).
     pub(crate) ready_only: bool,
+    /// A send to an address: on a message socket its `EAGAIN` may be the target's full queue,
+    /// which no edge reports, so it waits on a backoff timer instead (`FdState::note`).
+    pub(crate) addressed: bool,
 }
 
 impl Call {
@@ -82,6 +85,7 @@ impl Call {
             zero_is_eagain: false,
             try_once: false,
             ready_only: false,
+            addressed: false,
         }
     }
 
@@ -522,15 +526,18 @@ unsafe impl<B: IoBuf> EpollOp for Send<B> {
 unsafe impl<B: IoBuf> EpollOp for SendMsg<B> {
     fn create_call(&mut self) -> Call {
         let msg: *const libc::msghdr = &self.hdr.msg;
-        Call::new(
-            libc::SYS_sendmsg,
-            &[
-                self.fd as _,
-                msg as _,
-                (libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
-            ],
-            Mode::Writable(self.fd),
-        )
+        Call {
+            addressed: true,
+            ..Call::new(
+                libc::SYS_sendmsg,
+                &[
+                    self.fd as _,
+                    msg as _,
+                    (self.flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as _,
+                ],
+                Mode::Writable(self.fd),
+            )
+        }
     }
 }
 

@@ -861,8 +861,17 @@ impl Uring {
             return Some(-libc::ECANCELED);
         }
         // Reads of fewer than 512 bytes are left whole: an eventfd or signalfd read must ask
-        // for whole records.
-        if plain_io && !buffer_select && len >= 512 && self.faults.fire(Fault::ShortIo) {
+        // for whole records. Nor is a datagram cut short: the kernel sends one whole or not
+        // at all, and a shorter receive would truncate it (a registered file's type is not
+        // known here, and it counts as a stream).
+        let message =
+            || flags & sqe::IOSQE_FIXED_FILE == 0 && crate::sys::is_message_socket(sqe::fd(entry));
+        if plain_io
+            && !buffer_select
+            && len >= 512
+            && !message()
+            && self.faults.fire(Fault::ShortIo)
+        {
             if let Some(shorter) = self.faults.shorten(len) {
                 sqe::set_len(entry, shorter);
             }

@@ -279,7 +279,7 @@ unsafe impl<B: IoBuf> UringOp for Send<B> {
 unsafe impl<B: IoBuf> UringOp for SendMsg<B> {
     fn create_entry(&mut self) -> Entry {
         opcode::SendMsg::new(Fd(self.fd), &self.hdr.msg)
-            .flags(libc::MSG_NOSIGNAL as u32)
+            .flags(self.flags as u32)
             .build()
     }
 }
