@@ -72,6 +72,11 @@ impl<T: 'static> JoinSet<T> {
 
     /// The output of the next task to finish (`Err` if it panicked or was aborted), or `None`
     /// when the set is empty. Cancel-safe: dropping the future loses no output.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a task that finished while a dropped call waited stays in the
+    /// set, and the next call returns its result.
     pub async fn join_next(&mut self) -> Option<Result<T, JoinError>> {
         self.tasks.next().await
     }
@@ -96,6 +101,11 @@ impl<T: 'static> JoinSet<T> {
     /// # Panics
     /// If a task panicked, the panic is resumed here (as tokio does); an aborted task is
     /// skipped.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: it takes the set, so dropping it drops the set and the
+    /// results not yet collected.
     pub async fn join_all(mut self) -> Vec<T> {
         let mut out = Vec::with_capacity(self.len());
         while let Some(res) = self.join_next().await {
@@ -117,6 +127,11 @@ impl<T: 'static> JoinSet<T> {
     }
 
     /// Aborts every task and waits until all of them are gone; the set is then empty.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: calling it again after a dropped call aborts and waits for what
+    /// is left.
     pub async fn shutdown(&mut self) {
         self.abort_all();
         while self.join_next().await.is_some() {}

@@ -155,6 +155,10 @@ pub use hoop_driver::op::Elapsed;
 
 /// Runs `future` with a time limit: its output, or [`Elapsed`] ("deadline of 200 ms passed")
 /// if `duration` passed first (the future is then dropped, which cancels its operations).
+///
+/// # Cancel safety
+///
+/// This function is cancel safe if `future` is: dropping the timeout drops the future.
 pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Output, Elapsed> {
     let mut future = std::pin::pin!(future);
     let mut sleep = sleep(duration);

@@ -112,11 +112,21 @@ impl File {
     }
 
     /// Opens the file at `path` for reading.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
         OpenOptions::new().read(true).open(path).await
     }
 
     /// Opens the file at `path` for writing, creating it, or truncating it if it exists.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
         OpenOptions::new()
             .write(true)
@@ -164,6 +174,11 @@ impl File {
     /// `pos` may be [`CURRENT_POS`](hoop_driver::op::CURRENT_POS) to read at, and advance, the
     /// file's own position (for pipes and character devices); this holds for every `*_at`
     /// method.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub fn read_at<B: IoBufMut>(
         &self,
         buf: B,
@@ -179,6 +194,11 @@ impl File {
     /// a FIFO with no data, a slow network file system), the read is cancelled and fails with
     /// `TimedOut` ("deadline of 200 ms passed"); the buffer comes back either way. A read that
     /// already runs in an io-wq worker may finish instead of being cancelled.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn read_at_timeout<B: IoBufMut>(
         &self,
         buf: B,
@@ -191,6 +211,12 @@ impl File {
 
     /// [`write_at`](Self::write_at) with a deadline linked to it in the kernel (see
     /// [`read_at_timeout`](Self::read_at_timeout)).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn write_at_timeout<B: IoBuf>(
         &self,
         buf: B,
@@ -203,6 +229,12 @@ impl File {
 
     /// Writes the initialized bytes of `buf` at byte offset `pos` (at the end of the file when
     /// it was opened with `append`), and returns how many were written: maybe fewer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub fn write_at<B: IoBuf>(
         &self,
         buf: B,
@@ -217,11 +249,22 @@ impl File {
     /// many reads as it takes; fails with `UnexpectedEof` if the file ends first (the buffer's
     /// length is then the bytes read so far). `vec![0u8; n]` or `buf.slice(..n)` ask for `n`
     /// bytes; a `Vec::with_capacity(n)` has length 0 and asks for none.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         read_exact_on(self.raw().into(), buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         write_all_on(self.raw().into(), buf, pos).await
     }
@@ -229,28 +272,54 @@ impl File {
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
     /// next; returns the total number of bytes read. Each buffer's length becomes exactly the
     /// bytes it received.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn readv_at<B: IoBufMut>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
         Op::new(op::Readv::new(self.raw(), bufs, pos)).await
     }
 
     /// Writes the initialized bytes of `bufs` in turn at `pos` (`writev`); returns the total
     /// number of bytes written: maybe fewer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn writev_at<B: IoBuf>(&self, bufs: Vec<B>, pos: u64) -> BufResult<usize, Vec<B>> {
         Op::new(op::Writev::new(self.raw(), bufs, pos)).await
     }
 
     /// Flushes the file's data and metadata to its device (`fsync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn sync_all(&self) -> io::Result<()> {
         Op::new(op::Fsync::new(self.raw(), false)).await
     }
 
     /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn sync_data(&self) -> io::Result<()> {
         Op::new(op::Fsync::new(self.raw(), true)).await
     }
 
     /// `fallocate(2)`: with `mode` 0, allocates `offset..offset + len` and grows the file if
     /// that ends past its end; other modes are the `libc::FALLOC_FL_*` flags.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn fallocate(&self, offset: u64, len: u64, mode: i32) -> io::Result<()> {
         Op::new(op::Fallocate::new(self.raw(), mode, offset, len)).await
     }
@@ -259,6 +328,11 @@ impl File {
     /// through the ring where the kernel has it (Linux 6.9+, from the opcode probe),
     /// `ftruncate(2)` on the epoll driver's blocking pool, and a plain `ftruncate(2)` on older
     /// kernels or outside a runtime (it does not block on I/O for common file systems).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn set_len(&self, size: u64) -> io::Result<()> {
         let len = libc::off_t::try_from(size).map_err(|_| {
             io::Error::new(
@@ -286,6 +360,10 @@ impl File {
     }
 
     /// The file's metadata (`statx` on the fd: `AT_EMPTY_PATH` and an empty path).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
     pub async fn metadata(&self) -> io::Result<Metadata> {
         Metadata::statx(self.raw(), CString::default(), libc::AT_EMPTY_PATH).await
     }
@@ -294,6 +372,11 @@ impl File {
     /// ring and waits for the result (the error `close(2)` may report, e.g. from a network file
     /// system, that `Drop` cannot): the first error of the two. On an IOPOLL ring, which
     /// refuses `IORING_OP_CLOSE`, it is a plain `close(2)`.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(mut self) -> io::Result<()> {
         // What `AsyncWrite` accepted is written first; its error is the one reported.
         let flushed = match self.io.as_mut() {

@@ -52,6 +52,11 @@ impl File {
     /// The slot is filled from a duplicate of the fd, which is closed once the slot holds the
     /// file. Where registered files are unavailable the duplicate becomes the `FixedFile`'s
     /// plain fd. Fails only if the fd cannot be duplicated (`EMFILE`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the registered slot it may have taken is released and
+    /// the `File` stays as it was: nothing is leaked.
     pub async fn register(&self) -> io::Result<FixedFile> {
         // SAFETY: F_DUPFD_CLOEXEC has no memory-safety preconditions; the fd is open while
         // `self` lives.
@@ -65,6 +70,11 @@ impl File {
     /// closes its fd once the slot holds the file. Where registered files are unavailable the
     /// `FixedFile` keeps this fd. Does not fail today; the `Result` leaves room for errors a
     /// future kernel mechanism may report.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the file is closed (it was moved into the call) and
+    /// any slot released: nothing is leaked.
     pub async fn into_fixed(self) -> io::Result<FixedFile> {
         Ok(FixedFile::install(OwnedFd::from(self)).await)
     }
@@ -132,6 +142,11 @@ impl FixedFile {
     }
 
     /// Reads into `buf` (from its start, up to its capacity) at `pos`; see [`File::read_at`].
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub fn read_at<B: IoBufMut>(
         &self,
         buf: B,
@@ -143,6 +158,12 @@ impl FixedFile {
     }
 
     /// Writes the initialized bytes of `buf` at `pos`; maybe fewer. See [`File::write_at`].
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub fn write_at<B: IoBuf>(
         &self,
         buf: B,
@@ -155,11 +176,22 @@ impl FixedFile {
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a slice); `UnexpectedEof`
     /// if the file ends first. See [`File::read_exact_at`].
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         read_exact_on(self.target(), buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`. See [`File::write_all_at`].
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
         write_all_on(self.target(), buf, pos).await
     }
@@ -197,17 +229,32 @@ impl FixedFile {
     }
 
     /// Flushes the file's data and metadata to its device (`fsync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn sync_all(&self) -> io::Result<()> {
         Op::new(op::Fsync::new(self.target(), false)).await
     }
 
     /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub async fn sync_data(&self) -> io::Result<()> {
         Op::new(op::Fsync::new(self.target(), true)).await
     }
 
     /// Closes the file and waits for the result: `IORING_OP_CLOSE` on the slot, or the plain
     /// fd's close ([`File::close`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         match self.inner {
             Inner::Fixed(slot) => Op::new(op::CloseDirect::new(slot)).await,

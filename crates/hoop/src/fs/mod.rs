@@ -59,29 +59,52 @@ pub(crate) fn cstr(path: &Path) -> io::Result<CString> {
 }
 
 /// The metadata of the file at `path`, following symbolic links (`statx`).
+///
+/// # Cancel safety
+///
+/// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
 pub async fn metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     Metadata::stat_path(path.as_ref(), 0).await
 }
 
 /// The metadata of the file at `path` itself: a symbolic link is not followed (`statx` with
 /// `AT_SYMLINK_NOFOLLOW`).
+///
+/// # Cancel safety
+///
+/// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
 pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     Metadata::stat_path(path.as_ref(), libc::AT_SYMLINK_NOFOLLOW).await
 }
 
 /// Removes a file or a symbolic link (`unlinkat`).
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     let path = cstr(path.as_ref())?;
     Op::new(op::UnlinkAt::new(libc::AT_FDCWD, path, 0)).await
 }
 
 /// Removes an empty directory (`unlinkat` with `AT_REMOVEDIR`).
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
     let path = cstr(path.as_ref())?;
     Op::new(op::UnlinkAt::new(libc::AT_FDCWD, path, libc::AT_REMOVEDIR)).await
 }
 
 /// Renames `from` to `to`, replacing `to` if it exists (`renameat2`).
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
     let from = cstr(from.as_ref())?;
     let to = cstr(to.as_ref())?;
@@ -96,6 +119,11 @@ pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<
 }
 
 /// Creates a directory with mode `0o777` (less the umask) (`mkdirat`). Its parent must exist.
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn create_dir(path: impl AsRef<Path>) -> io::Result<()> {
     let path = cstr(path.as_ref())?;
     Op::new(op::MkdirAt::new(libc::AT_FDCWD, path, 0o777)).await
@@ -103,6 +131,11 @@ pub async fn create_dir(path: impl AsRef<Path>) -> io::Result<()> {
 
 /// Creates a directory and every missing ancestor. A directory that already exists (or is
 /// created meanwhile by someone else) is not an error.
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn create_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
     let path = path.as_ref();
     if path.as_os_str().is_empty() {
@@ -145,6 +178,10 @@ async fn is_dir(path: &Path) -> bool {
 }
 
 /// Reads the whole file at `path`.
+///
+/// # Cancel safety
+///
+/// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
 pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     let file = File::open(path).await?;
     // The size is a hint only: files in /proc say 0, and a file may grow while it is read.
@@ -154,6 +191,11 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
 
 /// Writes `contents` (its initialized bytes) to the file at `path`, creating it or truncating
 /// it first, and closes it, reporting the close's error too.
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn write(path: impl AsRef<Path>, contents: impl IoBuf) -> io::Result<()> {
     let file = File::create(path).await?;
     let (res, _) = file.write_all_at(contents, 0).await;
@@ -172,6 +214,11 @@ pub async fn write(path: impl AsRef<Path>, contents: impl IoBuf) -> io::Result<(
 /// IOPOLL ring, no pipe) each chunk is read into one of 8 reused buffers and written back at
 /// the same offset. On the epoll driver the splices run on its blocking pool. A file that
 /// changes while it is copied may be copied inconsistently, as with `std::fs::copy`.
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u64> {
     let from = from.as_ref();
     let src = File::open(from).await?;

@@ -116,6 +116,11 @@ impl OpenOptions {
     /// Fails with `InvalidInput` before touching the file system when the options contradict
     /// each other (as std does) or the path has an interior NUL byte. If the future is dropped
     /// after the kernel opened the file, the file is closed when the completion arrives.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub async fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         let flags = self.flags()?;
         let path = cstr(path.as_ref())?;

@@ -88,6 +88,12 @@ impl<'a> IncomingDirect<'a> {
 
     /// The next connection (`None` only if the stream ended for good). With direct
     /// descriptors, a full fixed-file table ends the stream after an `ENFILE` error.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a connection accepted for a dropped call is returned by the next
+    /// one (on direct descriptors, connections accepted after the stream itself is dropped are
+    /// closed).
     pub async fn next(&mut self) -> Option<io::Result<DirectTcpStream>> {
         match &mut self.inner {
             IncomingInner::Direct(op, _) => {
@@ -177,6 +183,12 @@ impl DirectTcpStream {
     }
 
     /// Reads into `buf` (from its start, up to its capacity); `Ok(0)` is end of stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: bytes received for a dropped call are lost with its buffer
+    /// (a direct descriptor has no kept state). In `select!`, use the multishot `recv_stream`'s
+    /// `next`, which is.
     pub async fn read<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         match &self.inner {
             StreamInner::Direct(fd) => Op::new(op::RecvDirect::new(fd, buf)).await,
@@ -185,6 +197,12 @@ impl DirectTcpStream {
     }
 
     /// Writes the initialized bytes of `buf` once; returns how many were sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, keep the future across
+    /// the loop's rounds (pinned) rather than dropping it.
     pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         match &self.inner {
             StreamInner::Direct(fd) => Op::new(op::SendDirect::new(fd, buf)).await,
@@ -193,6 +211,12 @@ impl DirectTcpStream {
     }
 
     /// Writes every initialized byte of `buf`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, keep the future across
+    /// the loop's rounds (pinned) rather than dropping it.
     pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
         match &self.inner {
             StreamInner::Direct(fd) => {
@@ -209,6 +233,11 @@ impl DirectTcpStream {
 
     /// `sendfile(2)` (see [`TcpStream::send_file`]); `Unsupported` on a direct descriptor,
     /// which has no fd to name.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, some bytes may have
+    /// been sent, and how many is lost. In `select!`, keep the future across rounds.
     pub async fn send_file(
         &self,
         file: &impl std::os::fd::AsFd,
@@ -237,11 +266,21 @@ impl DirectTcpStream {
 
     /// Shuts down the write direction (`shutdown(SHUT_WR)`): the peer reads end of stream, as
     /// tokio's `AsyncWriteExt::shutdown` does.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the shutdown may or may not have happened; calling it
+    /// again is harmless.
     pub async fn shutdown(&self) -> io::Result<()> {
         self.shutdown_with(Shutdown::Write).await
     }
 
     /// Shuts down the read, write, or both directions (std's `shutdown(how)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the shutdown may or may not have happened; calling it
+    /// again is harmless.
     pub async fn shutdown_with(&self, how: Shutdown) -> io::Result<()> {
         match &self.inner {
             StreamInner::Direct(fd) => {
@@ -258,6 +297,11 @@ impl DirectTcpStream {
 
     /// Closes the connection through the ring and waits for the result (for a direct
     /// descriptor, `IORING_OP_CLOSE` on its slot).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         match self.inner {
             StreamInner::Direct(fd) => Op::new(op::CloseDirect::new(fd)).await,
@@ -299,6 +343,11 @@ enum RecvInner<'a> {
 
 impl DirectRecvStream<'_> {
     /// The next received buffer; `None` at end of stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a buffer received for a dropped call is returned by the next one
+    /// (bytes received after the stream itself is dropped go back to the ring).
     pub async fn next(&mut self) -> Option<io::Result<RingBuf>> {
         match &mut self.inner {
             RecvInner::Direct(op) => op.next().await,

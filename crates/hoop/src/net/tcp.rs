@@ -19,12 +19,22 @@ pub struct TcpListener {
 impl TcpListener {
     /// Binds to `addr` (the first address it resolves to that binds) with `SO_REUSEADDR` and
     /// listens with a backlog of 1024.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it does not wait on the kernel, and a socket it made is closed
+    /// if it is dropped.
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         Self::bind_with(addr, false)
     }
 
     /// Like [`bind`](Self::bind), with `SO_REUSEPORT` too, so that one listener per thread
     /// (see [`crate::run_per_core`]) can share the port and the kernel balances connections.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it does not wait on the kernel, and a socket it made is closed
+    /// if it is dropped.
     pub async fn bind_reuseport(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         Self::bind_with(addr, true)
     }
@@ -61,6 +71,12 @@ impl TcpListener {
     }
 
     /// Accepts a connection (one accepted for an earlier call that was dropped comes first).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no connection is lost: one the kernel accepted for it is returned by the
+    /// next `accept` (or `incoming()`) on this listener, on both drivers.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
         Ok((TcpStream::from_socket(socket), ip_addr(addr)?))
@@ -68,6 +84,12 @@ impl TcpListener {
 
     /// [`accept`](Self::accept) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no connection came within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no connection is lost: one the kernel accepted for it is returned by the
+    /// next `accept` (or `incoming()`) on this listener, on both drivers.
     pub async fn accept_timeout(&self, timeout: Duration) -> io::Result<(TcpStream, SocketAddr)> {
         let (socket, addr) = self.socket.accept_until(deadline(timeout)).await?;
         Ok((TcpStream::from_socket(socket), ip_addr(addr)?))
@@ -99,6 +121,11 @@ impl TcpListener {
     }
 
     /// Closes the listener through the ring and waits for the result.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         self.socket.close().await
     }
@@ -125,6 +152,12 @@ impl Drop for Incoming<'_> {
 impl Incoming<'_> {
     /// The next connection (`None` only if the stream ended for good, e.g. the runtime shut
     /// down).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a connection accepted for a dropped call is returned by the next
+    /// one. If the `Incoming` itself is dropped, connections the kernel accepted before its cancel
+    /// ran go to the listener's next `accept` (or `incoming()`).
     pub async fn next(&mut self) -> Option<io::Result<TcpStream>> {
         std::future::poll_fn(|cx| self.poll_accept(cx)).await
     }
@@ -187,6 +220,12 @@ pub struct RecvStream<'a> {
 
 impl RecvStream<'_> {
     /// The next received buffer; `None` at end of stream.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a buffer received for a dropped call is returned by the next
+    /// one. If the stream itself is dropped, the bytes it received before its cancel ran go to the
+    /// stream's next [`TcpStream::read`](crate::net::TcpStream::read), in order.
     pub async fn next(&mut self) -> Option<io::Result<RingBuf>> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
@@ -250,6 +289,11 @@ impl TcpStream {
     /// Connects to `addr` (trying each resolved address in turn). A host name is resolved on
     /// the blocking pool (see [`ToSocketAddrs`](super::ToSocketAddrs)); a literal address
     /// takes no pool trip.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the connection being
+    /// made is closed (never leaked); call it again.
     pub async fn connect(addr: impl super::ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = None;
         for a in resolve_nonblocking(&addr).await? {
@@ -265,6 +309,11 @@ impl TcpStream {
     /// [`connect`](Self::connect) within `timeout` for the host name lookup (if any) and all
     /// the addresses tried (as std's `connect_timeout`); each connect has the deadline linked
     /// to it in the kernel.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the connection being
+    /// made is closed (never leaked); call it again.
     pub async fn connect_timeout(
         addr: impl super::ToSocketAddrs,
         timeout: Duration,
@@ -309,6 +358,11 @@ impl TcpStream {
     /// in the page cache is read from disk here, as in nginx with `sendfile on` and no `aio`.
     /// Makes the socket non-blocking on first use. Returns the bytes sent (0 at end of file);
     /// call again for the rest.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, some bytes may have
+    /// been sent, and how many is lost. In `select!`, keep the future across rounds.
     pub async fn send_file(
         &self,
         file: &impl std::os::fd::AsFd,
@@ -326,6 +380,15 @@ impl TcpStream {
     ///
     /// Without `SEND_ZC` (kernels before 6.0, the epoll driver) it is a plain send. Zero copy
     /// pays off for large buffers; for small ones a plain [`write`](Self::write) is cheaper.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, write through
+    /// `AsyncWrite` instead (`AsyncWriteExt::write(&mut stream, &bytes)`, futures' or tokio's),
+    /// which takes bytes only when it returns them as written and then sends them even if the
+    /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
+    /// dropping it.
     pub async fn send_zc<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         let mut op = MultiOp::new(op::SendZc::new(self.socket.as_raw_fd(), buf));
         loop {
@@ -341,6 +404,15 @@ impl TcpStream {
 
     /// Sends every initialized byte of `buf` with [`send_zc`](Self::send_zc), in as many sends
     /// as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, write through
+    /// `AsyncWrite` instead (`AsyncWriteExt::write(&mut stream, &bytes)`, futures' or tokio's),
+    /// which takes bytes only when it returns them as written and then sends them even if the
+    /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
+    /// dropping it.
     pub async fn send_zc_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
         let total = buf.bytes_init();
         let mut sent = 0;
@@ -401,6 +473,11 @@ impl TcpStream {
 
     /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
     /// waits for the result: the first error of the two.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(mut self) -> io::Result<()> {
         let flushed = std::future::poll_fn(|cx| {
             let (fd, io) = self.poll_io();
@@ -472,6 +549,11 @@ impl TcpStream {
     /// [`FixedBuf`](crate::FixedBuf) or a slice of one), from its start up to its capacity;
     /// `Ok(0)` is end of stream. `READ_FIXED` when the pool is registered with this thread's
     /// ring, else a plain read into the same memory.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: bytes received for a dropped call are lost with its
+    /// registered buffer. In `select!`, use [`read`](Self::read).
     pub async fn read_fixed<B>(&self, buf: B) -> BufResult<usize, B>
     where
         B: hoop_driver::FixedIoBuf + IoBufMut,
@@ -486,6 +568,15 @@ impl TcpStream {
     /// else a plain write. Like `write(2)`, a write to a connection the peer closed raises
     /// `SIGPIPE` unless the process ignores it (Rust programs do by default) and fails with
     /// `BrokenPipe`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, write through
+    /// `AsyncWrite` instead (`AsyncWriteExt::write(&mut stream, &bytes)`, futures' or tokio's),
+    /// which takes bytes only when it returns them as written and then sends them even if the
+    /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
+    /// dropping it.
     pub async fn write_fixed<B>(&self, buf: B) -> BufResult<usize, B>
     where
         B: hoop_driver::FixedIoBuf,

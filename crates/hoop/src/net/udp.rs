@@ -29,6 +29,11 @@ pub struct UdpSocket {
 
 impl UdpSocket {
     /// Binds to `addr` (the first address it resolves to that binds). Port 0 picks a free port.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it does not wait on the kernel, and a socket it made is closed
+    /// if it is dropped.
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         let mut last = None;
         for a in resolve(addr)? {
@@ -55,6 +60,11 @@ impl UdpSocket {
 
     /// Sets the default peer (the first resolved address that connects): [`send`](Self::send)
     /// goes there and [`recv`](Self::recv) only takes datagrams from there.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the default peer may or may not be set; calling it
+    /// again is harmless.
     pub async fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
         let mut last = None;
         for a in resolve(addr)? {
@@ -67,18 +77,36 @@ impl UdpSocket {
     }
 
     /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.send_datagram(buf).await
     }
 
     /// Receives one datagram from the connected peer into `buf` (from its start, up to its
     /// capacity; the rest of a longer datagram is discarded).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.recv_datagram_until(buf, None).await
     }
 
     /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_timeout<B: IoBuf>(&self, buf: B, timeout: Duration) -> BufResult<usize, B> {
         self.socket
             .send_datagram_until(buf, deadline(timeout))
@@ -88,6 +116,12 @@ impl UdpSocket {
     /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
     /// back either way.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_timeout<B: IoBufMut>(
         &self,
         buf: B,
@@ -100,6 +134,12 @@ impl UdpSocket {
 
     /// Sends the initialized bytes of `buf` as one datagram to `addr` (its first resolved
     /// address).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_to<B: IoBuf>(&self, buf: B, addr: impl ToSocketAddrs) -> BufResult<usize, B> {
         let target = match resolve(addr) {
             Ok(v) => v[0],
@@ -110,6 +150,12 @@ impl UdpSocket {
 
     /// Receives one datagram into `buf` (from its start, up to its capacity) and says who sent
     /// it.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
         let (res, buf) = self.socket.recv_from(buf).await;
         let res = res.and_then(|(n, addr)| Ok((n, ip_addr(addr)?)));
@@ -118,6 +164,12 @@ impl UdpSocket {
 
     /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_to_timeout<B: IoBuf>(
         &self,
         buf: B,
@@ -137,6 +189,12 @@ impl UdpSocket {
     /// [`recv_from`](Self::recv_from) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
     /// back either way.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_from_timeout<B: IoBufMut>(
         &self,
         buf: B,
@@ -172,6 +230,11 @@ impl UdpSocket {
     }
 
     /// Closes the socket through the ring and waits for the result.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         self.socket.close().await
     }

@@ -88,6 +88,11 @@ impl UnixListener {
     /// Creates a socket file at `path` and listens on it (backlog 1024). Like std, fails with
     /// `AddrInUse` if the file exists: nothing is unlinked. Async like `TcpListener::bind`
     /// and `UdpSocket::bind`; [`bind_sync`](Self::bind_sync) works outside a runtime.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it does not wait on the kernel, and a socket it made is closed
+    /// if it is dropped.
     pub async fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
         Self::bind_sync(path)
     }
@@ -109,6 +114,12 @@ impl UnixListener {
     }
 
     /// Accepts a connection (one accepted for an earlier call that was dropped comes first).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no connection is lost: one the kernel accepted for it is returned by the
+    /// next `accept` (or `incoming()`) on this listener, on both drivers.
     pub async fn accept(&self) -> io::Result<(UnixStream, UnixSocketAddr)> {
         let (socket, addr) = self.socket.accept().await?;
         Ok((
@@ -119,6 +130,12 @@ impl UnixListener {
 
     /// [`accept`](Self::accept) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no connection came within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no connection is lost: one the kernel accepted for it is returned by the
+    /// next `accept` (or `incoming()`) on this listener, on both drivers.
     pub async fn accept_timeout(
         &self,
         timeout: std::time::Duration,
@@ -136,6 +153,11 @@ impl UnixListener {
     }
 
     /// Closes the listener through the ring and waits for the result. The socket file stays.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         self.socket.close().await
     }
@@ -165,6 +187,11 @@ impl UnixStream {
     write_methods!();
 
     /// Connects to the socket at `path` (socket and connect both on the ring).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the connection being
+    /// made is closed (never leaked); call it again.
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
         let addr = unix_addr(path.as_ref())?;
         let socket = Socket::new(libc::AF_UNIX, libc::SOCK_STREAM).await?;
@@ -195,6 +222,11 @@ impl UnixStream {
 
     /// Flushes what `AsyncWrite` accepted, then closes the connection through the ring and
     /// waits for the result: the first error of the two.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(mut self) -> io::Result<()> {
         let flushed = std::future::poll_fn(|cx| {
             let (fd, io) = self.poll_io();
@@ -244,23 +276,46 @@ impl UnixDatagram {
 
     /// Sets the default peer: [`send`](Self::send) goes there and [`recv`](Self::recv) only
     /// takes datagrams from there.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the default peer may or may not be set; calling it
+    /// again is harmless.
     pub async fn connect(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let addr = unix_addr(path.as_ref())?;
         self.socket.connect(addr).await
     }
 
     /// Sends the initialized bytes of `buf` as one datagram to the connected peer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.send_datagram(buf).await
     }
 
     /// Receives one datagram into `buf` (from its start, up to its capacity).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.socket.recv_datagram_until(buf, None).await
     }
 
     /// [`send`](Self::send) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_timeout<B: IoBuf>(
         &self,
         buf: B,
@@ -274,6 +329,12 @@ impl UnixDatagram {
     /// [`recv`](Self::recv) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if no datagram came within `timeout`; the buffer comes
     /// back either way.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_timeout<B: IoBufMut>(
         &self,
         buf: B,
@@ -285,6 +346,12 @@ impl UnixDatagram {
     }
 
     /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_to_timeout<B: IoBuf>(
         &self,
         buf: B,
@@ -302,6 +369,12 @@ impl UnixDatagram {
     }
 
     /// [`recv_from`](Self::recv_from) with a deadline linked to it in the kernel.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_from_timeout<B: IoBufMut>(
         &self,
         buf: B,
@@ -315,6 +388,12 @@ impl UnixDatagram {
     }
 
     /// Sends the initialized bytes of `buf` as one datagram to the socket at `path`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the datagram may or
+    /// may not have been sent. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub async fn send_to<B: IoBuf>(&self, buf: B, path: impl AsRef<Path>) -> BufResult<usize, B> {
         match unix_addr(path.as_ref()) {
             Ok(addr) => self.socket.send_to(buf, addr).await,
@@ -323,6 +402,12 @@ impl UnixDatagram {
     }
 
     /// Receives one datagram into `buf` and says who sent it.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe. If it is the event of a `select!` branch and another branch
+    /// completes first, no datagram is lost: one received for it is returned, with its source, by
+    /// the next receive on this socket.
     pub async fn recv_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, UnixSocketAddr), B> {
         let (res, buf) = self.socket.recv_from(buf).await;
         (
@@ -342,11 +427,21 @@ impl UnixDatagram {
     }
 
     /// Shuts down the read, write or both halves.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the shutdown may or may not have happened; calling it
+    /// again is harmless.
     pub async fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.socket.shutdown(how).await
     }
 
     /// Closes the socket through the ring and waits for the result.
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the close still happens (the fd is never leaked), but
+    /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         self.socket.close().await
     }

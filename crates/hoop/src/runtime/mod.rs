@@ -789,6 +789,10 @@ pub fn on_shutdown(hook: impl FnOnce(ShutdownReport) + 'static) {
 }
 
 /// Yields once to the runtime, letting other ready tasks run.
+///
+/// # Cancel safety
+///
+/// This function is cancel safe.
 pub async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {

@@ -70,6 +70,11 @@ impl Clone for File {
 impl File {
     /// Opens `path` read-only. The path is copied before this returns: the future borrows
     /// neither `rings` nor `path` (`tokio::spawn(File::open(&rings, &path))` compiles).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub fn open(
         rings: &Rings,
         path: impl AsRef<Path>,
@@ -79,6 +84,11 @@ impl File {
 
     /// Opens `path` write-only, creating it or truncating it. Borrows nothing (as
     /// [`File::open`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub fn create(
         rings: &Rings,
         path: impl AsRef<Path>,
@@ -146,6 +156,11 @@ impl File {
 
     /// Reads into `buf` (from its start, up to its capacity) at byte offset `pos`; returns the
     /// number of bytes read, 0 at end of file. The buffer's length becomes exactly that.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub fn read_at<B: IoBufMut + Send>(
         &self,
         buf: B,
@@ -166,6 +181,12 @@ impl File {
 
     /// Writes the initialized bytes of `buf` at byte offset `pos`; returns how many were
     /// written: maybe fewer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub fn write_at<B: IoBuf + Send>(
         &self,
         buf: B,
@@ -186,6 +207,11 @@ impl File {
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
     /// many reads as it takes; `UnexpectedEof` if the file ends first.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
+    /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub fn read_exact_at<B: IoBufMut + Send>(
         &self,
         buf: B,
@@ -199,6 +225,12 @@ impl File {
     }
 
     /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, part or all of the
+    /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
+    /// rather than dropping it.
     pub fn write_all_at<B: IoBuf + Send>(
         &self,
         buf: B,
@@ -216,11 +248,21 @@ impl File {
     }
 
     /// Flushes the file's data and metadata to its device (`fsync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub fn sync_all(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
         self.fsync(false)
     }
 
     /// Flushes the file's data, and the metadata needed to read it back (`fdatasync`).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the operation may still take place; calling it again
+    /// is harmless.
     pub fn sync_data(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
         self.fsync(true)
     }
@@ -232,6 +274,10 @@ impl File {
     }
 
     /// The file's metadata (`statx` on the fd).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
     pub fn metadata(&self) -> impl Future<Output = io::Result<Metadata>> + Send + 'static {
         let stx = op::Statx::new(
             self.fd.as_raw_fd(),
@@ -297,6 +343,11 @@ impl OpenOptions {
     /// Opens `path` on `rings`. The path is converted (to a C string) and `rings` cloned before
     /// this returns, so the future borrows neither; a path with a NUL byte fails when the
     /// future is first polled.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: if it is dropped, a file it opened is closed, never leaked (with
+    /// `create`, the file may exist).
     pub fn open(
         &self,
         rings: &Rings,
@@ -334,6 +385,10 @@ impl OpenOptions {
 
 /// Reads the whole file at `path` through `rings`. The path is copied and `rings` cloned
 /// before this returns: the future borrows neither.
+///
+/// # Cancel safety
+///
+/// This method is cancel safe: it changes nothing, so a dropped call can simply be made again.
 pub fn read(
     rings: &Rings,
     path: impl AsRef<Path>,
@@ -367,6 +422,11 @@ fn size_hint(fd: RawFd) -> u64 {
 /// Writes `contents` (its initialized bytes) to the file at `path` through `rings`, creating
 /// it or truncating it first. The path is copied and `rings` cloned before this returns: the
 /// future borrows neither (`contents` is owned, as every buffer here).
+///
+/// # Cancel safety
+///
+/// This method is not cancel safe: if it is dropped before it completes, the change may have
+/// happened in part or in whole.
 pub fn write(
     rings: &Rings,
     path: impl AsRef<Path>,

@@ -35,6 +35,11 @@ impl TcpListener {
     /// host name blocks the calling thread for the lookup (a literal address does not); the
     /// bind itself happens when the future is first polled. The future borrows neither
     /// `rings` nor `addr`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: it does not wait on the kernel, and a socket it made is closed
+    /// if it is dropped.
     pub fn bind(
         rings: &Rings,
         addr: impl ToSocketAddrs,
@@ -157,6 +162,11 @@ impl TcpStream {
     /// parsed before this returns; a host name (`"localhost:8080"`) is copied and resolved,
     /// when the future runs, on hoop's blocking pool (`hoop::spawn_blocking`), never on the
     /// calling executor's thread. The future borrows neither `rings` nor `addr`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the connection being
+    /// made is closed (never leaked); call it again.
     pub fn connect(
         rings: &Rings,
         addr: impl crate::net::ToSocketAddrs,
@@ -316,6 +326,12 @@ impl TcpStream {
 
     /// Reads exactly `buf.len()` bytes (the whole view of a `buf.slice(..n)`); `UnexpectedEof`
     /// if the peer closes first.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes already
+    /// placed in its buffer are lost with the buffer (the read in flight is kept for the next
+    /// read). In `select!`, use [`read`](Self::read) and gather the bytes yourself.
     pub fn read_exact<B: IoBufMut + Send>(
         &self,
         buf: B,
@@ -328,6 +344,15 @@ impl TcpStream {
     }
 
     /// Sends the initialized bytes of `buf` once; returns how many were sent: maybe fewer.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, write through
+    /// `AsyncWrite` instead (`AsyncWriteExt::write(&mut stream, &bytes)`, futures' or tokio's),
+    /// which takes bytes only when it returns them as written and then sends them even if the
+    /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
+    /// dropping it.
     pub fn write<B: IoBuf + Send>(
         &self,
         buf: B,
@@ -338,6 +363,15 @@ impl TcpStream {
     }
 
     /// Sends every initialized byte of `buf`, in as many sends as it takes.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
+    /// been sent in part or in whole, and how many is lost. In `select!`, write through
+    /// `AsyncWrite` instead (`AsyncWriteExt::write(&mut stream, &bytes)`, futures' or tokio's),
+    /// which takes bytes only when it returns them as written and then sends them even if the
+    /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
+    /// dropping it.
     pub fn write_all<B: IoBuf + Send>(
         &self,
         buf: B,
@@ -356,6 +390,11 @@ impl TcpStream {
     /// Shuts down the write direction as tokio's `AsyncWriteExt::shutdown` does: flushes what
     /// the poll-based `AsyncWrite` accepted, then `shutdown(SHUT_WR)`; the peer reads end of
     /// stream. (std's `shutdown(how)` is [`shutdown_with`](Self::shutdown_with).)
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in the sense that calling it again after a dropped call resumes
+    /// where that one stopped: bytes `AsyncWrite` accepted are neither lost nor sent twice.
     pub async fn shutdown(&mut self) -> io::Result<()> {
         std::future::poll_fn(|cx| {
             let (fd, io) = self.poll_io();
@@ -366,6 +405,11 @@ impl TcpStream {
 
     /// Shuts down the read side, the write side, or both (`IORING_OP_SHUTDOWN`), as std's
     /// `shutdown(how)` does (nothing accepted by `AsyncWrite` is flushed first).
+    ///
+    /// # Cancel safety
+    ///
+    /// If it is dropped before it completes, the shutdown may or may not have happened; calling it
+    /// again is harmless.
     pub fn shutdown_with(
         &self,
         how: Shutdown,

@@ -183,6 +183,11 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
 impl Signal {
     /// Waits for the next arrival. Returns `Some(())` for each (merged) arrival; `None` is
     /// never returned today (the stream does not end), but is kept for tokio's shape.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: an arrival a dropped call would have reported is reported by the
+    /// next call.
     pub async fn recv(&mut self) -> Option<()> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }

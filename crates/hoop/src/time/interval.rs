@@ -87,6 +87,11 @@ pub struct Interval {
 impl Interval {
     /// Completes at the next tick's deadline and returns it. Cancel-safe: a dropped `tick`
     /// loses no tick.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a tick a dropped call would have returned is returned by the
+    /// next call.
     pub async fn tick(&mut self) -> Instant {
         std::future::poll_fn(|cx| self.poll_tick(cx)).await
     }
