@@ -210,6 +210,18 @@
 //! pattern `Some(res)` does not match, so that branch is disabled for this `select!` (the
 //! others go on), which is also safe, only a wasted poll per round.
 //!
+//! **Cancel safety, as tokio documents it.** A branch that loses is dropped; hoop's receives
+//! lose nothing when that happens, on io_uring and on epoll: `accept` (TCP and Unix),
+//! `incoming().next()`, stream `read`/`read_timeout` (streams and their halves), datagram
+//! `recv`/`recv_from` (UDP and Unix), [`signal::Signal::recv`], [`time::Interval::tick`] and
+//! [`task::JoinSet::join_next`]. A receive dropped while the kernel works on it is parked on
+//! its socket, still in flight, and the next call on that socket adopts it: the connection,
+//! the bytes (in order) or the datagram it got go to that call. Writes are not cancel safe
+//! (`write_all` may have sent part of its bytes, as tokio's), nor is `read_exact`; each
+//! method's docs have a `# Cancel safety` section that says which, and what to use in
+//! `select!` instead (for writes, `AsyncWriteExt::write`, which takes bytes only when it
+//! returns them written).
+//!
 //! `tokio::select!` also works on hoop's futures (it needs no tokio runtime), and
 //! `futures::select!` (a different macro) works without `.fuse()` on hoop's fused types:
 //! [`time::Sleep`], `cancelled()`, [`JoinHandle`], and the streams [`net::Incoming`],
@@ -229,8 +241,10 @@
 //! through the traits. See [`fs::File`].
 //!
 //! Each runtime thread owns one ring. Operations in flight are owned by the ring until their
-//! final completion: dropping a future cancels its operation and the result is released by its
-//! owner (an accepted fd is closed, a buffer freed). See DESIGN.md for the full lifecycle.
+//! final completion. Dropping a receive's future parks its operation on its socket for the
+//! next call (above); dropping any other operation's future cancels it, and a result that
+//! still comes is released (an accepted or opened fd closed, a buffer freed). See DESIGN.md
+//! for the full lifecycle.
 
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
