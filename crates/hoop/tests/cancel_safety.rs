@@ -605,3 +605,44 @@ async fn recv_stream_never_overtakes_kept_bytes() {
     drop(stream);
     drop(writer);
 }
+
+/// Owned-buffer reads in a `select!` loop and `AsyncRead` (futures') reads take turns on one
+/// stream: the bytes an owned read dropped in flight received come from the next read of
+/// either kind, in order.
+#[hoop::test]
+async fn trait_reads_take_what_dropped_owned_reads_kept() {
+    use futures::AsyncReadExt;
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let total = 1 << 20;
+    let writer = common::spawn(move || write_pattern(a, total));
+    let mut stream = UnixStream::from_std(b);
+    let (mut got, mut i) = (0usize, 0u32);
+    let mut scratch = vec![0u8; 700];
+    let end = Instant::now() + LIMIT;
+    while got < total && Instant::now() < end {
+        i += 1;
+        if i.is_multiple_of(3) {
+            let n = AsyncReadExt::read(&mut stream, &mut scratch).await.unwrap();
+            assert!(n > 0, "end of stream after {got} bytes");
+            for (k, &x) in scratch[..n].iter().enumerate() {
+                assert_eq!(x, pattern(got + k), "byte {} differs (trait read)", got + k);
+            }
+            got += n;
+            continue;
+        }
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {}
+            (res, b) = stream.read(Vec::with_capacity(900)) => {
+                let n = res.unwrap();
+                assert!(n > 0, "end of stream after {got} bytes");
+                for (k, &x) in b[..n].iter().enumerate() {
+                    assert_eq!(x, pattern(got + k), "byte {} differs", got + k);
+                }
+                got += n;
+            }
+        }
+    }
+    writer.join().unwrap();
+    assert_eq!(got, total);
+}

@@ -82,6 +82,18 @@ impl File {
         }
     }
 
+    /// [`poll_io`](Self::poll_io) for reads (a file keeps no receives).
+    fn poll_read_io(
+        &mut self,
+    ) -> (
+        RawFd,
+        Option<&crate::net::kept::Kept>,
+        &mut crate::poll_io::PollIo,
+    ) {
+        let (fd, io) = self.poll_io();
+        (fd, None, io)
+    }
+
     /// The fd and the poll-based traits' state (made on first use).
     fn poll_io(&mut self) -> (RawFd, &mut crate::poll_io::PollIo) {
         let fd = self.raw();

@@ -13,6 +13,12 @@
 //! no new submission). Parked operations are cancelled only when the socket is dropped, when
 //! nobody is left to receive.
 //!
+//! The poll-based `AsyncRead` of a stream serves what is kept here before its own next read
+//! (its bytes read ahead first: they came before). The other way round holds only within each
+//! kind: an `AsyncRead` read abandoned in flight keeps its bytes for the next `AsyncRead`
+//! read, and an owned-buffer `read` started meanwhile does not wait for it (the two may then
+//! interleave): on one stream, do not drop reads of both kinds in flight.
+//!
 //! Parked operations belong to the runtime of the thread that started them. A socket moved to
 //! another thread with operations parked does not touch them there: calls on the new thread
 //! start their own operations (the parked ones are cancelled when the socket is dropped on
@@ -455,6 +461,11 @@ impl Kept {
         if !stream.is_done() {
             self.park(Box::new(ParkedStream { stream, keep }));
         }
+    }
+
+    /// Whether nothing is kept (no parked operation, no outcome waiting): one atomic load.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.any.load(Ordering::Acquire)
     }
 
     /// A call that waited is gone: the others look again (the one a parked operation would

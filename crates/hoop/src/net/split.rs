@@ -329,6 +329,16 @@ macro_rules! split_halves {
                 (self.socket.raw(), self.io.whole())
             }
 
+            fn poll_read_io(
+                &mut self,
+            ) -> (
+                std::os::fd::RawFd,
+                Option<&$crate::net::kept::Kept>,
+                &mut $crate::poll_io::PollIo,
+            ) {
+                (self.socket.raw(), Some(self.socket.kept()), self.io.whole())
+            }
+
             fn sock(&self) -> &$crate::net::socket::Socket {
                 &self.socket
             }
@@ -426,11 +436,17 @@ macro_rules! split_halves {
                 ($conv)(self.socket.peer_addr()?)
             }
 
-            fn poll_io(&mut self) -> (std::os::fd::RawFd, &mut $crate::poll_io::PollIo) {
+            fn poll_read_io(
+                &mut self,
+            ) -> (
+                std::os::fd::RawFd,
+                Option<&$crate::net::kept::Kept>,
+                &mut $crate::poll_io::PollIo,
+            ) {
                 let io = self.io.get_or_insert_with(|| {
                     Box::new($crate::poll_io::PollIo::new($crate::poll_io::Kind::Socket))
                 });
-                (self.socket.raw(), io)
+                (self.socket.raw(), Some(self.socket.kept()), io)
             }
 
             fn sock(&self) -> &$crate::net::socket::Socket {
@@ -516,8 +532,14 @@ macro_rules! split_halves {
                 ($conv)(self.socket.peer_addr()?)
             }
 
-            fn poll_io(&mut self) -> (std::os::fd::RawFd, &mut $crate::poll_io::PollIo) {
-                (self.socket.raw(), &mut *self.io)
+            fn poll_read_io(
+                &mut self,
+            ) -> (
+                std::os::fd::RawFd,
+                Option<&$crate::net::kept::Kept>,
+                &mut $crate::poll_io::PollIo,
+            ) {
+                (self.socket.raw(), Some(self.socket.kept()), &mut *self.io)
             }
 
             fn sock(&self) -> &$crate::net::socket::Socket {

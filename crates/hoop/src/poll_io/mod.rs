@@ -62,6 +62,8 @@ use std::task::{Context, Poll};
 
 use hoop_driver::{op, BufResult, IoBuf, Op, Slice};
 
+use crate::net::kept::{Kept, Outcome};
+
 /// Size of each internal buffer of a socket (many connections: kept small).
 const BUF_BYTES: usize = 16 * 1024;
 
@@ -329,11 +331,12 @@ impl<O: Ops> PollIo<O> {
     pub(crate) fn poll_read(
         &mut self,
         fd: RawFd,
+        kept: Option<&Kept>,
         cx: &mut Context<'_>,
         dst: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let want = dst.len();
-        self.poll_read_with(fd, cx, want, |bytes| {
+        self.poll_read_with(fd, kept, cx, want, |bytes| {
             dst[..bytes.len()].copy_from_slice(bytes)
         })
     }
@@ -359,6 +362,7 @@ impl<O: Ops> PollIo<O> {
     pub(crate) fn poll_read_with(
         &mut self,
         fd: RawFd,
+        kept: Option<&Kept>,
         cx: &mut Context<'_>,
         want: usize,
         put: impl FnOnce(&[u8]),
@@ -385,6 +389,26 @@ impl<O: Ops> PollIo<O> {
                     put(&buf[self.read_pos..self.read_pos + n]);
                     self.read_pos += n;
                     return Poll::Ready(Ok(n));
+                }
+            }
+            // Then what owned-buffer reads dropped in flight received (the socket's kept
+            // state, `net::kept`): they were in the kernel before this machine's next read.
+            if let Some(kept) = kept {
+                match kept.poll_take(cx) {
+                    Poll::Ready(Some(Outcome::Received(bytes, from))) => {
+                        let n = bytes.len().min(want);
+                        put(&bytes[..n]);
+                        if n < bytes.len() {
+                            kept.put_back(Outcome::Received(bytes[n..].to_vec(), from));
+                        }
+                        return Poll::Ready(Ok(n));
+                    }
+                    Poll::Ready(Some(Outcome::Failed(errno))) => {
+                        return Poll::Ready(Err(io::Error::from_raw_os_error(errno)))
+                    }
+                    Poll::Ready(Some(other)) => kept.put_back(other),
+                    Poll::Ready(None) => {}
+                    Poll::Pending => return Poll::Pending,
                 }
             }
             if let Some(op) = &mut self.read_op {

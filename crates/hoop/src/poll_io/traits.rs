@@ -1,5 +1,7 @@
 //! The trait impls (`futures::io`'s, and tokio's with feature `tokio`) over a [`PollIo`], for
-//! every type that has a `poll_io(&mut self) -> (RawFd, &mut PollIo)` method.
+//! every type that has a `poll_io(&mut self) -> (RawFd, &mut PollIo)` method (and, to read,
+//! `poll_read_io(&mut self) -> (RawFd, Option<&Kept>, &mut PollIo)`: the socket's kept
+//! receives come before the state's next read).
 //!
 //! [`PollIo`]: super::PollIo
 
@@ -13,8 +15,8 @@ macro_rules! poll_io_traits {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut [u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                let (fd, io) = self.get_mut().poll_io();
-                io.poll_read(fd, cx, buf)
+                let (fd, kept, io) = self.get_mut().poll_read_io();
+                io.poll_read(fd, kept, cx, buf)
             }
         }
     };
@@ -122,9 +124,10 @@ macro_rules! poll_io_traits {
                 // tokio's cooperative budget, as tokio's own I/O types take it: a stream that is
                 // always ready (inline completions) still lets its worker's other tasks run.
                 let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
-                let (fd, io) = self.get_mut().poll_io();
+                let (fd, kept, io) = self.get_mut().poll_read_io();
                 let want = buf.remaining();
-                std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
+                std::task::ready!(io.poll_read_with(fd, kept, cx, want, |bytes| buf
+                    .put_slice(bytes)))?;
                 coop.made_progress();
                 std::task::Poll::Ready(Ok(()))
             }

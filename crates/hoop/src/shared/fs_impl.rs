@@ -123,6 +123,14 @@ impl File {
         }
     }
 
+    /// [`poll_io`](Self::poll_io) for reads (a file keeps no receives).
+    pub(crate) fn poll_read_io(
+        &mut self,
+    ) -> (RawFd, Option<&crate::net::kept::Kept>, &mut PollIo<FileOps>) {
+        let (fd, io) = self.poll_io();
+        (fd, None, io)
+    }
+
     /// The fd and the poll-based traits' state.
     pub(crate) fn poll_io(&mut self) -> (RawFd, &mut PollIo<FileOps>) {
         let fd = self.fd.as_raw_fd();

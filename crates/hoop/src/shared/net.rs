@@ -232,6 +232,11 @@ impl TcpStream {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Option<std::task::Poll<io::Result<()>>> {
         use std::task::Poll;
+        if !self.kept.is_empty() {
+            // What a dropped owned-buffer read received comes first: through the ring path,
+            // which serves it.
+            return None;
+        }
         let fd = self.raw();
         {
             let (_, io) = self.poll_io();
@@ -296,6 +301,14 @@ impl TcpStream {
         let fd = self.raw();
         let (sfd, rings) = (&self.fd, &self.rings);
         (fd, self.io.get_or_insert_with(|| socket_state(sfd, rings)))
+    }
+
+    /// [`poll_io`](Self::poll_io) with the stream's kept receives, for reads.
+    pub(crate) fn poll_read_io(&mut self) -> (RawFd, Option<&Kept>, &mut PollIo<SocketOps>) {
+        let fd = self.raw();
+        let (sfd, rings) = (&self.fd, &self.rings);
+        let io = self.io.get_or_insert_with(|| socket_state(sfd, rings));
+        (fd, Some(&*self.kept), io)
     }
 
     /// The rings this stream's operations run on.

@@ -176,9 +176,9 @@ impl tokio::io::AsyncRead for super::TcpStream {
             }
             return r;
         }
-        let (fd, io) = this.poll_io();
+        let (fd, kept, io) = this.poll_read_io();
         let want = buf.remaining();
-        std::task::ready!(io.poll_read_with(fd, cx, want, |bytes| buf.put_slice(bytes)))?;
+        std::task::ready!(io.poll_read_with(fd, kept, cx, want, |bytes| buf.put_slice(bytes)))?;
         coop.made_progress();
         std::task::Poll::Ready(Ok(()))
     }
