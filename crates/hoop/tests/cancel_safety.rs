@@ -646,3 +646,46 @@ async fn trait_reads_take_what_dropped_owned_reads_kept() {
     writer.join().unwrap();
     assert_eq!(got, total);
 }
+
+/// `UdpSocket::peek_from` between receives dropped in a `select!` loop: a peek shows the
+/// datagram the next receive returns (one a dropped receive already took included), and takes
+/// nothing.
+#[hoop::test]
+async fn udp_peek_from_shows_what_the_next_receive_gets() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let from = std_sock.local_addr().unwrap();
+    let n = 500u32;
+    let sender = numbered_sender(n, received.clone(), move |d| std_sock.send_to(d, addr));
+    let mut seen = vec![false; n as usize];
+    let end = Instant::now() + LIMIT;
+    let mut peeked: Option<Vec<u8>> = None;
+    while received.load(Ordering::Acquire) < n as usize && Instant::now() < end {
+        hoop::select! {
+            biased;
+            _ = sleep(TICK) => {
+                // Between rounds, a peek (it may wait for a parked receive).
+                if peeked.is_none() {
+                    let (res, b) = hoop::time::timeout(LIMIT, sock.peek_from(Vec::with_capacity(512)))
+                        .await
+                        .expect("peek_from stalled");
+                    let (_, src) = res.unwrap();
+                    assert_eq!(src, from);
+                    peeked = Some(b);
+                }
+            }
+            (res, b) = sock.recv_from(Vec::with_capacity(512)) => {
+                let (_, src) = res.unwrap();
+                assert_eq!(src, from);
+                if let Some(p) = peeked.take() {
+                    assert_eq!(p, b, "the peek showed another datagram than the receive got");
+                }
+                record(&mut seen, &b, &received);
+            }
+        }
+    }
+    sender.join().unwrap();
+    assert_eq!(received.load(Ordering::Acquire), n as usize);
+}

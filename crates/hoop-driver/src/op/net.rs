@@ -230,13 +230,26 @@ pub struct RecvMsg<B> {
     pub(crate) fd: RawFd,
     pub(crate) buf: B,
     pub(crate) hdr: Box<MsgHeader>,
+    /// `recvmsg` flags (`MSG_PEEK`).
+    pub(crate) flags: i32,
 }
 
 impl<B: IoBufMut> RecvMsg<B> {
     /// Receives on `fd` into `buf`.
     pub fn new(fd: RawFd, mut buf: B) -> Self {
         let hdr = MsgHeader::new(buf.stable_mut_ptr(), buf.bytes_total(), SockAddr::empty());
-        RecvMsg { fd, buf, hdr }
+        RecvMsg {
+            fd,
+            buf,
+            hdr,
+            flags: 0,
+        }
+    }
+
+    /// With `recvmsg` flags, e.g. `libc::MSG_PEEK` (the datagram stays queued).
+    pub fn flags(mut self, flags: i32) -> Self {
+        self.flags = flags;
+        self
     }
 }
 

@@ -464,6 +464,7 @@ impl Kept {
     }
 
     /// Whether nothing is kept (no parked operation, no outcome waiting): one atomic load.
+    #[cfg(feature = "tokio")]
     pub(crate) fn is_empty(&self) -> bool {
         !self.any.load(Ordering::Acquire)
     }
@@ -507,6 +508,51 @@ impl Kept {
 impl Drop for Kept {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// A peek (`MSG_PEEK`) on a socket with kept receives: what the next receive will be served
+/// (a kept datagram, or an error) is copied into the peek's buffer and stays kept, so a peek
+/// never shows a datagram behind one a dropped receive already took; while a parked receive is
+/// in flight it waits for it. `Err(data)`: nothing is kept, the peek asks the socket itself.
+/// A peek takes nothing, so it is cancel safe without parking.
+pub(crate) async fn peek_kept<T: Keepable>(
+    kept: &Kept,
+    data: T,
+    peer: impl Fn() -> Option<SockAddr>,
+) -> Result<T::Output, T> {
+    /// Passes the baton if the peek is dropped while it waits (see [`Kept::leave`]).
+    struct Waiting<'a>(&'a Kept, bool);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                self.0.leave();
+            }
+        }
+    }
+    let mut waiting = Waiting(kept, false);
+    let got = std::future::poll_fn(|cx| {
+        let p = kept.poll_take(cx);
+        waiting.1 = p.is_pending();
+        p
+    })
+    .await;
+    waiting.1 = false;
+    match got {
+        Some(Outcome::Received(bytes, from)) => {
+            let copy = Outcome::Received(bytes.clone(), from);
+            kept.put_back(Outcome::Received(bytes, from));
+            Ok(data.serve(copy, false, &peer).0)
+        }
+        Some(Outcome::Failed(errno)) => {
+            kept.put_back(Outcome::Failed(errno));
+            Ok(data.serve(Outcome::Failed(errno), false, &peer).0)
+        }
+        Some(other) => {
+            kept.put_back(other);
+            Err(data)
+        }
+        None => Err(data),
     }
 }
 

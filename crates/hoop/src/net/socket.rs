@@ -362,6 +362,17 @@ impl Socket {
         self.recv_from_until(buf, None).await
     }
 
+    /// Peeks at the next datagram and its source (`MSG_PEEK`): it stays queued, and one a
+    /// dropped receive already took (kept) is the one shown.
+    pub(crate) async fn peek_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SockAddr), B> {
+        let peer = || self.peer_addr().ok();
+        let peek = op::RecvMsg::new(self.raw(), buf).flags(libc::MSG_PEEK);
+        match super::kept::peek_kept(&self.kept, peek, peer).await {
+            Ok(out) => out,
+            Err(peek) => Op::new(peek).await,
+        }
+    }
+
     pub(crate) async fn recv_from_until<B: IoBufMut>(
         &self,
         buf: B,

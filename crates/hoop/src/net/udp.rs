@@ -162,6 +162,20 @@ impl UdpSocket {
         (res, buf)
     }
 
+    /// Receives the next datagram into `buf` (from its start, up to its capacity) and says who
+    /// sent it, without taking it: the next receive gets it again (`MSG_PEEK`). As tokio's
+    /// `peek_from`.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe: a peek takes nothing, and one dropped in flight is simply
+    /// cancelled. (A datagram a dropped receive already took is the one a peek shows.)
+    pub async fn peek_from<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
+        let (res, buf) = self.socket.peek_from(buf).await;
+        let res = res.and_then(|(n, addr)| Ok((n, ip_addr(addr)?)));
+        (res, buf)
+    }
+
     /// [`send_to`](Self::send_to) with a deadline linked to it in the kernel: `TimedOut`
     /// ("deadline of 200 ms passed") if it did not complete within `timeout`.
     ///

@@ -547,7 +547,11 @@ unsafe impl<B: IoBufMut> EpollOp for RecvMsg<B> {
         let msg: *mut libc::msghdr = &mut self.hdr.msg;
         Call::new(
             libc::SYS_recvmsg,
-            &[self.fd as _, msg as _, libc::MSG_DONTWAIT as _],
+            &[
+                self.fd as _,
+                msg as _,
+                (libc::MSG_DONTWAIT | self.flags) as _,
+            ],
             Mode::Readable(self.fd),
         )
     }

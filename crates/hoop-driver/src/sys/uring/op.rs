@@ -287,7 +287,9 @@ unsafe impl<B: IoBuf> UringOp for SendMsg<B> {
 // SAFETY: as for SendMsg.
 unsafe impl<B: IoBufMut> UringOp for RecvMsg<B> {
     fn create_entry(&mut self) -> Entry {
-        opcode::RecvMsg::new(Fd(self.fd), &mut self.hdr.msg).build()
+        opcode::RecvMsg::new(Fd(self.fd), &mut self.hdr.msg)
+            .flags(self.flags as u32)
+            .build()
     }
 }
 
