@@ -15,11 +15,20 @@ pub(crate) fn run(
     scenario: &str,
     sizes: &Sizes,
 ) -> Result<Counts, String> {
+    // A ring's setup refused once (injected faults, a passing shortage of locked memory) is
+    // tried again; a refusal that stays is the scenario's failure.
     let build = || {
-        Runtime::builder()
-            .driver(kind)
-            .build()
-            .map_err(|e| format!("hoop's runtime ({kind}): {e}"))
+        let mut last = None;
+        for _ in 0..3 {
+            match Runtime::builder().driver(kind).build() {
+                Ok(rt) => return Ok(rt),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(format!(
+            "hoop's runtime ({kind}): {}",
+            last.map_or_else(String::new, |e| e.to_string())
+        ))
     };
     let r = match scenario {
         "accept" => accept(build()?, sizes.clients),
