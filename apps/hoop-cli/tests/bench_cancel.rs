@@ -1,8 +1,8 @@
-//! `hoop bench cancel`: the JSON contract (one line per runtime and scenario, `sent = received
-//! + lost`), tokio (the reference) losing nothing, the peers skipped with a line when their
-//! binary is missing, and bad arguments refused cleanly. Every run is small (a few hundred
-//! clients, a megabyte, a few thousand datagrams, a few files): a second or two. hoop's own
-//! losses are counted, not judged here.
+//! `hoop bench cancel`: the JSON contract (one line per runtime and scenario, with
+//! `sent = received + lost`), tokio (the reference) losing nothing, the peers skipped with a
+//! line when their binary is missing, and bad arguments refused cleanly. Every run is small (a
+//! few hundred clients, a megabyte, a few thousand datagrams, a few files): a second or two.
+//! hoop's own losses are counted, not judged here.
 
 use hoop_test_support as common;
 use std::path::PathBuf;

@@ -504,7 +504,7 @@ pub(crate) fn file_path(dir: &Path, i: u64) -> PathBuf {
 /// the pattern from their start (each file's verified prefix, at most `len`), summed into
 /// `c.received`; then removes `dir`.
 pub(crate) fn count_files(dir: &Path, len: u64, c: &mut Counts) {
-    let files = if len == 0 { 0 } else { c.sent / len };
+    let files = c.sent.checked_div(len).unwrap_or(0);
     let (mut short, mut missing) = (0u64, 0u64);
     for i in 0..files {
         match std::fs::read(file_path(dir, i)) {
