@@ -29,6 +29,9 @@ pub(crate) const CLIENT_WAIT: Duration = Duration::from_secs(1);
 /// How long a client waits for its byte before the next client goes (it waits on after the
 /// last one, up to [`CLIENT_WAIT`]).
 pub(crate) const CLIENT_STEP: Duration = Duration::from_millis(2);
+/// After this many clients in a row without their byte within [`CLIENT_STEP`], the clients
+/// stop (the server stopped answering: more clients would only add to the wait).
+pub(crate) const STUCK: u64 = 100;
 /// The longest one scenario's load runs: clients and senders stop starting new work after it.
 pub(crate) const BUDGET: Duration = Duration::from_secs(60);
 /// At the end of a datagram run, the receiver stops after this long without a datagram.
@@ -182,7 +185,8 @@ pub(crate) struct Clients {
 /// Starts `n` clients to `addr`, one after another: each connects and waits up to
 /// [`CLIENT_STEP`] for one byte; one without its byte by then stays open while the next ones
 /// go, and gets until [`CLIENT_WAIT`] after the last one (so a runtime that keeps
-/// connections it never hands out costs seconds, not one wait per connection). Received: the
+/// connections it never hands out costs seconds, not one wait per connection); after
+/// [`STUCK`] such clients in a row the rest are not started. Received: the
 /// clients that got their byte; lost: those that read an end of stream, a reset, or nothing
 /// in time.
 pub(crate) fn accept_clients(addr: SocketAddr, n: u64) -> Clients {
@@ -195,6 +199,8 @@ pub(crate) fn accept_clients(addr: SocketAddr, n: u64) -> Clients {
         let mut c = Counts::default();
         let (mut eof, mut reset, mut silent, mut refused) = (0u64, 0u64, 0u64, 0u64);
         let mut pending: Vec<TcpStream> = Vec::new();
+        // Clients in a row left without their byte within the step.
+        let mut streak = 0u64;
         let mut one = |s: &mut TcpStream, wait: Duration, c: &mut Counts| -> bool {
             let _ = s.set_read_timeout(Some(wait.max(Duration::from_millis(1))));
             let mut b = [0u8; 1];
@@ -222,11 +228,23 @@ pub(crate) fn accept_clients(addr: SocketAddr, n: u64) -> Clients {
                 ));
                 break;
             }
+            if streak >= STUCK {
+                c.add_note(format!(
+                    "stopped after {} clients: the last {STUCK} had no answer within {} ms \
+                     (the server stopped answering)",
+                    c.sent,
+                    CLIENT_STEP.as_millis()
+                ));
+                break;
+            }
             c.sent += 1;
             match TcpStream::connect_timeout(&addr, CLIENT_WAIT) {
                 Ok(mut s) => {
-                    if !one(&mut s, CLIENT_STEP, &mut c) {
+                    if one(&mut s, CLIENT_STEP, &mut c) {
+                        streak = 0;
+                    } else {
                         pending.push(s);
+                        streak += 1;
                     }
                 }
                 Err(_) => refused += 1,
