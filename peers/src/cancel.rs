@@ -1,5 +1,5 @@
 //! `hoop-peer cancel --runtime monoio|compio|tokio-uring --scenario S [--clients N] [--bytes N]
-//! [--datagrams N] [--files N] [--file-bytes N] [--dir DIR]`: one scenario of `hoop bench
+//! [--datagrams N] [--files N] [--file-bytes N] [--dir DIR] [--streams N] [--stream-bytes N]`: one scenario of `hoop bench
 //! cancel` on a peer's runtime, with the very load and counting hoop's runtimes get (the
 //! `load.rs` of hoop's bench, included here). Each I/O future is raced against the runtime's
 //! 50 µs sleep, the sleep polled first (a biased `select!` of two, [`race`]), and dropped when
@@ -8,11 +8,13 @@
 //! null.
 //!
 //! * monoio 0.2 (io_uring driver, timer enabled): `TcpListener::accept`,
-//!   `AsyncReadRent::read`, `UdpSocket::recv_from`, `UnixDatagram::recv`, `File::write_all_at`.
+//!   `AsyncReadRent::read`, `UdpSocket::recv_from`, `UnixDatagram::recv`, `File::write_all_at`,
+//!   `AsyncWriteRentExt::write_all` on a `TcpStream`.
 //! * compio 0.19: `TcpListener::accept`, `AsyncRead::read`, `UdpSocket::recv_from`,
-//!   `AsyncWriteAtExt::write_all_at`; no Unix datagram socket.
+//!   `AsyncWriteAtExt::write_all_at`, `AsyncWriteExt::write_all`; no Unix datagram socket.
 //! * tokio-uring 0.5: `TcpListener::accept`, `TcpStream::read`, `UdpSocket::recv_from`,
-//!   `File::write_all_at`; no Unix datagram socket. Its sleep is tokio's.
+//!   `File::write_all_at`, `TcpStream::write_all`; no Unix datagram socket. Its sleep is
+//!   tokio's.
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -158,6 +160,37 @@ macro_rules! recv_loop {
     }};
 }
 
+/// stream_drop_after_write: `$s.streams` TCP streams made by `$connect` (a future of
+/// `io::Result<stream>` for the reader's address `$addr`), each written with `$write` (of the
+/// stream `$st` and the owned bytes `$data`, giving an `io::Result<()>`) and dropped.
+macro_rules! streams_loop {
+    ($s:expr, $reader:expr, |$addr:ident| $connect:expr, |$st:ident, $data:ident| $write:expr) => {{
+        let (reader_addr, reader) = $reader;
+        let bytes = load::file_data($s.stream_bytes);
+        let (mut made, mut sent, mut err) = (0u64, 0u64, None);
+        for _ in 0..$s.streams {
+            let $addr = reader_addr;
+            #[allow(unused_mut)]
+            let mut $st = match $connect.await {
+                Ok(st) => st,
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            };
+            made += 1;
+            let $data = bytes.clone();
+            if let Err(e) = $write {
+                err = Some(e);
+                break;
+            }
+            sent += $s.stream_bytes;
+            drop($st);
+        }
+        (reader, made, sent, err)
+    }};
+}
+
 /// `hoop-peer cancel`.
 pub(crate) fn run(f: &Flags) -> io::Result<()> {
     let runtime = f.get("runtime").ok_or_else(|| {
@@ -185,6 +218,8 @@ pub(crate) fn run(f: &Flags) -> io::Result<()> {
         files: f.num("files", 200)?,
         file_bytes: f.num("file-bytes", 300_000)?,
         dir: f.get("dir").map_or_else(std::env::temp_dir, Into::into),
+        streams: f.num("streams", 200)?,
+        stream_bytes: f.num("stream-bytes", 300_000)?,
     };
     let head = format!(
         "{{\"runtime\":{},\"scenario\":{}",
@@ -240,6 +275,19 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
         .build()
         .map_err(|e| io::Error::new(e.kind(), format!("monoio's io_uring runtime: {e}")))?;
     let sleep = monoio::time::sleep;
+    if scenario == "stream_drop_after_write" {
+        let reader = load::stream_reader(s.stream_bytes)?;
+        let (reader, made, sent, err) = rt.block_on(async {
+            streams_loop!(
+                s,
+                reader,
+                |addr| monoio::net::TcpStream::connect(addr),
+                |st, data| st.write_all(data).await.0.map(drop)
+            )
+        });
+        drop(rt);
+        return Ok(load::stream_counts(reader, made, sent, err));
+    }
     match scenario {
         "accept" => {
             let (std_l, addr) = load::listener()?;
@@ -312,6 +360,19 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
     let rt = compio::runtime::Runtime::new()
         .map_err(|e| io::Error::new(e.kind(), format!("compio's runtime: {e}")))?;
     let sleep = compio::time::sleep;
+    if scenario == "stream_drop_after_write" {
+        let reader = load::stream_reader(s.stream_bytes)?;
+        let (reader, made, sent, err) = rt.block_on(async {
+            streams_loop!(
+                s,
+                reader,
+                |addr| compio::net::TcpStream::connect(addr),
+                |st, data| st.write_all(data).await.0
+            )
+        });
+        drop(rt);
+        return Ok(load::stream_counts(reader, made, sent, err));
+    }
     match scenario {
         "accept" => {
             let (std_l, addr) = load::listener()?;
@@ -374,6 +435,19 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
     let rt = tokio_uring::Runtime::new(&tokio_uring::builder())
         .map_err(|e| io::Error::new(e.kind(), format!("tokio-uring's runtime: {e}")))?;
     let sleep = |d: Duration| tokio::time::sleep(d);
+    if scenario == "stream_drop_after_write" {
+        let reader = load::stream_reader(s.stream_bytes)?;
+        let (reader, made, sent, err) = rt.block_on(async {
+            streams_loop!(
+                s,
+                reader,
+                |addr| tokio_uring::net::TcpStream::connect(addr),
+                |st, data| st.write_all(data).await.0
+            )
+        });
+        drop(rt);
+        return Ok(load::stream_counts(reader, made, sent, err));
+    }
     match scenario {
         "accept" => {
             let (std_l, addr) = load::listener()?;

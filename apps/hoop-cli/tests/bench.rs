@@ -448,7 +448,7 @@ fn the_suite_writes_a_report() {
         others.into_iter().partition(|v| v["bench"] == "http");
     let (fanout, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "fanout");
-    // The cancellation counts: hoop, hoop-epoll and tokio (no peers) x 5 scenarios, each line
+    // The cancellation counts: hoop, hoop-epoll and tokio (no peers) x 6 scenarios, each line
     // with sent = received + lost, tokio losing nothing (hoop's losses are counted, not judged).
     let (cancel, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "cancel");

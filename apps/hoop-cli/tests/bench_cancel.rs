@@ -1,7 +1,8 @@
 //! `hoop bench cancel`: the JSON contract (one line per runtime and scenario, with
 //! `sent = received + lost`), tokio (the reference) losing nothing, the peers skipped with a
 //! line when their binary is missing, and bad arguments refused cleanly. Every run is small (a
-//! few hundred clients, a megabyte, a few thousand datagrams, a few files): a second or two.
+//! few hundred clients, a megabyte, a few thousand datagrams, a few files and streams): a
+//! second or two.
 //! hoop's own losses are counted, not judged here.
 
 use hoop_test_support as common;
@@ -12,12 +13,13 @@ use serde_json::Value;
 
 const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
 
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 6] = [
     "accept",
     "read",
     "udp_recv_from",
     "unix_recv",
     "drop_after_write",
+    "stream_drop_after_write",
 ];
 
 /// A directory for the files of drop_after_write, removed on drop.
@@ -68,6 +70,10 @@ fn small<'a>(dir: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         "--files",
         "10",
         "--file-bytes",
+        "64k",
+        "--streams",
+        "10",
+        "--stream-bytes",
         "64k",
         "--dir",
         dir,

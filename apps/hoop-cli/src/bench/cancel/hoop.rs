@@ -1,6 +1,7 @@
 //! The scenarios on hoop (`hoop` on io_uring, `hoop-epoll` on epoll), written the tokio way:
 //! each I/O raced in `hoop::select!` against a 50 µs sleep, the I/O future dropped when the
-//! sleep wins; files written with tokio's `AsyncWriteExt::write_all` and dropped unflushed.
+//! sleep wins; files and TCP streams written with tokio's `AsyncWriteExt::write_all` and
+//! dropped unflushed.
 
 use std::io;
 
@@ -36,6 +37,7 @@ pub(crate) fn run(
         "udp_recv_from" => udp(build()?, sizes.datagrams),
         "unix_recv" => unix(build()?, sizes.datagrams),
         "drop_after_write" => files(build()?, runtime, sizes),
+        "stream_drop_after_write" => streams(build()?, sizes),
         other => return Err(format!("no scenario {other:?}")),
     };
     r.map_err(|e| e.to_string())
@@ -202,4 +204,29 @@ fn files(rt: Runtime, runtime: &str, sizes: &Sizes) -> io::Result<Counts> {
     }
     load::count_files(&dir, sizes.file_bytes, &mut c);
     Ok(c)
+}
+
+fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
+    use tokio::io::AsyncWriteExt;
+    let (addr, reader) = load::stream_reader(sizes.stream_bytes)?;
+    let data = load::file_data(sizes.stream_bytes);
+    let (made, sent, err) = rt.block_on(async {
+        let (mut made, mut sent) = (0u64, 0u64);
+        for _ in 0..sizes.streams {
+            let mut s = match hoop::net::TcpStream::connect(addr).await {
+                Ok(s) => s,
+                Err(e) => return (made, sent, Some(e)),
+            };
+            made += 1;
+            if let Err(e) = AsyncWriteExt::write_all(&mut s, &data).await {
+                return (made, sent, Some(e));
+            }
+            sent += sizes.stream_bytes;
+            // Dropped as a program would drop it: no flush, no shutdown.
+            drop(s);
+        }
+        (made, sent, None)
+    });
+    drop(rt);
+    Ok(load::stream_counts(reader, made, sent, err))
 }

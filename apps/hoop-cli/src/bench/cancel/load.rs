@@ -8,6 +8,8 @@
 //! * udp_recv_from, unix_recv: [`datagrams`], numbered datagrams paced so that the receiving
 //!   socket's queue never overflows, and [`Seen`].
 //! * drop_after_write: [`file_data`] and [`count_files`], the bytes that reached the files.
+//! * stream_drop_after_write: [`stream_reader`], the bytes that reached the other end of TCP
+//!   streams dropped right after their write-all.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -44,12 +46,13 @@ pub(crate) const DGRAM: usize = 64;
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The scenarios, in the order they run, with the unit each one counts.
-pub(crate) const SCENARIOS: [(&str, &str); 5] = [
+pub(crate) const SCENARIOS: [(&str, &str); 6] = [
     ("accept", "connections"),
     ("read", "bytes"),
     ("udp_recv_from", "datagrams"),
     ("unix_recv", "datagrams"),
     ("drop_after_write", "bytes"),
+    ("stream_drop_after_write", "bytes"),
 ];
 
 /// The unit `scenario` counts.
@@ -75,6 +78,10 @@ pub(crate) struct Sizes {
     pub file_bytes: u64,
     /// drop_after_write: where the files go (a directory of their own is made inside).
     pub dir: PathBuf,
+    /// stream_drop_after_write: TCP streams.
+    pub streams: u64,
+    /// stream_drop_after_write: bytes per stream.
+    pub stream_bytes: u64,
 }
 
 /// What one scenario counted: `sent` units went out, `received` arrived; the rest were lost.
@@ -491,6 +498,101 @@ impl Seen {
     pub(crate) fn distinct(&self) -> u64 {
         self.distinct
     }
+}
+
+/// The reader of stream_drop_after_write, on a thread of its own.
+pub(crate) struct StreamReader {
+    expected: Arc<std::sync::atomic::AtomicU64>,
+    handle: JoinHandle<Counts>,
+}
+
+/// A listener on 127.0.0.1:0 and a thread that accepts connections one after another and reads
+/// each to its end (or until nothing came for [`CLIENT_WAIT`]), counting in `received` the
+/// bytes of each that hold the pattern from its start, at most `len`; it stops once it has
+/// read as many connections as [`StreamReader::join`] says were made.
+pub(crate) fn stream_reader(len: u64) -> io::Result<(SocketAddr, StreamReader)> {
+    use std::sync::atomic::AtomicU64;
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    l.set_nonblocking(true)?;
+    // The runtime does not wait for this reader: its connections queue up meanwhile, beyond
+    // std's backlog of 128 (where a dropped SYN would cost a 1 s retransmission).
+    // SAFETY: listen() on a listening socket only sets its backlog (capped by somaxconn).
+    unsafe { libc::listen(l.as_raw_fd(), 4096) };
+    let addr = l.local_addr()?;
+    let expected = Arc::new(AtomicU64::new(u64::MAX));
+    let want = expected.clone();
+    let handle = thread::spawn(move || {
+        let start = Instant::now();
+        let mut c = Counts::default();
+        let (mut accepted, mut short) = (0u64, 0u64);
+        let mut buf = vec![0u8; CHUNK];
+        while accepted < want.load(Ordering::Acquire) {
+            let mut s = match l.accept() {
+                Ok((s, _)) => s,
+                Err(_) if start.elapsed() < BUDGET => {
+                    thread::sleep(Duration::from_micros(100));
+                    continue;
+                }
+                Err(e) => {
+                    c.add_note(format!("the reader stopped: {e}"));
+                    break;
+                }
+            };
+            accepted += 1;
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(CLIENT_WAIT));
+            let mut v = Verifier::default();
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => v.feed(&buf[..n]),
+                }
+            }
+            let got = v.received().min(len);
+            if got < len {
+                short += 1;
+            }
+            c.received += got;
+        }
+        if short > 0 {
+            c.add_note(format!(
+                "{short} of {accepted} streams short of {len} bytes"
+            ));
+        }
+        c
+    });
+    Ok((addr, StreamReader { expected, handle }))
+}
+
+impl StreamReader {
+    /// The reader's count once it read the `made` connections the runtime made (its `sent`
+    /// is left to the caller).
+    pub(crate) fn join(self, made: u64) -> Counts {
+        self.expected.store(made, Ordering::Release);
+        self.handle.join().unwrap_or_else(|_| Counts {
+            note: Some("the reader thread panicked".into()),
+            ..Counts::default()
+        })
+    }
+}
+
+/// stream_drop_after_write's count: `sent` bytes in `made` streams written, the writing's
+/// error if it stopped early, and what the reader got.
+pub(crate) fn stream_counts(
+    reader: StreamReader,
+    made: u64,
+    sent: u64,
+    err: Option<io::Error>,
+) -> Counts {
+    let mut c = reader.join(made);
+    c.sent = sent;
+    // A stream whose write-all failed counts nothing sent: what its reader got is not counted
+    // either.
+    c.received = c.received.min(sent);
+    if let Some(e) = err {
+        c.add_note(format!("writing stopped early: {e}"));
+    }
+    c
 }
 
 /// The sender's count (`sent`, its note) with the receiver's: the distinct datagrams `seen`

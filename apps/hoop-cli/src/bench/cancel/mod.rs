@@ -15,6 +15,8 @@
 //! * `drop_after_write`: files written with the runtime's write-all, then dropped without
 //!   flush or close; the runtime dropped at the end as `main` would; received: the bytes on
 //!   disk (each file's verified prefix).
+//! * `stream_drop_after_write`: the same with TCP streams the runtime connects, one after
+//!   another; received: the bytes a reader thread got from each (its verified prefix).
 //!
 //! One JSON line per runtime and scenario: `bench: "cancel"`, `runtime`, `scenario`,
 //! `supported`, `unit`, `sent`, `received`, `lost` (`sent = received + lost`), `note`. A runtime
@@ -64,7 +66,8 @@ pub struct CancelArgs {
     /// last three run in the hoop-peer binary of peers/, built on demand).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub runtimes: Option<Vec<String>>,
-    /// Scenarios, comma-separated (accept, read, udp_recv_from, unix_recv, drop_after_write).
+    /// Scenarios, comma-separated (accept, read, udp_recv_from, unix_recv, drop_after_write,
+    /// stream_drop_after_write).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub scenarios: Option<Vec<String>>,
     /// accept: clients, one after another.
@@ -82,6 +85,12 @@ pub struct CancelArgs {
     /// drop_after_write: bytes per file (k/m/g suffixes).
     #[arg(long, value_name = "SIZE", default_value = "300000")]
     pub file_bytes: String,
+    /// stream_drop_after_write: TCP streams, one after another.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub streams: u64,
+    /// stream_drop_after_write: bytes per stream (k/m/g suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "300000")]
+    pub stream_bytes: String,
     /// drop_after_write: where the files go (a directory per runtime is made inside and
     /// removed after) [default: target/hoop-bench-cancel next to the binary].
     #[arg(long, value_name = "DIR")]
@@ -173,6 +182,8 @@ impl Plan {
                 files: 50,
                 file_bytes: 300_000,
                 dir: default_dir(),
+                streams: 50,
+                stream_bytes: 300_000,
             },
         }
     }
@@ -183,7 +194,7 @@ impl Plan {
         let per_runtime = s.clients as f64 * 2e-4
             + s.bytes as f64 / 1e9
             + 2.0 * s.datagrams as f64 * 5e-5
-            + (s.files * s.file_bytes) as f64 / 5e8;
+            + (s.files * s.file_bytes + s.streams * s.stream_bytes) as f64 / 5e8;
         per_runtime * self.runtimes.len() as f64
     }
 
@@ -192,8 +203,9 @@ impl Plan {
         let s = &self.sizes;
         format!(
             "accept: {} clients; read: {} bytes over TCP; udp_recv_from, unix_recv: {} datagrams \
-             each; drop_after_write: {} files of {} bytes",
-            s.clients, s.bytes, s.datagrams, s.files, s.file_bytes
+             each; drop_after_write: {} files of {} bytes; stream_drop_after_write: {} TCP \
+             streams of {} bytes",
+            s.clients, s.bytes, s.datagrams, s.files, s.file_bytes, s.streams, s.stream_bytes
         )
     }
 }
@@ -231,6 +243,8 @@ pub(crate) fn run_cancel_command(a: CancelArgs, json: bool) -> io::Result<()> {
         files: count("--files", a.files)?,
         file_bytes: bytes("--file-bytes", &a.file_bytes)?,
         dir: a.dir.unwrap_or_else(default_dir),
+        streams: count("--streams", a.streams)?,
+        stream_bytes: bytes("--stream-bytes", &a.stream_bytes)?,
     };
     let plan = Plan {
         runtimes,
@@ -405,6 +419,10 @@ fn run_peer(
         s.files.to_string(),
         "--file-bytes".into(),
         s.file_bytes.to_string(),
+        "--streams".into(),
+        s.streams.to_string(),
+        "--stream-bytes".into(),
+        s.stream_bytes.to_string(),
         "--dir".into(),
         s.dir.display().to_string(),
     ]
@@ -474,8 +492,9 @@ pub(crate) fn section(plan: &Plan, o: &Outcome) -> String {
          writes on every connection it accepted; read: bytes read in order before any gap; \
          udp_recv_from, unix_recv: distinct numbered datagrams, paced so the socket never \
          overflows; drop_after_write: bytes on disk after each file was written with the \
-         runtime's write-all and dropped unflushed, and the runtime dropped. {}. Only counts, \
-         no speed.\n\n{}\n",
+         runtime's write-all and dropped unflushed, and the runtime dropped; \
+         stream_drop_after_write: the same with TCP streams, bytes their reader got. {}. Only \
+         counts, no speed.\n\n{}\n",
         plan.describe(),
         table(o)
     )

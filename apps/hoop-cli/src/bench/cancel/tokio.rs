@@ -1,6 +1,7 @@
 //! The scenarios on tokio (a current-thread runtime), the reference: the same loops as
 //! [`super::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
-//! `recv_from`/`recv`, and `tokio::fs::File` with `AsyncWriteExt::write_all`, dropped unflushed.
+//! `recv_from`/`recv`, and `tokio::fs::File` and `TcpStream` with `AsyncWriteExt::write_all`,
+//! dropped unflushed.
 
 use std::io;
 
@@ -23,6 +24,7 @@ pub(crate) fn run(scenario: &str, sizes: &Sizes) -> Result<Counts, String> {
         "udp_recv_from" => udp(build()?, sizes.datagrams),
         "unix_recv" => unix(build()?, sizes.datagrams),
         "drop_after_write" => files(build()?, sizes),
+        "stream_drop_after_write" => streams(build()?, sizes),
         other => return Err(format!("no scenario {other:?}")),
     };
     r.map_err(|e| e.to_string())
@@ -175,4 +177,28 @@ fn files(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
     }
     load::count_files(&dir, sizes.file_bytes, &mut c);
     Ok(c)
+}
+
+fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
+    let (addr, reader) = load::stream_reader(sizes.stream_bytes)?;
+    let data = load::file_data(sizes.stream_bytes);
+    let (made, sent, err) = rt.block_on(async {
+        let (mut made, mut sent) = (0u64, 0u64);
+        for _ in 0..sizes.streams {
+            let mut s = match tokio::net::TcpStream::connect(addr).await {
+                Ok(s) => s,
+                Err(e) => return (made, sent, Some(e)),
+            };
+            made += 1;
+            if let Err(e) = s.write_all(&data).await {
+                return (made, sent, Some(e));
+            }
+            sent += sizes.stream_bytes;
+            // Dropped as a program would drop it: no flush, no shutdown.
+            drop(s);
+        }
+        (made, sent, None)
+    });
+    drop(rt);
+    Ok(load::stream_counts(reader, made, sent, err))
 }
