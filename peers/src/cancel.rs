@@ -26,8 +26,14 @@ use std::time::Duration;
 use crate::{invalid, json_str, Flags};
 
 #[allow(dead_code)]
+#[path = "../../apps/hoop-cli/src/bench/cancel/dgram.rs"]
+mod dgram;
+#[allow(dead_code)]
 #[path = "../../apps/hoop-cli/src/bench/cancel/load.rs"]
 mod load;
+#[allow(dead_code)]
+#[path = "../../apps/hoop-cli/src/bench/cancel/sink.rs"]
+mod sink;
 
 use load::{Counts, Sizes};
 

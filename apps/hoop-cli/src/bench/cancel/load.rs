@@ -1,7 +1,9 @@
 //! The std side of `hoop bench cancel`'s scenarios, on plain threads, and the counting: shared
 //! by the runtimes of the `hoop` binary (hoop, hoop-epoll, tokio) and by the peers
 //! (`hoop-peer cancel`, which includes this very file), so every runtime meets the same load
-//! and is counted the same way. std and libc only.
+//! and is counted the same way. std and libc only; with its siblings `dgram.rs` (the
+//! datagrams) and `sink.rs` (the files and streams written then dropped), whose items it
+//! re-exports, so the peers include the three files as siblings too.
 //!
 //! * accept: [`accept_clients`], clients one after another, each waiting for one byte.
 //! * read: [`tcp_writer`], a writer of a verifiable byte stream, and [`Verifier`].
@@ -12,14 +14,15 @@
 //!   streams dropped right after their write-all.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+pub(crate) use super::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen};
+pub(crate) use super::sink::{count_files, file_path, files_dir, stream_counts, stream_reader};
 
 /// The timer every select loop races its I/O against (as in the trial).
 pub(crate) const TICK: Duration = Duration::from_micros(50);
@@ -42,8 +45,6 @@ pub(crate) const DRAIN: Duration = Duration::from_millis(20);
 pub(crate) const WINDOW: u64 = 32;
 /// Bytes of each datagram: its number (8 bytes, little-endian), then padding.
 pub(crate) const DGRAM: usize = 64;
-/// The longest the sender waits for the receiving queue to empty before it gives up.
-const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// The scenarios, in the order they run, with the unit each one counts.
 pub(crate) const SCENARIOS: [(&str, &str); 6] = [
@@ -338,311 +339,4 @@ pub(crate) fn tcp_writer(bytes: u64) -> io::Result<(TcpStream, JoinHandle<u64>)>
         pos
     });
     Ok((r, handle))
-}
-
-/// The datagram sender of a scenario, on a thread of its own.
-pub(crate) struct Sender {
-    done: Arc<AtomicBool>,
-    handle: JoinHandle<Counts>,
-}
-
-/// A UDP socket on 127.0.0.1:0 for a runtime to take over (non-blocking, with a large
-/// receive buffer), and a blocking std socket connected to it.
-pub(crate) fn udp_pair() -> io::Result<(UdpSocket, UdpSocket)> {
-    let rx = UdpSocket::bind("127.0.0.1:0")?;
-    rx.set_nonblocking(true)?;
-    grow_rcvbuf(rx.as_raw_fd());
-    let tx = UdpSocket::bind("127.0.0.1:0")?;
-    tx.connect(rx.local_addr()?)?;
-    Ok((rx, tx))
-}
-
-/// A Unix datagram pair: the first end for a runtime (non-blocking), the second blocking.
-pub(crate) fn unix_pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
-    let (rx, tx) = UnixDatagram::pair()?;
-    rx.set_nonblocking(true)?;
-    grow_rcvbuf(rx.as_raw_fd());
-    Ok((rx, tx))
-}
-
-fn grow_rcvbuf(fd: RawFd) {
-    let size: libc::c_int = 4 << 20;
-    // SAFETY: setsockopt reads one c_int from a valid pointer; a refusal (the limit is
-    // net.core.rmem_max) only leaves the default size, which the pacing respects anyway.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-}
-
-/// Bytes queued on `fd` for reading (for a datagram socket: the next datagram's size, 0 when
-/// the queue is empty); `None` if the ioctl fails.
-fn queued(fd: RawFd) -> Option<libc::c_int> {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one c_int into a valid pointer.
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n as *mut libc::c_int) };
-    (r == 0).then_some(n)
-}
-
-/// Waits until the receiving socket's queue is empty; false if it did not empty in time.
-fn wait_drained(rx_fd: RawFd) -> bool {
-    let until = Instant::now() + DRAIN_WAIT;
-    loop {
-        match queued(rx_fd) {
-            Some(0) | None => return true,
-            Some(_) if Instant::now() >= until => return false,
-            Some(_) => thread::sleep(Duration::from_micros(20)),
-        }
-    }
-}
-
-/// Sends `n` numbered datagrams through `send`, [`WINDOW`] at a time, each window once the
-/// socket `rx_fd` (the receiving end, owned by the runtime under test) has an empty queue: so
-/// no datagram is dropped for want of room, and what the receiver misses is the runtime's.
-/// `rx_fd` must stay open until [`Sender::join`].
-pub(crate) fn datagrams<S>(n: u64, rx_fd: RawFd, mut send: S) -> Sender
-where
-    S: FnMut(&[u8]) -> io::Result<usize> + Send + 'static,
-{
-    let done = Arc::new(AtomicBool::new(false));
-    let flag = done.clone();
-    let handle = thread::spawn(move || {
-        let start = Instant::now();
-        let mut c = Counts::default();
-        let mut buf = [0u8; DGRAM];
-        'all: for seq in 0..n {
-            buf[..8].copy_from_slice(&seq.to_le_bytes());
-            loop {
-                match send(&buf) {
-                    Ok(_) => break,
-                    Err(e)
-                        if (retryable(&e) || e.raw_os_error() == Some(libc::ENOBUFS))
-                            && start.elapsed() < BUDGET =>
-                    {
-                        thread::sleep(Duration::from_micros(50))
-                    }
-                    Err(e) => {
-                        c.add_note(format!("sending stopped after {} datagrams: {e}", c.sent));
-                        break 'all;
-                    }
-                }
-            }
-            c.sent += 1;
-            if c.sent % WINDOW == 0 && !wait_drained(rx_fd) {
-                c.add_note(format!(
-                    "sending stopped after {} datagrams: the receiver left its queue full for {} s",
-                    c.sent,
-                    DRAIN_WAIT.as_secs()
-                ));
-                break;
-            }
-        }
-        wait_drained(rx_fd);
-        flag.store(true, Ordering::Release);
-        c
-    });
-    Sender { done, handle }
-}
-
-impl Sender {
-    /// Whether every datagram was sent and the receiving queue emptied.
-    pub(crate) fn done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    /// What the sender counted (`sent`, and a note if it stopped early).
-    pub(crate) fn join(self) -> Counts {
-        self.handle.join().unwrap_or_else(|_| Counts {
-            note: Some("the sender thread panicked".into()),
-            ..Counts::default()
-        })
-    }
-}
-
-/// The distinct numbered datagrams that arrived.
-#[derive(Debug)]
-pub(crate) struct Seen {
-    bits: Vec<bool>,
-    distinct: u64,
-}
-
-impl Seen {
-    /// For datagrams numbered `0..n`.
-    pub(crate) fn new(n: u64) -> Seen {
-        Seen {
-            bits: vec![false; usize::try_from(n).unwrap_or(0)],
-            distinct: 0,
-        }
-    }
-
-    /// Takes one datagram.
-    pub(crate) fn record(&mut self, dgram: &[u8]) {
-        let Some(head) = dgram.get(..8) else { return };
-        let mut b = [0u8; 8];
-        b.copy_from_slice(head);
-        let seq = u64::from_le_bytes(b);
-        if let Some(bit) = usize::try_from(seq).ok().and_then(|i| self.bits.get_mut(i)) {
-            if !*bit {
-                *bit = true;
-                self.distinct += 1;
-            }
-        }
-    }
-
-    /// Distinct datagrams seen.
-    pub(crate) fn distinct(&self) -> u64 {
-        self.distinct
-    }
-}
-
-/// The reader of stream_drop_after_write, on a thread of its own.
-pub(crate) struct StreamReader {
-    expected: Arc<std::sync::atomic::AtomicU64>,
-    handle: JoinHandle<Counts>,
-}
-
-/// A listener on 127.0.0.1:0 and a thread that accepts connections one after another and reads
-/// each to its end (or until nothing came for [`CLIENT_WAIT`]), counting in `received` the
-/// bytes of each that hold the pattern from its start, at most `len`; it stops once it has
-/// read as many connections as [`StreamReader::join`] says were made.
-pub(crate) fn stream_reader(len: u64) -> io::Result<(SocketAddr, StreamReader)> {
-    use std::sync::atomic::AtomicU64;
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    l.set_nonblocking(true)?;
-    // The runtime does not wait for this reader: its connections queue up meanwhile, beyond
-    // std's backlog of 128 (where a dropped SYN would cost a 1 s retransmission).
-    // SAFETY: listen() on a listening socket only sets its backlog (capped by somaxconn).
-    unsafe { libc::listen(l.as_raw_fd(), 4096) };
-    let addr = l.local_addr()?;
-    let expected = Arc::new(AtomicU64::new(u64::MAX));
-    let want = expected.clone();
-    let handle = thread::spawn(move || {
-        let start = Instant::now();
-        let mut c = Counts::default();
-        let (mut accepted, mut short) = (0u64, 0u64);
-        let mut buf = vec![0u8; CHUNK];
-        while accepted < want.load(Ordering::Acquire) {
-            let mut s = match l.accept() {
-                Ok((s, _)) => s,
-                Err(_) if start.elapsed() < BUDGET => {
-                    thread::sleep(Duration::from_micros(100));
-                    continue;
-                }
-                Err(e) => {
-                    c.add_note(format!("the reader stopped: {e}"));
-                    break;
-                }
-            };
-            accepted += 1;
-            let _ = s.set_nonblocking(false);
-            let _ = s.set_read_timeout(Some(CLIENT_WAIT));
-            let mut v = Verifier::default();
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => v.feed(&buf[..n]),
-                }
-            }
-            let got = v.received().min(len);
-            if got < len {
-                short += 1;
-            }
-            c.received += got;
-        }
-        if short > 0 {
-            c.add_note(format!(
-                "{short} of {accepted} streams short of {len} bytes"
-            ));
-        }
-        c
-    });
-    Ok((addr, StreamReader { expected, handle }))
-}
-
-impl StreamReader {
-    /// The reader's count once it read the `made` connections the runtime made (its `sent`
-    /// is left to the caller).
-    pub(crate) fn join(self, made: u64) -> Counts {
-        self.expected.store(made, Ordering::Release);
-        self.handle.join().unwrap_or_else(|_| Counts {
-            note: Some("the reader thread panicked".into()),
-            ..Counts::default()
-        })
-    }
-}
-
-/// stream_drop_after_write's count: `sent` bytes in `made` streams written, the writing's
-/// error if it stopped early, and what the reader got.
-pub(crate) fn stream_counts(
-    reader: StreamReader,
-    made: u64,
-    sent: u64,
-    err: Option<io::Error>,
-) -> Counts {
-    let mut c = reader.join(made);
-    c.sent = sent;
-    // A stream whose write-all failed counts nothing sent: what its reader got is not counted
-    // either.
-    c.received = c.received.min(sent);
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    c
-}
-
-/// The sender's count (`sent`, its note) with the receiver's: the distinct datagrams `seen`
-/// and the receive `errors`.
-pub(crate) fn finish_datagrams(sender: Sender, seen: &Seen, errors: u64) -> Counts {
-    let mut c = sender.join();
-    c.received = seen.distinct();
-    if errors > 0 {
-        c.add_note(format!("{errors} receive errors"));
-    }
-    c
-}
-
-/// A fresh directory for `runtime`'s files inside `base`.
-pub(crate) fn files_dir(base: &Path, runtime: &str) -> io::Result<PathBuf> {
-    let dir = base.join(format!("hoop-cancel-{}-{runtime}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
-}
-
-/// The path of file `i` in `dir`.
-pub(crate) fn file_path(dir: &Path, i: u64) -> PathBuf {
-    dir.join(format!("f{i}"))
-}
-
-/// The bytes of the files written (`c.sent / len` of them, numbered from 0) in `dir` that hold
-/// the pattern from their start (each file's verified prefix, at most `len`), summed into
-/// `c.received`; then removes `dir`.
-pub(crate) fn count_files(dir: &Path, len: u64, c: &mut Counts) {
-    let files = c.sent.checked_div(len).unwrap_or(0);
-    let (mut short, mut missing) = (0u64, 0u64);
-    for i in 0..files {
-        match std::fs::read(file_path(dir, i)) {
-            Ok(bytes) => {
-                let mut v = Verifier::default();
-                v.feed(&bytes[..bytes.len().min(len as usize)]);
-                if v.received() < len {
-                    short += 1;
-                }
-                c.received += v.received();
-            }
-            Err(_) => missing += 1,
-        }
-    }
-    if short + missing > 0 {
-        c.add_note(format!(
-            "{short} of {files} files short of {len} bytes, {missing} missing"
-        ));
-    }
-    let _ = std::fs::remove_dir_all(dir);
 }

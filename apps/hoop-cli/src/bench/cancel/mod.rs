@@ -30,8 +30,10 @@ use serde::Serialize;
 
 use super::output::Out;
 
+mod dgram;
 mod hoop;
 pub(crate) mod load;
+mod sink;
 mod tokio;
 
 use load::{Counts, Sizes};
