@@ -455,9 +455,9 @@ fn the_suite_writes_a_report() {
     let uring = if err.contains("cancel: hoop: skipped") {
         0
     } else {
-        5
+        6
     };
-    assert_eq!(cancel.len(), 10 + uring, "{cancel:?}");
+    assert_eq!(cancel.len(), 12 + uring, "{cancel:?}");
     for v in &cancel {
         let (sent, received, lost) = (
             v["sent"].as_u64().unwrap(),

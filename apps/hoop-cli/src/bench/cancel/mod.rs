@@ -55,10 +55,10 @@ const MAX_COUNT: u64 = 10_000_000;
 const MAX_BYTES: u64 = 4 << 30;
 
 /// The exit codes, as `-h` says them.
-const EXIT_CODES: &str = "Exit status: 0 when every scenario ran (losses are what is measured, \
-not a failure); 1 on bad arguments or when a scenario could not run (the rest is printed all the \
-same). A runtime that cannot run here (no io_uring, the peers' binary cannot be built) is \
-skipped with a line.";
+const EXIT_CODES: &str = "Exit status: 0 when every scenario of hoop and tokio ran (losses are \
+what is measured, not a failure); 1 on bad arguments or when one could not run (the rest is \
+printed all the same). A runtime or a peer's scenario that cannot run here (no io_uring, the \
+peers' binary cannot be built or fails) is skipped with a line.";
 
 /// Arguments of `hoop bench cancel`.
 #[derive(Debug, clap::Args)]
@@ -359,6 +359,13 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
                     }
                     out.measurement(&r);
                     o.results.push(r);
+                }
+                // A peer that cannot do the job here is skipped with the reason, as in the
+                // other benches; hoop and tokio failing is the run's failure.
+                Err(why) if peer_bin.is_some() => {
+                    let what = format!("{runtime}: {scenario}: skipped: {why}");
+                    out.note(&format!("cancel: {what}"));
+                    o.skipped.push(what);
                 }
                 Err(why) => {
                     let what = format!("{runtime}: {scenario}: {why}");
