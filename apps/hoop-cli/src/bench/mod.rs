@@ -79,8 +79,8 @@ pub(crate) const MAX_SECS: f64 = 3600.0;
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct BenchArgs {
-    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads, HTTP, fan-out)
-    /// and the report.
+    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads, HTTP, fan-out,
+    /// cancellation counts) and the report.
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
     /// Print one JSON object per measurement per line on stdout (human output goes to stderr).
@@ -168,8 +168,8 @@ pub enum BenchCommand {
     /// hog on the server's core.
     #[command(after_help = FANOUT_EXIT_CODES)]
     Fanout(fanout::FanoutArgs),
-    /// What an I/O future dropped in select! loses (accept, read, datagram receives, files
-    /// dropped after write-all): sent, received and lost, counted side by side on hoop
+    /// What an I/O future dropped in select! loses (accept, read, datagram receives, files and
+    /// TCP streams dropped after write-all): sent, received and lost, counted side by side on hoop
     /// (io_uring and epoll), tokio, monoio, compio and tokio-uring (the last three in the
     /// hoop-peer binary of peers/, built on demand). Only counts, no speed.
     Cancel(cancel::CancelArgs),
