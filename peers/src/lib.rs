@@ -7,6 +7,7 @@
 //! hoop-peer fsread --engine tokio-io-uring --path P --size BYTES [--reads 200] [--warmup 20] [--secs S] [--workers N]
 //! hoop-peer nop  --engine E [--secs S] [--batch 32] [--entries 128] [--cpu N]
 //! hoop-peer echo --engine compio [--addr 127.0.0.1:0]
+//! hoop-peer cancel --runtime monoio|compio|tokio-uring --scenario S [--clients N] [--bytes N] [--datagrams N] [--files N] [--file-bytes N] [--dir D]
 //! hoop-peer engines
 //! ```
 //!
@@ -29,6 +30,10 @@
 //! `echo`: compio's TCP echo server, the same work as hoop's baselines (64 KiB owned buffer, read
 //! then write all back, `TCP_NODELAY`); prints `listening on IP:PORT`; runs until killed.
 //!
+//! `cancel`: one scenario of `hoop bench cancel` (accept, read, udp_recv_from, unix_recv,
+//! drop_after_write) on the runtime, each I/O future raced against a 50 µs sleep and dropped
+//! when the sleep wins; what was sent, received and lost. One JSON line (see `cancel.rs`).
+//!
 //! Exit status: 0 with the JSON line; 1 with one line on stderr (bad arguments, or the engine
 //! cannot run here: the line says why).
 
@@ -46,6 +51,7 @@ use hdrhistogram::Histogram;
 mod pattern;
 
 mod buf;
+mod cancel;
 mod echo;
 mod file;
 mod fsread;
@@ -78,25 +84,27 @@ pub fn main() {
 fn run(args: &[String]) -> io::Result<()> {
     let (cmd, rest) = args
         .split_first()
-        .ok_or_else(|| invalid("usage: hoop-peer file|fsread|nop|echo|engines [flags]"))?;
+        .ok_or_else(|| invalid("usage: hoop-peer file|fsread|nop|echo|cancel|engines [flags]"))?;
     let flags = Flags::parse(rest)?;
     match cmd.as_str() {
         "file" => file::run(&flags),
         "fsread" => fsread::run(&flags),
         "nop" => nop::run(&flags),
         "echo" => echo::run(&flags),
+        "cancel" => cancel::run(&flags),
         "engines" => {
             println!(
-                "file: {}\nfsread: {}\nnop: {}\necho: {}",
+                "file: {}\nfsread: {}\nnop: {}\necho: {}\ncancel: {}",
                 FILE_ENGINES.join(", "),
                 fsread::FSREAD_ENGINES.join(", "),
                 NOP_ENGINES.join(", "),
-                ECHO_ENGINES.join(", ")
+                ECHO_ENGINES.join(", "),
+                cancel::CANCEL_RUNTIMES.join(", ")
             );
             Ok(())
         }
         other => Err(invalid(format!(
-            "unknown command {other:?} (file, fsread, nop, echo, engines)"
+            "unknown command {other:?} (file, fsread, nop, echo, cancel, engines)"
         ))),
     }
 }

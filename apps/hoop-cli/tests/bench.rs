@@ -448,6 +448,27 @@ fn the_suite_writes_a_report() {
         others.into_iter().partition(|v| v["bench"] == "http");
     let (fanout, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "fanout");
+    // The cancellation counts: hoop, hoop-epoll and tokio (no peers) x 6 scenarios, each line
+    // with sent = received + lost, tokio losing nothing (hoop's losses are counted, not judged).
+    let (cancel, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "cancel");
+    let uring = if err.contains("cancel: hoop: skipped") {
+        0
+    } else {
+        6
+    };
+    assert_eq!(cancel.len(), 12 + uring, "{cancel:?}");
+    for v in &cancel {
+        let (sent, received, lost) = (
+            v["sent"].as_u64().unwrap(),
+            v["received"].as_u64().unwrap(),
+            v["lost"].as_u64().unwrap(),
+        );
+        assert_eq!(sent, received + lost, "{v}");
+        if v["runtime"] == "tokio" {
+            assert_eq!(lost, 0, "{v}");
+        }
+    }
     // The whole-file reads: shared and spawn-blocking at 64 KiB and 1 MiB (tokio-io-uring is a
     // peer: left out here), every read verified.
     let (fsread, others): (Vec<&Value>, Vec<&Value>) =
@@ -594,6 +615,11 @@ fn the_suite_writes_a_report() {
     assert!(report.contains("## HTTP static files"), "{report}");
     assert!(report.contains("- http: hoop (io_uring)"), "{report}");
     assert!(report.contains("## Fan-out (chat broadcast)"), "{report}");
+    assert!(report.contains("## Cancellation in select!"), "{report}");
+    assert!(
+        report.contains("| runtime | scenario | sent | received | lost |"),
+        "{report}"
+    );
     assert!(
         report.contains("hoop (io_uring)/tokio: deliveries/s"),
         "{report}"

@@ -24,11 +24,15 @@
 //!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
 //!   io_uring and on epoll and tokio side by side, every delivery verified in order
 //!   ([`fanout`]).
+//! * `hoop bench cancel [--runtimes LIST] [--scenarios LIST] [--clients N] [--bytes SIZE]
+//!   [--datagrams N] [--files N] [--file-bytes SIZE] [--no-peers]`: what an I/O future dropped in
+//!   `select!` loses, counted side by side on hoop (io_uring and epoll), tokio and the peers
+//!   ([`cancel`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
 //!   fixed amount of work for instruction counts under callgrind ([`count`],
 //!   `scripts/instructions`).
 //! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, a quick HTTP run, a
-//!   short fan-out run, tables, and a report written to `target/hoop-report/` ([`suite`]).
+//!   short fan-out run, the cancellation counts, tables, and a report written to `target/hoop-report/` ([`suite`]).
 //!
 //! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
 //! and its human output goes to stderr.
@@ -36,6 +40,7 @@
 use std::io;
 use std::path::PathBuf;
 
+pub(crate) mod cancel;
 mod charts;
 mod count;
 mod echo_client;
@@ -74,8 +79,8 @@ pub(crate) const MAX_SECS: f64 = 3600.0;
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct BenchArgs {
-    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads, HTTP, fan-out)
-    /// and the report.
+    /// Which benchmark; none: the quick suite (echo matrix, no-ops, file reads, HTTP, fan-out,
+    /// cancellation counts) and the report.
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
     /// Print one JSON object per measurement per line on stdout (human output goes to stderr).
@@ -125,6 +130,10 @@ pub struct BenchArgs {
     /// Suite only: skip the short fan-out run.
     #[arg(long)]
     pub no_fanout: bool,
+    /// Suite only: skip the cancellation counts (`hoop bench cancel` at a small size: hoop,
+    /// hoop-epoll, tokio and, unless --no-peers, monoio, compio and tokio-uring).
+    #[arg(long)]
+    pub no_cancel: bool,
 }
 
 /// The benchmarks of `hoop bench`.
@@ -159,6 +168,11 @@ pub enum BenchCommand {
     /// hog on the server's core.
     #[command(after_help = FANOUT_EXIT_CODES)]
     Fanout(fanout::FanoutArgs),
+    /// What an I/O future dropped in select! loses (accept, read, datagram receives, files and
+    /// TCP streams dropped after write-all): sent, received and lost, counted side by side on hoop
+    /// (io_uring and epoll), tokio, monoio, compio and tokio-uring (the last three in the
+    /// hoop-peer binary of peers/, built on demand). Only counts, no speed.
+    Cancel(cancel::CancelArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -233,6 +247,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
+        Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,
@@ -248,6 +263,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             no_peers: args.no_peers,
             fanout_secs: args.fanout_secs,
             no_fanout: args.no_fanout,
+            no_cancel: args.no_cancel,
         }),
     }
 }

@@ -42,6 +42,10 @@ pub(crate) struct ReportData<'a> {
     pub fanout: &'a [super::fanout::FanoutResult],
     /// The fan-out section (markdown; none: skipped).
     pub fanout_section: Option<&'a str>,
+    /// Cancellation counts (empty when skipped).
+    pub cancel: &'a [super::cancel::CancelResult],
+    /// The cancellation section (markdown; none: skipped).
+    pub cancel_section: Option<&'a str>,
     /// Runs that could not be measured.
     pub failures: &'a [String],
     /// Phase timings.
@@ -72,6 +76,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     for r in d.fanout {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    for r in d.cancel {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
@@ -221,6 +228,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     }
 
     if let Some(section) = d.fanout_section {
+        m.push_str(section);
+    }
+
+    if let Some(section) = d.cancel_section {
         m.push_str(section);
     }
 

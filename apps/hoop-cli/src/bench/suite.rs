@@ -3,13 +3,15 @@
 //! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
 //! static servers side by side, the static mix included; wrk beside the load generator against
 //! hoop and nginx when installed), a short fan-out run (200 chat clients, hoop io_uring, hoop
-//! epoll and tokio, unloaded and with a CPU hog on the server's core), tables, and the
-//! report in `target/hoop-report/`. Every phase is timed.
+//! epoll and tokio, unloaded and with a CPU hog on the server's core), the cancellation counts
+//! (`hoop bench cancel` at a small size), tables, and the report in `target/hoop-report/`.
+//! Every phase is timed.
 
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::cancel;
 use super::fanout;
 use super::file::quick::{self, FileSuite, QuickOptions};
 use super::http;
@@ -59,6 +61,8 @@ pub(crate) struct SuiteOptions {
     pub fanout_secs: f64,
     /// Skip the short fan-out run.
     pub no_fanout: bool,
+    /// Skip the cancellation counts.
+    pub no_cancel: bool,
 }
 
 /// Runs the suite.
@@ -147,12 +151,14 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if let Some(p) = &fanout_plan {
         p.check()?;
     }
+    let cancel_plan = (!o.no_cancel).then(|| cancel::Plan::quick(!o.no_peers));
     let planned = matrix.planned_secs()
         + nop_rows * nop_cfg.secs
         + shared_cfgs.len() as f64 * shared_secs
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
-        + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs);
+        + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs)
+        + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs);
     let out = Out::new(o.json, planned);
     let pinning = pinning_text();
     out.note(&format!(
@@ -238,6 +244,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         }
         None => fanout::Outcome::default(),
     };
+
+    let t = Instant::now();
+    let cancel_outcome = match &cancel_plan {
+        Some(plan) => {
+            let o = cancel::run_plan(plan, &out);
+            failures.extend(o.failures.iter().map(|f| format!("cancel: {f}")));
+            phases.push(("cancel".into(), t.elapsed()));
+            o
+        }
+        None => cancel::Outcome::default(),
+    };
     out.finish();
 
     let mut echo_table = side_by_side::summary_table(&echo.results, &servers);
@@ -275,6 +292,12 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if let Some(s) = &fanout_section {
         out.human(s);
     }
+    let cancel_section = cancel_plan
+        .as_ref()
+        .map(|p| cancel::section(p, &cancel_outcome));
+    if let Some(s) = &cancel_section {
+        out.human(s);
+    }
 
     let t = Instant::now();
     let written = report::write_report(
@@ -295,6 +318,8 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             http_secs: http_plan.as_ref().map(|p| p.secs),
             fanout: &fanout_outcome.results,
             fanout_section: fanout_section.as_deref(),
+            cancel: &cancel_outcome.results,
+            cancel_section: cancel_section.as_deref(),
             failures: &failures,
             phases: &phases,
         },

@@ -1,0 +1,204 @@
+//! The scenarios on tokio (a current-thread runtime), the reference: the same loops as
+//! [`super::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
+//! `recv_from`/`recv`, and `tokio::fs::File` and `TcpStream` with `AsyncWriteExt::write_all`,
+//! dropped unflushed.
+
+use std::io;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::runtime::Runtime;
+
+use super::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+
+/// Runs `scenario` on a current-thread tokio runtime.
+pub(crate) fn run(scenario: &str, sizes: &Sizes) -> Result<Counts, String> {
+    let build = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio's runtime: {e}"))
+    };
+    let r = match scenario {
+        "accept" => accept(build()?, sizes.clients),
+        "read" => read(build()?, sizes.bytes),
+        "udp_recv_from" => udp(build()?, sizes.datagrams),
+        "unix_recv" => unix(build()?, sizes.datagrams),
+        "drop_after_write" => files(build()?, sizes),
+        "stream_drop_after_write" => streams(build()?, sizes),
+        other => return Err(format!("no scenario {other:?}")),
+    };
+    r.map_err(|e| e.to_string())
+}
+
+fn accept(rt: Runtime, clients: u64) -> io::Result<Counts> {
+    let (std_listener, addr) = load::listener()?;
+    let c = rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        let clients = load::accept_clients(addr, clients);
+        let mut errors = 0u64;
+        while !clients.done() {
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep(TICK) => continue,
+                res = listener.accept() => match res {
+                    Ok((mut stream, _)) => {
+                        let _ = stream.write_all(&[1u8]).await;
+                    }
+                    Err(_) => errors += 1,
+                },
+            }
+        }
+        let mut c = clients.join();
+        if errors > 0 {
+            c.add_note(format!("{errors} accept errors"));
+        }
+        Ok::<_, io::Error>(c)
+    })?;
+    drop(rt);
+    Ok(c)
+}
+
+fn read(rt: Runtime, bytes: u64) -> io::Result<Counts> {
+    let (std_stream, writer) = load::tcp_writer(bytes)?;
+    let (v, note) = rt.block_on(async {
+        let mut stream = tokio::net::TcpStream::from_std(std_stream)?;
+        let mut v = load::Verifier::default();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep(TICK) => continue,
+                res = stream.read(&mut buf) => match res {
+                    Ok(0) => return Ok::<_, io::Error>((v, None)),
+                    Ok(n) => v.feed(&buf[..n]),
+                    Err(e) if load::retryable(&e) => {}
+                    Err(e) => return Ok((v, Some(format!("read failed: {e}")))),
+                },
+            }
+        }
+    })?;
+    drop(rt);
+    Ok(v.counts(writer.join().unwrap_or(0), note))
+}
+
+fn udp(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
+    use std::os::fd::AsRawFd;
+    let (rx, tx) = load::udp_pair()?;
+    let fd = rx.as_raw_fd();
+    let (seen, errors, sender) = rt.block_on(async {
+        let sock = tokio::net::UdpSocket::from_std(rx)?;
+        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
+        let mut seen = load::Seen::new(datagrams);
+        let mut errors = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let done = sender.done();
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep(if done { DRAIN } else { TICK }) => {
+                    if done {
+                        break;
+                    }
+                }
+                res = sock.recv_from(&mut buf) => match res {
+                    Ok((n, _)) => seen.record(&buf[..n]),
+                    Err(e) if load::retryable(&e) => {}
+                    Err(_) => errors += 1,
+                },
+            }
+        }
+        Ok::<_, io::Error>((seen, errors, sender))
+    })?;
+    let c = load::finish_datagrams(sender, &seen, errors);
+    drop(rt);
+    Ok(c)
+}
+
+fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
+    use std::os::fd::AsRawFd;
+    let (rx, tx) = load::unix_pair()?;
+    let fd = rx.as_raw_fd();
+    let (seen, errors, sender) = rt.block_on(async {
+        let sock = tokio::net::UnixDatagram::from_std(rx)?;
+        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
+        let mut seen = load::Seen::new(datagrams);
+        let mut errors = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let done = sender.done();
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep(if done { DRAIN } else { TICK }) => {
+                    if done {
+                        break;
+                    }
+                }
+                res = sock.recv(&mut buf) => match res {
+                    Ok(n) => seen.record(&buf[..n]),
+                    Err(e) if load::retryable(&e) => {}
+                    Err(_) => errors += 1,
+                },
+            }
+        }
+        Ok::<_, io::Error>((seen, errors, sender))
+    })?;
+    let c = load::finish_datagrams(sender, &seen, errors);
+    drop(rt);
+    Ok(c)
+}
+
+fn files(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
+    let dir = load::files_dir(&sizes.dir, "tokio")?;
+    let data = load::file_data(sizes.file_bytes);
+    let (sent, err) = rt.block_on(async {
+        let mut sent = 0u64;
+        for i in 0..sizes.files {
+            let mut f = match tokio::fs::File::create(load::file_path(&dir, i)).await {
+                Ok(f) => f,
+                Err(e) => return (sent, Some(e)),
+            };
+            if let Err(e) = f.write_all(&data).await {
+                return (sent, Some(e));
+            }
+            sent += sizes.file_bytes;
+            // Dropped as a program would drop it: no flush.
+            drop(f);
+        }
+        (sent, None)
+    });
+    // As at the end of `main`: tokio's drop waits for the blocking pool's writes.
+    drop(rt);
+    let mut c = Counts {
+        sent,
+        ..Counts::default()
+    };
+    if let Some(e) = err {
+        c.add_note(format!("writing stopped early: {e}"));
+    }
+    load::count_files(&dir, sizes.file_bytes, &mut c);
+    Ok(c)
+}
+
+fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
+    let (addr, reader) = load::stream_reader(sizes.stream_bytes)?;
+    let data = load::file_data(sizes.stream_bytes);
+    let (made, sent, err) = rt.block_on(async {
+        let (mut made, mut sent) = (0u64, 0u64);
+        for _ in 0..sizes.streams {
+            let mut s = match tokio::net::TcpStream::connect(addr).await {
+                Ok(s) => s,
+                Err(e) => return (made, sent, Some(e)),
+            };
+            made += 1;
+            if let Err(e) = s.write_all(&data).await {
+                return (made, sent, Some(e));
+            }
+            sent += sizes.stream_bytes;
+            // Dropped as a program would drop it: no flush, no shutdown.
+            drop(s);
+        }
+        (made, sent, None)
+    });
+    drop(rt);
+    Ok(load::stream_counts(reader, made, sent, err))
+}
