@@ -106,29 +106,11 @@ fn udp(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
     let (seen, errors, sender) = rt.block_on(async {
         let sock = hoop::net::UdpSocket::from_std(rx);
         let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let mut seen = load::Seen::new(datagrams);
-        let mut errors = 0u64;
-        let mut spare: Option<Vec<u8>> = None;
-        loop {
-            let done = sender.done();
-            let buf = spare.take().unwrap_or_else(|| Vec::with_capacity(CHUNK));
-            hoop::select! {
-                biased;
-                _ = hoop::time::sleep(if done { DRAIN } else { TICK }) => {
-                    if done {
-                        break;
-                    }
-                }
-                (res, buf) = sock.recv_from(buf) => {
-                    match res {
-                        Ok(_) => seen.record(&buf),
-                        Err(e) if load::retryable(&e) => {}
-                        Err(_) => errors += 1,
-                    }
-                    spare = Some(buf);
-                }
-            }
-        }
+        let (seen, errors) = receive_datagrams(&sender, datagrams, |buf| async {
+            let (res, buf) = sock.recv_from(buf).await;
+            (res.map(drop), buf)
+        })
+        .await;
         (seen, errors, sender)
     });
     let c = load::finish_datagrams(sender, &seen, errors);
@@ -143,34 +125,53 @@ fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
     let (seen, errors, sender) = rt.block_on(async {
         let sock = hoop::net::UnixDatagram::from_std(rx);
         let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let mut seen = load::Seen::new(datagrams);
-        let mut errors = 0u64;
-        let mut spare: Option<Vec<u8>> = None;
-        loop {
-            let done = sender.done();
-            let buf = spare.take().unwrap_or_else(|| Vec::with_capacity(CHUNK));
-            hoop::select! {
-                biased;
-                _ = hoop::time::sleep(if done { DRAIN } else { TICK }) => {
-                    if done {
-                        break;
-                    }
-                }
-                (res, buf) = sock.recv(buf) => {
-                    match res {
-                        Ok(_) => seen.record(&buf),
-                        Err(e) if load::retryable(&e) => {}
-                        Err(_) => errors += 1,
-                    }
-                    spare = Some(buf);
-                }
-            }
-        }
+        let (seen, errors) = receive_datagrams(&sender, datagrams, |buf| async {
+            let (res, buf) = sock.recv(buf).await;
+            (res.map(drop), buf)
+        })
+        .await;
         (seen, errors, sender)
     });
     let c = load::finish_datagrams(sender, &seen, errors);
     drop(rt);
     Ok(c)
+}
+
+/// The datagram scenarios' loop: `recv` (one receive call of the socket) in `select!` against
+/// the timer, until the sender is done and the timer finds nothing more to drain.
+async fn receive_datagrams<F, Fut>(
+    sender: &load::Sender,
+    datagrams: u64,
+    recv: F,
+) -> (load::Seen, u64)
+where
+    F: Fn(Vec<u8>) -> Fut,
+    Fut: std::future::Future<Output = (io::Result<()>, Vec<u8>)>,
+{
+    let mut seen = load::Seen::new(datagrams);
+    let mut errors = 0u64;
+    let mut spare: Option<Vec<u8>> = None;
+    loop {
+        let done = sender.done();
+        let buf = spare.take().unwrap_or_else(|| Vec::with_capacity(CHUNK));
+        hoop::select! {
+            biased;
+            _ = hoop::time::sleep(if done { DRAIN } else { TICK }) => {
+                if done {
+                    break;
+                }
+            }
+            (res, buf) = recv(buf) => {
+                match res {
+                    Ok(()) => seen.record(&buf),
+                    Err(e) if load::retryable(&e) => {}
+                    Err(_) => errors += 1,
+                }
+                spare = Some(buf);
+            }
+        }
+    }
+    (seen, errors)
 }
 
 fn files(rt: Runtime, runtime: &str, sizes: &Sizes) -> io::Result<Counts> {
