@@ -140,7 +140,7 @@ fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
 /// The datagram scenarios' loop: `recv` (one receive call of the socket) in `select!` against
 /// the timer, until the sender is done and the timer finds nothing more to drain.
 async fn receive_datagrams<F, Fut>(
-    sender: &load::Sender,
+    sender: &super::dgram::Sender,
     datagrams: u64,
     recv: F,
 ) -> (load::Seen, u64)

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-pub(crate) use super::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen, Sender};
+pub(crate) use super::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen};
 pub(crate) use super::sink::{count_files, file_path, files_dir, stream_counts, stream_reader};
 
 /// The timer every select loop races its I/O against (as in the trial).
