@@ -28,6 +28,10 @@
 //!   [--datagrams N] [--files N] [--file-bytes SIZE] [--no-peers]`: what an I/O future dropped in
 //!   `select!` loses, counted side by side on hoop (io_uring and epoll), tokio and the peers
 //!   ([`cancel`]).
+//! * `hoop bench idle [--idle N] [-c CONNS] [-l LEN] [-t SECS] [--servers LIST] [--sample N]
+//!   [--per-client N]`: idle connections held against each echo server (helper processes
+//!   `hoop bench idle-client` hold them) while active ones load it: RSS per idle connection,
+//!   active req/s and p99 with and without them ([`idle`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
 //!   fixed amount of work for instruction counts under callgrind ([`count`],
 //!   `scripts/instructions`).
@@ -47,6 +51,7 @@ mod echo_client;
 pub(crate) mod fanout;
 pub(crate) mod file;
 pub(crate) mod http;
+pub(crate) mod idle;
 pub(crate) mod nop;
 mod output;
 pub(crate) mod peers;
@@ -173,6 +178,17 @@ pub enum BenchCommand {
     /// (io_uring and epoll), tokio, monoio, compio and tokio-uring (the last three in the
     /// hoop-peer binary of peers/, built on demand). Only counts, no speed.
     Cancel(cancel::CancelArgs),
+    /// Idle connections: N (default 100,000, capped at the open-file limit) held against each
+    /// echo server while 50 active connections load it; RSS before, with and after them, per
+    /// idle connection, active req/s and p99 with and without them; hoop (io_uring and epoll),
+    /// tokio and monoio side by side; every active reply verified, a sample of the idle
+    /// connections checked for an echo, failures counted.
+    #[command(after_help = EXIT_CODES)]
+    Idle(idle::IdleArgs),
+    /// The helper that holds idle connections for `hoop bench idle` (one process per
+    /// open-file limit's worth).
+    #[command(hide = true)]
+    IdleClient(idle::holder::IdleClientArgs),
 }
 
 /// Arguments of `hoop bench echo`.
@@ -248,6 +264,8 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
+        Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
+        Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

@@ -47,6 +47,9 @@ const FULL_CONNS: [usize; 3] = [50, 500, 1000];
 pub(crate) const QUICK_CONNS: [usize; 2] = [50, 500];
 /// Payload sizes of both matrices.
 pub(crate) const LENS: [usize; 2] = [128, 512];
+/// The quick suite's cell beyond its product (conns, len): 16 KiB messages, where a reply
+/// takes several receives (or one bundle of buffers) instead of one.
+pub(crate) const BIG_CELL: (usize, usize) = (50, 16384);
 /// Planned overhead of one side-by-side run (start, connect, stop), for the progress bar.
 pub(crate) const RUN_OVERHEAD_SECS: f64 = 0.7;
 
@@ -63,12 +66,30 @@ pub(crate) struct Matrix {
     pub secs: f64,
     /// Rounds per configuration.
     pub rounds: u32,
+    /// Cells (conns, len) run after the product of `conns` and `lens`.
+    pub extra: Vec<(usize, usize)>,
 }
 
 impl Matrix {
+    /// Every cell (conns, len): the product of `conns` and `lens`, then `extra`.
+    pub(crate) fn cells(&self) -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = Vec::new();
+        for &c in &self.conns {
+            for &l in &self.lens {
+                v.push((c, l));
+            }
+        }
+        for cell in &self.extra {
+            if !v.contains(cell) {
+                v.push(*cell);
+            }
+        }
+        v
+    }
+
     /// Planned seconds, for the progress bar.
     pub(crate) fn planned_secs(&self) -> f64 {
-        let runs = self.conns.len() * self.lens.len() * self.servers.len() * self.rounds as usize;
+        let runs = self.cells().len() * self.servers.len() * self.rounds as usize;
         runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
     }
 }
@@ -115,6 +136,7 @@ pub(crate) fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
                 servers: parse_servers(args.servers)?,
                 secs,
                 rounds: args.rounds,
+                extra: Vec::new(),
             };
             let out = Out::new(json, matrix.planned_secs());
             let outcome = run_matrix(&matrix, &out);
@@ -214,37 +236,35 @@ pub(crate) fn run_matrix(m: &Matrix, out: &Out) -> MatrixOutcome {
             });
         }
     }
-    for &conns in &m.conns {
-        for &len in &m.lens {
-            for round in 0..m.rounds {
-                for server in &servers {
-                    let what = format!("echo {server}: c={conns} l={len} round {}", round + 1);
-                    out.start(&what, m.secs + RUN_OVERHEAD_SECS);
-                    let cfg = ClientConfig {
-                        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                        conns,
-                        len,
-                        secs: Duration::from_secs_f64(m.secs),
-                    };
-                    match run_one(server, round, cfg, server_cpu, client_cpu) {
-                        Ok(r) => {
-                            out.measurement(&r);
-                            out.warn_run(
-                                &what,
-                                r.requests,
-                                "request",
-                                r.errors,
-                                r.first_error.as_deref(),
-                            );
-                            outcome.results.push(r);
-                        }
-                        Err(e) => {
-                            out.note(&format!("warning: {what}: {e}"));
-                            outcome.failures.push(format!("{what}: {e}"));
-                        }
+    for (conns, len) in m.cells() {
+        for round in 0..m.rounds {
+            for server in &servers {
+                let what = format!("echo {server}: c={conns} l={len} round {}", round + 1);
+                out.start(&what, m.secs + RUN_OVERHEAD_SECS);
+                let cfg = ClientConfig {
+                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    conns,
+                    len,
+                    secs: Duration::from_secs_f64(m.secs),
+                };
+                match run_one(server, round, cfg, server_cpu, client_cpu) {
+                    Ok(r) => {
+                        out.measurement(&r);
+                        out.warn_run(
+                            &what,
+                            r.requests,
+                            "request",
+                            r.errors,
+                            r.first_error.as_deref(),
+                        );
+                        outcome.results.push(r);
                     }
-                    out.done(m.secs + RUN_OVERHEAD_SECS);
+                    Err(e) => {
+                        out.note(&format!("warning: {what}: {e}"));
+                        outcome.failures.push(format!("{what}: {e}"));
+                    }
                 }
+                out.done(m.secs + RUN_OVERHEAD_SECS);
             }
         }
     }

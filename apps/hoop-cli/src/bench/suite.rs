@@ -18,7 +18,7 @@ use super::http;
 use super::nop::{self, NopConfig};
 use super::output::Out;
 use super::report::{self, ReportData};
-use super::side_by_side::{self, Matrix, LENS, QUICK_CONNS};
+use super::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
 use super::sysinfo::{self, SysInfo};
 use super::{check_rounds, check_secs};
 
@@ -105,6 +105,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         servers: servers.clone(),
         secs: o.secs,
         rounds: o.rounds,
+        extra: vec![BIG_CELL],
     };
     let nop_cfg = NopConfig {
         threads: 1,
