@@ -426,6 +426,8 @@ fn the_suite_writes_a_report() {
         "--no-peers",
         "--fanout-secs",
         "0.2",
+        "--idle-secs",
+        "0.3",
         "--out",
         &dir_arg,
         "--json",
@@ -438,8 +440,8 @@ fn the_suite_writes_a_report() {
         return;
     }
     assert!(out.status.success(), "stderr: {err}");
-    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server, then 2 no-op engines and 2 rows of
-    // shared rings (1 and 4 threads), then the file engines (O_DIRECT, then buffered; fio's
+    // Quick matrix: 2 conns x 2 lens x 2 rounds x 1 server and the 16 KiB cell's 2 rounds, then
+    // 2 no-op engines and 2 rows of shared rings (1 and 4 threads), then the file engines (O_DIRECT, then buffered; fio's
     // only where fio is installed).
     let lines = common::json_lines(&out);
     let (file, others): (Vec<&Value>, Vec<&Value>) =
@@ -452,6 +454,18 @@ fn the_suite_writes_a_report() {
     // with sent = received + lost, tokio losing nothing (hoop's losses are counted, not judged).
     let (cancel, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "cancel");
+    // The idle-connection run: the suite's servers it knows (tokio here), 2,000 idle each,
+    // every one held and none failed.
+    let (idle, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "idle");
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    for v in &idle {
+        assert_eq!(v["server"], "tokio", "{v}");
+        assert_eq!(v["idle_conns"].as_u64(), Some(2000), "{v}");
+        assert_eq!(v["idle_failed"].as_u64(), Some(0), "{v}");
+        assert_eq!(v["active_errors"].as_u64(), Some(0), "{v}");
+        assert!(v["active_rps"].as_f64().unwrap() > 0.0, "{v}");
+    }
     let uring = if err.contains("cancel: hoop: skipped") {
         0
     } else {
@@ -496,7 +510,22 @@ fn the_suite_writes_a_report() {
         assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
         assert!(v["reads"].as_u64().unwrap() > 0, "{v}");
     }
-    assert_eq!(others.len(), 12, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(others.len(), 14, "{}", String::from_utf8_lossy(&out.stdout));
+    let cells: Vec<(u64, u64)> = others
+        .iter()
+        .filter(|v| v["bench"] == "echo")
+        .map(|v| {
+            (
+                v["conns"].as_u64().unwrap(),
+                v["len_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells.iter().filter(|c| **c == (50, 16384)).count(),
+        2,
+        "{cells:?}"
+    );
     let shared: Vec<(u64, u64)> = others
         .iter()
         .filter(|v| v["engine"] == "hoop-shared")
@@ -616,6 +645,7 @@ fn the_suite_writes_a_report() {
     assert!(report.contains("- http: hoop (io_uring)"), "{report}");
     assert!(report.contains("## Fan-out (chat broadcast)"), "{report}");
     assert!(report.contains("## Cancellation in select!"), "{report}");
+    assert!(report.contains("## Idle connections"), "{report}");
     assert!(
         report.contains("| runtime | scenario | sent | received | lost |"),
         "{report}"

@@ -35,8 +35,9 @@
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
 //!   fixed amount of work for instruction counts under callgrind ([`count`],
 //!   `scripts/instructions`).
-//! * `hoop bench`: the quick echo matrix, the no-op bench, a quick file run, a quick HTTP run, a
-//!   short fan-out run, the cancellation counts, tables, and a report written to `target/hoop-report/` ([`suite`]).
+//! * `hoop bench`: the quick echo matrix (and a 16 KiB cell), the no-op bench, a quick file
+//!   run, a quick HTTP run, a short fan-out run, the cancellation counts, a small idle-connection
+//!   run, tables, and a report written to `target/hoop-report/` ([`suite`]).
 //!
 //! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
 //! and its human output goes to stderr.
@@ -135,6 +136,13 @@ pub struct BenchArgs {
     /// Suite only: skip the short fan-out run.
     #[arg(long)]
     pub no_fanout: bool,
+    /// Suite only: seconds of each active run of the idle-connection run (`hoop bench idle` at
+    /// 2,000 idle connections).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub idle_secs: f64,
+    /// Suite only: skip the idle-connection run.
+    #[arg(long)]
+    pub no_idle: bool,
     /// Suite only: skip the cancellation counts (`hoop bench cancel` at a small size: hoop,
     /// hoop-epoll, tokio and, unless --no-peers, monoio, compio and tokio-uring).
     #[arg(long)]
@@ -282,6 +290,8 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             fanout_secs: args.fanout_secs,
             no_fanout: args.no_fanout,
             no_cancel: args.no_cancel,
+            idle_secs: args.idle_secs,
+            no_idle: args.no_idle,
         }),
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct ReportData<'a> {
     pub cancel: &'a [super::cancel::CancelResult],
     /// The cancellation section (markdown; none: skipped).
     pub cancel_section: Option<&'a str>,
+    /// Idle-connection measurements (empty when skipped).
+    pub idle: &'a [super::idle::IdleResult],
+    /// The idle-connection section (markdown; none: skipped).
+    pub idle_section: Option<&'a str>,
     /// Runs that could not be measured.
     pub failures: &'a [String],
     /// Phase timings.
@@ -79,6 +83,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     for r in d.cancel {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    for r in d.idle {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     let json = serde_json::to_string_pretty(&all).map_err(io::Error::other)?;
@@ -235,6 +242,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     }
 
     if let Some(section) = d.cancel_section {
+        m.push_str(section);
+    }
+
+    if let Some(section) = d.idle_section {
         m.push_str(section);
     }
 

@@ -1,10 +1,11 @@
-//! `hoop bench` with no subcommand: the quick echo matrix, the no-op bench (with short rows of
+//! `hoop bench` with no subcommand: the quick echo matrix and its 16 KiB cell, the no-op bench (with short rows of
 //! shared rings at 1 and 4 threads), a quick file run
 //! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
 //! static servers side by side, the static mix included; wrk beside the load generator against
 //! hoop and nginx when installed), a short fan-out run (200 chat clients, hoop io_uring, hoop
 //! epoll and tokio, unloaded and with a CPU hog on the server's core), the cancellation counts
-//! (`hoop bench cancel` at a small size), tables, and the report in `target/hoop-report/`.
+//! (`hoop bench cancel` at a small size), a small idle-connection run (`hoop bench idle` at
+//! 2,000 idle connections, 1 s of load), tables, and the report in `target/hoop-report/`.
 //! Every phase is timed.
 
 use std::io;
@@ -15,6 +16,7 @@ use super::cancel;
 use super::fanout;
 use super::file::quick::{self, FileSuite, QuickOptions};
 use super::http;
+use super::idle;
 use super::nop::{self, NopConfig};
 use super::output::Out;
 use super::report::{self, ReportData};
@@ -63,6 +65,10 @@ pub(crate) struct SuiteOptions {
     pub no_fanout: bool,
     /// Skip the cancellation counts.
     pub no_cancel: bool,
+    /// Seconds of each active run of the idle-connection run.
+    pub idle_secs: f64,
+    /// Skip the idle-connection run.
+    pub no_idle: bool,
 }
 
 /// Runs the suite.
@@ -153,13 +159,21 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         p.check()?;
     }
     let cancel_plan = (!o.no_cancel).then(|| cancel::Plan::quick(!o.no_peers));
+    // The idle run takes the suite's servers it knows (hoop, hoop-epoll, tokio, monoio).
+    let idle_plan = if o.no_idle {
+        None
+    } else {
+        check_secs("--idle-secs", o.idle_secs)?;
+        idle::Plan::quick(&servers, o.idle_secs)?
+    };
     let planned = matrix.planned_secs()
         + nop_rows * nop_cfg.secs
         + shared_cfgs.len() as f64 * shared_secs
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
         + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs)
-        + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs);
+        + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs)
+        + idle_plan.as_ref().map_or(0.0, idle::Plan::planned_secs);
     let out = Out::new(o.json, planned);
     let pinning = pinning_text();
     out.note(&format!(
@@ -256,6 +270,17 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
         }
         None => cancel::Outcome::default(),
     };
+
+    let t = Instant::now();
+    let idle_outcome = match &idle_plan {
+        Some(plan) => {
+            let o = idle::run_plan(plan, &out);
+            failures.extend(o.failures.iter().map(|f| format!("idle: {f}")));
+            phases.push(("idle".into(), t.elapsed()));
+            o
+        }
+        None => idle::Outcome::default(),
+    };
     out.finish();
 
     let mut echo_table = side_by_side::summary_table(&echo.results, &servers);
@@ -299,6 +324,10 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if let Some(s) = &cancel_section {
         out.human(s);
     }
+    let idle_section = idle_plan.as_ref().map(|p| idle::section(p, &idle_outcome));
+    if let Some(s) = &idle_section {
+        out.human(s);
+    }
 
     let t = Instant::now();
     let written = report::write_report(
@@ -321,6 +350,8 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
             fanout_section: fanout_section.as_deref(),
             cancel: &cancel_outcome.results,
             cancel_section: cancel_section.as_deref(),
+            idle: &idle_outcome.results,
+            idle_section: idle_section.as_deref(),
             failures: &failures,
             phases: &phases,
         },
@@ -361,6 +392,14 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if fanout_bad > 0 {
         return Err(io::Error::other(format!(
             "{fanout_bad} fan-out run(s) counted errors or verified no delivery"
+        )));
+    }
+    let idle_bad = idle_outcome.bad();
+    if !idle_bad.is_empty() {
+        return Err(io::Error::other(format!(
+            "idle run: {}: idle connections failed, or the active load counted errors or \
+             verified nothing",
+            idle_bad.join(", ")
         )));
     }
     let file_errors: u64 = file.all().map(|r| r.errors).sum();
