@@ -436,7 +436,16 @@ fn run_one(
             rps(o),
             stats::quantile_us(&o.hist, 0.99),
             o.errors,
-            o.first_error.clone(),
+            // A server that answers nothing shows no error of its own: say it.
+            o.first_error.clone().or_else(|| {
+                (o.requests == 0).then(|| {
+                    format!(
+                        "no active request answered in {secs} s with the idle connections \
+                         ({} of {} active connections connected)",
+                        o.connected, plan.conns
+                    )
+                })
+            }),
         ),
         Err(e) => (0.0, None, 1, Some(format!("the active run failed: {e}"))),
     };
