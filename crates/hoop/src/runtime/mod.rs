@@ -126,8 +126,10 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ), `SINGLE_ISSUER |
-    /// DEFER_TASKRUN` when the kernel has them.
+    /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ) grown to hold one operation
+    /// per descriptor of the `RLIMIT_NOFILE` soft limit (at most 65536 entries, see
+    /// `hoop_driver::default_cq_entries`), `SINGLE_ISSUER | DEFER_TASKRUN` when the kernel has
+    /// them.
     pub fn new() -> Builder {
         Builder::default()
     }

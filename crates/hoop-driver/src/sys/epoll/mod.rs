@@ -272,11 +272,11 @@ impl Epoll {
         // alike on both (epoll itself has no completion queue to overflow).
         let capacity = match (cfg.max_in_flight, cfg.cq_entries) {
             (Some(n), _) => n as usize,
-            (None, Some(cq)) => {
-                let cq = cq.max(cfg.entries.saturating_mul(2)).next_power_of_two() as usize;
-                cq.saturating_sub((cq / 16).max(1) + 1)
+            (None, cq) => {
+                let cq = cq.unwrap_or_else(|| crate::config::default_cq_entries(cfg.entries));
+                let cq = cq.max(cfg.entries.saturating_mul(2)).next_power_of_two();
+                crate::config::cap_for_cq(cq as usize)
             }
-            (None, None) => 16384,
         }
         .max(1);
         Ok(Epoll {
