@@ -63,7 +63,9 @@ pub struct Config {
     /// `RLIMIT_NOFILE` soft limit be in flight (at most 65536, the kernel's largest CQ).
     pub cq_entries: Option<u32>,
     /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
-    /// room reserved for cancels and the wake-up poll). Larger values are for tests that force
+    /// room reserved for cancels and the wake-up poll). Multishot receives and accepts, which
+    /// wait for a peer, are not counted: they take slots beyond the cap (one per descriptor of
+    /// the `RLIMIT_NOFILE` soft limit), so idle connections never hold the room new work needs. Larger values are for tests that force
     /// CQ overflow.
     pub max_in_flight: Option<u32>,
     /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
@@ -153,4 +155,11 @@ pub fn default_cq_entries(entries: u32) -> u32 {
         cq *= 2;
     }
     cq.min(MAX_CQ_ENTRIES).max(base)
+}
+
+/// Slots beyond the in-flight cap for the operations it does not count (multishots that wait
+/// for a peer): one per descriptor the process may open (the `RLIMIT_NOFILE` soft limit, at
+/// most 65536), since each waits on a socket. Past that they wait for room like the others.
+pub(crate) fn uncapped_slots() -> usize {
+    crate::fixedfile::table_size() as usize
 }

@@ -148,7 +148,8 @@ impl Builder {
     }
 
     /// Overrides the in-flight cap. A value above the CQ size lets completions overflow into the
-    /// kernel's backlog, which the driver then flushes: only useful to test that path.
+    /// kernel's backlog, which the driver then flushes: only useful to test that path. Multishot
+    /// receives and accepts (which wait for a peer) are not counted against it.
     pub fn max_in_flight(mut self, ops: u32) -> Builder {
         self.cfg.max_in_flight = Some(ops);
         self

@@ -281,7 +281,7 @@ impl Epoll {
         .max(1);
         Ok(Epoll {
             epfd,
-            table: OpTable::new(capacity),
+            table: OpTable::new(capacity, crate::config::uncapped_slots()),
             pool: Pool::new(cfg.pool_threads, wake_fd.clone()),
             wake_fd,
             fds: FdTable::default(),
@@ -366,7 +366,7 @@ impl Epoll {
         if self.shut_down {
             return Err(PushError::ShutDown);
         }
-        if !self.table.may_push(granted) {
+        if !self.table.may_push(granted, state.counts_against_cap()) {
             return Err(PushError::NoRoom);
         }
         self.table.counters.sqes_submitted += 1;

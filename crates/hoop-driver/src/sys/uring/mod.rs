@@ -181,7 +181,7 @@ impl Uring {
         Ok(Uring {
             ring,
             probe,
-            table: OpTable::new(capacity),
+            table: OpTable::new(capacity, crate::config::uncapped_slots()),
             cancels: VecDeque::new(),
             cancels_in_flight: 0,
             cancel_budget,
@@ -262,7 +262,7 @@ impl Uring {
         if self.shut_down {
             return Err(PushError::ShutDown);
         }
-        if !self.table.may_push(granted) {
+        if !self.table.may_push(granted, state.counts_against_cap()) {
             return Err(PushError::NoRoom);
         }
         let Some(user_data) = self.table.slots.insert(state) else {
