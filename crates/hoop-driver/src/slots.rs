@@ -212,6 +212,31 @@ mod tests {
     }
 
     #[test]
+    fn uncapped_streams_are_not_counted() {
+        use crate::lifecycle::Stream;
+        let mut s = Slots::new(4);
+        let a = s.insert(Lifecycle::Submitted).unwrap();
+        let b = s
+            .insert(Lifecycle::Streaming(Stream::new(None).uncapped(true)))
+            .unwrap();
+        let c = s.insert(Lifecycle::Streaming(Stream::new(None))).unwrap();
+        assert_eq!((s.in_use(), s.counted_in_use()), (3, 2));
+        s.remove(b);
+        assert_eq!((s.in_use(), s.counted_in_use()), (2, 2));
+        s.remove(a);
+        s.remove(c);
+        assert_eq!((s.in_use(), s.counted_in_use()), (0, 0));
+        // A reused slot takes the new operation's kind, not the old one's.
+        let d = s
+            .insert(Lifecycle::Streaming(Stream::new(None).uncapped(true)))
+            .unwrap();
+        assert_eq!(s.counted_in_use(), 0);
+        s.remove(d);
+        let _ = s.insert(Lifecycle::Submitted).unwrap();
+        assert_eq!(s.counted_in_use(), 1);
+    }
+
+    #[test]
     fn tags_are_not_slot_indexes() {
         let mut s = Slots::new(4);
         assert!(s.get_mut(tag::CANCEL).is_none());
