@@ -58,10 +58,14 @@ impl fmt::Display for DriverKind {
 pub struct Config {
     /// SQ entries (rounded up to a power of two by the kernel).
     pub entries: u32,
-    /// CQ entries; `None` means the default, the larger of 16384 and 4 x `entries`.
+    /// CQ entries; `None` means the default (see [`default_cq_entries`]): the larger of 16384,
+    /// 4 x `entries` and what lets one single-shot operation per descriptor of the process's
+    /// `RLIMIT_NOFILE` soft limit be in flight (at most 65536, the kernel's largest CQ).
     pub cq_entries: Option<u32>,
     /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
-    /// room reserved for cancels and the wake-up poll). Larger values are for tests that force
+    /// room reserved for cancels and the wake-up poll). Multishot receives and accepts, which
+    /// wait for a peer, are not counted: they take slots beyond the cap (one per descriptor of
+    /// the `RLIMIT_NOFILE` soft limit), so idle connections never hold the room new work needs. Larger values are for tests that force
     /// CQ overflow.
     pub max_in_flight: Option<u32>,
     /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
@@ -125,4 +129,37 @@ impl Default for Config {
             sample_depth: false,
         }
     }
+}
+
+/// The kernel's largest CQ (`IORING_MAX_CQ_ENTRIES`); larger requests are clamped to it.
+const MAX_CQ_ENTRIES: u32 = 65536;
+
+/// The in-flight cap a CQ of `cq` entries allows: its size minus the room reserved for cancels
+/// (a sixteenth) and the wake-up poll (one).
+pub(crate) fn cap_for_cq(cq: usize) -> usize {
+    cq.saturating_sub((cq / 16).max(1) + 1).max(1)
+}
+
+/// The default CQ size for an SQ of `entries`: the larger of 16384, 4 x `entries`, and the
+/// smallest power of two whose in-flight cap ([`cap_for_cq`]) holds one operation per descriptor
+/// the process may open (the `RLIMIT_NOFILE` soft limit when the runtime is built), at most
+/// 65536. Every idle connection keeps one receive in flight (single-shot or multishot), so a
+/// cap below the descriptor limit stalls the next accept behind idle connections while the
+/// process could still open sockets; sized this way, running out of descriptors (`EMFILE` on
+/// accept) comes first. A CQE is 16 bytes: 32768 entries (a limit of 20000) cost 512 KiB.
+pub fn default_cq_entries(entries: u32) -> u32 {
+    let base = entries.saturating_mul(4).max(16384);
+    let nofile = crate::fixedfile::table_size() as usize;
+    let mut cq = base.next_power_of_two();
+    while cq < MAX_CQ_ENTRIES && cap_for_cq(cq as usize) < nofile {
+        cq *= 2;
+    }
+    cq.min(MAX_CQ_ENTRIES).max(base)
+}
+
+/// Slots beyond the in-flight cap for the operations it does not count (multishots that wait
+/// for a peer): one per descriptor the process may open (the `RLIMIT_NOFILE` soft limit, at
+/// most 65536), since each waits on a socket. Past that they wait for room like the others.
+pub(crate) fn uncapped_slots() -> usize {
+    crate::fixedfile::table_size() as usize
 }

@@ -51,7 +51,7 @@ pub use addr::SockAddr;
 pub use aligned::AlignedBuf;
 pub use buf::{BufResult, IoBuf, IoBufMut, Slice, StaticBuf};
 pub use bufring::{BufRing, RingBuf};
-pub use config::{Config, DriverKind};
+pub use config::{default_cq_entries, Config, DriverKind};
 pub use counters::Counters;
 pub use driver::{Driver, EnterGuard, Notifier, Op};
 pub use fixedbuf::{FixedBuf, FixedBufPool, FixedIoBuf};

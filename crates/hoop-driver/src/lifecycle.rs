@@ -62,6 +62,9 @@ pub(crate) struct Stream {
     waker: Option<Waker>,
     /// The final CQE (one without `IORING_CQE_F_MORE`) is in `items` or was taken.
     ended: bool,
+    /// A multishot that waits for data (a receive, an accept): not counted against the
+    /// in-flight cap (see `Lifecycle::counts_against_cap`).
+    uncapped: bool,
 }
 
 impl Stream {
@@ -70,7 +73,14 @@ impl Stream {
             items: VecDeque::new(),
             waker: waker.cloned(),
             ended: false,
+            uncapped: false,
         })
+    }
+
+    /// The same stream, counted against the in-flight cap or not (`uncapped`).
+    pub(crate) fn uncapped(mut self: Box<Self>, uncapped: bool) -> Box<Stream> {
+        self.uncapped = uncapped;
+        self
     }
 
     /// A stream that ended at once with `c` (a readiness driver completing inline).
@@ -127,6 +137,17 @@ pub(crate) enum OnDrop {
 }
 
 impl Lifecycle {
+    /// Whether an operation pushed in this state counts against the in-flight cap. Every
+    /// operation does but a multishot that waits for data (a receive, an accept): an idle
+    /// connection's receive costs the CQ nothing until data comes, and counting it let idle
+    /// connections hold the room the next accept needed. Its CQEs can overflow the CQ when
+    /// many streams fire at once; the kernel keeps them (`FEAT_NODROP`) and the drain flushes
+    /// them (rule 9).
+    #[inline]
+    pub(crate) fn counts_against_cap(&self) -> bool {
+        !matches!(self, Lifecycle::Streaming(s) if s.uncapped)
+    }
+
     /// A final CQE arrived.
     #[inline]
     pub(crate) fn on_cqe(&mut self, c: Completion) -> OnCqe {

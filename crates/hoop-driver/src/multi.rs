@@ -151,7 +151,8 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                             return Poll::Pending;
                         };
                         *ticket = None;
-                        let state = Lifecycle::Streaming(Stream::new(Some(cx.waker())));
+                        let stream = Stream::new(Some(cx.waker())).uncapped(data.waits_for_peer());
+                        let state = Lifecycle::Streaming(stream);
                         match d.push(data, granted, state) {
                             Ok(user_data) => Ok(user_data),
                             Err(PushError::NoRoom) => {

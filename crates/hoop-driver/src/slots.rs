@@ -28,6 +28,8 @@ pub(crate) mod tag {
 
 struct Slot {
     generation: u32,
+    /// The operation counts against the in-flight cap (see `Lifecycle::counts_against_cap`).
+    counted: bool,
     state: Option<Lifecycle>,
 }
 
@@ -35,6 +37,8 @@ struct Slot {
 pub(crate) struct Slots {
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// Slots in use whose operation counts against the in-flight cap.
+    counted: usize,
 }
 
 impl Slots {
@@ -45,10 +49,12 @@ impl Slots {
             slots: (0..capacity)
                 .map(|_| Slot {
                     generation: 0,
+                    counted: false,
                     state: None,
                 })
                 .collect(),
             free: (0..capacity as u32).rev().collect(),
+            counted: 0,
         }
     }
 
@@ -64,11 +70,32 @@ impl Slots {
         self.slots.len()
     }
 
+    /// Number of slots in use whose operation counts against the in-flight cap.
+    #[inline]
+    pub(crate) fn counted_in_use(&self) -> usize {
+        self.counted
+    }
+
+    /// Frees slot `index` (its state already taken): a new generation, back on the free list.
+    #[inline(always)]
+    fn release(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        slot.generation = slot.generation.wrapping_add(1);
+        if slot.counted {
+            slot.counted = false;
+            self.counted -= 1;
+        }
+        self.free.push(index as u32);
+    }
+
     /// Takes a free slot in state `state`; returns its `user_data`.
     #[inline]
     pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
         let index = self.free.pop()?;
+        let counted = state.counts_against_cap();
+        self.counted += usize::from(counted);
         let slot = &mut self.slots[index as usize];
+        slot.counted = counted;
         // A free slot holds no state: `replace` rather than assign, so this path carries no
         // drop glue for the (absent) old state.
         if let Some(old) = slot.state.replace(state) {
@@ -107,16 +134,14 @@ impl Slots {
             Some(Lifecycle::Completed(c)) => {
                 // `Completed` owns nothing: forgetting it skips a call to the drop glue.
                 std::mem::forget(state);
-                slot.generation = slot.generation.wrapping_add(1);
-                self.free.push(index as u32);
+                self.release(index);
                 Some(Poll::Ready(c))
             }
             Some(mut state) => {
                 let polled = state.poll(waker);
                 if polled.is_ready() {
                     // `poll` is only ready on `Completed`, handled above.
-                    slot.generation = slot.generation.wrapping_add(1);
-                    self.free.push(index as u32);
+                    self.release(index);
                 } else {
                     slot.state = Some(state);
                 }
@@ -136,8 +161,7 @@ impl Slots {
             return None;
         }
         let state = slot.state.take()?;
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(index as u32);
+        self.release(index);
         Some(state)
     }
 
@@ -185,6 +209,31 @@ mod tests {
         assert_eq!(s.in_use(), 2);
         assert!(s.insert(Lifecycle::Submitted).is_some());
         assert_eq!(s.live().count(), 3);
+    }
+
+    #[test]
+    fn uncapped_streams_are_not_counted() {
+        use crate::lifecycle::Stream;
+        let mut s = Slots::new(4);
+        let a = s.insert(Lifecycle::Submitted).unwrap();
+        let b = s
+            .insert(Lifecycle::Streaming(Stream::new(None).uncapped(true)))
+            .unwrap();
+        let c = s.insert(Lifecycle::Streaming(Stream::new(None))).unwrap();
+        assert_eq!((s.in_use(), s.counted_in_use()), (3, 2));
+        s.remove(b);
+        assert_eq!((s.in_use(), s.counted_in_use()), (2, 2));
+        s.remove(a);
+        s.remove(c);
+        assert_eq!((s.in_use(), s.counted_in_use()), (0, 0));
+        // A reused slot takes the new operation's kind, not the old one's.
+        let d = s
+            .insert(Lifecycle::Streaming(Stream::new(None).uncapped(true)))
+            .unwrap();
+        assert_eq!(s.counted_in_use(), 0);
+        s.remove(d);
+        let _ = s.insert(Lifecycle::Submitted).unwrap();
+        assert_eq!(s.counted_in_use(), 1);
     }
 
     #[test]

@@ -23,7 +23,11 @@ pub(crate) enum Dropped {
 
 /// Slots, room FIFO, and the results of the last drain.
 pub(crate) struct OpTable {
+    /// `cap` slots for the operations the in-flight cap counts, and more for those it does
+    /// not (multishots that wait for a peer, `Lifecycle::counts_against_cap`).
     pub(crate) slots: Slots,
+    /// The in-flight cap: most counted operations at once (what the CQ can hold, rule 9).
+    cap: usize,
     /// Slots promised to room waiters that have not used them yet.
     granted: usize,
     /// Room waiters in FIFO order: (ticket, waker). Tickets only grow, so the deque is sorted.
@@ -39,9 +43,13 @@ pub(crate) struct OpTable {
 }
 
 impl OpTable {
-    pub(crate) fn new(capacity: usize) -> OpTable {
+    /// A table of `cap` counted operations plus `uncapped` slots for operations outside the
+    /// cap.
+    pub(crate) fn new(cap: usize, uncapped: usize) -> OpTable {
+        let cap = cap.max(1);
         OpTable {
-            slots: Slots::new(capacity),
+            slots: Slots::new(cap.saturating_add(uncapped)),
+            cap,
             granted: 0,
             room: VecDeque::new(),
             next_ticket: 0,
@@ -59,20 +67,37 @@ impl OpTable {
     }
 
     /// Whether an operation may take a slot now. `granted` says the caller holds a grant from
-    /// the room FIFO; others queue behind the waiters (FIFO fairness).
+    /// the room FIFO; others queue behind the waiters (FIFO fairness). `counted`: the
+    /// operation counts against the in-flight cap; one that does not needs only a free slot
+    /// not promised to a waiter (it takes no CQ room from those queued for it).
     #[inline]
-    pub(crate) fn may_push(&self, granted: bool) -> bool {
-        let free = self.slots.capacity() - self.slots.in_use();
+    pub(crate) fn may_push(&self, granted: bool, counted: bool) -> bool {
+        if !counted {
+            let free = self.slots.capacity() - self.slots.in_use();
+            return if granted {
+                free > 0
+            } else {
+                free > self.granted
+            };
+        }
+        let room = self.room();
         if granted {
-            free > 0
+            room > 0
         } else {
-            self.room.is_empty() && free > self.granted
+            self.room.is_empty() && room > self.granted
         }
     }
 
-    /// Slots neither in use nor promised to room waiters.
+    /// Room for counted operations: free slots, at most what the cap leaves.
+    #[inline]
+    fn room(&self) -> usize {
+        let free = self.slots.capacity() - self.slots.in_use();
+        free.min(self.cap.saturating_sub(self.slots.counted_in_use()))
+    }
+
+    /// Room for counted operations not promised to room waiters.
     pub(crate) fn free_slots(&self) -> usize {
-        (self.slots.capacity() - self.slots.in_use()).saturating_sub(self.granted)
+        self.room().saturating_sub(self.granted)
     }
 
     /// Queues a waiter for room; returns its ticket.
@@ -141,7 +166,7 @@ impl OpTable {
     }
 
     fn grant_waiters(&mut self) {
-        let free = self.slots.capacity() - self.slots.in_use();
+        let free = self.room();
         while self.granted < free {
             let Some((ticket, waker)) = self.room.pop_front() else {
                 break;

@@ -90,7 +90,7 @@ pub(crate) fn decode(data: &[u8]) -> Vec<Action> {
 }
 
 pub(crate) fn run(actions: Vec<Action>) -> Result<(), String> {
-    let mut table = OpTable::new(64);
+    let mut table = OpTable::new(64, 0);
     let log = Rc::new(RefCell::new(Log::default()));
     let mut ops: Vec<ModelOp> = Vec::new();
     let mut want_finished: Vec<(usize, i32)> = Vec::new();

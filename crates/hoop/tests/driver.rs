@@ -555,3 +555,172 @@ fn sleeps_end_without_epoll_pwait2() {
         }
     });
 }
+
+/// The default in-flight cap holds one operation per descriptor the process may open: each
+/// idle connection keeps a receive in flight, so a cap below the descriptor limit (it was
+/// 15,359 with a CQ of 16384, under a limit of 20,000) left the next client's accept waiting
+/// behind idle connections, connected by the kernel's backlog and never answered.
+#[test]
+fn default_cap_covers_the_descriptor_limit() {
+    // An injected tiny CQ is exactly what this test must not see.
+    let _f = common::faults_off(&["cq_overflow"], "the test reads the ring's real CQ size");
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit above.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    let cap = |cq: u32| cq as u64 - u64::from((cq / 16).max(1)) - 1;
+    // 61439 is the cap of the kernel's largest CQ (65536 entries).
+    let want = lim.rlim_cur.min(61439);
+    let default_cq = hoop::driver::default_cq_entries(256);
+    assert!(default_cq >= 16384, "{default_cq}");
+    assert!(
+        cap(default_cq) >= want,
+        "CQ {default_cq} for a limit of {want}"
+    );
+    each_driver(|kind| {
+        let rt = runtime(kind);
+        match kind {
+            DriverKind::Uring => {
+                let (_, cq) = rt.ring_sizes();
+                assert!(cap(cq) >= want, "CQ {cq} for a limit of {want}");
+            }
+            _ => common::skip(kind, "no CQ: its cap is computed from the same default"),
+        }
+    });
+}
+
+/// More idle connections than the in-flight cap, each waiting in a multishot receive, do not
+/// keep a new client from being accepted and served: a receive that waits for a peer takes a
+/// slot outside the cap (before, the 65th idle receive made the next accept wait for room, and
+/// its client was connected by the backlog and never answered).
+#[test]
+fn idle_receives_beyond_the_cap_leave_room_for_a_new_client() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::Arc;
+    const CAP: u32 = 64;
+    const IDLE: usize = 80;
+    each_driver(|kind| {
+        bounded(60, move || {
+            let rt = builder(kind).max_in_flight(CAP).build().unwrap();
+            // 0: running, 1: the new client got its echo, 2: it did not.
+            let outcome = Arc::new(AtomicU8::new(0));
+            let client = rt.block_on(async {
+                let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = l.local_addr().unwrap();
+                let ring = hoop::BufRing::new(8, 256).unwrap();
+                // Detached: it ends with the runtime.
+                drop(hoop::spawn(async move {
+                    loop {
+                        let Ok((s, _)) = l.accept().await else {
+                            continue;
+                        };
+                        let ring = ring.clone();
+                        drop(hoop::spawn(async move {
+                            let mut rx = s.recv_stream(&ring);
+                            while let Some(Ok(buf)) = rx.next().await {
+                                let bytes = buf.to_vec();
+                                if s.write_all(bytes).await.0.is_err() {
+                                    break;
+                                }
+                            }
+                        }));
+                    }
+                }));
+                let out = outcome.clone();
+                let client = std::thread::spawn(move || {
+                    let idle: Vec<_> = (0..IDLE)
+                        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                        .collect();
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    c.write_all(b"x").unwrap();
+                    let mut b = [0u8; 1];
+                    let ok = c.read_exact(&mut b).is_ok() && b == *b"x";
+                    out.store(if ok { 1 } else { 2 }, Ordering::SeqCst);
+                    drop(idle);
+                });
+                for _ in 0..3000 {
+                    if outcome.load(Ordering::SeqCst) != 0 {
+                        break;
+                    }
+                    hoop::time::sleep(Duration::from_millis(10)).await;
+                }
+                client
+            });
+            client.join().unwrap();
+            assert_eq!(
+                outcome.load(Ordering::SeqCst),
+                1,
+                "the new client got no echo with {IDLE} idle connections and a cap of {CAP}"
+            );
+        })
+    });
+}
+
+/// Rule 9 with receives outside the cap: on a CQ of 16 (cap 14), 100 connections each wait
+/// in a multishot receive and all get a byte at about the same time; their CQEs may overflow
+/// the CQ (the kernel keeps them, the drain flushes them) and every byte is echoed.
+#[test]
+fn uncapped_receives_that_overflow_the_cq_lose_nothing() {
+    use std::io::{Read, Write};
+    const CONNS: usize = 100;
+    each_driver(|kind| {
+        let (echoed, overflows) = bounded(60, move || {
+            let rt = builder(kind).entries(4).cq_entries(16).build().unwrap();
+            let echoed = rt.block_on(async {
+                let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = l.local_addr().unwrap();
+                let ring = hoop::BufRing::new(128, 64).unwrap();
+                // Detached: it ends with the runtime.
+                drop(hoop::spawn(async move {
+                    loop {
+                        let Ok((s, _)) = l.accept().await else {
+                            continue;
+                        };
+                        let ring = ring.clone();
+                        drop(hoop::spawn(async move {
+                            let mut rx = s.recv_stream(&ring);
+                            while let Some(Ok(buf)) = rx.next().await {
+                                let bytes = buf.to_vec();
+                                drop(buf);
+                                if s.write_all(bytes).await.0.is_err() {
+                                    break;
+                                }
+                            }
+                        }));
+                    }
+                }));
+                let client = std::thread::spawn(move || {
+                    let mut conns: Vec<_> = (0..CONNS)
+                        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                        .collect();
+                    for (i, c) in conns.iter_mut().enumerate() {
+                        c.write_all(&[i as u8]).unwrap();
+                    }
+                    let mut ok = 0;
+                    for (i, c) in conns.iter_mut().enumerate() {
+                        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                        let mut b = [0u8; 1];
+                        if c.read_exact(&mut b).is_ok() && b[0] == i as u8 {
+                            ok += 1;
+                        }
+                    }
+                    ok
+                });
+                for _ in 0..3000 {
+                    if client.is_finished() {
+                        break;
+                    }
+                    hoop::time::sleep(Duration::from_millis(10)).await;
+                }
+                client.join().unwrap()
+            });
+            (echoed, rt.counters().overflow_events)
+        });
+        eprintln!("{kind}: {echoed} of {CONNS} echoed, {overflows} CQ overflow events");
+        assert_eq!(echoed, CONNS);
+    });
+}

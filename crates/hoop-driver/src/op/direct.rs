@@ -85,6 +85,10 @@ impl AcceptMultiDirect {
 }
 
 impl MultishotCode for AcceptMultiDirect {
+    fn waits_for_peer(&self) -> bool {
+        true
+    }
+
     type Item = io::Result<DirectFd>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
@@ -320,6 +324,10 @@ impl RecvMultiDirect {
 }
 
 impl MultishotCode for RecvMultiDirect {
+    fn waits_for_peer(&self) -> bool {
+        true
+    }
+
     type Item = io::Result<RingBuf>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {

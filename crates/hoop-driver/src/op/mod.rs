@@ -130,6 +130,14 @@ pub trait MultishotCode: 'static {
     fn poll_ready_to_arm(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         std::task::Poll::Ready(())
     }
+
+    /// Whether the armed stream waits for something that may never come (a multishot receive
+    /// or accept), so that it takes a slot outside the in-flight cap: idle connections then
+    /// never hold the room new operations need. An operation that ends by itself (a zero-copy
+    /// send) keeps the default, counted.
+    fn waits_for_peer(&self) -> bool {
+        false
+    }
 }
 
 /// The data of a dropped multi-CQE operation, kept until its final CQE.

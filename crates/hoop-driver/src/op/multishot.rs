@@ -43,6 +43,10 @@ impl AcceptMulti {
 }
 
 impl MultishotCode for AcceptMulti {
+    fn waits_for_peer(&self) -> bool {
+        true
+    }
+
     type Item = io::Result<OwnedFd>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
@@ -143,6 +147,10 @@ impl Drop for RecvMulti {
 }
 
 impl MultishotCode for RecvMulti {
+    fn waits_for_peer(&self) -> bool {
+        true
+    }
+
     type Item = io::Result<RingBuf>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {

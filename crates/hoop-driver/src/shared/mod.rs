@@ -112,8 +112,9 @@ impl RingsBuilder {
         self
     }
 
-    /// SQ entries of each ring (default 256). Each ring's CQ is the larger of 16384 and 4 x
-    /// entries; the slot table holds what the CQ can take.
+    /// SQ entries of each ring (default 256). Each ring's CQ is `hoop_driver::default_cq_entries`
+    /// (at least 16384 and 4 x entries, more under a high descriptor limit); the slot table
+    /// holds what the CQ can take.
     pub fn entries(mut self, entries: u32) -> Self {
         self.entries = entries.max(1);
         self

@@ -126,8 +126,10 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ), `SINGLE_ISSUER |
-    /// DEFER_TASKRUN` when the kernel has them.
+    /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ) grown to hold one operation
+    /// per descriptor of the `RLIMIT_NOFILE` soft limit (at most 65536 entries, see
+    /// `hoop_driver::default_cq_entries`), `SINGLE_ISSUER | DEFER_TASKRUN` when the kernel has
+    /// them.
     pub fn new() -> Builder {
         Builder::default()
     }
@@ -146,7 +148,8 @@ impl Builder {
     }
 
     /// Overrides the in-flight cap. A value above the CQ size lets completions overflow into the
-    /// kernel's backlog, which the driver then flushes: only useful to test that path.
+    /// kernel's backlog, which the driver then flushes: only useful to test that path. Multishot
+    /// receives and accepts (which wait for a peer) are not counted against it.
     pub fn max_in_flight(mut self, ops: u32) -> Builder {
         self.cfg.max_in_flight = Some(ops);
         self

@@ -272,16 +272,16 @@ impl Epoll {
         // alike on both (epoll itself has no completion queue to overflow).
         let capacity = match (cfg.max_in_flight, cfg.cq_entries) {
             (Some(n), _) => n as usize,
-            (None, Some(cq)) => {
-                let cq = cq.max(cfg.entries.saturating_mul(2)).next_power_of_two() as usize;
-                cq.saturating_sub((cq / 16).max(1) + 1)
+            (None, cq) => {
+                let cq = cq.unwrap_or_else(|| crate::config::default_cq_entries(cfg.entries));
+                let cq = cq.max(cfg.entries.saturating_mul(2)).next_power_of_two();
+                crate::config::cap_for_cq(cq as usize)
             }
-            (None, None) => 16384,
         }
         .max(1);
         Ok(Epoll {
             epfd,
-            table: OpTable::new(capacity),
+            table: OpTable::new(capacity, crate::config::uncapped_slots()),
             pool: Pool::new(cfg.pool_threads, wake_fd.clone()),
             wake_fd,
             fds: FdTable::default(),
@@ -366,7 +366,7 @@ impl Epoll {
         if self.shut_down {
             return Err(PushError::ShutDown);
         }
-        if !self.table.may_push(granted) {
+        if !self.table.may_push(granted, state.counts_against_cap()) {
             return Err(PushError::NoRoom);
         }
         self.table.counters.sqes_submitted += 1;

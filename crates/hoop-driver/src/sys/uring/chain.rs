@@ -22,7 +22,7 @@ impl Uring {
         }
         // A granted caller's own slot is among the promised ones.
         let free = self.table.free_slots() + usize::from(granted);
-        if !self.table.may_push(granted) || free < slots {
+        if !self.table.may_push(granted, true) || free < slots {
             return Err(PushError::NoRoom);
         }
         Ok(())

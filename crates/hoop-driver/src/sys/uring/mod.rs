@@ -142,7 +142,7 @@ impl Uring {
         }
         let cq = cfg
             .cq_entries
-            .unwrap_or_else(|| (entries.saturating_mul(4)).max(16384))
+            .unwrap_or_else(|| crate::config::default_cq_entries(entries))
             .max(entries.saturating_mul(2));
         // Injected: a CQ of twice the SQ (at most 16 entries) while the in-flight cap stays
         // what the asked-for CQ allows, so the CQ overflows under load.
@@ -173,7 +173,7 @@ impl Uring {
         };
         let capacity = match cfg.max_in_flight {
             Some(n) => n as usize,
-            None => cq_cap.saturating_sub((cq_cap / 16).max(1) + 1).max(1),
+            None => crate::config::cap_for_cq(cq_cap),
         };
         // SAFETY: eventfd has no memory-safety preconditions.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -181,7 +181,7 @@ impl Uring {
         Ok(Uring {
             ring,
             probe,
-            table: OpTable::new(capacity),
+            table: OpTable::new(capacity, crate::config::uncapped_slots()),
             cancels: VecDeque::new(),
             cancels_in_flight: 0,
             cancel_budget,
@@ -262,7 +262,7 @@ impl Uring {
         if self.shut_down {
             return Err(PushError::ShutDown);
         }
-        if !self.table.may_push(granted) {
+        if !self.table.may_push(granted, state.counts_against_cap()) {
             return Err(PushError::NoRoom);
         }
         let Some(user_data) = self.table.slots.insert(state) else {
