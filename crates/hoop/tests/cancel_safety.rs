@@ -57,20 +57,26 @@ fn connecting_clients(
     })
 }
 
+/// [`connecting_clients`] over TCP to `addr`.
+fn tcp_clients(
+    n: usize,
+    addr: std::net::SocketAddr,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(usize, usize)> {
+    let connect = move || {
+        let s = std::net::TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(LIMIT))?;
+        Ok(Box::new(s) as Box<dyn Read + Send>)
+    };
+    connecting_clients(n, connect, done)
+}
+
 #[hoop::test]
 async fn tcp_accept_in_select_loses_no_connection() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let done = Arc::new(AtomicBool::new(false));
-    let clients = connecting_clients(
-        400,
-        move || {
-            let s = std::net::TcpStream::connect(addr)?;
-            s.set_read_timeout(Some(LIMIT))?;
-            Ok(Box::new(s) as Box<dyn Read + Send>)
-        },
-        done.clone(),
-    );
+    let clients = tcp_clients(400, addr, done.clone());
     let (mut ticks, end) = (0u64, Instant::now() + LIMIT);
     while !done.load(Ordering::Acquire) && Instant::now() < end {
         hoop::select! {
@@ -506,15 +512,7 @@ async fn incoming_dropped_in_select_loses_no_connection() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let done = Arc::new(AtomicBool::new(false));
-    let clients = connecting_clients(
-        300,
-        move || {
-            let s = std::net::TcpStream::connect(addr)?;
-            s.set_read_timeout(Some(LIMIT))?;
-            Ok(Box::new(s) as Box<dyn Read + Send>)
-        },
-        done.clone(),
-    );
+    let clients = tcp_clients(300, addr, done.clone());
     let (end, mut i) = (Instant::now() + LIMIT, 0u32);
     while !done.load(Ordering::Acquire) && Instant::now() < end {
         i += 1;
