@@ -72,13 +72,20 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
     /// items already on their way (connections the kernel accepted, data it received before
     /// the cancel ran) are still yielded, then the stream ends; it is never armed again. A
     /// stream not armed ends at once. Unlike dropping the stream, nothing delivered is lost.
-    pub fn cancel(&mut self) {
-        self.cancelled = true;
+    /// Returns whether the stream will end; `false` (the driver could not take the cancel
+    /// now) leaves it armed, to be dropped instead.
+    pub fn cancel(&mut self) -> bool {
         match &self.state {
             State::Armed { user_data, driver } => {
-                if let Ok(mut d) = driver.engine().try_borrow_mut() {
-                    d.request_cancel(*user_data);
-                }
+                // Only a cancel that reached the driver ends the stream; one that could not
+                // (the driver busy: not reachable from a task) leaves it as it was, so that the
+                // caller drops it instead of waiting on a stream that would never end.
+                let Ok(mut d) = driver.engine().try_borrow_mut() else {
+                    return false;
+                };
+                d.request_cancel(*user_data);
+                self.cancelled = true;
+                true
             }
             State::Idle { .. } => {
                 // Leaves any room queue (as a drop would) and ends.
@@ -91,8 +98,10 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
                     }
                 }
                 self.state = State::Done;
+                self.cancelled = true;
+                true
             }
-            State::Done => {}
+            State::Done => true,
         }
     }
 

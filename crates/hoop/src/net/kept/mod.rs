@@ -253,8 +253,9 @@ impl Kept {
         mut stream: MultiOp<T>,
         keep: fn(T::Item) -> Option<Outcome>,
     ) {
-        stream.cancel();
-        if !stream.is_done() {
+        // A stream whose cancel did not reach the driver is dropped (cancelled as before)
+        // rather than parked: it would never end, and the next accept would wait on it.
+        if stream.cancel() && !stream.is_done() {
             self.park(Box::new(ParkedStream { stream, keep }));
         }
     }
