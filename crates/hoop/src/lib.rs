@@ -255,6 +255,7 @@ pub mod net;
 mod poll_io;
 pub mod runtime;
 pub mod select;
+mod send_path;
 pub mod shared;
 pub mod signal;
 pub mod sync;
