@@ -304,6 +304,9 @@ pub mod __private {
     /// Where an unbiased `hoop::select!` starts polling.
     pub use crate::select::select_start;
 
+    /// The send path of this thread (tests; DESIGN.md, "The send path").
+    pub use crate::send_path::set_for_thread as set_send_path;
+
     /// What a test body returns: `()` or a `Result` (whose `Ok` is itself a test outcome).
     pub trait TestOutcome: Sized {
         /// The outcome of a run that was skipped (every driver it asked for is unavailable).

@@ -8,36 +8,75 @@
 //! (queued or in flight). The epoll driver's send already runs inside the submit: nothing
 //! changes there.
 //!
-//! `HOOP_SEND_PATH`, read once per process, chooses the path for measuring the alternatives
-//! side by side (a knob, not an API): `ring` (every send on the ring, as before), `inline`
-//! (inline first, no staging), `staging` (ring sends; a socket's `poll_write` stages bytes
-//! behind a send in flight), `both` (inline first and staging: the default).
+//! Two knobs, read once per process, choose the path, for measuring the alternatives side by
+//! side (knobs, not an API): `HOOP_SEND_OWNED` for owned-buffer writes (`write`, `write_all`
+//! of streams and owned write halves): `inline` (inline first: the default) or `ring` (every
+//! send on the ring, as before); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`):
+//! `ring` (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
+//! staging), `staging` (ring sends; bytes staged behind a send in flight: the default) or
+//! `both` (inline first and staging).
 
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
-/// The send path `HOOP_SEND_PATH` chose.
+/// The send path the knobs chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SendPath {
-    /// Sends are tried inline first (io_uring only).
-    pub(crate) inline: bool,
+    /// Owned-buffer sends are tried inline first (io_uring only).
+    pub(crate) owned_inline: bool,
+    /// The traits' sends are tried inline first (io_uring only).
+    pub(crate) trait_inline: bool,
     /// A socket's `poll_write` stages bytes behind a send in flight (as a file's does).
     pub(crate) staging: bool,
 }
 
-/// The process's send path (`HOOP_SEND_PATH`; unknown values mean the default).
+/// The process's send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH`; unknown values mean the
+/// defaults).
 pub(crate) fn send_path() -> SendPath {
     static PATH: OnceLock<SendPath> = OnceLock::new();
+    if let Some(p) = THREAD_PATH.with(std::cell::Cell::get) {
+        return p;
+    }
     *PATH.get_or_init(|| {
-        let (inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
+        let owned_inline = std::env::var("HOOP_SEND_OWNED").as_deref() == Ok("inline");
+        let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
             Ok("ring") => (false, false),
             Ok("inline") => (true, false),
-            Ok("staging") => (false, true),
-            _ => (true, true),
+            Ok("both") => (true, true),
+            _ => (false, true),
         };
-        SendPath { inline, staging }
+        SendPath {
+            owned_inline,
+            trait_inline,
+            staging,
+        }
     })
+}
+
+thread_local! {
+    /// A path chosen for this thread ([`set_for_thread`]), over the knobs.
+    static THREAD_PATH: std::cell::Cell<Option<SendPath>> = const { std::cell::Cell::new(None) };
+}
+
+/// Chooses the send path of this thread's sends (tests: every path on both drivers), or with
+/// `None` gives it back to the knobs. `owned` and `traits` are the knobs' values (`ring`,
+/// `inline`; `ring`, `inline`, `staging`, `both`).
+pub fn set_for_thread(path: Option<(&str, &str)>) {
+    let p = path.map(|(owned, traits)| {
+        let (trait_inline, staging) = match traits {
+            "ring" => (false, false),
+            "inline" => (true, false),
+            "both" => (true, true),
+            _ => (false, true),
+        };
+        SendPath {
+            owned_inline: owned == "inline",
+            trait_inline,
+            staging,
+        }
+    });
+    THREAD_PATH.with(|t| t.set(p));
 }
 
 /// What an inline send did.
@@ -51,10 +90,11 @@ pub(crate) enum Inline {
     Failed(io::Error),
 }
 
-/// Tries to send `bufs` on the stream socket `fd` inline (see the module docs). The caller
-/// guarantees that none of the socket's sends is on the ring.
-pub(crate) fn try_send(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
-    if !send_path().inline {
+/// Tries to send `bufs` on the stream socket `fd` inline (see the module docs), if `enabled`
+/// (`SendPath::owned_inline` or `trait_inline`). The caller guarantees that none of the
+/// socket's sends is on the ring.
+pub(crate) fn try_send(fd: RawFd, bufs: &[io::IoSlice<'_>], enabled: bool) -> Inline {
+    if !enabled {
         return Inline::Ring;
     }
     let Some(driver) = hoop_driver::Driver::current() else {

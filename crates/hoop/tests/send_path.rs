@@ -25,6 +25,28 @@ fn faults_off() -> hoop::fault::OptOut {
     common::faults_off(&["econnreset"], RESET_LOSES_BYTES)
 }
 
+/// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
+/// alternative, chosen per test thread.
+const PATHS: [(&str, &str); 4] = [
+    ("ring", "staging"),
+    ("inline", "both"),
+    ("inline", "inline"),
+    ("ring", "ring"),
+];
+
+/// Runs `f` on both drivers, on every send path (`f` gets the driver; its thread has the
+/// path set).
+fn each_path(f: impl Fn(hoop::DriverKind) + Copy + Send + 'static) {
+    common::each_driver(|kind| {
+        for path in PATHS {
+            common::bounded(60, move || {
+                hoop::__private::set_send_path(Some(path));
+                f(kind);
+            })
+        }
+    });
+}
+
 /// The largest buffer of a socket's trait writes (`poll_io`'s socket `max_buf`).
 const SOCKET_BUF: usize = 16 * 1024;
 
@@ -121,36 +143,34 @@ fn sqes() -> u64 {
 #[test]
 fn owned_writes_inline_then_ring_keep_order() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let data = pattern(600_000);
-            let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
-            let rt = common::runtime(kind);
-            let sent = data.clone();
-            let ring_sqes = rt.block_on(async move {
-                let s = TcpStream::from_std(ours);
-                let before = sqes();
-                let mut at = 0;
-                let mut step = 1;
-                while at < sent.len() {
-                    // Sizes from 1 byte to 20 KiB: some fit, some are cut short.
-                    let end = (at + step).min(sent.len());
-                    let (res, _) = s.write_all(sent[at..end].to_vec()).await;
-                    res.unwrap();
-                    at = end;
-                    step = step * 7 % 20_011 + 1;
-                }
-                let used = sqes() - before;
-                drop(s);
-                used
-            });
-            expect_bytes(reader, &data);
-            if kind == hoop::DriverKind::Uring && !hoop::fault::enabled() {
-                assert!(ring_sqes > 0, "no send waited on the ring");
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(600_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let ring_sqes = rt.block_on(async move {
+            let s = TcpStream::from_std(ours);
+            let before = sqes();
+            let mut at = 0;
+            let mut step = 1;
+            while at < sent.len() {
+                // Sizes from 1 byte to 20 KiB: some fit, some are cut short.
+                let end = (at + step).min(sent.len());
+                let (res, _) = s.write_all(sent[at..end].to_vec()).await;
+                res.unwrap();
+                at = end;
+                step = step * 7 % 20_011 + 1;
             }
-            drop(rt);
-        })
+            let used = sqes() - before;
+            drop(s);
+            used
+        });
+        expect_bytes(reader, &data);
+        if kind == hoop::DriverKind::Uring && !hoop::fault::enabled() {
+            assert!(ring_sqes > 0, "no send waited on the ring");
+        }
+        drop(rt);
     });
 }
 
@@ -158,30 +178,28 @@ fn owned_writes_inline_then_ring_keep_order() {
 #[test]
 fn trait_writes_inline_then_ring_keep_order() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let data = pattern(600_000);
-            let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
-            let rt = common::runtime(kind);
-            let sent = data.clone();
-            rt.block_on(async move {
-                let mut s = TcpStream::from_std(ours);
-                let mut at = 0;
-                let mut step = 1;
-                while at < sent.len() {
-                    let end = (at + step).min(sent.len());
-                    AsyncWriteExt::write_all(&mut s, &sent[at..end])
-                        .await
-                        .unwrap();
-                    at = end;
-                    step = step * 7 % 20_011 + 1;
-                }
-                AsyncWriteExt::close(&mut s).await.unwrap();
-            });
-            expect_bytes(reader, &data);
-            drop(rt);
-        })
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(600_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut step = 1;
+            while at < sent.len() {
+                let end = (at + step).min(sent.len());
+                AsyncWriteExt::write_all(&mut s, &sent[at..end])
+                    .await
+                    .unwrap();
+                at = end;
+                step = step * 7 % 20_011 + 1;
+            }
+            AsyncWriteExt::close(&mut s).await.unwrap();
+        });
+        expect_bytes(reader, &data);
+        drop(rt);
     });
 }
 
@@ -190,34 +208,32 @@ fn trait_writes_inline_then_ring_keep_order() {
 #[test]
 fn short_sends_keep_order() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let data = pattern(400_000);
-            let reader = peer_reader(peer, Duration::ZERO, Duration::from_micros(200));
-            let rt = common::runtime(kind);
-            let sent = data.clone();
-            let shorts = rt.block_on(async move {
-                let s = TcpStream::from_std(ours);
-                let mut at = 0;
-                let mut shorts = 0;
-                while at < sent.len() {
-                    let end = (at + 64 * 1024).min(sent.len());
-                    let (res, _) = s.write(sent[at..end].to_vec()).await;
-                    let n = res.unwrap();
-                    assert!(n > 0 && n <= end - at, "write of {} said {n}", end - at);
-                    if n < end - at {
-                        shorts += 1;
-                    }
-                    at += n;
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(400_000);
+        let reader = peer_reader(peer, Duration::ZERO, Duration::from_micros(200));
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let shorts = rt.block_on(async move {
+            let s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut shorts = 0;
+            while at < sent.len() {
+                let end = (at + 64 * 1024).min(sent.len());
+                let (res, _) = s.write(sent[at..end].to_vec()).await;
+                let n = res.unwrap();
+                assert!(n > 0 && n <= end - at, "write of {} said {n}", end - at);
+                if n < end - at {
+                    shorts += 1;
                 }
-                drop(s);
-                shorts
-            });
-            expect_bytes(reader, &data);
-            assert!(shorts > 0, "no send was short");
-            drop(rt);
-        })
+                at += n;
+            }
+            drop(s);
+            shorts
+        });
+        expect_bytes(reader, &data);
+        assert!(shorts > 0, "no send was short");
+        drop(rt);
     });
 }
 
@@ -228,58 +244,56 @@ fn short_sends_keep_order() {
 #[test]
 fn staging_is_bounded_and_pending_takes_nothing() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let peer_fd = peer.as_raw_fd();
-            let data = pattern(2_000_000);
-            let rt = common::runtime(kind);
-            let sent = data.clone();
-            let (accepted, reader) = rt.block_on(async move {
-                let mut s = TcpStream::from_std(ours);
-                let fd = s.as_raw_fd();
-                let mut at = 0;
-                let mut pendings = 0;
-                // Let the ring run between attempts until the socket and the buffers are full
-                // (several `Pending`s in a row with turns between them).
-                for _ in 0..10_000 {
-                    let end = (at + 3000).min(sent.len());
-                    match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
-                        Some(Ok(n)) => {
-                            at += n;
-                            pendings = 0;
-                        }
-                        Some(Err(e)) => panic!("write failed: {e}"),
-                        None => {
-                            pendings += 1;
-                            if pendings == 20 {
-                                break;
-                            }
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let peer_fd = peer.as_raw_fd();
+        let data = pattern(2_000_000);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let (accepted, reader) = rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let fd = s.as_raw_fd();
+            let mut at = 0;
+            let mut pendings = 0;
+            // Let the ring run between attempts until the socket and the buffers are full
+            // (several `Pending`s in a row with turns between them).
+            for _ in 0..10_000 {
+                let end = (at + 3000).min(sent.len());
+                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
                         }
                     }
-                    hoop::yield_now().await;
                 }
-                assert_eq!(pendings, 20, "the writes never waited");
-                let in_kernel = queued(fd, libc::TIOCOUTQ) + queued(peer_fd, libc::FIONREAD);
-                let held = at.saturating_sub(in_kernel);
-                assert!(
-                    held <= 2 * SOCKET_BUF,
-                    "hoop holds {held} accepted bytes, more than its two {SOCKET_BUF}-byte buffers"
-                );
-                // Polled without a turn between, `Pending` again: nothing taken.
-                for _ in 0..10 {
-                    let end = (at + 10).min(sent.len());
-                    if let Some(r) = AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
-                        at += r.unwrap();
-                    }
+                hoop::yield_now().await;
+            }
+            assert_eq!(pendings, 20, "the writes never waited");
+            let in_kernel = queued(fd, libc::TIOCOUTQ) + queued(peer_fd, libc::FIONREAD);
+            let held = at.saturating_sub(in_kernel);
+            assert!(
+                held <= 2 * SOCKET_BUF,
+                "hoop holds {held} accepted bytes, more than its two {SOCKET_BUF}-byte buffers"
+            );
+            // Polled without a turn between, `Pending` again: nothing taken.
+            for _ in 0..10 {
+                let end = (at + 10).min(sent.len());
+                if let Some(r) = AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    at += r.unwrap();
                 }
-                let reader = peer_reader(peer, Duration::ZERO, Duration::ZERO);
-                AsyncWriteExt::close(&mut s).await.unwrap();
-                (at, reader)
-            });
-            expect_bytes(reader, &data[..accepted]);
-            drop(rt);
-        })
+            }
+            let reader = peer_reader(peer, Duration::ZERO, Duration::ZERO);
+            AsyncWriteExt::close(&mut s).await.unwrap();
+            (at, reader)
+        });
+        expect_bytes(reader, &data[..accepted]);
+        drop(rt);
     });
 }
 
@@ -288,40 +302,38 @@ fn staging_is_bounded_and_pending_takes_nothing() {
 #[test]
 fn drop_with_staged_bytes_sends_them() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let data = pattern(2_000_000);
-            let reader = peer_reader(peer, Duration::from_millis(300), Duration::ZERO);
-            let rt = common::runtime(kind);
-            let sent = data.clone();
-            let accepted = rt.block_on(async move {
-                let mut s = TcpStream::from_std(ours);
-                let mut at = 0;
-                let mut pendings = 0;
-                for _ in 0..10_000 {
-                    let end = (at + 5000).min(sent.len());
-                    match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
-                        Some(Ok(n)) => {
-                            at += n;
-                            pendings = 0;
-                        }
-                        Some(Err(e)) => panic!("write failed: {e}"),
-                        None => {
-                            pendings += 1;
-                            if pendings == 20 {
-                                break;
-                            }
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let reader = peer_reader(peer, Duration::from_millis(300), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let accepted = rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(sent.len());
+                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
                         }
                     }
-                    hoop::yield_now().await;
                 }
-                drop(s);
-                at
-            });
-            expect_bytes(reader, &data[..accepted]);
-            drop(rt);
-        })
+                hoop::yield_now().await;
+            }
+            drop(s);
+            at
+        });
+        expect_bytes(reader, &data[..accepted]);
+        drop(rt);
     });
 }
 
@@ -330,61 +342,59 @@ fn drop_with_staged_bytes_sends_them() {
 #[test]
 fn error_of_a_staged_write_is_reported_by_the_next_flush() {
     let _faults = faults_off();
-    common::each_driver(|kind| {
-        common::bounded(60, move || {
-            let (ours, peer) = small_pair();
-            let data = pattern(2_000_000);
-            let rt = common::runtime(kind);
-            rt.block_on(async move {
-                let mut s = TcpStream::from_std(ours);
-                let mut at = 0;
-                let mut pendings = 0;
-                for _ in 0..10_000 {
-                    let end = (at + 5000).min(data.len());
-                    match AsyncWriteExt::write(&mut s, &data[at..end]).now_or_never() {
-                        Some(Ok(n)) => {
-                            at += n;
-                            pendings = 0;
-                        }
-                        Some(Err(e)) => panic!("write failed: {e}"),
-                        None => {
-                            pendings += 1;
-                            if pendings == 20 {
-                                break;
-                            }
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let rt = common::runtime(kind);
+        rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(data.len());
+                match AsyncWriteExt::write(&mut s, &data[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
                         }
                     }
-                    hoop::yield_now().await;
                 }
-                // A reset: SO_LINGER 0, then close with unread bytes.
-                let l = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: setsockopt(2) with a pointer to a live linger and its size.
-                let r = unsafe {
-                    libc::setsockopt(
-                        peer.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        (&l as *const libc::linger).cast(),
-                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                    )
-                };
-                assert_eq!(r, 0);
-                drop(peer);
-                let err = AsyncWriteExt::flush(&mut s)
-                    .await
-                    .expect_err("flush after the peer's reset");
-                assert!(
-                    matches!(
-                        err.raw_os_error(),
-                        Some(libc::ECONNRESET) | Some(libc::EPIPE)
-                    ),
-                    "flush said {err}"
-                );
-            });
-            drop(rt);
-        })
+                hoop::yield_now().await;
+            }
+            // A reset: SO_LINGER 0, then close with unread bytes.
+            let l = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: setsockopt(2) with a pointer to a live linger and its size.
+            let r = unsafe {
+                libc::setsockopt(
+                    peer.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&l as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0);
+            drop(peer);
+            let err = AsyncWriteExt::flush(&mut s)
+                .await
+                .expect_err("flush after the peer's reset");
+            assert!(
+                matches!(
+                    err.raw_os_error(),
+                    Some(libc::ECONNRESET) | Some(libc::EPIPE)
+                ),
+                "flush said {err}"
+            );
+        });
+        drop(rt);
     });
 }

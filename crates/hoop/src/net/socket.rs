@@ -244,7 +244,8 @@ impl Socket {
             // SAFETY: an IoBuf's first `bytes_init()` bytes are initialized and stay put while
             // `buf` lives; the slice is dropped before `buf` moves.
             let bytes = unsafe { std::slice::from_raw_parts(buf.stable_ptr(), len) };
-            match crate::send_path::try_send(self.raw(), &[io::IoSlice::new(bytes)]) {
+            let enabled = crate::send_path::send_path().owned_inline;
+            match crate::send_path::try_send(self.raw(), &[io::IoSlice::new(bytes)], enabled) {
                 crate::send_path::Inline::Sent(n) => return ((Ok(n), buf), n < len),
                 crate::send_path::Inline::Failed(e) => return ((Err(e), buf), false),
                 crate::send_path::Inline::Ring => {}

@@ -134,7 +134,7 @@ impl Ops for Local {
         Bound(Op::new(op::Shutdown::new(fd, libc::SHUT_WR)))
     }
     fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
-        crate::send_path::try_send(fd, bufs)
+        crate::send_path::try_send(fd, bufs, crate::send_path::send_path().trait_inline)
     }
     fn stage_sockets(&self) -> bool {
         crate::send_path::send_path().staging
