@@ -1,20 +1,24 @@
 //! How a stream socket sends on io_uring (DESIGN.md, "The send path").
 //!
 //! A send that finds room in the socket needs no ring turn: on the io_uring driver a socket's
-//! send is first tried inline, `send(2)` with `MSG_DONTWAIT | MSG_NOSIGNAL` on the submitting
-//! thread ([`hoop_driver::Driver::try_send`]), and only what would block (`EAGAIN`) or what a
-//! short send left goes to the ring as a send operation, which waits for room in the kernel.
+//! send can be tried inline, `send(2)` with `MSG_DONTWAIT | MSG_NOSIGNAL` on the submitting
+//! thread ([`hoop_driver::Driver::try_send`]), with only what would block (`EAGAIN`) or what a
+//! short send left going to the ring as a send operation, which waits for room in the kernel.
 //! Bytes never reorder: a socket tries inline only while none of its sends is on the ring
 //! (queued or in flight). The epoll driver's send already runs inside the submit: nothing
-//! changes there.
+//! changes there. Measured: the traits' writes send inline by default (a writer through the
+//! traits no longer waits a ring turn per write); owned-buffer writes stay on the ring (an
+//! inline send costs a system call where ring sends share one `io_uring_enter`, and it made
+//! echo dearer and fan-out no faster). Staging behind a ring send gathers far more, but its
+//! staged bytes wait for the value's next poll, so it is a knob, off by default.
 //!
 //! Two knobs, read once per process, choose the path, for measuring the alternatives side by
 //! side (knobs, not an API): `HOOP_SEND_OWNED` for owned-buffer writes (`write`, `write_all`
-//! of streams and owned write halves): `inline` (inline first: the default) or `ring` (every
-//! send on the ring, as before); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`):
-//! `ring` (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
-//! staging), `staging` (ring sends; bytes staged behind a send in flight: the default) or
-//! `both` (inline first and staging).
+//! of streams and owned write halves): `ring` (every send on the ring: the default) or
+//! `inline` (inline first); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`): `ring`
+//! (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
+//! staging: the default), `staging` (ring sends; bytes staged behind a send in flight) or
+//! `both` (inline first and staging). Tests choose a path per thread ([`set_for_thread`]).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -42,9 +46,9 @@ pub(crate) fn send_path() -> SendPath {
         let owned_inline = std::env::var("HOOP_SEND_OWNED").as_deref() == Ok("inline");
         let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
             Ok("ring") => (false, false),
-            Ok("inline") => (true, false),
+            Ok("staging") => (false, true),
             Ok("both") => (true, true),
-            _ => (false, true),
+            _ => (true, false),
         };
         SendPath {
             owned_inline,
@@ -66,9 +70,9 @@ pub fn set_for_thread(path: Option<(&str, &str)>) {
     let p = path.map(|(owned, traits)| {
         let (trait_inline, staging) = match traits {
             "ring" => (false, false),
-            "inline" => (true, false),
+            "staging" => (false, true),
             "both" => (true, true),
-            _ => (false, true),
+            _ => (true, false),
         };
         SendPath {
             owned_inline: owned == "inline",

@@ -14,14 +14,20 @@
 //!   buffer;
 //! * `poll_write` copies the caller's bytes into the write buffer, submits the write and
 //!   returns `Ready(n)` at once (write-behind): the bytes are then the value's responsibility,
-//!   written in order, the rest of a short write resubmitted. While that write is in flight, a
-//!   file's `poll_write` appends to a second, staging buffer (`write_staging`, up to
-//!   `max_buf`) and returns `Ready(n)` too; the staged bytes are submitted when the write in
-//!   flight has written all of its bytes, so there is one write at a time at the file's
-//!   position, in order, and reading one file overlaps writing another. A socket's
-//!   `poll_write` returns `Pending` while its write is in flight. A `poll_write` that returns
-//!   `Pending` (the write in flight and, for a file, a full staging buffer) has taken nothing,
-//!   so a write future dropped at any point neither loses accepted bytes nor duplicates them.
+//!   written in order, the rest of a short write resubmitted. A socket first tries the send
+//!   inline (`Ops::try_send`: on io_uring `send(2)` with `MSG_DONTWAIT` on this thread, see
+//!   `crate::send_path`), and only what the socket has no room for goes to the write buffer
+//!   and the ring. While a write is in flight, a file's `poll_write` appends to a second,
+//!   staging buffer (`write_staging`, up to `max_buf`) and returns `Ready(n)` too; the staged
+//!   bytes are submitted when the write in flight has written all of its bytes, so there is
+//!   one write at a time at the file's position, in order, and reading one file overlaps
+//!   writing another. A socket's `poll_write` returns `Pending` while its write is in flight
+//!   (it stages likewise, 16 KiB at most, only with the `HOOP_SEND_PATH=staging` or `both`
+//!   knob, `Ops::stage_sockets`: staged bytes go out when the value is next polled or
+//!   dropped, so a writer that then waits on something else must flush first; DESIGN.md,
+//!   "The send path"). A `poll_write` that returns `Pending` (a write in flight and no room
+//!   to stage) has taken nothing, so a write future dropped at any point neither loses
+//!   accepted bytes nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
