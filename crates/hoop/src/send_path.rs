@@ -7,18 +7,20 @@
 //! Bytes never reorder: a socket tries inline only while none of its sends is on the ring
 //! (queued or in flight). The epoll driver's send already runs inside the submit: nothing
 //! changes there. Measured: the traits' writes send inline by default (a writer through the
-//! traits no longer waits a ring turn per write); owned-buffer writes stay on the ring (an
-//! inline send costs a system call where ring sends share one `io_uring_enter`, and it made
-//! echo dearer and fan-out no faster). Staging behind a ring send gathers far more, but its
-//! staged bytes wait for the value's next poll, so it is a knob, off by default.
+//! traits no longer waits a ring turn per write) and stage behind the ring send that what the
+//! socket had no room for went to; owned-buffer writes stay on the ring (an inline send costs
+//! a system call where ring sends share one `io_uring_enter`, and it made echo dearer and
+//! fan-out no faster). Staging behind every ring send (no inline send) gathers far more, but
+//! then staged bytes, which wait for the value's next poll, are the rule rather than the
+//! exception of a full socket: a knob, off by default.
 //!
 //! Two knobs, read once per process, choose the path, for measuring the alternatives side by
 //! side (knobs, not an API): `HOOP_SEND_OWNED` for owned-buffer writes (`write`, `write_all`
 //! of streams and owned write halves): `ring` (every send on the ring: the default) or
 //! `inline` (inline first); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`): `ring`
 //! (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
-//! staging: the default), `staging` (ring sends; bytes staged behind a send in flight) or
-//! `both` (inline first and staging). Tests choose a path per thread ([`set_for_thread`]).
+//! staging), `staging` (ring sends; bytes staged behind a send in flight) or `both` (inline
+//! first, and staging behind a send in flight: the default). Tests choose a path per thread ([`set_for_thread`]).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -46,9 +48,9 @@ pub(crate) fn send_path() -> SendPath {
         let owned_inline = std::env::var("HOOP_SEND_OWNED").as_deref() == Ok("inline");
         let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
             Ok("ring") => (false, false),
+            Ok("inline") => (true, false),
             Ok("staging") => (false, true),
-            Ok("both") => (true, true),
-            _ => (true, false),
+            _ => (true, true),
         };
         SendPath {
             owned_inline,
@@ -70,9 +72,9 @@ pub fn set_for_thread(path: Option<(&str, &str)>) {
     let p = path.map(|(owned, traits)| {
         let (trait_inline, staging) = match traits {
             "ring" => (false, false),
+            "inline" => (true, false),
             "staging" => (false, true),
-            "both" => (true, true),
-            _ => (true, false),
+            _ => (true, true),
         };
         SendPath {
             owned_inline: owned == "inline",

@@ -28,8 +28,8 @@ fn faults_off() -> hoop::fault::OptOut {
 /// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
 /// alternative, chosen per test thread.
 const PATHS: [(&str, &str); 4] = [
-    ("ring", "inline"),
-    ("inline", "both"),
+    ("ring", "both"),
+    ("inline", "inline"),
     ("ring", "staging"),
     ("ring", "ring"),
 ];

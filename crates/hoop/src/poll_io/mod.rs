@@ -21,13 +21,16 @@
 //!   staging buffer (`write_staging`, up to `max_buf`) and returns `Ready(n)` too; the staged
 //!   bytes are submitted when the write in flight has written all of its bytes, so there is
 //!   one write at a time at the file's position, in order, and reading one file overlaps
-//!   writing another. A socket's `poll_write` returns `Pending` while its write is in flight
-//!   (it stages likewise, 16 KiB at most, only with the `HOOP_SEND_PATH=staging` or `both`
-//!   knob, `Ops::stage_sockets`: staged bytes go out when the value is next polled or
-//!   dropped, so a writer that then waits on something else must flush first; DESIGN.md,
-//!   "The send path"). A `poll_write` that returns `Pending` (a write in flight and no room
-//!   to stage) has taken nothing, so a write future dropped at any point neither loses
-//!   accepted bytes nor duplicates them.
+//!   writing another. A socket stages likewise (16 KiB at most; `Ops::stage_sockets`, not
+//!   `hoop::shared`'s): with the inline send first, only behind a send the socket had no
+//!   room for. Staged bytes, like the rest of a short write, go out when the value is next
+//!   polled (a write, a flush, a close, a read of the whole stream) or dropped: a writer that
+//!   then waits on something else (the other half's read) flushes first, as with a
+//!   `BufWriter` (DESIGN.md, "The send path"; `HOOP_SEND_PATH=inline` or `ring` turns
+//!   staging off: a socket's `poll_write` then returns `Pending` while its write is in
+//!   flight). A `poll_write` that returns `Pending` (a write in flight and no room to stage)
+//!   has taken nothing, so a write future dropped at any point neither loses accepted bytes
+//!   nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
