@@ -3,7 +3,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -373,6 +373,70 @@ impl Driver {
                 u.flush_early();
             }
         }
+    }
+
+    /// Sends from `bufs` on the stream socket `fd` now, on this thread, with one `send(2)`
+    /// (`sendmsg(2)` for several slices) and `MSG_DONTWAIT | MSG_NOSIGNAL`: on io_uring, a send
+    /// that does not wait for a ring turn while the socket has room. The caller keeps the
+    /// order: no send of its own on `fd` may be queued or in flight on the ring.
+    ///
+    /// `None` on the epoll driver (its send operation already sends inside the submit, on the
+    /// same rules: nothing changes there) and when the driver is in use right now; otherwise
+    /// the call's result, as the ring's send would report it: the bytes sent (maybe fewer
+    /// than asked), `WouldBlock` when the socket has no room, or the send's error (`EPIPE`,
+    /// `ECONNRESET`, ...). At most 64 slices are sent; the rest count as not sent.
+    ///
+    /// Fault injection (`HOOP_FAULTS`) reaches it as it reaches a ring send: kind `eagain`
+    /// answers `WouldBlock` without sending, `econnreset` fails with `ECONNRESET`, `short_io`
+    /// sends fewer bytes (the kernel really sends fewer).
+    pub fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+        const MAX_IOV: usize = 64;
+        let mut limit = {
+            let mut d = self.shared.engine.try_borrow_mut().ok()?;
+            let Engine::Uring(u) = &mut *d else {
+                return None;
+            };
+            let total = bufs.iter().take(MAX_IOV).map(|b| b.len()).sum::<usize>();
+            match u.fault_at_inline_send(total) {
+                Ok(limit) => limit,
+                Err(errno) => return Some(Err(io::Error::from_raw_os_error(errno))),
+            }
+        };
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let r = if bufs.len() == 1 {
+            let b = &bufs[0];
+            // SAFETY: send(2) reads at most `limit` (<= b.len()) bytes of the live slice `b`.
+            unsafe { libc::send(fd, b.as_ptr().cast(), limit.min(b.len()), flags) }
+        } else {
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; MAX_IOV];
+            let mut n = 0;
+            for b in bufs.iter().take(MAX_IOV) {
+                if limit == 0 {
+                    break;
+                }
+                let len = b.len().min(limit);
+                limit -= len;
+                iov[n] = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: len,
+                };
+                n += 1;
+            }
+            // SAFETY: msghdr is plain old data; all-zero is valid (no address, no control).
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = n as _;
+            // SAFETY: the header points at `n` iovecs on this stack frame, each naming a part
+            // of a live slice of `bufs`; sendmsg(2) only reads them during the call.
+            unsafe { libc::sendmsg(fd, &msg, flags) }
+        };
+        if r < 0 {
+            return Some(Err(io::Error::last_os_error()));
+        }
+        Some(Ok(r as usize))
     }
 
     /// Whether wakers or orphans wait to be run (the next turn must not block).

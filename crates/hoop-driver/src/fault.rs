@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    /// `io_uring_enter` fails with `EAGAIN` (nothing submitted).
+    /// `io_uring_enter` fails with `EAGAIN` (nothing submitted); a send made inline
+    /// (`Driver::try_send`) finds no room (`EAGAIN`, nothing sent).
     Eagain,
     /// `io_uring_enter` fails with `EBUSY` (nothing submitted).
     Ebusy,
@@ -35,14 +36,16 @@ pub enum Kind {
     Eintr,
     /// `io_uring_enter` consumes fewer SQEs than were queued (the rest stay queued).
     ShortSubmit,
-    /// A read, write, send or receive is asked for fewer bytes than the caller asked (the
-    /// kernel then really moves fewer bytes: the result is short, never a lie).
+    /// A read, write, send or receive (an inline send too) is asked for fewer bytes than the
+    /// caller asked (the kernel then really moves fewer bytes: the result is short, never a
+    /// lie).
     ShortIo,
     /// An operation ends with `ECANCELED` without having run.
     Ecanceled,
     /// A buffer-ring receive ends with `ENOBUFS` without having run.
     Enobufs,
-    /// A socket send or receive ends with `ECONNRESET` without having run.
+    /// A socket send or receive ends with `ECONNRESET` without having run (an inline send
+    /// too).
     Econnreset,
     /// A completion is held back for a turn or more, and delivered after later ones (the
     /// completions of one operation stay in order).

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p hoop --example chat -- 127.0.0.1:7070 [THREADS]
 //! cargo run --release -p hoop --example chat -- --self-test [CLIENTS] [LINES]
+//! cargo run --release -p hoop --example chat -- --self-test-rate CLIENTS SECS [WINDOW]
 //! ```
 //!
 //! Serve mode prints `listening on ADDR` and serves until SIGTERM or SIGINT, then writes
@@ -11,9 +12,10 @@
 //! What it shows, in hoop's shapes:
 //! * one [`ReuseportGroup`] bound once with a socket per thread (port 0 works), a listener of it on every
 //!   `run_per_core` thread; each thread's shutdown report at the end;
-//! * a connection split into owned halves (`into_split`): a reader task and a writer loop,
-//!   each with its deadlines linked in the kernel (`read_timeout` is the idle timeout,
-//!   `write_all_timeout` drops a client that stops reading);
+//! * a connection split into owned halves (`into_split`): a reader task with its deadline
+//!   linked in the kernel (`read_timeout` is the idle timeout) and a writer loop that writes
+//!   through the I/O traits (`AsyncWriteExt::write_all`, a flush when no line waits, within
+//!   a `timeout` that drops a client that stops reading);
 //! * lines fanned out over `tokio::sync::broadcast` (it needs no tokio runtime) across threads;
 //! * a `CancellationToken` that signals cancel, and `select!` with `biased;` and guards.
 //!
@@ -23,6 +25,13 @@
 //! client stays silent and must be cut by the idle timeout, then the test raises SIGTERM and
 //! every client must read `bye` and end of stream. It prints `verified N of M lines`,
 //! `bye to N of N clients` and `idle client cut`, and exits non-zero if anything failed.
+//!
+//! `--self-test-rate CLIENTS SECS [WINDOW]` (window default 4) measures: the server in this
+//! process, CLIENTS clients on another thread, each sending numbered lines for SECS seconds
+//! with at most WINDOW of them in flight (sent and not yet back: the sender receives its own
+//! lines too); then every client must have received every line, in order per sender. It
+//! prints `messages/s N`, `deliveries/s N` and `verified N of M deliveries, E errors`, and
+//! exits non-zero on any loss or reordering.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -32,6 +41,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::io::AsyncWriteExt;
 use hoop::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use hoop::net::{ReuseportGroup, TcpStream};
 use hoop::signal::{signal, SignalKind};
@@ -112,7 +122,7 @@ async fn serve_client(
     let _ = stream.set_nodelay(true);
     // Subscribed before the welcome: a client that read it misses no later line.
     let mut rx = tx.subscribe();
-    let (rd, wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
+    let (rd, mut wr): (OwnedReadHalf, OwnedWriteHalf) = stream.into_split();
     let (res, _) = wr
         .write_all_timeout(StaticBuf(b"welcome\n"), config.write)
         .await;
@@ -130,10 +140,17 @@ async fn serve_client(
             end = &mut reader => break end.unwrap_or(End::Gone),
             line = rx.recv() => match line {
                 Ok(line) => {
-                    let (res, _) = wr
-                        .write_all_timeout(line.as_bytes().to_vec(), config.write)
-                        .await;
-                    if res.is_err() {
+                    // Through `AsyncWrite`, as a tokio program writes: `write_all` of each
+                    // line (hoop copies it into the stream's buffer, sends it and returns),
+                    // and a flush once no line is queued behind it.
+                    let write = async {
+                        AsyncWriteExt::write_all(&mut wr, line.as_bytes()).await?;
+                        if rx.is_empty() {
+                            AsyncWriteExt::flush(&mut wr).await?;
+                        }
+                        Ok::<_, io::Error>(())
+                    };
+                    if !matches!(hoop::time::timeout(config.write, write).await, Ok(Ok(()))) {
                         break End::Gone;
                     }
                 }
@@ -416,6 +433,187 @@ fn self_test(clients_n: usize, lines: usize) -> io::Result<()> {
     }
 }
 
+/// What the rate test's clients saw.
+struct Rate {
+    /// Lines sent while the window was open.
+    sent: u64,
+    /// Deliveries every receiver verified (in order per sender, none missing).
+    verified: u64,
+    /// Deliveries out of order, missing or malformed.
+    errors: u64,
+}
+
+/// One rate client's reader: checks every chat line (`c<sender> <seq>`) against the next
+/// sequence number expected from that sender, counts the verified ones in `delivered`, and
+/// moves `echoed` (its own lines seen back) so its writer may send more.
+async fn rate_reader(
+    rd: OwnedReadHalf,
+    me: usize,
+    clients: usize,
+    echoed: Rc<Cell<u64>>,
+    room: Rc<tokio::sync::Notify>,
+    delivered: Rc<Cell<u64>>,
+    errors: Rc<Cell<u64>>,
+) {
+    let mut next = vec![0u64; clients];
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = Vec::with_capacity(64 * 1024);
+    loop {
+        let (res, b) = rd.read_timeout(buf, Duration::from_secs(30)).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        pending.extend_from_slice(&buf);
+        let mut start = 0;
+        while let Some(n) = pending[start..].iter().position(|&c| c == b'\n') {
+            let line = &pending[start..start + n];
+            start += n + 1;
+            if line == b"bye" {
+                continue;
+            }
+            let parsed = std::str::from_utf8(line).ok().and_then(|l| {
+                let (who, seq) = l.strip_prefix('c')?.split_once(' ')?;
+                Some((who.parse::<usize>().ok()?, seq.parse::<u64>().ok()?))
+            });
+            match parsed {
+                Some((who, seq)) if who < clients && seq == next[who] => {
+                    next[who] += 1;
+                    delivered.set(delivered.get() + 1);
+                    if who == me {
+                        echoed.set(seq + 1);
+                        room.notify_one();
+                    }
+                }
+                _ => errors.set(errors.get() + 1),
+            }
+        }
+        pending.drain(..start);
+    }
+}
+
+/// The rate test's clients: each keeps at most `window` of its lines in flight (sent and not
+/// yet back from the server: the sender is among the receivers) for `secs`, then every
+/// receiver must get every line sent, in order per sender.
+async fn rate_clients(
+    addr: SocketAddr,
+    clients: usize,
+    secs: u64,
+    window: u64,
+) -> io::Result<Rate> {
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(connect_welcomed(addr).await?.into_split());
+    }
+    let stop = Rc::new(Cell::new(false));
+    let delivered: Vec<Rc<Cell<u64>>> = (0..clients).map(|_| Rc::default()).collect();
+    let sent: Vec<Rc<Cell<u64>>> = (0..clients).map(|_| Rc::default()).collect();
+    let errors: Rc<Cell<u64>> = Rc::default();
+    let mut readers = Vec::new();
+    let mut writers = Vec::new();
+    for (me, (rd, wr)) in conns.into_iter().enumerate() {
+        let echoed: Rc<Cell<u64>> = Rc::default();
+        let room = Rc::new(tokio::sync::Notify::new());
+        readers.push(hoop::spawn(rate_reader(
+            rd,
+            me,
+            clients,
+            echoed.clone(),
+            room.clone(),
+            delivered[me].clone(),
+            errors.clone(),
+        )));
+        let (stop, sent) = (stop.clone(), sent[me].clone());
+        writers.push(hoop::spawn(async move {
+            while !stop.get() {
+                if sent.get() - echoed.get() >= window {
+                    // The reader says when one of its own lines came back (a bounded wait:
+                    // the window's end is checked at least every 10 ms).
+                    let _ = hoop::time::timeout(Duration::from_millis(10), room.notified()).await;
+                    continue;
+                }
+                let line = format!("c{me} {}\n", sent.get()).into_bytes();
+                let (res, _) = wr.write_all(line).await;
+                res?;
+                sent.set(sent.get() + 1);
+            }
+            Ok::<_, io::Error>(wr)
+        }));
+    }
+    hoop::time::sleep(Duration::from_secs(secs)).await;
+    stop.set(true);
+    let mut halves = Vec::new();
+    for w in writers {
+        halves.push(w.await.map_err(io::Error::other)??);
+    }
+    let total: u64 = sent.iter().map(|s| s.get()).sum();
+    // Every receiver gets every line (bounded wait).
+    for _ in 0..2000 {
+        if delivered.iter().all(|d| d.get() >= total) {
+            break;
+        }
+        hoop::time::sleep(Duration::from_millis(10)).await;
+    }
+    let verified = delivered.iter().map(|d| d.get()).sum();
+    // SAFETY: kill(2) on our own pid with a signal the server listens for; no pointers.
+    unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+    for r in readers {
+        let _ = r.await;
+    }
+    drop(halves);
+    Ok(Rate {
+        sent: total,
+        verified,
+        errors: errors.get(),
+    })
+}
+
+/// `--self-test-rate CLIENTS SECS [WINDOW]`: the server in this process, CLIENTS clients on
+/// another thread, each sending lines with at most WINDOW in flight for SECS; prints
+/// `messages/s`, `deliveries/s` and `verified N of M deliveries`, and fails on any loss.
+fn rate_test(clients_n: usize, secs: u64, window: u64) -> io::Result<()> {
+    let config = Config {
+        idle: Duration::from_secs(secs + 60),
+        ..CONFIG
+    };
+    let group = ReuseportGroup::bind_n("127.0.0.1:0", 2)?;
+    let addr = group.local_addr();
+    let client_thread = std::thread::spawn(move || -> io::Result<Rate> {
+        // SIGTERM is for the server's listener: this thread must never take it.
+        // SAFETY: a sigset on the stack, filled by sigemptyset/sigaddset, passed to
+        // pthread_sigmask for this thread only.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        }
+        hoop::Runtime::new()?.block_on(rate_clients(addr, clients_n, secs, window))
+    });
+    serve(group, 2, config)?;
+    let rate = client_thread
+        .join()
+        .map_err(|_| io::Error::other("the client thread panicked"))??;
+    let wanted = rate.sent * clients_n as u64;
+    let secs_f = secs as f64;
+    println!("clients {clients_n} window {window} secs {secs}");
+    println!("messages/s {:.0}", rate.sent as f64 / secs_f);
+    println!("deliveries/s {:.0}", wanted as f64 / secs_f);
+    println!(
+        "verified {} of {} deliveries, {} errors",
+        rate.verified, wanted, rate.errors
+    );
+    if rate.sent > 0 && rate.verified == wanted && rate.errors == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "rate test failed: deliveries lost or out of order",
+        ))
+    }
+}
+
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |s: &str| -> io::Result<usize> {
@@ -423,6 +621,10 @@ fn main() -> io::Result<()> {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{s}: {e}")))
     };
     match args.as_slice() {
+        [flag, clients, secs, rest @ ..] if flag == "--self-test-rate" => {
+            let window = rest.first().map_or(Ok(4), |s| num(s))?;
+            rate_test(num(clients)?, num(secs)? as u64, window.max(1) as u64)
+        }
         [flag, rest @ ..] if flag == "--self-test" => {
             let clients = rest.first().map_or(Ok(200), |s| num(s))?;
             let lines = rest.get(1).map_or(Ok(5), |s| num(s))?;
@@ -438,7 +640,8 @@ fn main() -> io::Result<()> {
         }
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "usage: chat ADDR [THREADS] | chat --self-test [CLIENTS] [LINES]",
+            "usage: chat ADDR [THREADS] | chat --self-test [CLIENTS] [LINES] \
+             | chat --self-test-rate CLIENTS SECS [WINDOW]",
         )),
     }
 }

@@ -255,6 +255,7 @@ pub mod net;
 mod poll_io;
 pub mod runtime;
 pub mod select;
+mod send_path;
 pub mod shared;
 pub mod signal;
 pub mod sync;
@@ -302,6 +303,9 @@ pub mod __private {
 
     /// Where an unbiased `hoop::select!` starts polling.
     pub use crate::select::select_start;
+
+    /// The send path of this thread (tests; DESIGN.md, "The send path").
+    pub use crate::send_path::set_for_thread as set_send_path;
 
     /// What a test body returns: `()` or a `Result` (whose `Ok` is itself a test outcome).
     pub trait TestOutcome: Sized {

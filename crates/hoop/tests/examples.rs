@@ -187,6 +187,23 @@ fn chat_example_broadcasts_every_line_and_says_bye_on_sigterm() {
     }
 }
 
+/// The chat's rate mode (its writer writes through the traits): every delivery verified, in
+/// order per sender (no speed is asserted).
+#[test]
+fn chat_example_rate_mode_verifies_every_delivery() {
+    for driver in drivers() {
+        let out = run("chat", &["--self-test-rate", "20", "1"], driver);
+        assert!(out.contains("messages/s "), "{out}");
+        let verified = out
+            .lines()
+            .find(|l| l.starts_with("verified "))
+            .unwrap_or_else(|| panic!("no verified line: {out}"));
+        let words: Vec<&str> = verified.split_whitespace().collect();
+        assert_eq!(words.get(1), words.get(3), "{out}");
+        assert!(verified.ends_with(" 0 errors"), "{out}");
+    }
+}
+
 #[test]
 fn service_example_mixes_sockets_interval_and_signals() {
     for driver in drivers() {

@@ -24,6 +24,26 @@ pub(crate) struct Socket {
     home: Option<Home>,
     /// Whether [`send_file`](Self::send_file) made the fd non-blocking already.
     nonblocking: std::sync::atomic::AtomicBool,
+    /// This socket's owned-buffer sends on the ring (queued or in flight): while there is one,
+    /// the next send queues behind it rather than going inline, so bytes keep their order
+    /// (`crate::send_path`).
+    ring_sends: std::sync::atomic::AtomicU32,
+}
+
+/// One of a socket's sends on the ring, counted in `ring_sends` while it lives.
+struct RingSend<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl<'a> RingSend<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicU32) -> RingSend<'a> {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RingSend(count)
+    }
+}
+
+impl Drop for RingSend<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Sets `O_NONBLOCK` on `fd`.
@@ -44,6 +64,7 @@ impl Socket {
             fd: Some(fd),
             home: Home::current(),
             nonblocking: std::sync::atomic::AtomicBool::new(false),
+            ring_sends: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -78,6 +99,8 @@ impl Socket {
             nonblocking: std::sync::atomic::AtomicBool::new(
                 self.nonblocking.load(std::sync::atomic::Ordering::Relaxed),
             ),
+            // `&mut self`: no send future borrows this socket, none of its sends is counted.
+            ring_sends: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -202,7 +225,34 @@ impl Socket {
     }
 
     pub(crate) async fn send_until<B: IoBuf>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
-        run(op::Send::new(self.raw(), buf, 0), dl).await
+        self.send_first(buf, dl, true).await.0
+    }
+
+    /// A stream send of `buf`: inline first when `inline` and none of this socket's sends is
+    /// on the ring (`crate::send_path`), else (or if the socket has no room) a send on the
+    /// ring. Also says whether the bytes went inline and fewer than asked (the socket is
+    /// full then: the next send had better go to the ring at once).
+    async fn send_first<B: IoBuf>(
+        &self,
+        buf: B,
+        dl: Dl,
+        inline: bool,
+    ) -> (BufResult<usize, B>, bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if inline && self.ring_sends.load(Relaxed) == 0 {
+            let len = buf.bytes_init();
+            // SAFETY: an IoBuf's first `bytes_init()` bytes are initialized and stay put while
+            // `buf` lives; the slice is dropped before `buf` moves.
+            let bytes = unsafe { std::slice::from_raw_parts(buf.stable_ptr(), len) };
+            let enabled = crate::send_path::send_path().owned_inline;
+            match crate::send_path::try_send(self.raw(), &[io::IoSlice::new(bytes)], enabled) {
+                crate::send_path::Inline::Sent(n) => return ((Ok(n), buf), n < len),
+                crate::send_path::Inline::Failed(e) => return ((Err(e), buf), false),
+                crate::send_path::Inline::Ring => {}
+            }
+        }
+        let _on_ring = RingSend::new(&self.ring_sends);
+        (run(op::Send::new(self.raw(), buf, 0), dl).await, false)
     }
 
     /// Sends every initialized byte of `buf`, in as many sends as it takes.
@@ -210,12 +260,19 @@ impl Socket {
         self.send_all_until(buf, None).await
     }
 
-    /// [`send_all`](Self::send_all) within one deadline for the whole buffer.
+    /// [`send_all`](Self::send_all) within one deadline for the whole buffer. After an inline
+    /// send that was short (the socket is full) the rest goes to the ring at once.
     pub(crate) async fn send_all_until<B: IoBuf>(&self, buf: B, dl: Dl) -> BufResult<(), B> {
         let total = buf.bytes_init();
         let msg = "failed to write whole buffer";
+        let full = std::cell::Cell::new(false);
         until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
-            self.send_until(s, dl)
+            let full = &full;
+            async move {
+                let (out, short) = self.send_first(s, dl, !full.get()).await;
+                full.set(short);
+                out
+            }
         })
         .await
     }

@@ -14,14 +14,23 @@
 //!   buffer;
 //! * `poll_write` copies the caller's bytes into the write buffer, submits the write and
 //!   returns `Ready(n)` at once (write-behind): the bytes are then the value's responsibility,
-//!   written in order, the rest of a short write resubmitted. While that write is in flight, a
-//!   file's `poll_write` appends to a second, staging buffer (`write_staging`, up to
-//!   `max_buf`) and returns `Ready(n)` too; the staged bytes are submitted when the write in
-//!   flight has written all of its bytes, so there is one write at a time at the file's
-//!   position, in order, and reading one file overlaps writing another. A socket's
-//!   `poll_write` returns `Pending` while its write is in flight. A `poll_write` that returns
-//!   `Pending` (the write in flight and, for a file, a full staging buffer) has taken nothing,
-//!   so a write future dropped at any point neither loses accepted bytes nor duplicates them.
+//!   written in order, the rest of a short write resubmitted. A socket first tries the send
+//!   inline (`Ops::try_send`: on io_uring `send(2)` with `MSG_DONTWAIT` on this thread, see
+//!   `crate::send_path`), and only what the socket has no room for goes to the write buffer
+//!   and the ring. While a write is in flight, a file's `poll_write` appends to a second,
+//!   staging buffer (`write_staging`, up to `max_buf`) and returns `Ready(n)` too; the staged
+//!   bytes are submitted when the write in flight has written all of its bytes, so there is
+//!   one write at a time at the file's position, in order, and reading one file overlaps
+//!   writing another. A socket stages likewise (16 KiB at most; `Ops::stage_sockets`, not
+//!   `hoop::shared`'s): with the inline send first, only behind a send the socket had no
+//!   room for. Staged bytes, like the rest of a short write, go out when the value is next
+//!   polled (a write, a flush, a close, a read of the whole stream) or dropped: a writer that
+//!   then waits on something else (the other half's read) flushes first, as with a
+//!   `BufWriter` (DESIGN.md, "The send path"; `HOOP_SEND_PATH=inline` or `ring` turns
+//!   staging off: a socket's `poll_write` then returns `Pending` while its write is in
+//!   flight). A `poll_write` that returns `Pending` (a write in flight and no room to stage)
+//!   has taken nothing, so a write future dropped at any point neither loses accepted bytes
+//!   nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
@@ -63,6 +72,7 @@ use std::task::{Context, Poll};
 use hoop_driver::{op, BufResult, IoBuf, Op, Slice};
 
 use crate::net::kept::{Kept, Outcome};
+use crate::send_path::Inline;
 
 /// Size of each internal buffer of a socket (many connections: kept small).
 const BUF_BYTES: usize = 16 * 1024;
@@ -95,6 +105,17 @@ pub(crate) trait Ops {
     fn read(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Read;
     fn write(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Write;
     fn shutdown(&self, fd: RawFd) -> Self::Shutdown;
+    /// A send on the stream socket `fd` made now, outside the ring, if these operations have
+    /// one (`crate::send_path`); `Inline::Ring` sends through `write` instead. Called only
+    /// while no write of the state is in flight.
+    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
+        let _ = (fd, bufs);
+        Inline::Ring
+    }
+    /// Whether a socket's `poll_write` stages bytes behind a send in flight (files always do).
+    fn stage_sockets(&self) -> bool {
+        false
+    }
 }
 
 /// Operations on the runtime of the current thread (`Op`).
@@ -120,6 +141,12 @@ impl Ops for Local {
     }
     fn shutdown(&self, fd: RawFd) -> Bound<Op<op::Shutdown>> {
         Bound(Op::new(op::Shutdown::new(fd, libc::SHUT_WR)))
+    }
+    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
+        crate::send_path::try_send(fd, bufs, crate::send_path::send_path().trait_inline)
+    }
+    fn stage_sockets(&self) -> bool {
+        crate::send_path::send_path().staging
     }
 }
 
@@ -481,12 +508,12 @@ impl<O: Ops> PollIo<O> {
                     // buffer stages the bytes after them.
                     let next = std::mem::replace(&mut self.write_staging, buf);
                     self.write_done = 0;
-                    self.submit_write(fd, next, cx);
+                    self.send_staged(fd, next, cx);
                 }
                 None if !self.write_staging.is_empty() => {
                     let next = std::mem::take(&mut self.write_staging);
                     self.write_done = 0;
-                    self.submit_write(fd, next, cx);
+                    self.send_staged(fd, next, cx);
                 }
                 other => {
                     self.write_buf = other;
@@ -517,6 +544,30 @@ impl<O: Ops> PollIo<O> {
         }
     }
 
+    /// Staged bytes `buf`, now that nothing is in flight: a socket tries them inline first
+    /// (the send before them just completed, so the socket likely has room), and only what
+    /// that did not send goes to the ring.
+    fn send_staged(&mut self, fd: RawFd, mut buf: Vec<u8>, cx: &mut Context<'_>) {
+        if self.kind == Kind::Socket {
+            match self.ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
+                Inline::Sent(n) if n >= buf.len() => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    return;
+                }
+                Inline::Sent(n) => self.write_done = n,
+                Inline::Failed(e) => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    self.write_err = Some(e);
+                    return;
+                }
+                Inline::Ring => {}
+            }
+        }
+        self.submit_write(fd, buf, cx);
+    }
+
     /// Submits `buf[write_done..]` (the first poll pushes the operation).
     fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
         let len = buf.len();
@@ -531,6 +582,17 @@ impl<O: Ops> PollIo<O> {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(fd, cx, &[io::IoSlice::new(src)])
+    }
+
+    /// `poll_write` of the bytes of `bufs`, in order, as one write: as many as one write takes
+    /// (`max_buf`, or the room left in the staging buffer) are accepted.
+    pub(crate) fn poll_write_vectored(
+        &mut self,
+        fd: RawFd,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         self.check_thread()?;
         if self.kind == Kind::File {
             std::task::ready!(self.poll_give_back(fd, cx))?;
@@ -539,34 +601,53 @@ impl<O: Ops> PollIo<O> {
         if let Some(e) = self.write_err.take() {
             return Poll::Ready(Err(e));
         }
-        if src.is_empty() {
+        let total = bufs.iter().map(|b| b.len()).sum::<usize>();
+        if total == 0 {
             return Poll::Ready(Ok(0));
         }
         if !idle {
-            // A write in flight: a socket waits for it (taking nothing); a file stages the
-            // bytes, written after it at the position it leaves (at most `max_buf` of them).
+            // A write in flight: the bytes are staged, written after it (at the position it
+            // leaves, for a file), at most `max_buf` of them; a socket that does not stage
+            // (`Ops::stage_sockets`) waits for the write, taking nothing.
+            let stage = self.kind == Kind::File || self.ops.stage_sockets();
             let room = self.max_buf.saturating_sub(self.write_staging.len());
-            if self.kind == Kind::Socket || room == 0 {
+            if !stage || room == 0 {
                 return Poll::Pending;
             }
-            let n = src.len().min(room);
+            let n = total.min(room);
             grow(&mut self.write_staging, n, self.max_buf);
-            self.write_staging.extend_from_slice(&src[..n]);
+            extend_from(&mut self.write_staging, bufs, 0, n);
             return Poll::Ready(Ok(n));
         }
+        // Nothing in flight: a socket sends inline first (`crate::send_path`); what that did
+        // not send goes to the ring.
+        let mut sent = 0;
+        if self.kind == Kind::Socket {
+            match self.ops.try_send(fd, bufs) {
+                Inline::Sent(n) if n >= total => return Poll::Ready(Ok(total)),
+                Inline::Sent(n) => sent = n,
+                Inline::Failed(e) => return Poll::Ready(Err(e)),
+                Inline::Ring => {}
+            }
+        }
         let mut buf = self.write_buf.take().unwrap_or_default();
-        let n = src.len().min(self.max_buf);
+        let n = (total - sent).min(self.max_buf);
         grow(&mut buf, n, self.max_buf);
-        buf.extend_from_slice(&src[..n]);
+        extend_from(&mut buf, bufs, sent, n);
         self.write_done = 0;
         self.submit_write(fd, buf, cx);
         // Push it now; its completion is collected by the next call.
         if let Poll::Ready(Err(e)) = self.poll_write_done(fd, cx) {
+            if sent > 0 {
+                // The inline part went out: say so, and the error comes with the next call.
+                self.write_err = Some(e);
+                return Poll::Ready(Ok(sent));
+            }
             // The bytes were accepted, then failed at once: report it now (nothing of them
             // was written, the caller may retry).
             return Poll::Ready(Err(e));
         }
-        Poll::Ready(Ok(n))
+        Poll::Ready(Ok(sent + n))
     }
 
     /// Files, before a write at the file's position: the read in flight finishes (its result,
@@ -701,4 +782,21 @@ fn grow(buf: &mut Vec<u8>, extra: usize, max: usize) {
         .min(max)
         .max(need);
     buf.reserve_exact(cap - buf.len());
+}
+
+/// Appends to `buf` the `n` bytes of `bufs` that follow the first `skip` of them.
+fn extend_from(buf: &mut Vec<u8>, bufs: &[io::IoSlice<'_>], mut skip: usize, mut n: usize) {
+    for b in bufs {
+        if n == 0 {
+            break;
+        }
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let take = (b.len() - skip).min(n);
+        buf.extend_from_slice(&b[skip..skip + take]);
+        skip = 0;
+        n -= take;
+    }
 }

@@ -30,6 +30,14 @@ macro_rules! poll_io_traits {
                 let (fd, io) = self.get_mut().poll_io();
                 io.poll_write(fd, cx, buf)
             }
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                let (fd, io) = self.get_mut().poll_io();
+                io.poll_write_vectored(fd, cx, bufs)
+            }
             fn poll_flush(
                 self: std::pin::Pin<&mut Self>,
                 cx: &mut std::task::Context<'_>,
@@ -61,6 +69,22 @@ macro_rules! poll_io_traits {
                     coop.made_progress();
                 }
                 r
+            }
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+                let (fd, io) = self.get_mut().poll_io();
+                let r = io.poll_write_vectored(fd, cx, bufs);
+                if r.is_ready() {
+                    coop.made_progress();
+                }
+                r
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
             }
             fn poll_flush(
                 self: std::pin::Pin<&mut Self>,

@@ -879,6 +879,28 @@ impl Uring {
         None
     }
 
+    /// Fault injection at a send made inline, outside the ring (`Driver::try_send`), drawn as
+    /// for a ring send: `Err(errno)` instead of the call (`EAGAIN`: no room, `ECONNRESET`),
+    /// or the most bytes the call may send (`len`, or fewer for a short send).
+    pub(crate) fn fault_at_inline_send(&mut self, len: usize) -> Result<usize, i32> {
+        if !self.faults.active() {
+            return Ok(len);
+        }
+        if self.faults.fire(Fault::Eagain) {
+            return Err(libc::EAGAIN);
+        }
+        if self.faults.fire(Fault::Econnreset) {
+            return Err(libc::ECONNRESET);
+        }
+        if len >= 512 && self.faults.fire(Fault::ShortIo) {
+            let len32 = u32::try_from(len).unwrap_or(u32::MAX);
+            if let Some(shorter) = self.faults.shorten(len32) {
+                return Ok(shorter as usize);
+            }
+        }
+        Ok(len)
+    }
+
     /// Fault injection at `io_uring_enter`: an error instead of the call (`EAGAIN`, `EBUSY`,
     /// `EINTR`: nothing submitted), or a smaller `to_submit` (a short submit).
     fn fault_at_enter(&mut self, sqpoll: bool, to_submit: u32) -> Option<io::Result<u32>> {

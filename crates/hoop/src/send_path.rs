@@ -1,0 +1,119 @@
+//! How a stream socket sends on io_uring (DESIGN.md, "The send path").
+//!
+//! A send that finds room in the socket needs no ring turn: on the io_uring driver a socket's
+//! send can be tried inline, `send(2)` with `MSG_DONTWAIT | MSG_NOSIGNAL` on the submitting
+//! thread ([`hoop_driver::Driver::try_send`]), with only what would block (`EAGAIN`) or what a
+//! short send left going to the ring as a send operation, which waits for room in the kernel.
+//! Bytes never reorder: a socket tries inline only while none of its sends is on the ring
+//! (queued or in flight). The epoll driver's send already runs inside the submit: nothing
+//! changes there. Measured: the traits' writes send inline by default (a writer through the
+//! traits no longer waits a ring turn per write) and stage behind the ring send that what the
+//! socket had no room for went to; owned-buffer writes stay on the ring (an inline send costs
+//! a system call where ring sends share one `io_uring_enter`, and it made echo dearer and
+//! fan-out no faster). Staging behind every ring send (no inline send) gathers far more, but
+//! then staged bytes, which wait for the value's next poll, are the rule rather than the
+//! exception of a full socket: a knob, off by default.
+//!
+//! Two knobs, read once per process, choose the path, for measuring the alternatives side by
+//! side (knobs, not an API): `HOOP_SEND_OWNED` for owned-buffer writes (`write`, `write_all`
+//! of streams and owned write halves): `ring` (every send on the ring: the default) or
+//! `inline` (inline first); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`): `ring`
+//! (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
+//! staging), `staging` (ring sends; bytes staged behind a send in flight) or `both` (inline
+//! first, and staging behind a send in flight: the default). Tests choose a path per thread ([`set_for_thread`]).
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+
+/// The send path the knobs chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SendPath {
+    /// Owned-buffer sends are tried inline first (io_uring only).
+    pub(crate) owned_inline: bool,
+    /// The traits' sends are tried inline first (io_uring only).
+    pub(crate) trait_inline: bool,
+    /// A socket's `poll_write` stages bytes behind a send in flight (as a file's does).
+    pub(crate) staging: bool,
+}
+
+/// The process's send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH`; unknown values mean the
+/// defaults).
+pub(crate) fn send_path() -> SendPath {
+    static PATH: OnceLock<SendPath> = OnceLock::new();
+    if let Some(p) = THREAD_PATH.with(std::cell::Cell::get) {
+        return p;
+    }
+    *PATH.get_or_init(|| {
+        let owned_inline = std::env::var("HOOP_SEND_OWNED").as_deref() == Ok("inline");
+        let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
+            Ok("ring") => (false, false),
+            Ok("inline") => (true, false),
+            Ok("staging") => (false, true),
+            _ => (true, true),
+        };
+        SendPath {
+            owned_inline,
+            trait_inline,
+            staging,
+        }
+    })
+}
+
+thread_local! {
+    /// A path chosen for this thread ([`set_for_thread`]), over the knobs.
+    static THREAD_PATH: std::cell::Cell<Option<SendPath>> = const { std::cell::Cell::new(None) };
+}
+
+/// Chooses the send path of this thread's sends (tests: every path on both drivers), or with
+/// `None` gives it back to the knobs. `owned` and `traits` are the knobs' values (`ring`,
+/// `inline`; `ring`, `inline`, `staging`, `both`).
+pub fn set_for_thread(path: Option<(&str, &str)>) {
+    let p = path.map(|(owned, traits)| {
+        let (trait_inline, staging) = match traits {
+            "ring" => (false, false),
+            "inline" => (true, false),
+            "staging" => (false, true),
+            _ => (true, true),
+        };
+        SendPath {
+            owned_inline: owned == "inline",
+            trait_inline,
+            staging,
+        }
+    });
+    THREAD_PATH.with(|t| t.set(p));
+}
+
+/// What an inline send did.
+#[derive(Debug)]
+pub(crate) enum Inline {
+    /// Sent this many bytes (maybe fewer than asked: the rest would block).
+    Sent(usize),
+    /// Not tried, or the socket had no room: the ring sends.
+    Ring,
+    /// The send failed, as the ring's send would have.
+    Failed(io::Error),
+}
+
+/// Tries to send `bufs` on the stream socket `fd` inline (see the module docs), if `enabled`
+/// (`SendPath::owned_inline` or `trait_inline`). The caller guarantees that none of the
+/// socket's sends is on the ring.
+pub(crate) fn try_send(fd: RawFd, bufs: &[io::IoSlice<'_>], enabled: bool) -> Inline {
+    if !enabled {
+        return Inline::Ring;
+    }
+    let Some(driver) = hoop_driver::Driver::current() else {
+        return Inline::Ring;
+    };
+    match driver.try_send(fd, bufs) {
+        None => Inline::Ring,
+        Some(Ok(n)) => Inline::Sent(n),
+        Some(Err(e))
+            if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted =>
+        {
+            Inline::Ring
+        }
+        Some(Err(e)) => Inline::Failed(e),
+    }
+}

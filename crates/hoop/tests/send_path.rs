@@ -1,0 +1,400 @@
+//! The send path of stream sockets (DESIGN.md, "The send path"), on io_uring and on epoll: a
+//! send tried inline first falls back to the ring when the socket is full and the bytes stay in
+//! order (owned writes and the traits); short sends; the traits' staging buffer (a
+//! `poll_write` behind a send in flight takes at most its bound, and a `Pending` one took
+//! nothing); a stream dropped with staged bytes still writes them; an error of a staged write
+//! is reported by the next flush. Under `HOOP_FAULTS` the inline send also meets injected
+//! `EAGAIN` and short sends.
+
+use hoop_test_support as common;
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use futures::io::AsyncWriteExt;
+use futures::FutureExt;
+use hoop::net::TcpStream;
+
+/// An injected `ECONNRESET` fails a write-behind whose bytes then never arrive (only
+/// flush/close report it), so the byte-for-byte checks cannot hold under it.
+const RESET_LOSES_BYTES: &str =
+    "an injected ECONNRESET fails a write-behind: its bytes are lost, the order checks fail";
+
+fn faults_off() -> hoop::fault::OptOut {
+    common::faults_off(&["econnreset"], RESET_LOSES_BYTES)
+}
+
+/// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
+/// alternative, chosen per test thread.
+const PATHS: [(&str, &str); 4] = [
+    ("ring", "both"),
+    ("inline", "inline"),
+    ("ring", "staging"),
+    ("ring", "ring"),
+];
+
+/// Runs `f` on both drivers, on every send path (`f` gets the driver; its thread has the
+/// path set).
+fn each_path(f: impl Fn(hoop::DriverKind) + Copy + Send + 'static) {
+    common::each_driver(|kind| {
+        for path in PATHS {
+            common::bounded(60, move || {
+                hoop::__private::set_send_path(Some(path));
+                f(kind);
+            })
+        }
+    });
+}
+
+/// The largest buffer of a socket's trait writes (`poll_io`'s socket `max_buf`).
+const SOCKET_BUF: usize = 16 * 1024;
+
+/// Deterministic bytes, different at every offset for a long way (a reordering shows).
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3] ^ (i / 251) as u8)
+        .collect()
+}
+
+fn set_buf(fd: i32, opt: i32, bytes: i32) {
+    // SAFETY: setsockopt(2) on an open socket with a pointer to a live i32 and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "setsockopt");
+}
+
+/// Bytes queued in a socket: `TIOCOUTQ` (sent and not acknowledged, or not sent) or
+/// `FIONREAD` (received and not read).
+fn queued(fd: i32, request: libc::c_ulong) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: the ioctl writes one c_int to the live `n`.
+    let r = unsafe { libc::ioctl(fd, request, &mut n) };
+    assert_eq!(r, 0, "ioctl");
+    n as usize
+}
+
+/// A connected pair with small socket buffers (so that a few hundred KiB fill them): ours, to
+/// become a hoop stream, and the peer, std, with a read timeout.
+fn small_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Inherited by the accepted socket, and set before the handshake fixes the window scale.
+    set_buf(l.as_raw_fd(), libc::SO_RCVBUF, 16 * 1024);
+    let ours = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    set_buf(ours.as_raw_fd(), libc::SO_SNDBUF, 16 * 1024);
+    let (peer, _) = l.accept().unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    (ours, peer)
+}
+
+/// The peer: waits `delay` (the writer meanwhile fills the socket), then reads to end of
+/// stream, pausing `pause` after each read.
+fn peer_reader(
+    mut s: std::net::TcpStream,
+    delay: Duration,
+    pause: Duration,
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    common::spawn(move || {
+        std::thread::sleep(delay);
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 8 * 1024];
+        loop {
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(got);
+            }
+            got.extend_from_slice(&chunk[..n]);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+        }
+    })
+}
+
+fn expect_bytes(peer: std::thread::JoinHandle<std::io::Result<Vec<u8>>>, want: &[u8]) {
+    let got = peer
+        .join()
+        .unwrap()
+        .expect("the peer reads to end of stream");
+    assert_eq!(got.len(), want.len(), "bytes the peer read");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("byte {i} differs: the bytes are out of order");
+    }
+}
+
+/// SQEs this thread's driver submitted so far (0 on epoll).
+fn sqes() -> u64 {
+    match hoop_driver::Driver::current() {
+        Some(d) if d.kind() == hoop::DriverKind::Uring => d.counters().sqes_submitted,
+        _ => 0,
+    }
+}
+
+/// Owned `write_all`s into a socket the peer does not read yet: the first go inline, then the
+/// socket is full and the rest wait on the ring; every byte arrives once, in order.
+#[test]
+fn owned_writes_inline_then_ring_keep_order() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(600_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let ring_sqes = rt.block_on(async move {
+            let s = TcpStream::from_std(ours);
+            let before = sqes();
+            let mut at = 0;
+            let mut step = 1;
+            while at < sent.len() {
+                // Sizes from 1 byte to 20 KiB: some fit, some are cut short.
+                let end = (at + step).min(sent.len());
+                let (res, _) = s.write_all(sent[at..end].to_vec()).await;
+                res.unwrap();
+                at = end;
+                step = step * 7 % 20_011 + 1;
+            }
+            let used = sqes() - before;
+            drop(s);
+            used
+        });
+        expect_bytes(reader, &data);
+        if kind == hoop::DriverKind::Uring && !hoop::fault::enabled() {
+            assert!(ring_sqes > 0, "no send waited on the ring");
+        }
+        drop(rt);
+    });
+}
+
+/// The same through the traits (`AsyncWriteExt::write_all`, then `close`).
+#[test]
+fn trait_writes_inline_then_ring_keep_order() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(600_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut step = 1;
+            while at < sent.len() {
+                let end = (at + step).min(sent.len());
+                AsyncWriteExt::write_all(&mut s, &sent[at..end])
+                    .await
+                    .unwrap();
+                at = end;
+                step = step * 7 % 20_011 + 1;
+            }
+            AsyncWriteExt::close(&mut s).await.unwrap();
+        });
+        expect_bytes(reader, &data);
+        drop(rt);
+    });
+}
+
+/// Owned `write`s of 64 KiB into a socket with a 16 KiB send buffer, read slowly: sends
+/// come back short (inline, or on the ring), and the caller's loop keeps the bytes in order.
+#[test]
+fn short_sends_keep_order() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(400_000);
+        let reader = peer_reader(peer, Duration::ZERO, Duration::from_micros(200));
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let shorts = rt.block_on(async move {
+            let s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut shorts = 0;
+            while at < sent.len() {
+                let end = (at + 64 * 1024).min(sent.len());
+                let (res, _) = s.write(sent[at..end].to_vec()).await;
+                let n = res.unwrap();
+                assert!(n > 0 && n <= end - at, "write of {} said {n}", end - at);
+                if n < end - at {
+                    shorts += 1;
+                }
+                at += n;
+            }
+            drop(s);
+            shorts
+        });
+        expect_bytes(reader, &data);
+        assert!(shorts > 0, "no send was short");
+        drop(rt);
+    });
+}
+
+/// Trait writes polled once each (no waiting) into a socket the peer does not read: they are
+/// taken while the socket has room, then while a send is in flight up to the staging bound,
+/// then `Pending`, taking nothing. The bytes hoop holds (accepted, neither in our send queue
+/// nor in the peer's receive queue) stay within the write buffer and the staging buffer.
+#[test]
+fn staging_is_bounded_and_pending_takes_nothing() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let peer_fd = peer.as_raw_fd();
+        let data = pattern(2_000_000);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let (accepted, reader) = rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let fd = s.as_raw_fd();
+            let mut at = 0;
+            let mut pendings = 0;
+            // Let the ring run between attempts until the socket and the buffers are full
+            // (several `Pending`s in a row with turns between them).
+            for _ in 0..10_000 {
+                let end = (at + 3000).min(sent.len());
+                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
+                        }
+                    }
+                }
+                hoop::yield_now().await;
+            }
+            assert_eq!(pendings, 20, "the writes never waited");
+            let in_kernel = queued(fd, libc::TIOCOUTQ) + queued(peer_fd, libc::FIONREAD);
+            let held = at.saturating_sub(in_kernel);
+            assert!(
+                held <= 2 * SOCKET_BUF,
+                "hoop holds {held} accepted bytes, more than its two {SOCKET_BUF}-byte buffers"
+            );
+            // Polled without a turn between, `Pending` again: nothing taken.
+            for _ in 0..10 {
+                let end = (at + 10).min(sent.len());
+                if let Some(r) = AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    at += r.unwrap();
+                }
+            }
+            let reader = peer_reader(peer, Duration::ZERO, Duration::ZERO);
+            AsyncWriteExt::close(&mut s).await.unwrap();
+            (at, reader)
+        });
+        expect_bytes(reader, &data[..accepted]);
+        drop(rt);
+    });
+}
+
+/// A stream dropped while bytes are staged behind a send in flight (no flush): a detached
+/// writer sends them all, in order, then closes.
+#[test]
+fn drop_with_staged_bytes_sends_them() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let reader = peer_reader(peer, Duration::from_millis(300), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let accepted = rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(sent.len());
+                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
+                        }
+                    }
+                }
+                hoop::yield_now().await;
+            }
+            drop(s);
+            at
+        });
+        expect_bytes(reader, &data[..accepted]);
+        drop(rt);
+    });
+}
+
+/// The peer resets the connection while a send is in flight and bytes are staged behind it:
+/// the next flush reports the error.
+#[test]
+fn error_of_a_staged_write_is_reported_by_the_next_flush() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let rt = common::runtime(kind);
+        rt.block_on(async move {
+            let mut s = TcpStream::from_std(ours);
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(data.len());
+                match AsyncWriteExt::write(&mut s, &data[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
+                        }
+                    }
+                }
+                hoop::yield_now().await;
+            }
+            // A reset: SO_LINGER 0, then close with unread bytes.
+            let l = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: setsockopt(2) with a pointer to a live linger and its size.
+            let r = unsafe {
+                libc::setsockopt(
+                    peer.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&l as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(r, 0);
+            drop(peer);
+            let err = AsyncWriteExt::flush(&mut s)
+                .await
+                .expect_err("flush after the peer's reset");
+            assert!(
+                matches!(
+                    err.raw_os_error(),
+                    Some(libc::ECONNRESET) | Some(libc::EPIPE)
+                ),
+                "flush said {err}"
+            );
+        });
+        drop(rt);
+    });
+}
