@@ -855,3 +855,77 @@ fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
     let got = common::bounded(10, move || rt.block_on(read).unwrap().unwrap());
     assert_eq!(got, b"no io driver");
 }
+
+/// Rings of `kind` for a test that runs on both engines; `None` (with a line) where the kind
+/// cannot be built here.
+fn rings_of(kind: hoop::DriverKind) -> Option<Rings> {
+    let _setup = hoop::fault::opt_out_quietly(&["setup"]);
+    match Rings::builder().rings(2).entries(128).driver(kind).build() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("SKIP: shared rings on {kind:?}: {e}");
+            None
+        }
+    }
+}
+
+/// tokio's `poll_read` on a shared stream reads by readiness, and a read shorter than its
+/// buffer clears the readiness it saw (the receive queue is empty then, as tokio assumes): the
+/// bytes that arrive after it must still wake the next read, on both engines, pieces and end
+/// of stream alike.
+#[test]
+fn reads_by_readiness_wake_for_bytes_after_a_short_read() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _g = serial();
+    for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
+        let Some(rings) = rings_of(kind) else {
+            continue;
+        };
+        let rt = runtime();
+        rt.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                for i in 0..20u8 {
+                    // Wait until the reader took the piece before, so each read is short and
+                    // each piece lands on a socket whose readiness was cleared.
+                    if go_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+                        return;
+                    }
+                    s.write_all(&[i; 3]).unwrap();
+                }
+            });
+            let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
+            let mut buf = [0u8; 64];
+            for i in 0..20u8 {
+                go_tx.send(()).unwrap();
+                let mut got = Vec::new();
+                while got.len() < 3 {
+                    let n = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        AsyncReadExt::read(&mut stream, &mut buf),
+                    )
+                    .await
+                    .unwrap_or_else(|_| panic!("{kind:?}: piece {i} never woke the read"))
+                    .unwrap();
+                    assert!(n > 0, "{kind:?}: end of stream before piece {i}");
+                    got.extend_from_slice(&buf[..n]);
+                }
+                assert_eq!(got, [i; 3], "{kind:?}: piece {i}");
+            }
+            let n = tokio::time::timeout(
+                Duration::from_secs(10),
+                AsyncReadExt::read(&mut stream, &mut buf),
+            )
+            .await
+            .expect("the end of stream never woke the read")
+            .unwrap();
+            assert_eq!(n, 0, "{kind:?}: end of stream");
+            tokio::task::spawn_blocking(move || peer.join().unwrap())
+                .await
+                .unwrap();
+        });
+    }
+}

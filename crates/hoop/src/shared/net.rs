@@ -261,33 +261,30 @@ impl TcpStream {
             // `buf`, memory it owns; nothing reads it before `assume_init` below, which covers
             // exactly the bytes recv wrote.
             let unfilled = unsafe { buf.unfilled_mut() };
-            let res = guard.try_io(|_| {
-                // SAFETY: a pointer and length within `unfilled`, alive for the call.
-                let r = unsafe {
-                    libc::recv(
-                        fd,
-                        unfilled.as_mut_ptr().cast(),
-                        unfilled.len(),
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if r < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(r as usize)
+            let want = unfilled.len();
+            // SAFETY: a pointer and length within `unfilled`, alive for the call.
+            let r =
+                unsafe { libc::recv(fd, unfilled.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                let n = r as usize;
+                if n > 0 && n < want {
+                    // Fewer bytes than asked for: the receive queue is empty now (tokio's own
+                    // rule for edge-triggered readiness). Clearing the readiness seen here
+                    // spares the next read a `recv(2)` that would only say `EAGAIN`; bytes
+                    // that arrive later raise a new edge, which this does not clear.
+                    guard.clear_ready();
                 }
-            });
-            match res {
-                Ok(Ok(n)) => {
-                    // SAFETY: recv initialized the first `n` unfilled bytes.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Some(Poll::Ready(Ok(())));
-                }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => return Some(Poll::Ready(Err(e))),
-                // Not readable after all (readiness cleared): wait for the next edge.
-                Err(_would_block) => {}
+                // SAFETY: recv initialized the first `n` unfilled bytes.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                return Some(Poll::Ready(Ok(())));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                // Not readable after all: wait for the next edge.
+                Some(libc::EAGAIN) => guard.clear_ready(),
+                _ => return Some(Poll::Ready(Err(e))),
             }
         };
         if gone {
