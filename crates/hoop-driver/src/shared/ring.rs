@@ -118,6 +118,55 @@ pub(crate) struct Ring {
 thread_local! {
     /// The list wakers are moved into out of a ring's table (no allocation per call).
     static SCRATCH: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
+    /// Rings this thread pushed deferred operations to since its last park.
+    static DEFERRED: Cell<Vec<Arc<Ring>>> = const { Cell::new(Vec::new()) };
+    /// This thread's park has called [`submit_deferred`].
+    static PARK_SUBMITS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Notes that `ring` has an SQE pushed by this thread for its next park to submit.
+pub(crate) fn defer_submit(ring: &Arc<Ring>) {
+    DEFERRED.with(|d| {
+        let mut list = d.take();
+        if !list.iter().any(|r| Arc::ptr_eq(r, ring)) {
+            list.push(ring.clone());
+        }
+        d.set(list);
+    });
+}
+
+/// Submits, in one `io_uring_enter` per ring, the deferred operations this thread pushed
+/// since its last call, and reaps what completed. Meant for an executor's park (tokio's
+/// `Builder::on_thread_park`): from the first call on, the thread's poll-based socket writes
+/// are deferred to it.
+pub fn submit_deferred() {
+    PARK_SUBMITS.with(|p| p.set(true));
+    let list = DEFERRED.with(|d| d.take());
+    if list.is_empty() {
+        DEFERRED.with(|d| d.set(list));
+        return;
+    }
+    let mut list = list;
+    for ring in list.drain(..) {
+        let owed = ring.with(|e| {
+            let _ = e.submit_and_reap();
+            e.owed()
+        });
+        if owed {
+            ring.offer_to_reactor();
+        }
+    }
+    // Keep the list's memory, and whatever was deferred while the lock's wakers ran.
+    DEFERRED.with(|d| {
+        let more = d.take();
+        list.extend(more);
+        d.set(list);
+    });
+}
+
+/// Whether this thread's park submits deferred operations ([`submit_deferred`] has run here).
+pub fn deferring_here() -> bool {
+    PARK_SUBMITS.with(|p| p.get())
 }
 
 /// Called with a ring that has operations owed and no reactor attached (see

@@ -129,7 +129,7 @@ pub(crate) fn install_reactor() {
     reactor::install();
 }
 
-pub use hoop_driver::shared::{Keep, Rings, RingsBuilder, Route, SharedOp};
+pub use hoop_driver::shared::{submit_deferred, Keep, Rings, RingsBuilder, Route, SharedOp};
 pub use hoop_driver::ShutdownReport;
 
 pub use self::fs_impl::{File, OpenOptions};

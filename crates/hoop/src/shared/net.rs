@@ -133,6 +133,9 @@ pub struct TcpStream {
     /// Readability on tokio's reactor, for tokio's `AsyncRead` (a clone starts without one).
     #[cfg(feature = "tokio")]
     ready: super::reactor::Readiness,
+    /// A tokio write was deferred to the thread's park and no flush has looked since.
+    #[cfg(feature = "tokio")]
+    pub(crate) write_deferred: bool,
 }
 
 impl Drop for TcpStream {
@@ -153,6 +156,8 @@ impl Clone for TcpStream {
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
+            #[cfg(feature = "tokio")]
+            write_deferred: false,
         }
     }
 }
@@ -208,6 +213,8 @@ impl TcpStream {
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
+            #[cfg(feature = "tokio")]
+            write_deferred: false,
         }
     }
 
