@@ -40,7 +40,7 @@ use std::time::Duration;
 pub use self::op::{Keep, SharedOp};
 use self::ring::Ring;
 pub use self::ring::{
-    deferring_here, set_reactor_hook, submit_deferred, ReactorGuard, ReactorRing,
+    deferred_pushes, deferring_here, set_reactor_hook, submit_deferred, ReactorGuard, ReactorRing,
 };
 use crate::config::{Config, DriverKind};
 use crate::op::{Nop, OpCode};

@@ -195,6 +195,7 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
                     Pushed::Slot(user_data, ready) => {
                         if deferred && matches!(ready, Some(Poll::Pending)) {
                             super::ring::defer_submit(&ring);
+                            super::ring::count_deferred_push();
                         }
                         if let State::Idle { data, .. } =
                             std::mem::replace(&mut this.state, State::Done)

@@ -122,6 +122,19 @@ thread_local! {
     static DEFERRED: Cell<Vec<Arc<Ring>>> = const { Cell::new(Vec::new()) };
     /// This thread's park has called [`submit_deferred`].
     static PARK_SUBMITS: Cell<bool> = const { Cell::new(false) };
+    /// Operations this thread pushed deferred since its last [`submit_deferred`].
+    static DEFERRED_PUSHES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts a deferred push of this thread.
+pub(crate) fn count_deferred_push() {
+    DEFERRED_PUSHES.with(|c| c.set(c.get() + 1));
+}
+
+/// Operations this thread pushed deferred and has not submitted yet (an upper bound: another
+/// thread's submit may have sent some).
+pub fn deferred_pushes() -> usize {
+    DEFERRED_PUSHES.with(|c| c.get())
 }
 
 /// Notes that `ring` has an SQE pushed by this thread for its next park to submit.
@@ -141,6 +154,7 @@ pub(crate) fn defer_submit(ring: &Arc<Ring>) {
 /// are deferred to it.
 pub fn submit_deferred() {
     PARK_SUBMITS.with(|p| p.set(true));
+    DEFERRED_PUSHES.with(|c| c.set(0));
     let list = DEFERRED.with(|d| d.take());
     if list.is_empty() {
         DEFERRED.with(|d| d.set(list));

@@ -122,6 +122,14 @@ impl AsRawFd for TcpListener {
 /// operations, woken by the rings, finish them on whatever thread wakes them); errors of those
 /// writes are dropped, so flush where they matter. A write that cannot finish (a peer that
 /// never reads) stays in flight until the rings shut down, which cancels it.
+///
+/// On a tokio worker whose park calls [`submit_deferred`](super::submit_deferred)
+/// (`Builder::on_thread_park`), tokio's `poll_write` takes the bytes the same way (all of a
+/// vectored write's buffers, up to 16 KiB) into a ring send that the worker's next park
+/// submits together with the turn's other sends; the first `poll_flush` after it waits for
+/// that park, any later one that would wait submits at once. Elsewhere tokio's `poll_write`
+/// is one `sendmsg(2)` straight from the caller's buffers, and the ring only sends what the
+/// socket had no room for.
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,

@@ -194,6 +194,12 @@ impl tokio::io::AsyncRead for super::TcpStream {
     }
 }
 
+/// Most sends a worker defers before it submits them without waiting for its park: a burst
+/// of many connections in one turn neither fills the ring's SQ nor holds the first replies
+/// back for the whole turn.
+#[cfg(feature = "tokio")]
+const DEFER_BATCH: usize = 64;
+
 #[cfg(feature = "tokio")]
 thread_local! {
     /// Where a vectored write is gathered into one slice for the write-behind.
@@ -244,6 +250,9 @@ impl super::TcpStream {
             hoop_driver::shared::submit_deferred();
         }
         std::task::ready!(io.poll_write_idle(fd, cx))?;
+        if deferring && hoop_driver::shared::deferred_pushes() >= DEFER_BATCH {
+            hoop_driver::shared::submit_deferred();
+        }
         if deferring {
             // The ring sends, submitted with every other deferred send of this thread when it
             // parks: gather the caller's buffers into the write-behind.
