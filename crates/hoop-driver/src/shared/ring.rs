@@ -47,6 +47,15 @@ impl Engine {
         }
     }
 
+    /// Submits what is queued without collecting completions (io_uring); the epoll engine has
+    /// nothing to submit and runs its queued calls as `submit_and_reap` does.
+    fn submit_only(&mut self) -> std::io::Result<()> {
+        match self {
+            Engine::Uring(u) => u.submit_only(),
+            Engine::Epoll(e) => e.poll_now(),
+        }
+    }
+
     /// Whether a completion can still come without anything more being submitted.
     fn owed(&mut self) -> bool {
         match self {
@@ -162,8 +171,12 @@ pub fn submit_deferred() {
     }
     let mut list = list;
     for ring in list.drain(..) {
+        // Submitted only: tokio calls its park hook with the worker's core taken out of the
+        // thread's context, so a task woken here would go to the shared inject queue and wake
+        // another worker. The completions raise the ring fd instead, whose poller task drains
+        // them on this worker's own queue when its park polls the reactor.
         let owed = ring.with(|e| {
-            let _ = e.submit_and_reap();
+            let _ = e.submit_only();
             e.owed()
         });
         if owed {
