@@ -855,3 +855,298 @@ fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
     let got = common::bounded(10, move || rt.block_on(read).unwrap().unwrap());
     assert_eq!(got, b"no io driver");
 }
+
+/// Rings of `kind` for a test that runs on both engines; `None` (with a line) where the kind
+/// cannot be built here.
+fn rings_of(kind: hoop::DriverKind) -> Option<Rings> {
+    let _setup = hoop::fault::opt_out_quietly(&["setup"]);
+    match Rings::builder().rings(2).entries(128).driver(kind).build() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("SKIP: shared rings on {kind:?}: {e}");
+            None
+        }
+    }
+}
+
+/// tokio's `poll_read` on a shared stream reads by readiness, and a read shorter than its
+/// buffer clears the readiness it saw (the receive queue is empty then, as tokio assumes): the
+/// bytes that arrive after it must still wake the next read, on both engines, pieces and end
+/// of stream alike.
+#[test]
+fn reads_by_readiness_wake_for_bytes_after_a_short_read() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _g = serial();
+    for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
+        let Some(rings) = rings_of(kind) else {
+            continue;
+        };
+        let rt = runtime();
+        rt.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                for i in 0..20u8 {
+                    // Wait until the reader took the piece before, so each read is short and
+                    // each piece lands on a socket whose readiness was cleared.
+                    if go_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+                        return;
+                    }
+                    s.write_all(&[i; 3]).unwrap();
+                }
+            });
+            let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
+            let mut buf = [0u8; 64];
+            for i in 0..20u8 {
+                go_tx.send(()).unwrap();
+                let mut got = Vec::new();
+                while got.len() < 3 {
+                    let n = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        AsyncReadExt::read(&mut stream, &mut buf),
+                    )
+                    .await
+                    .unwrap_or_else(|_| panic!("{kind:?}: piece {i} never woke the read"))
+                    .unwrap();
+                    assert!(n > 0, "{kind:?}: end of stream before piece {i}");
+                    got.extend_from_slice(&buf[..n]);
+                }
+                assert_eq!(got, [i; 3], "{kind:?}: piece {i}");
+            }
+            let n = tokio::time::timeout(
+                Duration::from_secs(10),
+                AsyncReadExt::read(&mut stream, &mut buf),
+            )
+            .await
+            .expect("the end of stream never woke the read")
+            .unwrap();
+            assert_eq!(n, 0, "{kind:?}: end of stream");
+            tokio::task::spawn_blocking(move || peer.join().unwrap())
+                .await
+                .unwrap();
+        });
+    }
+}
+
+/// tokio's multi-thread runtime with hoop's park hook: each worker submits the socket writes
+/// its tasks deferred, all of a turn in one `io_uring_enter`, before it sleeps.
+fn runtime_with_park_submit() -> tokio::runtime::Runtime {
+    let opted_out = hoop::fault::opted_out();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .on_thread_start(move || std::mem::forget(hoop::fault::opt_out_inherited(opted_out)))
+        .on_thread_park(hoop::shared::submit_deferred)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A std echo server for `conns` connections, one thread each, echoing until end of stream.
+fn std_echo(conns: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let mut peers = Vec::new();
+        for _ in 0..conns {
+            let (mut s, _) = listener.accept().unwrap();
+            peers.push(std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+        for p in peers {
+            let _ = p.join();
+        }
+    });
+    (addr, server)
+}
+
+/// Writes deferred to the workers' park (tokio's `on_thread_park` calling
+/// `hoop::shared::submit_deferred`) arrive whole and in order, on both engines: small and
+/// large messages (larger than the 16 KiB write-behind: a second write in one poll), flushed
+/// or not before the reply is read (then only the park sends them), from 8 tasks on 4 workers.
+#[test]
+fn writes_deferred_to_the_park_arrive_whole_on_both_engines() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _g = serial();
+    for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
+        let Some(rings) = rings_of(kind) else {
+            continue;
+        };
+        let conns = 8;
+        let (addr, server) = std_echo(conns);
+        let rt = runtime_with_park_submit();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..conns as u64)
+                .map(|t| {
+                    let rings = rings.clone();
+                    tokio::spawn(async move {
+                        let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
+                        let sizes = [1usize, 100, 1024, 20_000, 40_000];
+                        for round in 0..20u64 {
+                            let size = sizes[(round as usize + t as usize) % sizes.len()];
+                            let msg = pattern(t * 1000 + round, size);
+                            AsyncWriteExt::write_all(&mut stream, &msg).await.unwrap();
+                            if round % 2 == 0 {
+                                AsyncWriteExt::flush(&mut stream).await.unwrap();
+                            }
+                            let mut got = vec![0u8; size];
+                            AsyncReadExt::read_exact(&mut stream, &mut got)
+                                .await
+                                .unwrap();
+                            assert!(got == msg, "{kind:?}: task {t} round {round}: bytes differ");
+                        }
+                        AsyncWriteExt::shutdown(&mut stream).await.unwrap();
+                    })
+                })
+                .collect();
+            for task in tasks {
+                tokio::time::timeout(Duration::from_secs(30), task)
+                    .await
+                    .unwrap_or_else(|_| panic!("{kind:?}: a deferred write never left"))
+                    .unwrap();
+            }
+        });
+        server.join().unwrap();
+        drop(rt);
+        assert_eq!(rings.in_flight(), 0, "{kind:?}: every slot freed");
+    }
+}
+
+/// A caller that polls a flush without ever letting the worker park (`now_or_never` in a
+/// `yield_now` loop) still gets its deferred bytes sent: a flush that would wait a second time
+/// submits them itself. Both engines; the peer checks every byte.
+#[test]
+fn a_flush_polled_without_parking_still_sends_deferred_writes() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _g = serial();
+    for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
+        let Some(rings) = rings_of(kind) else {
+            continue;
+        };
+        let (addr, server) = std_echo(1);
+        let rt = runtime_with_park_submit();
+        rt.block_on(async {
+            tokio::spawn(async move {
+                let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
+                // Let this worker park once, so its writes are deferred from now on.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                for round in 0..10u64 {
+                    let msg = pattern(round, 3000);
+                    let mut sent = 0;
+                    let mut spins = 0u32;
+                    while sent < msg.len() {
+                        match AsyncWriteExt::write(&mut stream, &msg[sent..]).now_or_never() {
+                            Some(r) => sent += r.unwrap(),
+                            None => tokio::task::yield_now().await,
+                        }
+                        spins += 1;
+                        assert!(spins < 100_000, "{kind:?}: the write never went on");
+                    }
+                    let mut spins = 0u32;
+                    loop {
+                        match AsyncWriteExt::flush(&mut stream).now_or_never() {
+                            Some(r) => break r.unwrap(),
+                            None => tokio::task::yield_now().await,
+                        }
+                        spins += 1;
+                        assert!(spins < 100_000, "{kind:?}: the flush never finished");
+                    }
+                    let mut got = vec![0u8; msg.len()];
+                    tokio::time::timeout(
+                        Duration::from_secs(10),
+                        AsyncReadExt::read_exact(&mut stream, &mut got),
+                    )
+                    .await
+                    .expect("the echo never came")
+                    .unwrap();
+                    assert!(got == msg, "{kind:?}: round {round}: bytes differ");
+                }
+            })
+            .await
+            .unwrap();
+        });
+        server.join().unwrap();
+    }
+}
+
+/// The driver's side: a deferred operation is pushed by its first poll and submitted by the
+/// thread's next `submit_deferred` (a park), which wakes its task; on a thread whose park
+/// never called it, the same operation is an ordinary one. Both engines.
+#[test]
+fn a_deferred_operation_waits_for_the_park_then_completes() {
+    let _g = serial();
+    for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
+        let Some(rings) = rings_of(kind) else {
+            continue;
+        };
+        let t = std::thread::spawn(move || {
+            // Not yet a deferring thread: an ordinary operation.
+            let finish = |op: &mut hoop::shared::SharedOp<_>, cx: &mut Context<'_>| {
+                for _ in 0..1000 {
+                    if let Poll::Ready(r) = Pin::new(&mut *op).poll(cx) {
+                        return r;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                panic!("{kind:?}: the no-op never completed");
+            };
+            let woken = Arc::new(CountWake::default());
+            let waker = std::task::Waker::from(woken.clone());
+            let mut cx = Context::from_waker(&waker);
+            let mut op = rings.nop().deferred();
+            let r: std::io::Result<_> = finish(&mut op, &mut cx);
+            assert!(
+                r.is_ok() || common::injected_error(r.as_ref().unwrap_err()),
+                "{kind:?}: {r:?}"
+            );
+            hoop::shared::submit_deferred();
+            // io_uring's waits in the SQ for the submit; the epoll engine may run a no-op in
+            // the push itself, and then the first poll has its result.
+            let before = woken.0.load(std::sync::atomic::Ordering::SeqCst);
+            let mut op = rings.nop().deferred();
+            let first = Pin::new(&mut op).poll(&mut cx);
+            if kind == hoop::DriverKind::Uring {
+                assert!(first.is_pending(), "submitted before the park");
+            }
+            let r = match first {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    hoop::shared::submit_deferred();
+                    let r = finish(&mut op, &mut cx);
+                    assert!(
+                        woken.0.load(std::sync::atomic::Ordering::SeqCst) > before,
+                        "{kind:?}: the completion woke nobody"
+                    );
+                    r
+                }
+            };
+            assert!(
+                r.is_ok() || common::injected_error(r.as_ref().unwrap_err()),
+                "{kind:?}: {r:?}"
+            );
+        });
+        t.join().unwrap();
+    }
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct CountWake(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountWake {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}

@@ -39,7 +39,9 @@ use std::time::Duration;
 
 pub use self::op::{Keep, SharedOp};
 use self::ring::Ring;
-pub use self::ring::{set_reactor_hook, ReactorGuard, ReactorRing};
+pub use self::ring::{
+    deferred_pushes, deferring_here, set_reactor_hook, submit_deferred, ReactorGuard, ReactorRing,
+};
 use crate::config::{Config, DriverKind};
 use crate::op::{Nop, OpCode};
 use crate::sys::epoll::EpollOp;

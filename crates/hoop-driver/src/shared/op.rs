@@ -86,6 +86,9 @@ pub struct SharedOp<T: OpCode> {
     state: State<T>,
     /// Submit on the first poll instead of after the other ready tasks ran.
     eager: bool,
+    /// Pushed without submitting and without waking the task: the thread's next park submits
+    /// (see [`submit_deferred`](super::submit_deferred)).
+    deferred: bool,
     /// Times the kernel cancelled the operation without its owner asking (see `poll`).
     resubmits: u8,
 }
@@ -101,6 +104,7 @@ impl<T: OpCode> SharedOp<T> {
         SharedOp {
             resubmits: 0,
             eager: false,
+            deferred: false,
             state: State::Idle {
                 data,
                 ring,
@@ -127,6 +131,17 @@ impl<T: OpCode> SharedOp<T> {
         self.eager = true;
         self
     }
+
+    /// Pushes the SQE on the first poll and leaves the submitting to this thread's next park
+    /// ([`submit_deferred`](super::submit_deferred), which an executor calls before its
+    /// worker sleeps: tokio's `on_thread_park`), so that every operation the thread's tasks
+    /// pushed in one turn of its loop goes to the kernel in one `io_uring_enter`, with no
+    /// second poll of any task. Until then a poll only looks at the slot. Only for threads
+    /// whose park calls it ([`deferring_here`](super::deferring_here)).
+    pub fn deferred(mut self) -> Self {
+        self.deferred = true;
+        self
+    }
 }
 
 // The data's kernel-visible memory is on the heap (UringOp's contract): moving is harmless.
@@ -148,6 +163,7 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
             State::Idle { data, ring, ticket } => {
                 let ring = ring.clone();
                 let eager = this.eager;
+                let deferred = this.deferred && super::ring::deferring_here();
                 let pushed = ring.with(|e: &mut Engine| {
                     let Ok(granted) = e.table_mut().check_ticket(*ticket, cx.waker()) else {
                         return Pushed::Wait;
@@ -157,6 +173,12 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
                         Ok(user_data) if eager => {
                             // Submitted and looked at under the same lock.
                             let _ = e.submit_and_reap();
+                            let ready = e.table_mut().poll_slot(user_data, cx.waker());
+                            Pushed::Slot(user_data, Some(ready))
+                        }
+                        Ok(user_data) if deferred => {
+                            // Not submitted; but an engine may finish an operation in its push
+                            // (the epoll engine tries a socket call at once): look.
                             let ready = e.table_mut().poll_slot(user_data, cx.waker());
                             Pushed::Slot(user_data, Some(ready))
                         }
@@ -171,6 +193,10 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
                 });
                 match pushed {
                     Pushed::Slot(user_data, ready) => {
+                        if deferred && matches!(ready, Some(Poll::Pending)) {
+                            super::ring::defer_submit(&ring);
+                            super::ring::count_deferred_push();
+                        }
                         if let State::Idle { data, .. } =
                             std::mem::replace(&mut this.state, State::Done)
                         {
@@ -181,6 +207,7 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
                             };
                         }
                         match ready {
+                            Some(Poll::Pending) if deferred => Poll::Pending,
                             Some(ready) => this.settle(ready, cx),
                             None => {
                                 // Come back to submit, after the other ready tasks pushed
@@ -199,10 +226,19 @@ impl<T: OpCode + UringOp + EpollOp + Send> Future for SharedOp<T> {
             State::InFlight {
                 user_data, ring, ..
             } => {
+                // A deferred operation polled on a thread whose park submits leaves the
+                // submitting to that park (the thread that pushed it may be another, or may
+                // not park soon); anywhere else it submits now.
+                let defer = this.deferred && super::ring::deferring_here();
+                if defer {
+                    super::ring::defer_submit(ring);
+                }
                 let ready = ring.with(|e: &mut Engine| {
                     // An enter error other than those `enter` handles leaves the SQEs queued:
                     // the next poll, or the reaper, tries again.
-                    let _ = e.submit_and_reap();
+                    if !defer {
+                        let _ = e.submit_and_reap();
+                    }
                     e.table_mut().poll_slot(*user_data, cx.waker())
                 });
                 this.settle(ready, cx)

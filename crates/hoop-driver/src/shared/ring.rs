@@ -47,6 +47,15 @@ impl Engine {
         }
     }
 
+    /// Submits what is queued without collecting completions (io_uring); the epoll engine has
+    /// nothing to submit and runs its queued calls as `submit_and_reap` does.
+    fn submit_only(&mut self) -> std::io::Result<()> {
+        match self {
+            Engine::Uring(u) => u.submit_only(),
+            Engine::Epoll(e) => e.poll_now(),
+        }
+    }
+
     /// Whether a completion can still come without anything more being submitted.
     fn owed(&mut self) -> bool {
         match self {
@@ -118,6 +127,73 @@ pub(crate) struct Ring {
 thread_local! {
     /// The list wakers are moved into out of a ring's table (no allocation per call).
     static SCRATCH: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
+    /// Rings this thread pushed deferred operations to since its last park.
+    static DEFERRED: Cell<Vec<Arc<Ring>>> = const { Cell::new(Vec::new()) };
+    /// This thread's park has called [`submit_deferred`].
+    static PARK_SUBMITS: Cell<bool> = const { Cell::new(false) };
+    /// Operations this thread pushed deferred since its last [`submit_deferred`].
+    static DEFERRED_PUSHES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts a deferred push of this thread.
+pub(crate) fn count_deferred_push() {
+    DEFERRED_PUSHES.with(|c| c.set(c.get() + 1));
+}
+
+/// Operations this thread pushed deferred and has not submitted yet (an upper bound: another
+/// thread's submit may have sent some).
+pub fn deferred_pushes() -> usize {
+    DEFERRED_PUSHES.with(|c| c.get())
+}
+
+/// Notes that `ring` has an SQE pushed by this thread for its next park to submit.
+pub(crate) fn defer_submit(ring: &Arc<Ring>) {
+    DEFERRED.with(|d| {
+        let mut list = d.take();
+        if !list.iter().any(|r| Arc::ptr_eq(r, ring)) {
+            list.push(ring.clone());
+        }
+        d.set(list);
+    });
+}
+
+/// Submits, in one `io_uring_enter` per ring, the deferred operations this thread pushed
+/// since its last call, and reaps what completed. Meant for an executor's park (tokio's
+/// `Builder::on_thread_park`): from the first call on, the thread's poll-based socket writes
+/// are deferred to it.
+pub fn submit_deferred() {
+    PARK_SUBMITS.with(|p| p.set(true));
+    DEFERRED_PUSHES.with(|c| c.set(0));
+    let list = DEFERRED.with(|d| d.take());
+    if list.is_empty() {
+        DEFERRED.with(|d| d.set(list));
+        return;
+    }
+    let mut list = list;
+    for ring in list.drain(..) {
+        // Submitted only: tokio calls its park hook with the worker's core taken out of the
+        // thread's context, so a task woken here would go to the shared inject queue and wake
+        // another worker. The completions raise the ring fd instead, whose poller task drains
+        // them on this worker's own queue when its park polls the reactor.
+        let owed = ring.with(|e| {
+            let _ = e.submit_only();
+            e.owed()
+        });
+        if owed {
+            ring.offer_to_reactor();
+        }
+    }
+    // Keep the list's memory, and whatever was deferred while the lock's wakers ran.
+    DEFERRED.with(|d| {
+        let more = d.take();
+        list.extend(more);
+        d.set(list);
+    });
+}
+
+/// Whether this thread's park submits deferred operations ([`submit_deferred`] has run here).
+pub fn deferring_here() -> bool {
+    PARK_SUBMITS.with(|p| p.get())
 }
 
 /// Called with a ring that has operations owed and no reactor attached (see

@@ -39,7 +39,12 @@
 //!
 //! Inside a tokio runtime (feature `tokio`), the rings hand their waiting to tokio's reactor:
 //! a poller task per ring watches the ring fd, so a completion wakes a tokio worker directly,
-//! with no thread of hoop's in between. Where io_uring is refused (Docker's default seccomp
+//! with no thread of hoop's in between. A runtime built with
+//! `.on_thread_park(hoop::shared::submit_deferred)` also lets the rings send: on its workers,
+//! tokio's `AsyncWrite` on a [`TcpStream`] hands the bytes to a ring send that is submitted,
+//! with every other send of that turn of the worker's loop, in one `io_uring_enter` just
+//! before the worker sleeps (without the hook, each write is a `sendmsg(2)` of its own). Where
+//! io_uring is refused (Docker's default seccomp
 //! profile, `kernel.io_uring_disabled`), [`Rings::new`] builds the same set on hoop's epoll
 //! engine, says why once on stderr and in [`Rings::fallback_reason`], and every type here keeps
 //! working (`HOOP_DRIVER=epoll` chooses it; [`RingsBuilder::driver`] forces either).
@@ -129,7 +134,7 @@ pub(crate) fn install_reactor() {
     reactor::install();
 }
 
-pub use hoop_driver::shared::{Keep, Rings, RingsBuilder, Route, SharedOp};
+pub use hoop_driver::shared::{submit_deferred, Keep, Rings, RingsBuilder, Route, SharedOp};
 pub use hoop_driver::ShutdownReport;
 
 pub use self::fs_impl::{File, OpenOptions};

@@ -122,6 +122,14 @@ impl AsRawFd for TcpListener {
 /// operations, woken by the rings, finish them on whatever thread wakes them); errors of those
 /// writes are dropped, so flush where they matter. A write that cannot finish (a peer that
 /// never reads) stays in flight until the rings shut down, which cancels it.
+///
+/// On a tokio worker whose park calls [`submit_deferred`](super::submit_deferred)
+/// (`Builder::on_thread_park`), tokio's `poll_write` takes the bytes the same way (all of a
+/// vectored write's buffers, up to 16 KiB) into a ring send that the worker's next park
+/// submits together with the turn's other sends; the first `poll_flush` after it waits for
+/// that park, any later one that would wait submits at once. Elsewhere tokio's `poll_write`
+/// is one `sendmsg(2)` straight from the caller's buffers, and the ring only sends what the
+/// socket had no room for.
 #[derive(Debug)]
 pub struct TcpStream {
     fd: Arc<OwnedFd>,
@@ -133,6 +141,9 @@ pub struct TcpStream {
     /// Readability on tokio's reactor, for tokio's `AsyncRead` (a clone starts without one).
     #[cfg(feature = "tokio")]
     ready: super::reactor::Readiness,
+    /// A tokio write was deferred to the thread's park and no flush has looked since.
+    #[cfg(feature = "tokio")]
+    pub(crate) write_deferred: bool,
 }
 
 impl Drop for TcpStream {
@@ -153,6 +164,8 @@ impl Clone for TcpStream {
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
+            #[cfg(feature = "tokio")]
+            write_deferred: false,
         }
     }
 }
@@ -208,6 +221,8 @@ impl TcpStream {
             io: None,
             #[cfg(feature = "tokio")]
             ready: Default::default(),
+            #[cfg(feature = "tokio")]
+            write_deferred: false,
         }
     }
 
@@ -261,33 +276,30 @@ impl TcpStream {
             // `buf`, memory it owns; nothing reads it before `assume_init` below, which covers
             // exactly the bytes recv wrote.
             let unfilled = unsafe { buf.unfilled_mut() };
-            let res = guard.try_io(|_| {
-                // SAFETY: a pointer and length within `unfilled`, alive for the call.
-                let r = unsafe {
-                    libc::recv(
-                        fd,
-                        unfilled.as_mut_ptr().cast(),
-                        unfilled.len(),
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if r < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(r as usize)
+            let want = unfilled.len();
+            // SAFETY: a pointer and length within `unfilled`, alive for the call.
+            let r =
+                unsafe { libc::recv(fd, unfilled.as_mut_ptr().cast(), want, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                let n = r as usize;
+                if n > 0 && n < want {
+                    // Fewer bytes than asked for: the receive queue is empty now (tokio's own
+                    // rule for edge-triggered readiness). Clearing the readiness seen here
+                    // spares the next read a `recv(2)` that would only say `EAGAIN`; bytes
+                    // that arrive later raise a new edge, which this does not clear.
+                    guard.clear_ready();
                 }
-            });
-            match res {
-                Ok(Ok(n)) => {
-                    // SAFETY: recv initialized the first `n` unfilled bytes.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Some(Poll::Ready(Ok(())));
-                }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => return Some(Poll::Ready(Err(e))),
-                // Not readable after all (readiness cleared): wait for the next edge.
-                Err(_would_block) => {}
+                // SAFETY: recv initialized the first `n` unfilled bytes.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                return Some(Poll::Ready(Ok(())));
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                // Not readable after all: wait for the next edge.
+                Some(libc::EAGAIN) => guard.clear_ready(),
+                _ => return Some(Poll::Ready(Err(e))),
             }
         };
         if gone {

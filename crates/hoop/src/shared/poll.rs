@@ -42,6 +42,16 @@ impl Ops for SocketOps {
             .eager()
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
+        #[cfg(feature = "tokio")]
+        if DEFER_WRITE.with(|d| d.get()) {
+            // tokio's write on a worker whose park submits (see `TcpStream::tokio_write`).
+            let send = op::Send::new(fd, buf, 0);
+            return SendFuture::Ring(
+                self.rings
+                    .submit(Route::Plain, Keep::new(send, self.fd.clone()))
+                    .deferred(),
+            );
+        }
         // A send the socket buffer has room for completes in the system call itself: made
         // here, it costs one `send(2)`, where the ring would cost an SQE, an enter and a CQE
         // for the same copy. Only a send that would wait goes to the ring (whose kernel poll
@@ -184,6 +194,21 @@ impl tokio::io::AsyncRead for super::TcpStream {
     }
 }
 
+/// Most sends a worker defers before it submits them without waiting for its park: a burst
+/// of many connections in one turn neither fills the ring's SQ nor holds the first replies
+/// back for the whole turn.
+#[cfg(feature = "tokio")]
+const DEFER_BATCH: usize = 64;
+
+#[cfg(feature = "tokio")]
+thread_local! {
+    /// Where a vectored write is gathered into one slice for the write-behind.
+    static GATHER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Set while `tokio_write` hands bytes to the write-behind on a thread whose park submits:
+    /// the send it makes is deferred to that park.
+    static DEFER_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `sendmsg(2)` of `bufs` without waiting: `None` if the socket has no room (`EAGAIN`).
 #[cfg(feature = "tokio")]
 fn send_now(fd: RawFd, bufs: &[std::io::IoSlice<'_>]) -> Option<io::Result<usize>> {
@@ -216,8 +241,43 @@ impl super::TcpStream {
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<io::Result<usize>> {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let deferring = hoop_driver::shared::deferring_here();
         let (fd, io) = self.poll_io();
+        if deferring && io.poll_write_idle(fd, cx).is_pending() {
+            // The send before is still queued for this thread's park (or in the kernel): a
+            // second write in one turn (a large body) would wait a whole turn of the loop, so
+            // what is queued goes now, and the write goes on if that finished it.
+            hoop_driver::shared::submit_deferred();
+        }
         std::task::ready!(io.poll_write_idle(fd, cx))?;
+        if deferring && hoop_driver::shared::deferred_pushes() >= DEFER_BATCH {
+            hoop_driver::shared::submit_deferred();
+        }
+        if deferring {
+            // The ring sends, submitted with every other deferred send of this thread when it
+            // parks: gather the caller's buffers into the write-behind.
+            let r = GATHER.with(|g| {
+                let mut gather = g.take();
+                gather.clear();
+                for b in bufs {
+                    let room = io.max_buf() - gather.len();
+                    if room == 0 {
+                        break;
+                    }
+                    gather.extend_from_slice(&b[..b.len().min(room)]);
+                }
+                DEFER_WRITE.with(|d| d.set(true));
+                let r = io.poll_write(fd, cx, &gather);
+                DEFER_WRITE.with(|d| d.set(false));
+                g.set(gather);
+                r
+            });
+            if r.is_ready() {
+                self.write_deferred = true;
+                coop.made_progress();
+            }
+            return r;
+        }
         let r = match send_now(fd, bufs) {
             Some(r) => std::task::Poll::Ready(r),
             None => {
@@ -232,6 +292,35 @@ impl super::TcpStream {
             coop.made_progress();
         }
         r
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl super::TcpStream {
+    /// A flush or close of the write-behind (`f`). On a thread whose park submits deferred
+    /// sends, the first flush after a deferred write waits for that park (hyper flushes after
+    /// every write: the park then sends the whole turn's writes in one `io_uring_enter`, and
+    /// the send's completion wakes the task); any other flush that would wait submits this
+    /// thread's deferred sends now and looks again, so that a caller who polls without
+    /// letting the worker park (`now_or_never` in a `yield_now` loop) never waits forever.
+    fn poll_sent(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        f: fn(
+            &mut PollIo<SocketOps>,
+            RawFd,
+            &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let first = std::mem::take(&mut self.write_deferred);
+        let deferring = hoop_driver::shared::deferring_here();
+        let (fd, io) = self.poll_io();
+        let r = f(io, fd, cx);
+        if r.is_ready() || !deferring || first {
+            return r;
+        }
+        hoop_driver::shared::submit_deferred();
+        f(io, fd, cx)
     }
 }
 
@@ -265,15 +354,16 @@ impl tokio::io::AsyncWrite for super::TcpStream {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        let (fd, io) = self.get_mut().poll_io();
-        io.poll_flush(fd, cx)
+        self.get_mut().poll_sent(cx, PollIo::poll_flush)
     }
     fn poll_shutdown(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<()>> {
-        let (fd, io) = self.get_mut().poll_io();
-        io.poll_close(fd, cx)
+        let this = self.get_mut();
+        // A shutdown is no turn's batch: what is deferred goes now.
+        this.write_deferred = false;
+        this.poll_sent(cx, PollIo::poll_close)
     }
 }
 crate::poll_io::poll_io_traits!(super::File);

@@ -79,10 +79,16 @@ pub(crate) fn load_files(root: &Path) -> io::Result<Files> {
 pub(crate) fn run(listener: std::net::TcpListener, root: &Path, net: Net) -> io::Result<()> {
     let files = Arc::new(load_files(root)?);
     let workers = crate::bench::sysinfo::allowed_cpus().len().max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()?;
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.worker_threads(workers).enable_all();
+    // hoop's park hook: the workers' socket writes are sent by the ring, all of a turn of the
+    // loop in one `io_uring_enter` when the worker is about to sleep. `HOOP_SHARED_PARK_SUBMIT=0`
+    // leaves it out (each write a `sendmsg(2)` of its own), for comparisons.
+    let park_submit = std::env::var("HOOP_SHARED_PARK_SUBMIT").map_or(true, |v| v != "0");
+    if net == Net::Shared && park_submit {
+        b.on_thread_park(hoop::shared::submit_deferred);
+    }
+    let rt = b.build()?;
     rt.block_on(async move {
         let task = match net {
             Net::Shared => {

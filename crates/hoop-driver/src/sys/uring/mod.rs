@@ -393,6 +393,17 @@ impl Uring {
         Ok(())
     }
 
+    /// Submits what is queued (cancels included) without draining the CQ: for a caller that
+    /// must not wake tasks where it stands (tokio's park hook, whose wakes would go to another
+    /// worker); what completes is reaped by whoever waits on the ring fd.
+    pub(crate) fn submit_only(&mut self) -> io::Result<()> {
+        self.flush_cancels();
+        if self.urgent || !self.ring.submission().is_empty() {
+            self.enter(false)?;
+        }
+        Ok(())
+    }
+
     /// Submits every queued SQE; with SQPOLL, waits (yielding, bounded) until the SQ thread
     /// took them all. Used before an fd or a fixed slot leaves hoop (rule 17).
     pub(crate) fn submit_queued(&mut self) {
