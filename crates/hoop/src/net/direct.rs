@@ -98,9 +98,12 @@ impl<'a> IncomingDirect<'a> {
         match &mut self.inner {
             IncomingInner::Direct(op, _) => {
                 let item = op.next().await?;
-                Some(item.map(|fd| DirectTcpStream {
-                    inner: StreamInner::Direct(fd),
-                }))
+                Some(
+                    item.inspect_err(super::refuse::count_direct_failure)
+                        .map(|fd| DirectTcpStream {
+                            inner: StreamInner::Direct(fd),
+                        }),
+                )
             }
             IncomingInner::Plain(inc) => {
                 let item = inc.next().await?;
@@ -119,9 +122,10 @@ impl IncomingDirect<'_> {
         match &mut self.inner {
             IncomingInner::Direct(op, _) => op.poll_next(cx).map(|item| {
                 item.map(|r| {
-                    r.map(|fd| DirectTcpStream {
-                        inner: StreamInner::Direct(fd),
-                    })
+                    r.inspect_err(super::refuse::count_direct_failure)
+                        .map(|fd| DirectTcpStream {
+                            inner: StreamInner::Direct(fd),
+                        })
                 })
             }),
             IncomingInner::Plain(inc) => futures::Stream::poll_next(std::pin::Pin::new(inc), cx)
