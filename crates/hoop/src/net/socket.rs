@@ -231,13 +231,18 @@ impl Socket {
     /// Not `send_all_until(buf, None)`: without the deadline's branch the future is less than
     /// half the size (`TcpStream::write_all` of a `RingBuf`: 296 bytes against 648), and a task
     /// parked in its receive (an idle connection's) holds room for it all the while.
-    pub(crate) async fn send_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+    /// Not an `async fn` either: one that only awaits another keeps a second copy of its
+    /// arguments beside the inner future's.
+    pub(crate) fn send_all<B: IoBuf>(
+        &self,
+        buf: B,
+    ) -> impl std::future::Future<Output = BufResult<(), B>> {
         let total = buf.bytes_init();
         let msg = "failed to write whole buffer";
-        until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
-            Op::new(op::Send::new(self.raw(), s, 0))
+        let fd = self.raw();
+        until_done(buf, total, io::ErrorKind::WriteZero, msg, move |s, _| {
+            Op::new(op::Send::new(fd, s, 0))
         })
-        .await
     }
 
     /// [`send_all`](Self::send_all) within one deadline for the whole buffer.
