@@ -47,7 +47,9 @@ impl AcceptPacing {
                     // hoop refuses (closes) the clients it has no descriptor for, and counts
                     // them: say so, so a client that was reset can be matched to this line.
                     eprintln!(
-                        "hoop {}: thread {worker}: accept failed: {e}; new clients are refused                          (closed) until connections end ({} refused so far in this process);                          retrying",
+                        "hoop {}: thread {worker}: accept failed: {e}; new clients are refused \
+                         (closed) until connections end ({} refused so far in this process); \
+                         retrying",
                         self.server,
                         hoop::net::refused_connections()
                     );
