@@ -65,7 +65,7 @@ pub struct Config {
     /// Most operations in flight at once; `None` means "what the CQ can hold" (CQ size minus the
     /// room reserved for cancels and the wake-up poll). Multishot receives and accepts, which
     /// wait for a peer, are not counted: they take slots beyond the cap (one per descriptor of
-    /// the `RLIMIT_NOFILE` soft limit), so idle connections never hold the room new work needs. Larger values are for tests that force
+    /// the `RLIMIT_NOFILE` soft limit, at most 65,536), so idle connections never hold the room new work needs. Larger values are for tests that force
     /// CQ overflow.
     pub max_in_flight: Option<u32>,
     /// Try `SINGLE_ISSUER | DEFER_TASKRUN` (then `COOP_TASKRUN`) before plain setup.
@@ -159,7 +159,13 @@ pub fn default_cq_entries(entries: u32) -> u32 {
 
 /// Slots beyond the in-flight cap for the operations it does not count (multishots that wait
 /// for a peer): one per descriptor the process may open (the `RLIMIT_NOFILE` soft limit, at
-/// most 65536), since each waits on a socket. Past that they wait for room like the others.
+/// most [`MAX_UNCAPPED`]), since each waits on a socket. Past that they take counted slots:
+/// with the cap of the largest CQ (61,439) a thread has 126,975 slots for waiting receives.
 pub(crate) fn uncapped_slots() -> usize {
-    crate::fixedfile::table_size() as usize
+    (crate::fixedfile::table_size() as usize).min(MAX_UNCAPPED)
 }
+
+/// Most slots outside the cap: the table is allocated whole when the driver is built (32
+/// bytes a slot: 2 MiB at this size), so a process with a huge limit (containers often allow
+/// 2^20 descriptors) does not pay for slots it will not use.
+const MAX_UNCAPPED: usize = 65536;

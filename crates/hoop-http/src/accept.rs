@@ -12,7 +12,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// How an accept loop paces itself after failures: running out of descriptors or memory waits
-/// 1 ms (logged once per episode), anything else is logged and retried with a doubling backoff.
+/// 1 ms (logged once per episode, with hoop's count of refused clients), anything else is logged and retried with a doubling backoff.
 pub struct AcceptPacing {
     server: &'static str,
     worker: usize,
@@ -44,9 +44,14 @@ impl AcceptPacing {
         match e.raw_os_error() {
             Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
                 if !self.exhausted_logged {
+                    // hoop refuses (closes) the clients it has no descriptor for, and counts
+                    // them: say so, so a client that was reset can be matched to this line.
                     eprintln!(
-                        "hoop {}: thread {worker}: accept failed: {e}; retrying",
-                        self.server
+                        "hoop {}: thread {worker}: accept failed: {e}; new clients are refused \
+                         (closed) until connections end ({} refused so far in this process); \
+                         retrying",
+                        self.server,
+                        hoop::net::refused_connections()
                     );
                     self.exhausted_logged = true;
                 }

@@ -530,7 +530,7 @@ async fn operations_on_a_bad_slot_are_errors() {
     use hoop::driver::op::{self, Target};
     use hoop::driver::Op;
     limit(async {
-        // A slot number past any table hoop registers (at most 65536 slots).
+        // A slot number past any table hoop registers (at most 131,072 slots).
         let slot = Target::Fixed(1 << 20);
         let (res, _) = Op::new(op::Read::new(slot, vec![0u8; 16], 0)).await;
         let e = res.unwrap_err();

@@ -98,9 +98,12 @@ impl<'a> IncomingDirect<'a> {
         match &mut self.inner {
             IncomingInner::Direct(op, _) => {
                 let item = op.next().await?;
-                Some(item.map(|fd| DirectTcpStream {
-                    inner: StreamInner::Direct(fd),
-                }))
+                Some(
+                    item.inspect_err(super::refuse::count_direct_failure)
+                        .map(|fd| DirectTcpStream {
+                            inner: StreamInner::Direct(fd),
+                        }),
+                )
             }
             IncomingInner::Plain(inc) => {
                 let item = inc.next().await?;
@@ -119,9 +122,10 @@ impl IncomingDirect<'_> {
         match &mut self.inner {
             IncomingInner::Direct(op, _) => op.poll_next(cx).map(|item| {
                 item.map(|r| {
-                    r.map(|fd| DirectTcpStream {
-                        inner: StreamInner::Direct(fd),
-                    })
+                    r.inspect_err(super::refuse::count_direct_failure)
+                        .map(|fd| DirectTcpStream {
+                            inner: StreamInner::Direct(fd),
+                        })
                 })
             }),
             IncomingInner::Plain(inc) => futures::Stream::poll_next(std::pin::Pin::new(inc), cx)
@@ -217,17 +221,25 @@ impl DirectTcpStream {
     /// This method is not cancel safe: if it is dropped before it completes, the bytes may have
     /// been sent in part or in whole, and how many is lost. In `select!`, keep the future across
     /// the loop's rounds (pinned) rather than dropping it.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+    pub fn write_all<B: IoBuf>(
+        &self,
+        buf: B,
+    ) -> impl std::future::Future<Output = BufResult<(), B>> + '_ {
+        // Not an `async fn`: either branch's future as it is, with no second copy of the
+        // arguments around them (an idle connection's task holds room for this one).
         match &self.inner {
             StreamInner::Direct(fd) => {
                 let total = buf.bytes_init();
                 let msg = "failed to write whole buffer";
-                until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, _| {
-                    Op::new(op::SendDirect::new(fd, s))
-                })
-                .await
+                futures::future::Either::Left(until_done(
+                    buf,
+                    total,
+                    io::ErrorKind::WriteZero,
+                    msg,
+                    |s, _| Op::new(op::SendDirect::new(fd, s)),
+                ))
             }
-            StreamInner::Plain(s) => s.write_all(buf).await,
+            StreamInner::Plain(s) => futures::future::Either::Right(s.write_all(buf)),
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod direct;
 pub(crate) mod kept;
+mod refuse;
 mod reuseport;
 pub(crate) mod socket;
 pub(crate) mod split;
@@ -10,6 +11,7 @@ mod udp;
 pub mod unix;
 
 pub use direct::*;
+pub use refuse::refused_connections;
 pub use reuseport::ReuseportGroup;
 pub use socket::ToSocketAddrs;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};

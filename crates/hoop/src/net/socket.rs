@@ -140,7 +140,9 @@ impl Socket {
         cvt_libc(unsafe { libc::bind(self.raw(), addr.as_ptr(), addr.len()) }).map(drop)
     }
 
+    /// Listens; keeps a descriptor in reserve for refusing clients past the limit (`refuse`).
     pub(crate) fn listen(&self, backlog: i32) -> io::Result<()> {
+        super::refuse::keep_reserve();
         // SAFETY: listen(2) has no memory-safety preconditions.
         cvt_libc(unsafe { libc::listen(self.raw(), backlog) }).map(drop)
     }
@@ -177,14 +179,32 @@ impl Socket {
     }
 
     /// Accepts a connection; one accepted for a dropped call comes first (`kept`).
+    /// Past the descriptor limit the waiting clients are refused (`refuse`), and the error
+    /// returned.
     pub(crate) async fn accept_until(&self, dl: Dl) -> io::Result<(Socket, SockAddr)> {
-        let (fd, addr) = self.keep(op::Accept::new(self.raw()), dl, false).await?;
+        let (fd, addr) = self
+            .keep(op::Accept::new(self.raw()), dl, false)
+            .await
+            .inspect_err(|e| {
+                super::refuse::refuse_waiting(self.raw(), e);
+            })?;
         Ok((Socket::from_fd(fd), addr))
     }
 
     /// Reads a stream: bytes a dropped read received come first, in order (`kept`).
+    ///
+    /// Not `recv_until(buf, None)`: a future holds room for every branch it may take, and the
+    /// deadline's would make this one (and every task parked in it) larger for nothing.
     pub(crate) async fn recv<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
-        self.recv_until(buf, None).await
+        let peer = || self.peer_addr().ok();
+        Keep::new(
+            &self.kept,
+            op::Recv::new(self.raw(), buf, 0),
+            Local,
+            true,
+            peer,
+        )
+        .await
     }
 
     pub(crate) async fn recv_until<B: IoBufMut>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
@@ -220,8 +240,9 @@ impl Socket {
         }
     }
 
+    /// One send (without a deadline, so the future has no room for one: see `recv`).
     pub(crate) async fn send<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        self.send_until(buf, None).await
+        Op::new(op::Send::new(self.raw(), buf, 0)).await
     }
 
     pub(crate) async fn send_until<B: IoBuf>(&self, buf: B, dl: Dl) -> BufResult<usize, B> {
@@ -256,8 +277,22 @@ impl Socket {
     }
 
     /// Sends every initialized byte of `buf`, in as many sends as it takes.
-    pub(crate) async fn send_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
-        self.send_all_until(buf, None).await
+    ///
+    /// Not `send_all_until(buf, None)`: without the deadline's branch the future is less than
+    /// half the size (`TcpStream::write_all` of a `RingBuf`: 296 bytes against 648), and a task
+    /// parked in its receive (an idle connection's) holds room for it all the while.
+    /// Not an `async fn` either: one that only awaits another keeps a second copy of its
+    /// arguments beside the inner future's.
+    pub(crate) fn send_all<B: IoBuf>(
+        &self,
+        buf: B,
+    ) -> impl std::future::Future<Output = BufResult<(), B>> {
+        let total = buf.bytes_init();
+        let msg = "failed to write whole buffer";
+        let fd = self.raw();
+        until_done(buf, total, io::ErrorKind::WriteZero, msg, move |s, _| {
+            Op::new(op::Send::new(fd, s, 0))
+        })
     }
 
     /// [`send_all`](Self::send_all) within one deadline for the whole buffer. After an inline

@@ -195,11 +195,13 @@ macro_rules! write_methods {
         /// which takes bytes only when it returns them as written and then sends them even if the
         /// stream is dropped; or keep this future across the loop's rounds (pinned) rather than
         /// dropping it.
-        pub async fn write_all<B: hoop_driver::IoBuf>(
+        pub fn write_all<B: hoop_driver::IoBuf>(
             &self,
             buf: B,
-        ) -> hoop_driver::BufResult<(), B> {
-            self.sock().send_all(buf).await
+        ) -> impl std::future::Future<Output = hoop_driver::BufResult<(), B>> + '_ {
+            // Not an `async fn`: the future is the socket's own, with no second copy of the
+            // arguments around it (a task parked elsewhere still holds room for it).
+            self.sock().send_all(buf)
         }
 
         /// [`write`](Self::write) with a deadline linked to it in the kernel

@@ -65,6 +65,7 @@ impl TcpListener {
 
     /// Wraps a std listener (blocking or not: io_uring does not care).
     pub fn from_std(listener: std::net::TcpListener) -> TcpListener {
+        super::refuse::keep_reserve();
         TcpListener {
             socket: Socket::from_fd(OwnedFd::from(listener)),
         }
@@ -103,6 +104,7 @@ impl TcpListener {
         Incoming {
             op: MultiOp::new(op::AcceptMulti::new(self.socket.as_raw_fd())),
             kept: self.socket.kept(),
+            listener: self.socket.as_raw_fd(),
         }
     }
 
@@ -138,6 +140,8 @@ pub struct Incoming<'a> {
     pub(crate) op: MultiOp<op::AcceptMulti>,
     /// The listener's kept state, where connections accepted for a dropped stream go.
     kept: &'a super::kept::Kept,
+    /// The listener's descriptor (borrowed with `kept`), for refusing clients past the limit.
+    listener: RawFd,
 }
 
 impl Drop for Incoming<'_> {
@@ -183,9 +187,12 @@ impl Incoming<'_> {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        self.op
-            .poll_next(cx)
-            .map(|item| item.map(|r| r.map(|fd| TcpStream::from_socket(Socket::from_fd(fd)))))
+        let item = std::task::ready!(self.op.poll_next(cx));
+        if let Some(Err(e)) = &item {
+            // Past the descriptor limit: the waiting clients are refused, not left unanswered.
+            super::refuse::refuse_waiting(self.listener, e);
+        }
+        Poll::Ready(item.map(|r| r.map(|fd| TcpStream::from_socket(Socket::from_fd(fd)))))
     }
 }
 
