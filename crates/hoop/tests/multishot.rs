@@ -125,25 +125,25 @@ type MakeRing = fn(u16, usize) -> std::io::Result<hoop::BufRing>;
 
 fn ring_modes() -> [(&'static str, MakeRing); 5] {
     [
-        ("kernel", hoop::BufRing::new),
+        ("kernel", plain),
         ("user", hoop::BufRing::new_user),
-        ("incremental", hoop::BufRing::new_incremental),
-        ("bundles", bundles),
-        ("incremental+bundles", incremental_bundles),
+        ("incremental", incremental),
+        ("bundles", hoop::BufRing::new),
+        ("incremental+bundles", hoop::BufRing::new_incremental),
     ]
 }
 
-/// A kernel ring whose receives use bundles where the kernel has them.
-fn bundles(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
+/// A kernel ring whose receives take one buffer per CQE (no bundles).
+fn plain(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
     let r = hoop::BufRing::new(entries, len)?;
-    r.set_bundles(true);
+    r.set_bundles(false);
     Ok(r)
 }
 
-/// An incremental ring whose receives use bundles where the kernel has them.
-fn incremental_bundles(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
+/// An incremental ring without bundles.
+fn incremental(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
     let r = hoop::BufRing::new_incremental(entries, len)?;
-    r.set_bundles(true);
+    r.set_bundles(false);
     Ok(r)
 }
 
@@ -609,6 +609,8 @@ fn incremental_views_keep_their_buffer_and_bytes() {
     each_driver(|kind| {
         rt(kind).block_on(async move {
             let ring = hoop::BufRing::new_incremental(2, 64).unwrap();
+            // One receive per CQE, so that each view is one send's bytes.
+            ring.set_bundles(false);
             if !ring.is_incremental() {
                 eprintln!(
                     "skip incremental_views_keep_their_buffer_and_bytes on driver={kind}: \
