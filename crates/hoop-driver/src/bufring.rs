@@ -496,7 +496,7 @@ impl BufRing {
             kernel,
             book,
             free: RefCell::new(Vec::new()),
-            bundles: Cell::new(true),
+            bundles: Cell::new(false),
             bundle_ok,
             queue: RefCell::new(VecDeque::new()),
             queue_head: Cell::new(0),
@@ -530,10 +530,10 @@ impl BufRing {
     }
 
     /// Whether receives on this ring use bundles (`IORING_RECVSEND_BUNDLE`, 6.10: one CQE for
-    /// several buffers) where the kernel has them; on by default (measured: 16 KiB echo
-    /// messages over 4 KiB buffers cost the server 0.75x the CPU per request with them, 512 B
-    /// ones the same; DESIGN.md, "The receive path per kernel level"). Takes effect at the
-    /// next arm of each receive stream.
+    /// several buffers) where the kernel has them; off by default (measured on the echo server,
+    /// which sends each buffer back on its own: no gain over the noise, where incremental
+    /// buffers halve the CPU per 16 KiB request; DESIGN.md, "The receive path per kernel
+    /// level"). Takes effect at the next arm of each receive stream.
     pub fn set_bundles(&self, on: bool) {
         self.inner.bundles.set(on);
     }

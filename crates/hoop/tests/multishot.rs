@@ -125,25 +125,25 @@ type MakeRing = fn(u16, usize) -> std::io::Result<hoop::BufRing>;
 
 fn ring_modes() -> [(&'static str, MakeRing); 5] {
     [
-        ("kernel", plain),
+        ("kernel", hoop::BufRing::new),
         ("user", hoop::BufRing::new_user),
-        ("incremental", incremental),
-        ("bundles", hoop::BufRing::new),
-        ("incremental+bundles", hoop::BufRing::new_incremental),
+        ("incremental", hoop::BufRing::new_incremental),
+        ("bundles", bundles),
+        ("incremental+bundles", incremental_bundles),
     ]
 }
 
-/// A kernel ring whose receives take one buffer per CQE (no bundles).
-fn plain(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
+/// A kernel ring whose receives use bundles where the kernel has them.
+fn bundles(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
     let r = hoop::BufRing::new(entries, len)?;
-    r.set_bundles(false);
+    r.set_bundles(true);
     Ok(r)
 }
 
-/// An incremental ring without bundles.
-fn incremental(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
+/// An incremental ring whose receives use bundles where the kernel has them.
+fn incremental_bundles(entries: u16, len: usize) -> std::io::Result<hoop::BufRing> {
     let r = hoop::BufRing::new_incremental(entries, len)?;
-    r.set_bundles(false);
+    r.set_bundles(true);
     Ok(r)
 }
 

@@ -104,12 +104,11 @@ pub struct EchoArgs {
     /// recv on a provided buffer ring, received buffers sent back as they are).
     #[arg(long)]
     pub basic: bool,
-    /// hoop best path: the receive buffer ring (for measurements): `inc-bundles` (default: 256
+    /// hoop best path: the receive buffer ring (for measurements): `inc` (default: 256
     /// incrementally consumed buffers of 64 KiB where the kernel has them, 6.12+, else 4096
-    /// of 4 KiB; receive bundles where the kernel has them, 6.10+), `inc` (the same without
-    /// bundles), `fixed` (4096 buffers of 4 KiB, no bundles: the path before), `bundles`
-    /// (`fixed` with bundles).
-    #[arg(long, value_enum, default_value_t = RecvRing::IncBundles, hide = true)]
+    /// of 4 KiB), `fixed` (4096 buffers of 4 KiB: the path before), `bundles` (`fixed` with
+    /// receive bundles, 6.10+), `inc-bundles` (`inc` with bundles).
+    #[arg(long, value_enum, default_value_t = RecvRing::Inc, hide = true)]
     pub recv_ring: RecvRing,
 }
 
