@@ -36,7 +36,9 @@ pub enum Kind {
     /// `io_uring_enter` consumes fewer SQEs than were queued (the rest stay queued).
     ShortSubmit,
     /// A read, write, send or receive is asked for fewer bytes than the caller asked (the
-    /// kernel then really moves fewer bytes: the result is short, never a lie).
+    /// kernel then really moves fewer bytes: the result is short, never a lie). A multishot
+    /// buffer-ring receive gets a cap per receive instead (6.17+), so its receives and bundles
+    /// end mid-message more often.
     ShortIo,
     /// An operation ends with `ECANCELED` without having run.
     Ecanceled,

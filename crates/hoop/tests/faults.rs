@@ -315,7 +315,7 @@ fn buffer_ring_receives_survive_enobufs() {
 }
 
 /// The same on an incrementally consumed ring with bundles (where the kernel has them), with
-/// completions also held back and reordered: the driver settles each buffer's bytes in the
+/// completions also held back and reordered and receives capped short: the driver settles each buffer's bytes in the
 /// kernel's order whatever order the receive sees them in.
 #[test]
 fn incremental_bundled_receives_survive_enobufs_and_late_completions() {
@@ -327,7 +327,7 @@ fn incremental_bundled_receives_survive_enobufs_and_late_completions() {
     under(
         DriverKind::Uring,
         "enobufs",
-        "seed=6,rate=0.3,kinds=enobufs+ecanceled+late".into(),
+        "seed=6,rate=0.3,kinds=enobufs+ecanceled+late+short_io".into(),
         Recv::IncrementalBundles,
     );
 }

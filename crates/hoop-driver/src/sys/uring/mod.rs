@@ -886,6 +886,20 @@ impl Uring {
                 sqe::set_len(entry, shorter);
             }
         }
+        // A multishot receive from a buffer ring (len 0: as much as a buffer, or a bundle,
+        // holds) is capped per receive instead, where the kernel takes a cap (6.17: before, a
+        // length on it is refused): its receives, and its bundles, end mid-message more often.
+        // The kernel enforces the cap, so the bytes stay whole.
+        if op == opcode::Recv::CODE
+            && buffer_select
+            && len == 0
+            && crate::setup::kernel_at_least(6, 17)
+            && (flags & sqe::IOSQE_FIXED_FILE != 0
+                || !crate::sys::is_message_socket(sqe::fd(entry)))
+            && self.faults.fire(Fault::ShortIo)
+        {
+            sqe::set_len(entry, 1 + self.faults.below(3000) as u32);
+        }
         None
     }
 
