@@ -93,6 +93,8 @@ struct Shared {
     kind: DriverKind,
     /// Next buffer group id for a provided buffer ring.
     next_bgid: Cell<u16>,
+    /// Whether the kernel takes incrementally consumed buffer rings, once probed.
+    buf_ring_inc: Cell<Option<bool>>,
     /// Scratch lists swapped with the driver's in `turn`, so no allocation per turn.
     scratch_wakeups: Cell<Vec<Waker>>,
     /// Keys of the runtime's tasks whose operations completed (`task_key`), for the runtime
@@ -199,6 +201,7 @@ impl Driver {
                 engine: RefCell::new(engine),
                 kind,
                 next_bgid: Cell::new(0),
+                buf_ring_inc: Cell::new(None),
                 scratch_wakeups: Cell::new(Vec::with_capacity(256)),
                 ready_tasks: RefCell::new(Vec::with_capacity(256)),
                 scratch_orphans: Cell::new(Vec::new()),
@@ -536,9 +539,81 @@ impl Driver {
         }
     }
 
-    /// Registers a provided buffer ring of `entries` at `ring_addr`; returns its group id.
-    pub(crate) fn register_buf_ring(&self, ring_addr: u64, entries: u16) -> io::Result<u16> {
+    /// Whether receives may use bundles (`IORING_RECVSEND_BUNDLE`, 6.10: one CQE for several
+    /// provided buffers); false for epoll.
+    pub fn supports_recv_bundle(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.params().is_feature_recvsend_bundle(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// Whether the kernel takes incrementally consumed buffer rings (`IOU_PBUF_RING_INC`,
+    /// 6.12): probed once, by registering a one-entry ring with the flag; false for epoll.
+    pub fn buf_ring_inc_supported(&self) -> bool {
+        if let Some(known) = self.shared.buf_ring_inc.get() {
+            return known;
+        }
+        let ok = self.supports_buf_ring() && crate::bufring::probe_inc(self);
+        self.shared.buf_ring_inc.set(Some(ok));
+        ok
+    }
+
+    /// The first buffer id of a range of `entries` ids no other kernel ring of this driver
+    /// uses (a CQE's buffer id then names its ring), if one is left.
+    pub(crate) fn free_bid_base(&self, entries: u16) -> Option<u16> {
+        let d = self.shared.engine.try_borrow().ok()?;
+        let Engine::Uring(u) = &*d else {
+            return None;
+        };
+        crate::bufring::free_base(&u.buf_rings, entries)
+    }
+
+    /// Registers the provided buffer ring `book` describes at `ring_addr` (incrementally
+    /// consumed if the book says so), buffer ids from `base`; returns its group id. The driver
+    /// keeps the book until the ring is unregistered: it settles an incremental ring's CQEs.
+    pub(crate) fn register_buf_ring(
+        &self,
+        ring_addr: u64,
+        entries: u16,
+        book: std::rc::Rc<crate::bufring::Book>,
+        base: u16,
+    ) -> io::Result<u16> {
         let bgid = self.shared.next_bgid.get();
+        let mut d = self
+            .shared
+            .engine
+            .try_borrow_mut()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &mut *d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        let flags = crate::bufring::Tracked::flags(&book);
+        // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive and in
+        // place until it unregisters the group.
+        unsafe {
+            u.submitter()
+                .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)?
+        };
+        u.buf_rings.push(crate::bufring::Tracked {
+            bgid,
+            base,
+            entries,
+            book,
+        });
+        self.shared.next_bgid.set(bgid.wrapping_add(1));
+        Ok(bgid)
+    }
+
+    /// Registers a ring of `entries` at `ring_addr` under `bgid` with `flags`, untracked (a
+    /// probe).
+    pub(crate) fn register_buf_ring_raw(
+        &self,
+        ring_addr: u64,
+        entries: u16,
+        bgid: u16,
+        flags: u16,
+    ) -> io::Result<()> {
         let d = self
             .shared
             .engine
@@ -547,18 +622,15 @@ impl Driver {
         let Engine::Uring(u) = &*d else {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         };
-        // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive and in
-        // place until it unregisters the group.
+        // SAFETY: the caller keeps the ring memory alive and in place until it unregisters it.
         unsafe {
             u.submitter()
-                .register_buf_ring_with_flags(ring_addr, entries, bgid, 0)?
-        };
-        self.shared.next_bgid.set(bgid.wrapping_add(1));
-        Ok(bgid)
+                .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)
+        }
     }
 
-    /// Unregisters buffer group `bgid`.
-    pub(crate) fn unregister_buf_ring(&self, bgid: u16) -> io::Result<()> {
+    /// Unregisters a ring registered with [`register_buf_ring_raw`](Self::register_buf_ring_raw).
+    pub(crate) fn unregister_buf_ring_raw(&self, bgid: u16) -> io::Result<()> {
         let d = self
             .shared
             .engine
@@ -568,6 +640,21 @@ impl Driver {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
         };
         u.submitter().unregister_buf_ring(bgid)
+    }
+
+    /// Unregisters buffer group `bgid` (and forgets its book).
+    pub(crate) fn unregister_buf_ring(&self, bgid: u16) -> io::Result<()> {
+        let mut d = self
+            .shared
+            .engine
+            .try_borrow_mut()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        let Engine::Uring(u) = &mut *d else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        };
+        u.submitter().unregister_buf_ring(bgid)?;
+        u.buf_rings.retain(|t| t.bgid != bgid);
+        Ok(())
     }
 
     /// Registers `iovecs` as the ring's fixed-buffer table (`IORING_REGISTER_BUFFERS`); buffer

@@ -38,7 +38,8 @@ pub enum Kind {
     ShortSubmit,
     /// A read, write, send or receive (an inline send too) is asked for fewer bytes than the
     /// caller asked (the kernel then really moves fewer bytes: the result is short, never a
-    /// lie).
+    /// lie). A multishot buffer-ring receive gets a cap per receive instead (6.17+), so its
+    /// receives and bundles end mid-message more often.
     ShortIo,
     /// An operation ends with `ECANCELED` without having run.
     Ecanceled,

@@ -113,7 +113,7 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
     /// Whether the stream ended for good (the last `poll_next` returned `None` or it can never
     /// yield again).
     pub fn is_done(&self) -> bool {
-        matches!(self.state, State::Done)
+        matches!(self.state, State::Done) && !self.data.as_ref().is_some_and(|d| d.has_queued())
     }
 
     /// Gives the operation's data back once the stream is done (its final CQE reaped), for
@@ -139,6 +139,10 @@ impl<T: MultishotCode + UringOp + EpollOp> MultiOp<T> {
             let Some(data) = self.data.as_mut() else {
                 return Poll::Ready(None);
             };
+            // The rest of what the last CQE brought comes first.
+            if let Some(item) = data.queued_item() {
+                return Poll::Ready(Some(item));
+            }
             match &mut self.state {
                 State::Done => return Poll::Ready(None),
                 State::Idle { ticket } => {

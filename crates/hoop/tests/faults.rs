@@ -118,18 +118,34 @@ async fn echo(s: TcpStream, ring: Option<hoop::BufRing>) {
     }
 }
 
+/// The echo server's receive path in the workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Recv {
+    /// Plain reads.
+    Read,
+    /// A receive stream on an ordinary buffer ring.
+    Ring,
+    /// A receive stream on an incrementally consumed ring with bundles (each where the
+    /// kernel has it: 6.12 and 6.10).
+    IncrementalBundles,
+}
+
 /// The workload every kind runs: an echo of 256 KiB through a server on the same runtime,
 /// file writes and read-backs, and 200 timers and reads dropped while in flight.
-async fn workload(kind: DriverKind, buffer_ring: bool) {
+async fn workload(kind: DriverKind, recv: Recv) {
     // TCP echo.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = hoop::spawn(async move {
         let (s, _) = retry!("accept", listener.accept().await);
-        let ring = if buffer_ring {
-            Some(hoop::BufRing::new(8, 2048).unwrap())
-        } else {
-            None
+        let ring = match recv {
+            Recv::Read => None,
+            Recv::Ring => Some(hoop::BufRing::new(8, 2048).unwrap()),
+            Recv::IncrementalBundles => {
+                let r = hoop::BufRing::new_incremental(2, 1024).unwrap();
+                r.set_bundles(true);
+                Some(r)
+            }
         };
         echo(s, ring).await;
     });
@@ -153,7 +169,7 @@ async fn workload(kind: DriverKind, buffer_ring: bool) {
     // Files: write 192 KiB in pieces, read it back in other pieces.
     let dir = std::env::temp_dir().join(format!("hoop-faults-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{kind}-{buffer_ring}"));
+    let path = dir.join(format!("{kind}-{recv:?}"));
     let file = retry!(
         "open",
         hoop::fs::OpenOptions::new()
@@ -211,14 +227,14 @@ async fn workload(kind: DriverKind, buffer_ring: bool) {
 
 /// Runs the workload on `driver` under `spec`, on its own thread with a time bound; checks
 /// fds and that `kind` was injected.
-fn under(driver: DriverKind, kind: &'static str, spec: String, buffer_ring: bool) {
+fn under(driver: DriverKind, kind: &'static str, spec: String, recv: Recv) {
     let before_fds = fd_count();
     let before = injected(kind);
     bounded(120, move || {
         let _plan = hoop::fault::set_thread_plan(&spec).unwrap();
         let rt = common::runtime(driver);
         rt.block_on(async {
-            hoop::time::timeout(Duration::from_secs(90), workload(driver, buffer_ring))
+            hoop::time::timeout(Duration::from_secs(90), workload(driver, recv))
                 .await
                 .unwrap_or_else(|_| panic!("driver={driver} HOOP_FAULTS={spec}: hung"))
         });
@@ -269,7 +285,7 @@ fn every_kind_keeps_the_bytes_and_the_fds() {
                 driver,
                 kind,
                 format!("seed={i},rate=0.3,kinds={kind}"),
-                false,
+                Recv::Read,
             );
         }
         // All of them at once.
@@ -278,7 +294,7 @@ fn every_kind_keeps_the_bytes_and_the_fds() {
             driver,
             "late",
             format!("seed=99,rate=0.1,kinds={all}"),
-            false,
+            Recv::Read,
         );
     }
 }
@@ -294,7 +310,25 @@ fn buffer_ring_receives_survive_enobufs() {
         DriverKind::Uring,
         "enobufs",
         "seed=5,rate=0.3,kinds=enobufs+ecanceled".into(),
-        true,
+        Recv::Ring,
+    );
+}
+
+/// The same on an incrementally consumed ring with bundles (where the kernel has them), with
+/// completions also held back and reordered and receives capped short: the driver settles each buffer's bytes in the
+/// kernel's order whatever order the receive sees them in.
+#[test]
+fn incremental_bundled_receives_survive_enobufs_and_late_completions() {
+    let _serial = serial();
+    if let Some(reason) = hoop::__private::uring_unavailable() {
+        common::skip(DriverKind::Uring, reason);
+        return;
+    }
+    under(
+        DriverKind::Uring,
+        "enobufs",
+        "seed=6,rate=0.3,kinds=enobufs+ecanceled+late+short_io".into(),
+        Recv::IncrementalBundles,
     );
 }
 
@@ -328,7 +362,7 @@ fn a_tiny_cq_overflows_and_loses_nothing() {
                 sum += t.await.unwrap();
             }
             assert_eq!(sum, 1999 * 2000 / 2);
-            workload(DriverKind::Uring, false).await;
+            workload(DriverKind::Uring, Recv::Read).await;
         });
         assert!(rt.counters().overflow_events > 0, "the CQ never overflowed");
     });

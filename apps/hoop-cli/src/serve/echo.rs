@@ -104,6 +104,25 @@ pub struct EchoArgs {
     /// recv on a provided buffer ring, received buffers sent back as they are).
     #[arg(long)]
     pub basic: bool,
+    /// hoop best path: the receive buffer ring (for measurements): `inc` (default: 256
+    /// incrementally consumed buffers of 64 KiB where the kernel has them, 6.12+, else 4096
+    /// of 4 KiB), `fixed` (4096 buffers of 4 KiB: the path before), `bundles` (`fixed` with
+    /// receive bundles, 6.10+), `inc-bundles` (`inc` with bundles).
+    #[arg(long, value_enum, default_value_t = RecvRing::Inc, hide = true)]
+    pub recv_ring: RecvRing,
+}
+
+/// The best path's receive buffer ring (`--recv-ring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecvRing {
+    /// Large incrementally consumed buffers where the kernel has them (else `fixed`).
+    Inc,
+    /// Fixed-size buffers, one per receive.
+    Fixed,
+    /// Fixed-size buffers with receive bundles.
+    Bundles,
+    /// Incrementally consumed buffers with receive bundles.
+    IncBundles,
 }
 
 /// Runs the echo server until SIGINT or SIGTERM.
@@ -147,11 +166,12 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
         ServerKind::Hoop => {
             let kind = settle_driver("echo", args.driver)?;
             let basic = args.basic;
+            let recv_ring = args.recv_ring;
             let serve: super::threads::Serve = Arc::new(move |i, listener, stop| {
                 let accept: Pin<Box<dyn Future<Output = ()>>> = if basic {
                     Box::pin(accept_loop(listener, i))
                 } else {
-                    Box::pin(accept_loop_best(listener, i))
+                    Box::pin(accept_loop_best(listener, i, recv_ring))
                 };
                 Box::pin(async move { until_stopped(&stop, accept).await })
             });
@@ -188,15 +208,35 @@ async fn accept_loop(listener: TcpListener, worker: usize) {
     }
 }
 
-/// Buffers in each thread's provided buffer ring (best path), and their size.
+/// Buffers in each thread's provided buffer ring (best path), and their size: a fixed-size
+/// buffer per receive.
 const RING_ENTRIES: u16 = 4096;
 const RING_BUF_BYTES: usize = 4096;
+/// The same memory (16 MiB) as an incrementally consumed ring: large buffers, each filled by
+/// many receives (of any connection) one after the other. The buffers stay out while an echo
+/// of their bytes is in flight, so they must cover what all connections have in flight.
+const INC_ENTRIES: u16 = 256;
+const INC_BUF_BYTES: usize = 64 * 1024;
+
+/// The thread's receive ring for `kind`: an incremental ring falls back to the fixed-size one
+/// where the kernel does not consume buffers incrementally (before 6.12).
+fn recv_ring(kind: RecvRing) -> io::Result<hoop::BufRing> {
+    let inc = matches!(kind, RecvRing::Inc | RecvRing::IncBundles);
+    let ring = if inc && hoop::BufRing::incremental_supported() {
+        hoop::BufRing::new_incremental(INC_ENTRIES, INC_BUF_BYTES)?
+    } else {
+        hoop::BufRing::new(RING_ENTRIES, RING_BUF_BYTES)?
+    };
+    ring.set_bundles(matches!(kind, RecvRing::Bundles | RecvRing::IncBundles));
+    Ok(ring)
+}
 
 /// The best path: one multishot accept for all connections; each connection echoes from a
-/// multishot recv on the thread's buffer ring. Accept failures are handled as in
-/// [`accept_loop`].
-async fn accept_loop_best(listener: TcpListener, worker: usize) {
-    let ring = match hoop::BufRing::new(RING_ENTRIES, RING_BUF_BYTES) {
+/// multishot recv on the thread's buffer ring (by default one of large incrementally consumed
+/// buffers: an idle connection holds no buffer, and a burst fills one buffer with many
+/// messages). Accept failures are handled as in [`accept_loop`].
+async fn accept_loop_best(listener: TcpListener, worker: usize, kind: RecvRing) {
+    let ring = match recv_ring(kind) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("hoop echo: thread {worker}: no buffer ring ({e}); using the basic path");

@@ -338,6 +338,14 @@ impl MultishotCode for RecvMultiDirect {
         self.inner.rearm(last)
     }
 
+    fn queued_item(&mut self) -> Option<Self::Item> {
+        self.inner.queued_item()
+    }
+
+    fn has_queued(&self) -> bool {
+        self.inner.has_queued()
+    }
+
     fn poll_ready_to_arm(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         self.inner.poll_ready_to_arm(cx)
     }

@@ -125,6 +125,17 @@ pub trait MultishotCode: 'static {
     /// ended), or end.
     fn rearm(&self, last: &Completion) -> bool;
 
+    /// An item the last CQE brought beyond its first (the next buffers of a receive bundle),
+    /// yielded, in order, before the stream looks at its next CQE. The default has none.
+    fn queued_item(&mut self) -> Option<Self::Item> {
+        None
+    }
+
+    /// Whether [`queued_item`](Self::queued_item) has an item.
+    fn has_queued(&self) -> bool {
+        false
+    }
+
     /// Polled before each (re)arm: `Pending` until arming makes sense (a buffer ring with no
     /// free buffer waits until one is returned). The default is always ready.
     fn poll_ready_to_arm(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {

@@ -1,5 +1,6 @@
 //! Multishot operations: one SQE, many CQEs.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
@@ -79,6 +80,10 @@ impl MultishotCode for AcceptMulti {
 /// (`ENOBUFS`) ends one arm and loses no data: the stream re-arms once a buffer is returned.
 /// Data received after the stream was dropped goes back to the ring (invariant 14).
 ///
+/// With bundles ([`BufRing::set_bundles`]) a CQE covers several buffers; on an incrementally
+/// consumed ring ([`BufRing::new_incremental`]) an item is the part of a buffer one receive
+/// filled. Either way the items are the stream's bytes in order.
+///
 /// On the epoll driver a waiting receive holds no buffer, as with the kernel's buffer select:
 /// an arm either tries one receive into a free buffer at once (never queued: `EAGAIN` gives
 /// the buffer back), or waits for readability with no buffer ([`ReadyArm`]). So thousands of
@@ -98,6 +103,14 @@ pub struct RecvMulti {
     /// The last completion carried no data but the stream goes on (epoll: readable, or a
     /// receive tried too early).
     pub(crate) again: bool,
+    /// Buffers the last CQE brought after its first (a bundle), yielded next.
+    pub(crate) queued: VecDeque<RingBuf>,
+}
+
+/// A receive whose bytes the buffer ring's bookkeeping cannot locate (a CQE that does not fit
+/// the buffers provided): never expected; its buffers stay out, never reused.
+fn out_of_step() -> io::Error {
+    io::Error::other("a buffer-ring receive does not fit the buffers provided (bytes lost)")
 }
 
 /// What an arm of a [`RecvMulti`] does on the epoll driver.
@@ -120,6 +133,7 @@ impl RecvMulti {
             next_arm: ReadyArm::Try,
             armed: None,
             again: false,
+            queued: VecDeque::new(),
         }
     }
 
@@ -154,9 +168,17 @@ impl MultishotCode for RecvMulti {
     type Item = io::Result<RingBuf>;
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
+        self.again = false;
+        if c.flags & crate::bufring::F_REC != 0 {
+            // An incremental ring's CQE, settled by the driver as it reaped it.
+            let rec = (c.flags >> 16) as u16;
+            if !self.ring.take_record(rec, &mut self.queued) {
+                return Some(Err(out_of_step()));
+            }
+            return self.queued.pop_front().map(Ok);
+        }
         let kernel_bid = crate::op::buffer_id(c.flags);
         let user = self.user_buf.take();
-        self.again = false;
         match self.armed.take() {
             // Readable (epoll): the next arm tries a receive.
             Some(ReadyArm::Wait) if c.res >= 0 => {
@@ -178,7 +200,12 @@ impl MultishotCode for RecvMulti {
         }
         if c.res > 0 {
             return match (kernel_bid, user) {
-                (Some(bid), _) => Some(Ok(self.ring.take_kernel(bid, c.res as usize))),
+                (Some(bid), _) => {
+                    if !self.ring.take_kernel(bid, c.res as usize, &mut self.queued) {
+                        return Some(Err(out_of_step()));
+                    }
+                    self.queued.pop_front().map(Ok)
+                }
                 (None, Some((bid, _))) => Some(Ok(self.ring.filled_user(bid, c.res as usize))),
                 (None, None) => Some(Err(io::Error::other("receive completed without a buffer"))),
             };
@@ -203,6 +230,14 @@ impl MultishotCode for RecvMulti {
 
     fn rearm(&self, last: &Completion) -> bool {
         last.res > 0 || last.res == -libc::ENOBUFS || self.again
+    }
+
+    fn queued_item(&mut self) -> Option<Self::Item> {
+        self.queued.pop_front().map(Ok)
+    }
+
+    fn has_queued(&self) -> bool {
+        !self.queued.is_empty()
     }
 
     fn poll_ready_to_arm(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {

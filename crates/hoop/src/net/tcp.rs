@@ -351,6 +351,11 @@ impl TcpStream {
     /// stream; running out of buffers pauses it (no data is lost) until a buffer is returned.
     /// On the epoll driver, or without kernel buffer rings, it is a loop of receives into
     /// buffers from the ring's free list.
+    ///
+    /// On an incrementally consumed ring ([`BufRing::new_incremental`], 6.12) each item is the
+    /// part of a large buffer one receive filled; with bundles ([`BufRing::set_bundles`],
+    /// 6.10) one receive may fill several buffers, yielded one by one. Either way the items
+    /// are the stream's bytes in order, and an item may end mid-message.
     pub fn recv_stream(&self, ring: &BufRing) -> RecvStream<'_> {
         RecvStream {
             op: MultiOp::new(op::RecvMulti::new(self.socket.as_raw_fd(), ring.clone())),

@@ -97,6 +97,9 @@ pub(crate) struct Uring {
     awaiting_cqes: usize,
     /// The last enter left SQEs in the SQ (see `enter`).
     refused: bool,
+    /// The provided buffer rings registered with this ring (their buffer id ranges, and the
+    /// books of the incremental ones, whose CQEs are settled as they are reaped).
+    pub(crate) buf_rings: Vec<crate::bufring::Tracked>,
     /// Fault injection (nothing without the `fault-injection` feature).
     faults: Faults,
     /// Completions held back by fault injection (and injected ones), delivered on the next
@@ -199,6 +202,7 @@ impl Uring {
             fixed_files: None,
             awaiting_cqes: 0,
             refused: false,
+            buf_rings: Vec::new(),
             faults,
             held: Vec::new(),
             chain_queued: false,
@@ -771,6 +775,7 @@ impl Uring {
             awaiting_cqes,
             faults,
             held,
+            buf_rings,
             ..
         } = self;
         let mut reaper = Reaper {
@@ -788,10 +793,15 @@ impl Uring {
         for cqe in ring.completion() {
             n += 1;
             let user_data = cqe.user_data();
-            let c = Completion {
+            let mut c = Completion {
                 res: cqe.result(),
                 flags: cqe.flags(),
             };
+            // An incremental ring's CQE is settled now, in the order the kernel consumed its
+            // buffers (before any fault holds it back: tasks see CQEs in another order).
+            if c.flags & crate::bufring::F_BUFFER != 0 && !buf_rings.is_empty() {
+                c.flags = crate::bufring::on_cqe(buf_rings, c.res, c.flags);
+            }
             if may_hold && !tag::is_tag(user_data) {
                 // Hold it back (and every later CQE of the same operation, to keep their
                 // order): delivered on the next drain, after CQEs that came after it.
@@ -886,6 +896,20 @@ impl Uring {
             if let Some(shorter) = self.faults.shorten(len) {
                 sqe::set_len(entry, shorter);
             }
+        }
+        // A multishot receive from a buffer ring (len 0: as much as a buffer, or a bundle,
+        // holds) is capped per receive instead, where the kernel takes a cap (6.17: before, a
+        // length on it is refused): its receives, and its bundles, end mid-message more often.
+        // The kernel enforces the cap, so the bytes stay whole.
+        if op == opcode::Recv::CODE
+            && buffer_select
+            && len == 0
+            && crate::setup::kernel_at_least(6, 17)
+            && (flags & sqe::IOSQE_FIXED_FILE != 0
+                || !crate::sys::is_message_socket(sqe::fd(entry)))
+            && self.faults.fire(Fault::ShortIo)
+        {
+            sqe::set_len(entry, 1 + self.faults.below(3000) as u32);
         }
         None
     }

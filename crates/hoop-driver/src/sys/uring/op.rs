@@ -329,6 +329,9 @@ unsafe impl UringOp for AcceptMulti {
 unsafe impl UringOp for RecvMulti {
     fn create_entry(&mut self) -> Entry {
         if self.ring.is_kernel() {
+            if self.ring.bundles() {
+                return opcode::RecvMultiBundle::new(Fd(self.fd), self.ring.bgid()).build();
+            }
             return opcode::RecvMulti::new(Fd(self.fd), self.ring.bgid()).build();
         }
         match self.take_user_buf() {
@@ -462,6 +465,9 @@ unsafe impl UringOp for RecvMultiDirect {
         let fd = io_uring::types::Fixed(self.slot);
         let ring = &self.inner.ring;
         if ring.is_kernel() {
+            if ring.bundles() {
+                return opcode::RecvMultiBundle::new(fd, ring.bgid()).build();
+            }
             return opcode::RecvMulti::new(fd, ring.bgid()).build();
         }
         let len = ring.buf_len() as u32;
