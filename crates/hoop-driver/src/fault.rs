@@ -203,13 +203,17 @@ thread_local! {
 }
 
 /// The plan from `HOOP_FAULTS`, read once. A value that does not parse stops the process with
-/// the reason: a typo must not silently run a fault-free suite.
+/// the reason: a typo must not silently run a fault-free suite. An empty value (`HOOP_FAULTS=`,
+/// the shell's way to clear a variable for one command) means no faults.
 #[cfg(feature = "fault-injection")]
 fn env_plan() -> Option<Plan> {
     use std::sync::OnceLock;
     static PLAN: OnceLock<Option<Plan>> = OnceLock::new();
     *PLAN.get_or_init(|| {
         let spec = std::env::var("HOOP_FAULTS").ok()?;
+        if spec.trim().is_empty() {
+            return None;
+        }
         match Plan::parse(&spec) {
             Ok(plan) => {
                 install_panic_note(plan);
