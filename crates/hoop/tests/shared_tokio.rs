@@ -830,6 +830,7 @@ fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
 /// which hoop catches quietly): the rings' reapers keep the waiting and everything completes.
 #[test]
 fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
+    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = common::shared_rings(64) else {
         return;
