@@ -835,8 +835,10 @@ fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
     let Some(rings) = common::shared_rings(64) else {
         return;
     };
+    let opted_out = hoop::fault::opted_out();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .on_thread_start(move || std::mem::forget(hoop::fault::opt_out_inherited(opted_out)))
         .build()
         .unwrap();
     let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
