@@ -35,6 +35,9 @@ pub(crate) struct SendPath {
     pub(crate) trait_inline: bool,
     /// A socket's `poll_write` stages bytes behind a send in flight (as a file's does).
     pub(crate) staging: bool,
+    /// A socket's trait writes push themselves (`poll_io::push`): a pusher task sends what
+    /// follows a send in flight without the value being polled again.
+    pub(crate) push: bool,
 }
 
 /// The process's send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH`; unknown values mean the
@@ -52,10 +55,12 @@ pub(crate) fn send_path() -> SendPath {
             Ok("staging") => (false, true),
             _ => (true, true),
         };
+        let push = std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off");
         SendPath {
             owned_inline,
             trait_inline,
             staging,
+            push,
         }
     })
 }
@@ -80,6 +85,7 @@ pub fn set_for_thread(path: Option<(&str, &str)>) {
             owned_inline: owned == "inline",
             trait_inline,
             staging,
+            push: std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off"),
         }
     });
     THREAD_PATH.with(|t| t.set(p));

@@ -57,6 +57,7 @@
 //! `Send` futures.
 
 mod finish;
+mod push;
 mod split;
 mod traits;
 
@@ -116,6 +117,20 @@ pub(crate) trait Ops {
     fn stage_sockets(&self) -> bool {
         false
     }
+    /// Whether a socket's writes push themselves: a write in flight moves to a pusher task
+    /// (`push`) that sends what follows it without the value being polled.
+    fn pushes(&self) -> bool {
+        false
+    }
+    /// Spawns the pusher of `shared`'s writes on socket `fd` on this thread's runtime; `false`
+    /// if there is none (or these operations have no pusher).
+    fn spawn_pusher(&self, shared: &push::Shared<Self>, fd: RawFd) -> bool
+    where
+        Self: Sized,
+    {
+        let _ = (shared, fd);
+        false
+    }
 }
 
 /// Operations on the runtime of the current thread (`Op`).
@@ -147,6 +162,12 @@ impl Ops for Local {
     }
     fn stage_sockets(&self) -> bool {
         crate::send_path::send_path().staging
+    }
+    fn pushes(&self) -> bool {
+        crate::send_path::send_path().push
+    }
+    fn spawn_pusher(&self, shared: &push::Shared<Local>, fd: RawFd) -> bool {
+        crate::runtime::spawn_pusher(push::Pusher::new(shared.clone(), fd))
     }
 }
 
@@ -226,18 +247,13 @@ pub(crate) struct PollIo<O: Ops = Local> {
     /// Files: the least the next read asks for (0: only what the caller asks), doubled by each
     /// read up to `max_buf`, back to 0 after a seek or a write.
     read_ahead: usize,
-    /// The write buffer when no write is in flight (empty: nothing pending).
-    write_buf: Option<Vec<u8>>,
-    /// Bytes of the write buffer already written.
-    write_done: usize,
-    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
-    write_len: usize,
-    write_op: Option<O::Write>,
-    /// Files: bytes accepted while a write was in flight, written after it (at most
-    /// `max_buf`; empty: none).
-    write_staging: Vec<u8>,
-    /// The error of a write-behind, for the next call.
-    write_err: Option<io::Error>,
+    /// The write direction, while the value holds it (see `pushed`).
+    w: WriteDir<O>,
+    /// A socket's write direction while a pusher task (`push`) owns it: `w` is then empty.
+    /// Touched on the owner thread only (`check_thread`; `Drop` forgets it elsewhere).
+    pushed: Option<Bound<push::Shared<O>>>,
+    /// Writes never move to a pusher (a detached writer's state: `finish`).
+    no_push: bool,
     shutdown: Option<O::Shutdown>,
     /// A seek started (`AsyncSeek::start_seek`) and not completed yet.
     seek: Option<io::SeekFrom>,
@@ -249,8 +265,9 @@ impl<O: Ops> std::fmt::Debug for PollIo<O> {
             .field("kind", &self.kind)
             .field("max_buf", &self.max_buf)
             .field("read_in_flight", &self.read_op.is_some())
-            .field("write_in_flight", &self.write_op.is_some())
-            .field("write_staged", &self.write_staging.len())
+            .field("write_in_flight", &self.w.write_op.is_some())
+            .field("write_staged", &self.w.write_staging.len())
+            .field("write_pushed", &self.pushed.is_some())
             .finish()
     }
 }
@@ -260,8 +277,14 @@ impl<O: Ops> Drop for PollIo<O> {
         if O::THREAD_BOUND && std::thread::current().id() != self.owner {
             // Not the owner's thread: the operations' `Rc`s must not be touched here.
             std::mem::forget(self.read_op.take());
-            std::mem::forget(self.write_op.take());
+            std::mem::forget(self.w.write_op.take());
             std::mem::forget(self.shutdown.take());
+            // The pusher runs on the owner's thread: its `Rc` is not touched here either.
+            std::mem::forget(self.pushed.take());
+        } else if let Some(p) = self.pushed.take() {
+            // Dropped with a pusher running (not through `finish_then`, which waits for it):
+            // its writes are given up, as a write in flight of a dropped value is.
+            push::abandon(&p.0);
         }
     }
 }
@@ -283,7 +306,11 @@ impl<O: Ops> PollIo<O> {
         if here == self.owner {
             return Ok(());
         }
-        if self.read_op.is_some() || self.write_op.is_some() || self.shutdown.is_some() {
+        if self.read_op.is_some()
+            || self.w.write_op.is_some()
+            || self.pushed.is_some()
+            || self.shutdown.is_some()
+        {
             return Err(io::Error::other(
                 "an AsyncRead/AsyncWrite operation of this value is in flight on another \
                  thread's runtime: poll it on that thread",
@@ -306,12 +333,9 @@ impl<O: Ops> PollIo<O> {
             read_pos: 0,
             read_op: None,
             read_ahead: 0,
-            write_buf: None,
-            write_done: 0,
-            write_len: 0,
-            write_op: None,
-            write_staging: Vec::new(),
-            write_err: None,
+            w: WriteDir::new(),
+            pushed: None,
+            no_push: false,
             shutdown: None,
             seek: None,
         }
@@ -335,16 +359,17 @@ impl<O: Ops> PollIo<O> {
         {
             self.read_buf = None;
         }
-        if self.write_op.is_none()
+        if self.w.write_op.is_none()
             && self
+                .w
                 .write_buf
                 .as_ref()
                 .is_some_and(|b| b.is_empty() && big(b, self.max_buf))
         {
-            self.write_buf = None;
+            self.w.write_buf = None;
         }
-        if self.write_staging.is_empty() && big(&self.write_staging, self.max_buf) {
-            self.write_staging = Vec::new();
+        if self.w.write_staging.is_empty() && big(&self.w.write_staging, self.max_buf) {
+            self.w.write_staging = Vec::new();
         }
     }
 
@@ -374,7 +399,7 @@ impl<O: Ops> PollIo<O> {
     #[cfg(feature = "tokio")]
     pub(crate) fn read_idle(&mut self, fd: RawFd, cx: &mut Context<'_>) -> io::Result<bool> {
         self.check_thread()?;
-        if self.write_op.is_some() {
+        if self.w.write_op.is_some() {
             let _ = self.drive_write(fd, cx);
         }
         let kept = self
@@ -400,7 +425,7 @@ impl<O: Ops> PollIo<O> {
             // accepted before this read are written first (as with std's File). An error of
             // theirs stays for the next write or flush.
             std::task::ready!(self.drive_write(fd, cx));
-        } else if self.write_op.is_some() {
+        } else if self.w.write_op.is_some() {
             // A reader waiting for a reply must not wait on a request whose tail is still ours
             // to send: push the write-behind on (its error stays for the next write or flush).
             let _ = self.drive_write(fd, cx);
@@ -466,58 +491,60 @@ impl<O: Ops> PollIo<O> {
         }
     }
 
-    /// Drives the write in flight (and the rest of a short write) as far as it goes without
-    /// waiting; an error is kept in `write_err`. `Ready` once nothing is in flight.
+    /// Drives the write in flight (and the rest of a short write, and the staged bytes) as far
+    /// as it goes without waiting; an error is kept in `write_err`. `Ready` once nothing is in
+    /// flight. A socket whose writes push themselves hands a write still in flight to its
+    /// pusher (`push`); while the pusher runs, this registers `cx` to be woken when it makes
+    /// room or ends, and is `Pending`.
     fn drive_write(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            if let Some(op) = &mut self.write_op {
-                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
-                self.write_op = None;
-                let mut buf = slice.into_inner();
-                match res {
-                    Ok(0) => {
-                        buf.clear();
-                        self.write_err = Some(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            "failed to write the whole buffer",
-                        ));
-                    }
-                    Ok(n) => self.write_done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        buf.clear();
-                        self.write_err = Some(e);
-                    }
-                }
-                if self.write_done >= buf.len() {
-                    buf.clear();
-                    self.write_done = 0;
-                }
-                self.write_buf = Some(buf);
-            }
-            if self.write_err.is_some() {
-                self.write_done = 0;
-                // Staged bytes would land after the bytes that failed: they go with the error.
-                self.write_staging.clear();
-                return Poll::Ready(());
-            }
-            match self.write_buf.take() {
-                Some(buf) if !buf.is_empty() => self.submit_write(fd, buf, cx),
-                Some(buf) if !self.write_staging.is_empty() => {
-                    // The write buffer is done: the staged bytes go next, and the emptied
-                    // buffer stages the bytes after them.
-                    let next = std::mem::replace(&mut self.write_staging, buf);
-                    self.write_done = 0;
-                    self.send_staged(fd, next, cx);
-                }
-                None if !self.write_staging.is_empty() => {
-                    let next = std::mem::take(&mut self.write_staging);
-                    self.write_done = 0;
-                    self.send_staged(fd, next, cx);
-                }
-                other => {
-                    self.write_buf = other;
-                    return Poll::Ready(());
+        if !self.reclaim(cx) {
+            return Poll::Pending;
+        }
+        let r = self.w.drive(&self.ops, fd, self.kind, cx);
+        if r.is_pending() {
+            self.push(fd, cx);
+        }
+        r
+    }
+
+    /// Takes the write direction back from a pusher that ended (`true`); `false` while it runs,
+    /// with `cx` registered to be woken when it makes room or ends.
+    fn reclaim(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(p) = &self.pushed else {
+            return true;
+        };
+        let mut st = p.0.borrow_mut();
+        if st.running {
+            st.set_waiter(cx);
+            return false;
+        }
+        std::mem::swap(&mut self.w, &mut st.w);
+        drop(st);
+        self.pushed = None;
+        true
+    }
+
+    /// With a socket write in flight: moves the write direction to a pusher task, which sends
+    /// what is staged behind it when it completes (and the rest of a short write) without this
+    /// value being polled again. `cx` is woken when the pusher makes room or ends.
+    fn push(&mut self, fd: RawFd, cx: &mut Context<'_>) {
+        if !O::THREAD_BOUND
+            || self.kind != Kind::Socket
+            || self.pushed.is_some()
+            || self.no_push
+            || self.w.write_op.is_none()
+            || !self.ops.pushes()
+        {
+            return;
+        }
+        let w = std::mem::replace(&mut self.w, WriteDir::new());
+        let shared = push::Push::new_shared(w, cx);
+        match self.ops.spawn_pusher(&shared, fd) {
+            true => self.pushed = Some(Bound(shared)),
+            false => {
+                // No runtime to run it: the value keeps driving its writes.
+                if let Ok(cell) = std::rc::Rc::try_unwrap(shared) {
+                    self.w = cell.into_inner().w;
                 }
             }
         }
@@ -538,42 +565,10 @@ impl<O: Ops> PollIo<O> {
     /// Drives the write in flight to its end, then reports its error if it had one.
     fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         std::task::ready!(self.drive_write(fd, cx));
-        match self.write_err.take() {
+        match self.w.write_err.take() {
             Some(e) => Poll::Ready(Err(e)),
             None => Poll::Ready(Ok(())),
         }
-    }
-
-    /// Staged bytes `buf`, now that nothing is in flight: a socket tries them inline first
-    /// (the send before them just completed, so the socket likely has room), and only what
-    /// that did not send goes to the ring.
-    fn send_staged(&mut self, fd: RawFd, mut buf: Vec<u8>, cx: &mut Context<'_>) {
-        if self.kind == Kind::Socket {
-            match self.ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
-                Inline::Sent(n) if n >= buf.len() => {
-                    buf.clear();
-                    self.write_buf = Some(buf);
-                    return;
-                }
-                Inline::Sent(n) => self.write_done = n,
-                Inline::Failed(e) => {
-                    buf.clear();
-                    self.write_buf = Some(buf);
-                    self.write_err = Some(e);
-                    return;
-                }
-                Inline::Ring => {}
-            }
-        }
-        self.submit_write(fd, buf, cx);
-    }
-
-    /// Submits `buf[write_done..]` (the first poll pushes the operation).
-    fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
-        let len = buf.len();
-        self.write_len = len;
-        let slice = buf.slice(self.write_done..len);
-        self.write_op = Some(self.ops.write(fd, self.kind, slice));
     }
 
     pub(crate) fn poll_write(
@@ -598,7 +593,7 @@ impl<O: Ops> PollIo<O> {
             std::task::ready!(self.poll_give_back(fd, cx))?;
         }
         let idle = self.drive_write(fd, cx).is_ready();
-        if let Some(e) = self.write_err.take() {
+        if let Some(e) = self.w.write_err.take() {
             return Poll::Ready(Err(e));
         }
         let total = bufs.iter().map(|b| b.len()).sum::<usize>();
@@ -609,14 +604,19 @@ impl<O: Ops> PollIo<O> {
             // A write in flight: the bytes are staged, written after it (at the position it
             // leaves, for a file), at most `max_buf` of them; a socket that does not stage
             // (`Ops::stage_sockets`) waits for the write, taking nothing.
+            // While a pusher holds the write direction (`drive_write` left `cx` with it to be
+            // woken when it makes room or ends), the bytes are staged there.
             let stage = self.kind == Kind::File || self.ops.stage_sockets();
-            let room = self.max_buf.saturating_sub(self.write_staging.len());
-            if !stage || room == 0 {
+            if !stage {
                 return Poll::Pending;
             }
-            let n = total.min(room);
-            grow(&mut self.write_staging, n, self.max_buf);
-            extend_from(&mut self.write_staging, bufs, 0, n);
+            let n = match &self.pushed {
+                Some(p) => p.0.borrow_mut().w.stage(bufs, total, self.max_buf),
+                None => self.w.stage(bufs, total, self.max_buf),
+            };
+            if n == 0 {
+                return Poll::Pending;
+            }
             return Poll::Ready(Ok(n));
         }
         // Nothing in flight: a socket sends inline first (`crate::send_path`); what that did
@@ -630,17 +630,17 @@ impl<O: Ops> PollIo<O> {
                 Inline::Ring => {}
             }
         }
-        let mut buf = self.write_buf.take().unwrap_or_default();
+        let mut buf = self.w.write_buf.take().unwrap_or_default();
         let n = (total - sent).min(self.max_buf);
         grow(&mut buf, n, self.max_buf);
         extend_from(&mut buf, bufs, sent, n);
-        self.write_done = 0;
-        self.submit_write(fd, buf, cx);
+        self.w.write_done = 0;
+        self.w.submit_write(&self.ops, fd, self.kind, buf, cx);
         // Push it now; its completion is collected by the next call.
         if let Poll::Ready(Err(e)) = self.poll_write_done(fd, cx) {
             if sent > 0 {
                 // The inline part went out: say so, and the error comes with the next call.
-                self.write_err = Some(e);
+                self.w.write_err = Some(e);
                 return Poll::Ready(Ok(sent));
             }
             // The bytes were accepted, then failed at once: report it now (nothing of them
@@ -765,6 +765,163 @@ impl<O: Ops> PollIo<O> {
             Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Poll::Ready(Ok(())),
             r => Poll::Ready(r),
         }
+    }
+}
+
+/// The write direction of a [`PollIo`]: the write in flight, the rest of a short write, the
+/// bytes staged behind it, and a write-behind's error for the next call. Held by the value, or
+/// while a socket's writes push themselves, by its pusher (`push`).
+pub(crate) struct WriteDir<O: Ops> {
+    /// The write buffer when no write is in flight (empty: nothing pending).
+    write_buf: Option<Vec<u8>>,
+    /// Bytes of the write buffer already written.
+    write_done: usize,
+    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
+    write_len: usize,
+    write_op: Option<O::Write>,
+    /// Bytes accepted while a write was in flight, written after it (at most `max_buf`;
+    /// empty: none).
+    write_staging: Vec<u8>,
+    /// The error of a write-behind, for the next call.
+    write_err: Option<io::Error>,
+}
+
+impl<O: Ops> WriteDir<O> {
+    fn new() -> WriteDir<O> {
+        WriteDir {
+            write_buf: None,
+            write_done: 0,
+            write_len: 0,
+            write_op: None,
+            write_staging: Vec::new(),
+            write_err: None,
+        }
+    }
+
+    /// How many bytes the writes accepted and are not known to have written.
+    fn pending_bytes(&self) -> usize {
+        let current = if self.write_op.is_some() {
+            self.write_len.saturating_sub(self.write_done)
+        } else {
+            self.write_buf
+                .as_ref()
+                .map_or(0, |b| b.len().saturating_sub(self.write_done))
+        };
+        current + self.write_staging.len()
+    }
+
+    /// Appends up to `room` bytes of `bufs` (`total` of them) to the staging buffer; the
+    /// number taken.
+    fn stage(&mut self, bufs: &[io::IoSlice<'_>], total: usize, max_buf: usize) -> usize {
+        let room = max_buf.saturating_sub(self.write_staging.len());
+        let n = total.min(room);
+        if n > 0 {
+            grow(&mut self.write_staging, n, max_buf);
+            extend_from(&mut self.write_staging, bufs, 0, n);
+        }
+        n
+    }
+
+    /// Drives the write in flight (see `PollIo::drive_write`).
+    fn drive(&mut self, ops: &O, fd: RawFd, kind: Kind, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if let Some(op) = &mut self.write_op {
+                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
+                self.write_op = None;
+                let mut buf = slice.into_inner();
+                match res {
+                    Ok(0) => {
+                        buf.clear();
+                        self.write_err = Some(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "failed to write the whole buffer",
+                        ));
+                    }
+                    Ok(n) => self.write_done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        buf.clear();
+                        self.write_err = Some(e);
+                    }
+                }
+                if self.write_done >= buf.len() {
+                    buf.clear();
+                    self.write_done = 0;
+                }
+                self.write_buf = Some(buf);
+            }
+            if self.write_err.is_some() {
+                self.write_done = 0;
+                // Staged bytes would land after the bytes that failed: they go with the error.
+                self.write_staging.clear();
+                return Poll::Ready(());
+            }
+            match self.write_buf.take() {
+                Some(buf) if !buf.is_empty() => self.submit_write(ops, fd, kind, buf, cx),
+                Some(buf) if !self.write_staging.is_empty() => {
+                    // The write buffer is done: the staged bytes go next, and the emptied
+                    // buffer stages the bytes after them.
+                    let next = std::mem::replace(&mut self.write_staging, buf);
+                    self.write_done = 0;
+                    self.send_staged(ops, fd, kind, next, cx);
+                }
+                None if !self.write_staging.is_empty() => {
+                    let next = std::mem::take(&mut self.write_staging);
+                    self.write_done = 0;
+                    self.send_staged(ops, fd, kind, next, cx);
+                }
+                other => {
+                    self.write_buf = other;
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    /// Staged bytes `buf`, now that nothing is in flight: a socket tries them inline first
+    /// (the send before them just completed, so the socket likely has room), and only what
+    /// that did not send goes to the ring.
+    fn send_staged(
+        &mut self,
+        ops: &O,
+        fd: RawFd,
+        kind: Kind,
+        mut buf: Vec<u8>,
+        cx: &mut Context<'_>,
+    ) {
+        if kind == Kind::Socket {
+            match ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
+                Inline::Sent(n) if n >= buf.len() => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    return;
+                }
+                Inline::Sent(n) => self.write_done = n,
+                Inline::Failed(e) => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    self.write_err = Some(e);
+                    return;
+                }
+                Inline::Ring => {}
+            }
+        }
+        self.submit_write(ops, fd, kind, buf, cx);
+    }
+
+    /// Submits `buf[write_done..]` (the first poll pushes the operation).
+    fn submit_write(
+        &mut self,
+        ops: &O,
+        fd: RawFd,
+        kind: Kind,
+        buf: Vec<u8>,
+        _cx: &mut Context<'_>,
+    ) {
+        let len = buf.len();
+        self.write_len = len;
+        let slice = buf.slice(self.write_done..len);
+        self.write_op = Some(ops.write(fd, kind, slice));
     }
 }
 
