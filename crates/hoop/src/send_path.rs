@@ -52,8 +52,8 @@ pub(crate) fn send_path() -> SendPath {
         let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
             Ok("ring") => (false, false),
             Ok("inline") => (true, false),
-            Ok("staging") => (false, true),
-            _ => (true, true),
+            Ok("both") => (true, true),
+            _ => (false, true),
         };
         let push = std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off");
         SendPath {
@@ -78,8 +78,8 @@ pub fn set_for_thread(path: Option<(&str, &str)>) {
         let (trait_inline, staging) = match traits {
             "ring" => (false, false),
             "inline" => (true, false),
-            "staging" => (false, true),
-            _ => (true, true),
+            "both" => (true, true),
+            _ => (false, true),
         };
         SendPath {
             owned_inline: owned == "inline",
