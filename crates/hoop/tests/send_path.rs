@@ -3,7 +3,9 @@
 //! order (owned writes and the traits); short sends; the traits' staging buffer (a
 //! `poll_write` behind a send in flight takes at most its bound, and a `Pending` one took
 //! nothing); a stream dropped with staged bytes still writes them; an error of a staged write
-//! is reported by the next flush. Under `HOOP_FAULTS` the inline send also meets injected
+//! is reported by the next flush; the write direction pushes itself (a write half that writes
+//! without flushing and then awaits only its read half still gets its bytes out, in order; a
+//! write half dropped while its pusher runs still sends everything). Under `HOOP_FAULTS` the inline send also meets injected
 //! `EAGAIN` and short sends.
 
 use hoop_test_support as common;
@@ -28,9 +30,9 @@ fn faults_off() -> hoop::fault::OptOut {
 /// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
 /// alternative, chosen per test thread.
 const PATHS: [(&str, &str); 4] = [
-    ("ring", "both"),
-    ("inline", "inline"),
     ("ring", "staging"),
+    ("inline", "inline"),
+    ("ring", "both"),
     ("ring", "ring"),
 ];
 

@@ -72,10 +72,7 @@ pub(crate) fn finish_then(io: Option<Box<PollIo>>, fd: RawFd, done: impl FnOnce(
             super::push::take_back(&p.0, &mut io.w);
         }
     }
-    let detachable = fd >= 0
-        && here
-        && io.writes_pending()
-        && crate::runtime::writers().is_some();
+    let detachable = fd >= 0 && here && io.writes_pending() && crate::runtime::writers().is_some();
     if !detachable {
         drop(io);
         return done();

@@ -14,32 +14,38 @@
 //!   buffer;
 //! * `poll_write` copies the caller's bytes into the write buffer, submits the write and
 //!   returns `Ready(n)` at once (write-behind): the bytes are then the value's responsibility,
-//!   written in order, the rest of a short write resubmitted. A socket first tries the send
-//!   inline (`Ops::try_send`: on io_uring `send(2)` with `MSG_DONTWAIT` on this thread, see
-//!   `crate::send_path`), and only what the socket has no room for goes to the write buffer
-//!   and the ring. While a write is in flight, a file's `poll_write` appends to a second,
+//!   written in order, the rest of a short write resubmitted. On the `inline` and `both` send
+//!   paths a socket first tries the send inline (`Ops::try_send`: on io_uring `send(2)` with
+//!   `MSG_DONTWAIT` on this thread, see `crate::send_path`), and only what the socket has no
+//!   room for goes to the write buffer and the ring. While a write is in flight, a file's `poll_write` appends to a second,
 //!   staging buffer (`write_staging`, up to `max_buf`) and returns `Ready(n)` too; the staged
 //!   bytes are submitted when the write in flight has written all of its bytes, so there is
 //!   one write at a time at the file's position, in order, and reading one file overlaps
 //!   writing another. A socket stages likewise (16 KiB at most; `Ops::stage_sockets`, not
-//!   `hoop::shared`'s): with the inline send first, only behind a send the socket had no
-//!   room for. Staged bytes, like the rest of a short write, go out when the value is next
-//!   polled (a write, a flush, a close, a read of the whole stream) or dropped: a writer that
-//!   then waits on something else (the other half's read) flushes first, as with a
-//!   `BufWriter` (DESIGN.md, "The send path"; `HOOP_SEND_PATH=inline` or `ring` turns
-//!   staging off: a socket's `poll_write` then returns `Pending` while its write is in
-//!   flight). A `poll_write` that returns `Pending` (a write in flight and no room to stage)
-//!   has taken nothing, so a write future dropped at any point neither loses accepted bytes
-//!   nor duplicates them.
+//!   `hoop::shared`'s): by default every trait write of a socket on io_uring goes to the ring
+//!   and what is written while it is in flight is staged behind it (`crate::send_path`). A
+//!   socket's write direction pushes itself (`push`, `Ops::pushes`, again not `hoop::shared`'s;
+//!   on both drivers, though on epoll a send is in flight only while the socket is full):
+//!   once a send is in flight, a pusher task of the runtime owns it and the bytes staged
+//!   behind it, and sends them (and the rest of a short send) when it completes, whether or not
+//!   the value is polled again, so a write half that writes without flushing and then awaits
+//!   something else still gets its bytes out. A file's staged bytes, and a socket's where no
+//!   runtime can run a pusher, go out when the value is next polled (a write, a flush, a close,
+//!   a read) or dropped. (`HOOP_SEND_PATH=inline` or `ring` turns staging off: a socket's
+//!   `poll_write` then returns `Pending` while its write is in flight.) A `poll_write` that
+//!   returns `Pending` (a write in flight and no room to stage) has taken nothing, so a write
+//!   future dropped at any point neither loses accepted bytes nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
-//!   flushes, then shuts down the write half of a socket. A socket's `poll_read` also pushes a
-//!   write-behind on (the rest of a short write), so a request written and not flushed still
-//!   goes out while its reply is awaited. Dropping the value with writes pending finishes them
-//!   (INVARIANTS rule 5b, `finish`): on the thread of the runtime that runs them, while it
-//!   runs, the state and the fd owner move into a detached task of the runtime that writes
-//!   every accepted byte in order, then closes (a write half: shuts down the write direction);
+//!   flushes, then shuts down the write half of a socket; both wait for a pusher to end first
+//!   (it wakes them when it has sent everything, or failed). A socket's `poll_read` also
+//!   pushes a write-behind on when it has no pusher (the rest of a short write), so a request
+//!   written and not flushed still goes out while its reply is awaited. Dropping the value with
+//!   writes pending finishes them (INVARIANTS rule 5b, `finish`): on the thread of the runtime
+//!   that runs them, while it runs, the state (taken back from a pusher, the send in flight
+//!   included) and the fd owner move into a detached task of the runtime that writes every
+//!   accepted byte in order, then closes (a write half: shuts down the write direction);
 //!   `block_on`'s end and the shutdown wait for it up to the shutdown timeout and report what
 //!   did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
 //!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
