@@ -486,3 +486,58 @@ fn dropped_write_half_with_a_pusher_sends_everything() {
         drop(rt);
     });
 }
+
+/// A write half moved to another thread and dropped there while its pusher runs (bytes
+/// staged behind a send in flight, the socket full): the pusher, on the runtime's thread,
+/// sends nothing more (the fd is closed behind the drop and its number may be reused): the
+/// peer reads a prefix of the bytes, in order, then end of stream; the runtime runs on.
+#[test]
+fn write_half_dropped_on_another_thread_stops_its_pusher() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let (r, w) = rt.block_on(async move {
+            let (r, mut w) = TcpStream::from_std(ours).into_split();
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(sent.len());
+                match AsyncWriteExt::write(&mut w, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
+                        }
+                    }
+                }
+                hoop::yield_now().await;
+            }
+            (r, w)
+        });
+        common::spawn(move || drop(w)).join().unwrap();
+        drop(r);
+        // The runtime runs on: the pusher sees the drop and ends.
+        rt.block_on(async {
+            hoop::time::sleep(Duration::from_millis(100)).await;
+            hoop::yield_now().await;
+        });
+        let got = reader
+            .join()
+            .unwrap()
+            .expect("the peer reads to end of stream");
+        assert!(got.len() <= data.len());
+        if let Some(i) = got.iter().zip(&data).position(|(a, b)| a != b) {
+            panic!("byte {i} differs: the bytes are out of order");
+        }
+        drop(rt);
+    });
+}

@@ -49,7 +49,7 @@ impl<O: Ops> PollIo<O> {
         let pushed = self
             .pushed
             .as_ref()
-            .map_or(0, |p| p.0.borrow().w.pending_bytes());
+            .map_or(0, |p| p.0.shared.borrow().w.pending_bytes());
         (self.w.pending_bytes() + pushed) as u64
     }
 }
@@ -69,7 +69,7 @@ pub(crate) fn finish_then(io: Option<Box<PollIo>>, fd: RawFd, done: impl FnOnce(
         // spawns no pusher: only detached writers run at `block_on`'s end and at shutdown).
         io.no_push = true;
         if let Some(p) = io.pushed.take() {
-            super::push::take_back(&p.0, &mut io.w);
+            super::push::take_back(&p.0.shared, &mut io.w);
         }
     }
     let detachable = fd >= 0 && here && io.writes_pending() && crate::runtime::writers().is_some();

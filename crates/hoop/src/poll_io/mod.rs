@@ -130,11 +130,11 @@ pub(crate) trait Ops {
     }
     /// Spawns the pusher of `shared`'s writes on socket `fd` on this thread's runtime; `false`
     /// if there is none (or these operations have no pusher).
-    fn spawn_pusher(&self, shared: &push::Shared<Self>, fd: RawFd) -> bool
+    fn spawn_pusher(&self, handle: &push::Handle<Self>, fd: RawFd) -> bool
     where
         Self: Sized,
     {
-        let _ = (shared, fd);
+        let _ = (handle, fd);
         false
     }
 }
@@ -172,19 +172,24 @@ impl Ops for Local {
     fn pushes(&self) -> bool {
         crate::send_path::send_path().push
     }
-    fn spawn_pusher(&self, shared: &push::Shared<Local>, fd: RawFd) -> bool {
-        crate::runtime::spawn_pusher(push::Pusher::new(shared.clone(), fd))
+    fn spawn_pusher(&self, handle: &push::Handle<Local>, fd: RawFd) -> bool {
+        crate::runtime::spawn_pusher(push::Pusher::new(handle, fd))
     }
 }
 
-/// An operation of the thread's runtime held by a [`PollIo<Local>`], which touches it only on
-/// the thread that started it (`check_thread`) and forgets it on any other.
+/// An operation of the thread's runtime (or a pusher's handle, `push::Handle`) held by a
+/// [`PollIo<Local>`], which touches it only on the thread that started it (`check_thread`) and
+/// forgets it on any other.
 #[derive(Debug)]
 pub(crate) struct Bound<T>(T);
 
-// SAFETY: a `Bound` is only made by `Local` and only held by `PollIo<Local>`, which polls and
-// drops it on its owner thread only (`check_thread`; `Drop` forgets it elsewhere) and gives no
-// access to it through `&self`: the runtime's `Rc`s inside are never used on another thread.
+// SAFETY: a `Bound` is only made by `Local` (its operations) and by `PollIo::push` (a pusher's
+// handle, made only where `Ops::pushes`, which only `Local` says), and only held by a
+// `PollIo<Local>` (`pushed` is `None` for every other `Ops`), which polls, borrows and drops
+// it on its owner thread only (`check_thread`; `Drop` and `merge_write` forget it elsewhere)
+// and gives no access to it through `&self`: the runtime's `Rc`s inside are never used on
+// another thread. The one thing touched elsewhere is a handle's `gone` flag, an
+// `Arc<AtomicBool>`, which is `Send + Sync` itself.
 unsafe impl<T> Send for Bound<T> {}
 // SAFETY: as above: no access through `&Bound`.
 unsafe impl<T> Sync for Bound<T> {}
@@ -257,7 +262,7 @@ pub(crate) struct PollIo<O: Ops = Local> {
     w: WriteDir<O>,
     /// A socket's write direction while a pusher task (`push`) owns it: `w` is then empty.
     /// Touched on the owner thread only (`check_thread`; `Drop` forgets it elsewhere).
-    pushed: Option<Bound<push::Shared<O>>>,
+    pushed: Option<Bound<push::Handle<O>>>,
     /// Writes never move to a pusher (a detached writer's state: `finish`).
     no_push: bool,
     shutdown: Option<O::Shutdown>,
@@ -285,12 +290,16 @@ impl<O: Ops> Drop for PollIo<O> {
             std::mem::forget(self.read_op.take());
             std::mem::forget(self.w.write_op.take());
             std::mem::forget(self.shutdown.take());
-            // The pusher runs on the owner's thread: its `Rc` is not touched here either.
-            std::mem::forget(self.pushed.take());
+            // The pusher runs on the owner's thread: its `Rc` is not touched here either. It is
+            // told (an atomic flag) to send nothing more: the fd is closed behind this drop.
+            if let Some(p) = self.pushed.take() {
+                p.0.give_up_from_anywhere();
+                std::mem::forget(p);
+            }
         } else if let Some(p) = self.pushed.take() {
-            // Dropped with a pusher running (not through `finish_then`, which waits for it):
-            // its writes are given up, as a write in flight of a dropped value is.
-            push::abandon(&p.0);
+            // Dropped with a pusher running (not through `finish_then`, which takes its writes
+            // back): they are given up, as a write in flight of a dropped value is.
+            push::abandon(&p.0.shared);
         }
     }
 }
@@ -519,7 +528,7 @@ impl<O: Ops> PollIo<O> {
         let Some(p) = &self.pushed else {
             return true;
         };
-        let mut st = p.0.borrow_mut();
+        let mut st = p.0.shared.borrow_mut();
         if st.running {
             st.set_waiter(cx);
             return false;
@@ -544,12 +553,12 @@ impl<O: Ops> PollIo<O> {
             return;
         }
         let w = std::mem::replace(&mut self.w, WriteDir::new());
-        let shared = push::Push::new_shared(w, cx);
-        match self.ops.spawn_pusher(&shared, fd) {
-            true => self.pushed = Some(Bound(shared)),
+        let handle = push::Handle::new(w, cx);
+        match self.ops.spawn_pusher(&handle, fd) {
+            true => self.pushed = Some(Bound(handle)),
             false => {
                 // No runtime to run it: the value keeps driving its writes.
-                if let Ok(cell) = std::rc::Rc::try_unwrap(shared) {
+                if let Ok(cell) = std::rc::Rc::try_unwrap(handle.shared) {
                     self.w = cell.into_inner().w;
                 }
             }
@@ -617,7 +626,7 @@ impl<O: Ops> PollIo<O> {
                 return Poll::Pending;
             }
             let n = match &self.pushed {
-                Some(p) => p.0.borrow_mut().w.stage(bufs, total, self.max_buf),
+                Some(p) => p.0.shared.borrow_mut().w.stage(bufs, total, self.max_buf),
                 None => self.w.stage(bufs, total, self.max_buf),
             };
             if n == 0 {

@@ -28,12 +28,39 @@ use std::future::Future;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::{Kind, Local, Ops, WriteDir};
 
 /// The write direction shared by a value and its pusher.
 pub(crate) type Shared<O> = Rc<RefCell<Push<O>>>;
+
+/// What the value holds of its pusher: the shared state (touched on the owner thread only),
+/// and a flag any thread may set (a value dropped on another thread) that tells the pusher to
+/// send nothing more: the fd is about to be closed, and its number may be reused.
+pub(crate) struct Handle<O: Ops> {
+    pub(super) shared: Shared<O>,
+    gone: Arc<AtomicBool>,
+}
+
+impl<O: Ops> Handle<O> {
+    /// The handle of a pusher starting with `w` (a write in flight); `cx` is the value's
+    /// waiter.
+    pub(super) fn new(w: WriteDir<O>, cx: &Context<'_>) -> Handle<O> {
+        Handle {
+            shared: Push::new_shared(w, cx),
+            gone: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// From any thread, without touching the shared state: the pusher sends nothing more
+    /// (what is in flight may still complete; the staged bytes are dropped).
+    pub(super) fn give_up_from_anywhere(&self) {
+        self.gone.store(true, Ordering::Release);
+    }
+}
 
 /// What a value and its pusher share.
 pub(crate) struct Push<O: Ops> {
@@ -49,7 +76,7 @@ pub(crate) struct Push<O: Ops> {
 
 impl<O: Ops> Push<O> {
     /// The state of a pusher starting with `w` (a write in flight); `cx` is the value's waiter.
-    pub(super) fn new_shared(w: WriteDir<O>, cx: &Context<'_>) -> Shared<O> {
+    fn new_shared(w: WriteDir<O>, cx: &Context<'_>) -> Shared<O> {
         Rc::new(RefCell::new(Push {
             w,
             running: true,
@@ -91,12 +118,17 @@ pub(super) fn abandon<O: Ops>(shared: &Shared<O>) {
 /// The task that drives a socket's writes until nothing is in flight or staged.
 pub(crate) struct Pusher {
     shared: Shared<Local>,
+    gone: Arc<AtomicBool>,
     fd: RawFd,
 }
 
 impl Pusher {
-    pub(super) fn new(shared: Shared<Local>, fd: RawFd) -> Pusher {
-        Pusher { shared, fd }
+    pub(super) fn new(handle: &Handle<Local>, fd: RawFd) -> Pusher {
+        Pusher {
+            shared: handle.shared.clone(),
+            gone: handle.gone.clone(),
+            fd,
+        }
     }
 }
 
@@ -106,6 +138,17 @@ impl Future for Pusher {
         let this = self.get_mut();
         let mut st = this.shared.borrow_mut();
         if !st.running {
+            return Poll::Ready(());
+        }
+        if this.gone.load(Ordering::Acquire) {
+            // The value was dropped on another thread (or its half reunited there): nothing
+            // more goes to this fd; the write in flight is cancelled, the staged bytes dropped.
+            st.running = false;
+            st.pusher = None;
+            st.waiter = None;
+            let w = std::mem::replace(&mut st.w, WriteDir::new());
+            drop(st);
+            drop(w);
             return Poll::Ready(());
         }
         match &st.pusher {

@@ -31,8 +31,12 @@ impl PollIo<Local> {
             if read_busy {
                 std::mem::forget(w.w.write_op.take());
                 std::mem::forget(w.shutdown.take());
-                // The pusher lives on the other thread: its `Rc` is left to it.
-                std::mem::forget(w.pushed.take());
+                // The pusher lives on the other thread: its `Rc` is left to it, and it sends
+                // nothing more (the reunited stream's writes would interleave).
+                if let Some(p) = w.pushed.take() {
+                    p.0.give_up_from_anywhere();
+                    std::mem::forget(p);
+                }
                 w.w.write_buf = None;
                 w.w.write_staging.clear();
                 w.w.write_done = 0;
