@@ -509,28 +509,28 @@ impl<O: Ops> PollIo<O> {
     /// Drives the write in flight (and the rest of a short write, and the staged bytes) as far
     /// as it goes without waiting; an error is kept in `write_err`. `Ready` once nothing is in
     /// flight. A socket whose writes push themselves hands a write still in flight to its
-    /// pusher (`push`); while the pusher runs, this registers `cx` to be woken when it makes
-    /// room or ends, and is `Pending`.
+    /// pusher (`push`); while the pusher runs this is `Pending`, and a caller that returns
+    /// `Pending` then registers `cx` with [`wait_pusher`](Self::wait_pusher) (only those: a
+    /// waiter registered by a call that returned `Ready` would be woken for nothing).
     fn drive_write(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.reclaim(cx) {
+        if !self.reclaim() {
             return Poll::Pending;
         }
         let r = self.w.drive(&self.ops, fd, self.kind, cx);
         if r.is_pending() {
-            self.push(fd, cx);
+            self.push(fd);
         }
         r
     }
 
-    /// Takes the write direction back from a pusher that ended (`true`); `false` while it runs,
-    /// with `cx` registered to be woken when it makes room or ends.
-    fn reclaim(&mut self, cx: &mut Context<'_>) -> bool {
+    /// Takes the write direction back from a pusher that ended (`true`); `false` while it runs
+    /// (a caller that then returns `Pending` registers with `wait_pusher`).
+    fn reclaim(&mut self) -> bool {
         let Some(p) = &self.pushed else {
             return true;
         };
         let mut st = p.0.shared.borrow_mut();
         if st.running {
-            st.set_waiter(cx);
             return false;
         }
         std::mem::swap(&mut self.w, &mut st.w);
@@ -539,10 +539,17 @@ impl<O: Ops> PollIo<O> {
         true
     }
 
+    /// Registers `cx` to be woken when the pusher, if one runs, makes room or ends.
+    fn wait_pusher(&self, cx: &Context<'_>) {
+        if let Some(p) = &self.pushed {
+            p.0.shared.borrow_mut().set_waiter(cx);
+        }
+    }
+
     /// With a socket write in flight: moves the write direction to a pusher task, which sends
     /// what is staged behind it when it completes (and the rest of a short write) without this
-    /// value being polled again. `cx` is woken when the pusher makes room or ends.
-    fn push(&mut self, fd: RawFd, cx: &mut Context<'_>) {
+    /// value being polled again.
+    fn push(&mut self, fd: RawFd) {
         if !O::THREAD_BOUND
             || self.kind != Kind::Socket
             || self.pushed.is_some()
@@ -553,7 +560,7 @@ impl<O: Ops> PollIo<O> {
             return;
         }
         let w = std::mem::replace(&mut self.w, WriteDir::new());
-        let handle = push::Handle::new(w, cx);
+        let handle = push::Handle::new(w);
         match self.ops.spawn_pusher(&handle, fd) {
             true => self.pushed = Some(Bound(handle)),
             false => {
@@ -579,7 +586,10 @@ impl<O: Ops> PollIo<O> {
 
     /// Drives the write in flight to its end, then reports its error if it had one.
     fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        std::task::ready!(self.drive_write(fd, cx));
+        if self.drive_write(fd, cx).is_pending() {
+            self.wait_pusher(cx);
+            return Poll::Pending;
+        }
         match self.w.write_err.take() {
             Some(e) => Poll::Ready(Err(e)),
             None => Poll::Ready(Ok(())),
@@ -623,6 +633,7 @@ impl<O: Ops> PollIo<O> {
             // woken when it makes room or ends), the bytes are staged there.
             let stage = self.kind == Kind::File || self.ops.stage_sockets();
             if !stage {
+                self.wait_pusher(cx);
                 return Poll::Pending;
             }
             let n = match &self.pushed {
@@ -630,6 +641,7 @@ impl<O: Ops> PollIo<O> {
                 None => self.w.stage(bufs, total, self.max_buf),
             };
             if n == 0 {
+                self.wait_pusher(cx);
                 return Poll::Pending;
             }
             return Poll::Ready(Ok(n));
@@ -651,8 +663,13 @@ impl<O: Ops> PollIo<O> {
         extend_from(&mut buf, bufs, sent, n);
         self.w.write_done = 0;
         self.w.submit_write(&self.ops, fd, self.kind, buf, cx);
-        // Push it now; its completion is collected by the next call.
-        if let Poll::Ready(Err(e)) = self.poll_write_done(fd, cx) {
+        // Push it now; its completion is collected by the next call (or by the pusher, which
+        // wakes nobody: this call returns `Ready`).
+        let failed = match self.drive_write(fd, cx) {
+            Poll::Ready(()) => self.w.write_err.take(),
+            Poll::Pending => None,
+        };
+        if let Some(e) = failed {
             if sent > 0 {
                 // The inline part went out: say so, and the error comes with the next call.
                 self.w.write_err = Some(e);

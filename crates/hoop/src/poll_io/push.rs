@@ -46,11 +46,10 @@ pub(crate) struct Handle<O: Ops> {
 }
 
 impl<O: Ops> Handle<O> {
-    /// The handle of a pusher starting with `w` (a write in flight); `cx` is the value's
-    /// waiter.
-    pub(super) fn new(w: WriteDir<O>, cx: &Context<'_>) -> Handle<O> {
+    /// The handle of a pusher starting with `w` (a write in flight).
+    pub(super) fn new(w: WriteDir<O>) -> Handle<O> {
         Handle {
-            shared: Push::new_shared(w, cx),
+            shared: Push::new_shared(w),
             gone: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -75,12 +74,12 @@ pub(crate) struct Push<O: Ops> {
 }
 
 impl<O: Ops> Push<O> {
-    /// The state of a pusher starting with `w` (a write in flight); `cx` is the value's waiter.
-    fn new_shared(w: WriteDir<O>, cx: &Context<'_>) -> Shared<O> {
+    /// The state of a pusher starting with `w` (a write in flight), no waiter yet.
+    fn new_shared(w: WriteDir<O>) -> Shared<O> {
         Rc::new(RefCell::new(Push {
             w,
             running: true,
-            waiter: Some(cx.waker().clone()),
+            waiter: None,
             pusher: None,
         }))
     }
