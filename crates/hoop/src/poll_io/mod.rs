@@ -586,6 +586,19 @@ impl<O: Ops> PollIo<O> {
 
     /// Drives the write in flight to its end, then reports its error if it had one.
     fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(p) = &self.pushed {
+            // Waiting for the pusher: drive its state here (no hop through it).
+            let shared = p.0.shared.clone();
+            std::task::ready!(push::drive_in_place(
+                &shared,
+                &mut self.w,
+                &self.ops,
+                fd,
+                self.kind,
+                cx
+            ));
+            self.pushed = None;
+        }
         if self.drive_write(fd, cx).is_pending() {
             self.wait_pusher(cx);
             return Poll::Pending;

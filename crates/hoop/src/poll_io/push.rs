@@ -155,7 +155,11 @@ impl Future for Pusher {
             _ => st.pusher = Some(cx.waker().clone()),
         }
         let staged = st.w.write_staging.len();
-        let r = st.w.drive(&Local, this.fd, Kind::Socket, cx);
+        // A value's task waiting for the end (a flush) is woken by the send's completion too,
+        // and drives the state itself (`drive_in_place`): no hop through this task.
+        let waker = both(cx.waker(), st.waiter.as_ref());
+        let mut cx2 = Context::from_waker(&waker);
+        let r = st.w.drive(&Local, this.fd, Kind::Socket, &mut cx2);
         // Room made (staged bytes moved into flight) or the end: the value's waiter goes on.
         let progress = r.is_ready() || st.w.write_staging.len() < staged;
         if r.is_ready() {
@@ -191,6 +195,65 @@ impl Drop for Pusher {
             w.wake();
         }
     }
+}
+
+/// Wakes two tasks: a send's completion reaches the pusher and a value's task waiting for it.
+struct Both(Waker, Waker);
+
+impl std::task::Wake for Both {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.wake_by_ref();
+        self.1.wake_by_ref();
+    }
+}
+
+/// `a`, or a waker of both `a` and `b`.
+fn both(a: &Waker, b: Option<&Waker>) -> Waker {
+    match b {
+        Some(b) if !b.will_wake(a) => Waker::from(Arc::new(Both(a.clone(), b.clone()))),
+        _ => a.clone(),
+    }
+}
+
+/// A value's task waiting for its pusher to end (a flush, a close) drives the shared state
+/// itself, with a waker of both tasks, so that the send's completion ends the wait without a
+/// hop through the pusher (and the pusher still sees it if the wait is given up). `Ready` once
+/// nothing is in flight: the pusher is then ended (woken to finish) and `w` (empty) gets the
+/// state back; `Pending` with `cx` registered as the waiter.
+pub(super) fn drive_in_place<O: Ops>(
+    shared: &Shared<O>,
+    w: &mut WriteDir<O>,
+    ops: &O,
+    fd: RawFd,
+    kind: Kind,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    let pusher = {
+        let mut st = shared.borrow_mut();
+        if st.running {
+            let waker = match &st.pusher {
+                Some(p) => both(cx.waker(), Some(p)),
+                // Not polled yet: it will be, and will then wake this waiter too.
+                None => cx.waker().clone(),
+            };
+            let mut cx2 = Context::from_waker(&waker);
+            if st.w.drive(ops, fd, kind, &mut cx2).is_pending() {
+                st.set_waiter(cx);
+                return Poll::Pending;
+            }
+            st.running = false;
+        }
+        std::mem::swap(w, &mut st.w);
+        st.waiter = None;
+        st.pusher.take()
+    };
+    if let Some(p) = pusher {
+        p.wake();
+    }
+    Poll::Ready(())
 }
 
 /// Takes the write direction of `shared` back into `w` (empty) at once, the write in flight
