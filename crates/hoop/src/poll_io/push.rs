@@ -9,9 +9,12 @@
 //! polls the send; when it completes the pusher sends what was staged meanwhile (inline first
 //! where the path says so), and so on until nothing is in flight or staged, then ends. The
 //! value's `poll_write` stages into the shared state (or, staging full, registers its waker and
-//! returns `Pending`, having taken nothing); `poll_flush`/`poll_close` register their waker and
-//! wait for the pusher to end, then take the state back (and report its error). The pusher
-//! wakes the value's waiter whenever it moves staged bytes into flight (room) and when it ends.
+//! returns `Pending`, having taken nothing); `poll_flush`/`poll_close` drive the shared state
+//! themselves while the pusher runs ([`drive_in_place`]: the send polled with a waker of both
+//! tasks, so its completion ends the wait without a hop through the pusher, and the pusher
+//! still sees it if the wait is given up), then take the state back (and report its error).
+//! The pusher wakes a value's task waiting on it (only one whose call returned `Pending`)
+//! when it moves staged bytes into flight (room) and when it ends.
 //! A later write in flight spawns a new pusher. No borrow is held across an await or a wake.
 //!
 //! The pusher is one of hoop's own tasks (`runtime::spawn_pusher`: left out of `task_count`,
