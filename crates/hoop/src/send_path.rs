@@ -6,21 +6,25 @@
 //! short send left going to the ring as a send operation, which waits for room in the kernel.
 //! Bytes never reorder: a socket tries inline only while none of its sends is on the ring
 //! (queued or in flight). The epoll driver's send already runs inside the submit: nothing
-//! changes there. Measured: the traits' writes send inline by default (a writer through the
-//! traits no longer waits a ring turn per write) and stage behind the ring send that what the
-//! socket had no room for went to; owned-buffer writes stay on the ring (an inline send costs
-//! a system call where ring sends share one `io_uring_enter`, and it made echo dearer and
-//! fan-out no faster). Staging behind every ring send (no inline send) gathers far more, but
-//! then staged bytes, which wait for the value's next poll, are the rule rather than the
-//! exception of a full socket: a knob, off by default.
+//! changes there. Measured (DESIGN.md): the traits' writes of a socket go to the ring and
+//! stage behind the send in flight (the `staging` path: everything written during a ring turn
+//! leaves as one send, a userspace Nagle of at most 16 KiB, 3.5-4.5x epoll in the chat where
+//! inline-first measured 0.9-1.25x); the staged bytes leave when the send ahead of them
+//! completes, without the value being polled again, because a pusher task owns the socket's
+//! write direction while a send is in flight (`poll_io::push`). Owned-buffer writes stay on
+//! the ring (an inline send costs a system call where ring sends share one `io_uring_enter`,
+//! and it made echo dearer and fan-out no faster).
 //!
-//! Two knobs, read once per process, choose the path, for measuring the alternatives side by
+//! Three knobs, read once per process, choose the path, for measuring the alternatives side by
 //! side (knobs, not an API): `HOOP_SEND_OWNED` for owned-buffer writes (`write`, `write_all`
 //! of streams and owned write halves): `ring` (every send on the ring: the default) or
 //! `inline` (inline first); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`): `ring`
 //! (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
-//! staging), `staging` (ring sends; bytes staged behind a send in flight) or `both` (inline
-//! first, and staging behind a send in flight: the default). Tests choose a path per thread ([`set_for_thread`]).
+//! staging), `staging` (ring sends; bytes staged behind a send in flight: the default) or
+//! `both` (inline first, and staging behind a send in flight); `HOOP_SEND_PUSH=off` leaves
+//! the write direction with the value (no pusher: staged bytes wait for its next poll, as
+//! before pushers; for measuring their cost). Tests choose a path per thread
+//! ([`set_for_thread`]).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -35,6 +39,9 @@ pub(crate) struct SendPath {
     pub(crate) trait_inline: bool,
     /// A socket's `poll_write` stages bytes behind a send in flight (as a file's does).
     pub(crate) staging: bool,
+    /// A socket's trait writes push themselves (`poll_io::push`): a pusher task sends what
+    /// follows a send in flight without the value being polled again.
+    pub(crate) push: bool,
 }
 
 /// The process's send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH`; unknown values mean the
@@ -49,13 +56,15 @@ pub(crate) fn send_path() -> SendPath {
         let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
             Ok("ring") => (false, false),
             Ok("inline") => (true, false),
-            Ok("staging") => (false, true),
-            _ => (true, true),
+            Ok("both") => (true, true),
+            _ => (false, true),
         };
+        let push = std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off");
         SendPath {
             owned_inline,
             trait_inline,
             staging,
+            push,
         }
     })
 }
@@ -73,13 +82,14 @@ pub fn set_for_thread(path: Option<(&str, &str)>) {
         let (trait_inline, staging) = match traits {
             "ring" => (false, false),
             "inline" => (true, false),
-            "staging" => (false, true),
-            _ => (true, true),
+            "both" => (true, true),
+            _ => (false, true),
         };
         SendPath {
             owned_inline: owned == "inline",
             trait_inline,
             staging,
+            push: std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off"),
         }
     });
     THREAD_PATH.with(|t| t.set(p));

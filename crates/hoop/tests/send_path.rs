@@ -3,7 +3,9 @@
 //! order (owned writes and the traits); short sends; the traits' staging buffer (a
 //! `poll_write` behind a send in flight takes at most its bound, and a `Pending` one took
 //! nothing); a stream dropped with staged bytes still writes them; an error of a staged write
-//! is reported by the next flush. Under `HOOP_FAULTS` the inline send also meets injected
+//! is reported by the next flush; the write direction pushes itself (a write half that writes
+//! without flushing and then awaits only its read half still gets its bytes out, in order; a
+//! write half dropped while its pusher runs still sends everything). Under `HOOP_FAULTS` the inline send also meets injected
 //! `EAGAIN` and short sends.
 
 use hoop_test_support as common;
@@ -28,9 +30,9 @@ fn faults_off() -> hoop::fault::OptOut {
 /// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
 /// alternative, chosen per test thread.
 const PATHS: [(&str, &str); 4] = [
-    ("ring", "both"),
-    ("inline", "inline"),
     ("ring", "staging"),
+    ("inline", "inline"),
+    ("ring", "both"),
     ("ring", "ring"),
 ];
 
@@ -395,6 +397,147 @@ fn error_of_a_staged_write_is_reported_by_the_next_flush() {
                 "flush said {err}"
             );
         });
+        drop(rt);
+    });
+}
+
+/// The case pushers exist for: a split write half writes a request without flushing, then its
+/// task awaits only its read half while the peer waits for the whole request before it
+/// replies. The bytes staged behind a send in flight (and the rest of a short send) go out
+/// anyway, in order: the write direction pushes itself. A hang fails (the read is bounded by
+/// a timeout). Small writes (staged behind a ring send on the staging path) and large ones
+/// (staged behind a full socket on every path, both drivers).
+#[test]
+fn unflushed_request_goes_out_while_the_reader_waits() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        for (request_len, chunk) in [(20_000, 100), (600_000, 5_000)] {
+            let (ours, mut peer) = small_pair();
+            let data = pattern(request_len);
+            let want = data.clone();
+            let replier = common::spawn(move || -> std::io::Result<Vec<u8>> {
+                let mut got = vec![0u8; want.len()];
+                peer.read_exact(&mut got)?;
+                std::io::Write::write_all(&mut peer, b"reply")?;
+                // Held until the client has read the reply.
+                let mut end = [0u8; 1];
+                let _ = peer.read(&mut end);
+                Ok(got)
+            });
+            let rt = common::runtime(kind);
+            let request = data.clone();
+            rt.block_on(async move {
+                let (mut r, mut w) = TcpStream::from_std(ours).into_split();
+                for c in request.chunks(chunk) {
+                    AsyncWriteExt::write_all(&mut w, c)
+                        .await
+                        .expect("write_all");
+                }
+                // No flush: from here the task awaits only the read half.
+                let mut reply = [0u8; 5];
+                let read = futures::io::AsyncReadExt::read_exact(&mut r, &mut reply);
+                match hoop::time::timeout(Duration::from_secs(20), read).await {
+                    Ok(Ok(())) => assert_eq!(&reply, b"reply"),
+                    Ok(Err(e)) => panic!("read of the reply: {e}"),
+                    Err(_) => panic!(
+                        "no reply in 20 s: bytes written and not flushed were never sent \
+                         ({request_len} bytes in writes of {chunk})"
+                    ),
+                }
+                // Every accepted byte was written: the flush has nothing left to wait for.
+                AsyncWriteExt::flush(&mut w).await.expect("flush");
+                AsyncWriteExt::close(&mut w).await.expect("close");
+            });
+            let got = replier
+                .join()
+                .unwrap()
+                .expect("the peer reads the whole request");
+            if let Some(i) = got.iter().zip(&data).position(|(a, b)| a != b) {
+                panic!("byte {i} differs: the request's bytes are out of order");
+            }
+            drop(rt);
+        }
+    });
+}
+
+/// A write half dropped right after writes staged behind a send in flight (no flush), while
+/// its pusher runs: the detached writer takes the writes back and sends every byte in order,
+/// then shuts the write direction down (the peer reads to end of stream).
+#[test]
+fn dropped_write_half_with_a_pusher_sends_everything() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(300_000);
+        let reader = peer_reader(peer, Duration::from_millis(100), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        rt.block_on(async move {
+            let (r, mut w) = TcpStream::from_std(ours).into_split();
+            for c in sent.chunks(3_000) {
+                AsyncWriteExt::write_all(&mut w, c)
+                    .await
+                    .expect("write_all");
+            }
+            drop(w);
+            drop(r);
+        });
+        expect_bytes(reader, &data);
+        drop(rt);
+    });
+}
+
+/// A write half moved to another thread and dropped there while its pusher runs (bytes
+/// staged behind a send in flight, the socket full): the pusher, on the runtime's thread,
+/// sends nothing more (the fd is closed behind the drop and its number may be reused): the
+/// peer reads a prefix of the bytes, in order, then end of stream; the runtime runs on.
+#[test]
+fn write_half_dropped_on_another_thread_stops_its_pusher() {
+    let _faults = faults_off();
+    each_path(|kind| {
+        let (ours, peer) = small_pair();
+        let data = pattern(2_000_000);
+        let reader = peer_reader(peer, Duration::from_millis(200), Duration::ZERO);
+        let rt = common::runtime(kind);
+        let sent = data.clone();
+        let (r, w) = rt.block_on(async move {
+            let (r, mut w) = TcpStream::from_std(ours).into_split();
+            let mut at = 0;
+            let mut pendings = 0;
+            for _ in 0..10_000 {
+                let end = (at + 5000).min(sent.len());
+                match AsyncWriteExt::write(&mut w, &sent[at..end]).now_or_never() {
+                    Some(Ok(n)) => {
+                        at += n;
+                        pendings = 0;
+                    }
+                    Some(Err(e)) => panic!("write failed: {e}"),
+                    None => {
+                        pendings += 1;
+                        if pendings == 20 {
+                            break;
+                        }
+                    }
+                }
+                hoop::yield_now().await;
+            }
+            (r, w)
+        });
+        common::spawn(move || drop(w)).join().unwrap();
+        drop(r);
+        // The runtime runs on: the pusher sees the drop and ends.
+        rt.block_on(async {
+            hoop::time::sleep(Duration::from_millis(100)).await;
+            hoop::yield_now().await;
+        });
+        let got = reader
+            .join()
+            .unwrap()
+            .expect("the peer reads to end of stream");
+        assert!(got.len() <= data.len());
+        if let Some(i) = got.iter().zip(&data).position(|(a, b)| a != b) {
+            panic!("byte {i} differs: the bytes are out of order");
+        }
         drop(rt);
     });
 }

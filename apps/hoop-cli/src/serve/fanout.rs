@@ -12,8 +12,11 @@
 //!   64 KiB) into its buffer and writes them with one `write_all`;
 //! * hoop: `hoop serve fanout --server hoop` on the driver `--driver` picks (io_uring or epoll:
 //!   the same code), one runtime thread (the same thread and shutdown plumbing as `hoop serve
-//!   echo`), `TcpStream::read` into `buf.slice(buf.len()..)` and `write_all` of the owned
-//!   buffer, the stream shared by its two tasks through an `Rc`;
+//!   echo`), `into_split()` halves, the read half's `read` into `buf.slice(buf.len()..)`, and
+//!   the writer as tokio's: `AsyncWriteExt::write_all(&mut write_half, &out)` through the I/O
+//!   traits, no flush (`--writer traits`, the default); `--writer owned` writes the owned
+//!   buffer instead (`write_all(out)` on the stream, shared by the two tasks through an
+//!   `Rc`): measured side by side in DESIGN.md ("The send path");
 //! * tokio: `--server tokio`, tokio's current-thread runtime (one thread, like hoop's),
 //!   `into_split()` halves, `read_buf` and `write_all`.
 //!
@@ -74,6 +77,19 @@ pub struct FanoutArgs {
     /// Lines the broadcast channel keeps for a connection that is behind.
     #[arg(long, value_name = "LINES", default_value_t = 65536)]
     pub capacity: usize,
+    /// How hoop's writer writes: through the I/O traits as a tokio user does (`traits`), or
+    /// with owned-buffer writes (`owned`). Default: $HOOP_FANOUT_WRITER when set, else traits.
+    #[arg(long, value_enum, value_name = "WRITER")]
+    pub writer: Option<FanoutWriter>,
+}
+
+/// How hoop's fan-out writer writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FanoutWriter {
+    /// `AsyncWriteExt::write_all(&mut write_half, &out)`, as the tokio server writes.
+    Traits,
+    /// `stream.write_all(out)` of the owned buffer.
+    Owned,
 }
 
 /// Most lines `--capacity` accepts.
@@ -100,12 +116,25 @@ pub fn run(args: FanoutArgs) -> io::Result<()> {
     let signals = Signals::block()?;
     raise_nofile_limit();
     let capacity = args.capacity;
+    let writer = match args.writer {
+        Some(w) => w,
+        None => match std::env::var("HOOP_FANOUT_WRITER").as_deref() {
+            Ok("owned") => FanoutWriter::Owned,
+            Ok("traits") | Err(_) => FanoutWriter::Traits,
+            Ok(other) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("HOOP_FANOUT_WRITER must be traits or owned, not {other}"),
+                ))
+            }
+        },
+    };
     match args.server {
         FanoutServer::Hoop => {
             let kind = settle_driver("fanout", args.driver)?;
             let serve: super::threads::Serve = Arc::new(move |i, listener, stop| {
                 let accept: Pin<Box<dyn Future<Output = ()>>> =
-                    Box::pin(hoop_accept_loop(listener, i, capacity));
+                    Box::pin(hoop_accept_loop(listener, i, capacity, writer));
                 Box::pin(async move { until_stopped(&stop, accept).await })
             });
             run_threads("fanout", &args.addr, 1, kind, &signals, serve)
@@ -166,7 +195,12 @@ async fn next_lines(
 // ===== hoop =====
 
 /// Accepts forever; every connection subscribes to the one channel.
-async fn hoop_accept_loop(listener: TcpListener, worker: usize, capacity: usize) {
+async fn hoop_accept_loop(
+    listener: TcpListener,
+    worker: usize,
+    capacity: usize,
+    writer: FanoutWriter,
+) {
     let (tx, _) = broadcast::channel::<Line>(capacity);
     let mut pacing = AcceptPacing::new("fanout", worker);
     loop {
@@ -174,16 +208,65 @@ async fn hoop_accept_loop(listener: TcpListener, worker: usize, capacity: usize)
             Ok((stream, _peer)) => {
                 pacing.ok();
                 // Detached: the task runs until its connection ends or the runtime drops.
-                drop(hoop::spawn(hoop_conn(stream, tx.clone())));
+                match writer {
+                    FanoutWriter::Traits => drop(hoop::spawn(hoop_conn(stream, tx.clone()))),
+                    FanoutWriter::Owned => drop(hoop::spawn(hoop_conn_owned(stream, tx.clone()))),
+                }
             }
             Err(e) => pacing.failed(e).await,
         }
     }
 }
 
-/// One connection: subscribe, write what the channel brings on one task, read lines into the
-/// channel on this one; when reading ends, the writer is stopped too.
+/// One connection: subscribe, write what the channel brings on one task through the I/O
+/// traits (as the tokio server does: `write_all` of the gathered lines into the owned write
+/// half, no flush), read lines into the channel on this one; when reading ends, the writer is
+/// stopped too.
 async fn hoop_conn(stream: TcpStream, tx: broadcast::Sender<Line>) {
+    use tokio::io::AsyncWriteExt;
+
+    // Best effort: without it only latency suffers.
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.into_split();
+    let mut rx = tx.subscribe();
+    let writer = hoop::spawn(async move {
+        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
+        let mut lagged = false;
+        loop {
+            out.clear();
+            if !next_lines(&mut rx, &mut out, &mut lagged).await {
+                return;
+            }
+            // The trait's, as a tokio user spells it (hoop's own `write_all` takes owned
+            // buffers).
+            if AsyncWriteExt::write_all(&mut wr, &out).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    loop {
+        buf.reserve(READ_BYTES);
+        // Appends after the partial line kept from the last read.
+        let filled = buf.len();
+        let (res, b) = rd.read(buf.slice(filled..)).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let used = send_lines(&buf, &tx);
+        buf.drain(..used);
+        if buf.len() > MAX_LINE {
+            break;
+        }
+    }
+    writer.abort();
+}
+
+/// [`hoop_conn`] with owned-buffer writes (`--writer owned`): the stream shared by the two
+/// tasks through an `Rc`, the writer's `write_all` of its owned buffer.
+async fn hoop_conn_owned(stream: TcpStream, tx: broadcast::Sender<Line>) {
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
     let stream = Rc::new(stream);

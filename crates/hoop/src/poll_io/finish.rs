@@ -37,21 +37,20 @@ use crate::runtime::Writers;
 impl<O: Ops> PollIo<O> {
     /// Whether bytes a write accepted are not known to be written yet. (A write is in flight
     /// whenever accepted bytes are pending: `drive_write` resubmits the rest of a short write
-    /// at once, and staged bytes wait behind a write in flight.)
+    /// at once, and staged bytes wait behind a write in flight, with the value or with its
+    /// pusher.) On the owner's thread only.
     fn writes_pending(&self) -> bool {
-        self.write_op.is_some()
+        self.w.write_op.is_some() || self.pushed.is_some()
     }
 
-    /// How many bytes the writes accepted and are not known to have written.
+    /// How many bytes the writes accepted and are not known to have written. On the owner's
+    /// thread only.
     fn pending_write_bytes(&self) -> u64 {
-        let current = if self.write_op.is_some() {
-            self.write_len.saturating_sub(self.write_done)
-        } else {
-            self.write_buf
-                .as_ref()
-                .map_or(0, |b| b.len().saturating_sub(self.write_done))
-        };
-        (current + self.write_staging.len()) as u64
+        let pushed = self
+            .pushed
+            .as_ref()
+            .map_or(0, |p| p.0.shared.borrow().w.pending_bytes());
+        (self.w.pending_bytes() + pushed) as u64
     }
 }
 
@@ -64,10 +63,16 @@ pub(crate) fn finish_then(io: Option<Box<PollIo>>, fd: RawFd, done: impl FnOnce(
     let Some(mut io) = io else {
         return done();
     };
-    let detachable = fd >= 0
-        && io.writes_pending()
-        && std::thread::current().id() == io.owner
-        && crate::runtime::writers().is_some();
+    let here = std::thread::current().id() == io.owner;
+    if here {
+        // A pusher's writes come back to the value: its detached writer drives them (and
+        // spawns no pusher: only detached writers run at `block_on`'s end and at shutdown).
+        io.no_push = true;
+        if let Some(p) = io.pushed.take() {
+            super::push::take_back(&p.0.shared, &mut io.w);
+        }
+    }
+    let detachable = fd >= 0 && here && io.writes_pending() && crate::runtime::writers().is_some();
     if !detachable {
         drop(io);
         return done();

@@ -14,32 +14,38 @@
 //!   buffer;
 //! * `poll_write` copies the caller's bytes into the write buffer, submits the write and
 //!   returns `Ready(n)` at once (write-behind): the bytes are then the value's responsibility,
-//!   written in order, the rest of a short write resubmitted. A socket first tries the send
-//!   inline (`Ops::try_send`: on io_uring `send(2)` with `MSG_DONTWAIT` on this thread, see
-//!   `crate::send_path`), and only what the socket has no room for goes to the write buffer
-//!   and the ring. While a write is in flight, a file's `poll_write` appends to a second,
+//!   written in order, the rest of a short write resubmitted. On the `inline` and `both` send
+//!   paths a socket first tries the send inline (`Ops::try_send`: on io_uring `send(2)` with
+//!   `MSG_DONTWAIT` on this thread, see `crate::send_path`), and only what the socket has no
+//!   room for goes to the write buffer and the ring. While a write is in flight, a file's `poll_write` appends to a second,
 //!   staging buffer (`write_staging`, up to `max_buf`) and returns `Ready(n)` too; the staged
 //!   bytes are submitted when the write in flight has written all of its bytes, so there is
 //!   one write at a time at the file's position, in order, and reading one file overlaps
 //!   writing another. A socket stages likewise (16 KiB at most; `Ops::stage_sockets`, not
-//!   `hoop::shared`'s): with the inline send first, only behind a send the socket had no
-//!   room for. Staged bytes, like the rest of a short write, go out when the value is next
-//!   polled (a write, a flush, a close, a read of the whole stream) or dropped: a writer that
-//!   then waits on something else (the other half's read) flushes first, as with a
-//!   `BufWriter` (DESIGN.md, "The send path"; `HOOP_SEND_PATH=inline` or `ring` turns
-//!   staging off: a socket's `poll_write` then returns `Pending` while its write is in
-//!   flight). A `poll_write` that returns `Pending` (a write in flight and no room to stage)
-//!   has taken nothing, so a write future dropped at any point neither loses accepted bytes
-//!   nor duplicates them.
+//!   `hoop::shared`'s): by default every trait write of a socket on io_uring goes to the ring
+//!   and what is written while it is in flight is staged behind it (`crate::send_path`). A
+//!   socket's write direction pushes itself (`push`, `Ops::pushes`, again not `hoop::shared`'s;
+//!   on both drivers, though on epoll a send is in flight only while the socket is full):
+//!   once a send is in flight, a pusher task of the runtime owns it and the bytes staged
+//!   behind it, and sends them (and the rest of a short send) when it completes, whether or not
+//!   the value is polled again, so a write half that writes without flushing and then awaits
+//!   something else still gets its bytes out. A file's staged bytes, and a socket's where no
+//!   runtime can run a pusher, go out when the value is next polled (a write, a flush, a close,
+//!   a read) or dropped. (`HOOP_SEND_PATH=inline` or `ring` turns staging off: a socket's
+//!   `poll_write` then returns `Pending` while its write is in flight.) A `poll_write` that
+//!   returns `Pending` (a write in flight and no room to stage) has taken nothing, so a write
+//!   future dropped at any point neither loses accepted bytes nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
 //!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
-//!   flushes, then shuts down the write half of a socket. A socket's `poll_read` also pushes a
-//!   write-behind on (the rest of a short write), so a request written and not flushed still
-//!   goes out while its reply is awaited. Dropping the value with writes pending finishes them
-//!   (INVARIANTS rule 5b, `finish`): on the thread of the runtime that runs them, while it
-//!   runs, the state and the fd owner move into a detached task of the runtime that writes
-//!   every accepted byte in order, then closes (a write half: shuts down the write direction);
+//!   flushes, then shuts down the write half of a socket; both wait for a pusher to end first
+//!   (it wakes them when it has sent everything, or failed). A socket's `poll_read` also
+//!   pushes a write-behind on when it has no pusher (the rest of a short write), so a request
+//!   written and not flushed still goes out while its reply is awaited. Dropping the value with
+//!   writes pending finishes them (INVARIANTS rule 5b, `finish`): on the thread of the runtime
+//!   that runs them, while it runs, the state (taken back from a pusher, the send in flight
+//!   included) and the fd owner move into a detached task of the runtime that writes every
+//!   accepted byte in order, then closes (a write half: shuts down the write direction);
 //!   `block_on`'s end and the shutdown wait for it up to the shutdown timeout and report what
 //!   did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
 //!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
@@ -57,6 +63,7 @@
 //! `Send` futures.
 
 mod finish;
+mod push;
 mod split;
 mod traits;
 
@@ -116,6 +123,20 @@ pub(crate) trait Ops {
     fn stage_sockets(&self) -> bool {
         false
     }
+    /// Whether a socket's writes push themselves: a write in flight moves to a pusher task
+    /// (`push`) that sends what follows it without the value being polled.
+    fn pushes(&self) -> bool {
+        false
+    }
+    /// Spawns the pusher of `shared`'s writes on socket `fd` on this thread's runtime; `false`
+    /// if there is none (or these operations have no pusher).
+    fn spawn_pusher(&self, handle: &push::Handle<Self>, fd: RawFd) -> bool
+    where
+        Self: Sized,
+    {
+        let _ = (handle, fd);
+        false
+    }
 }
 
 /// Operations on the runtime of the current thread (`Op`).
@@ -148,16 +169,27 @@ impl Ops for Local {
     fn stage_sockets(&self) -> bool {
         crate::send_path::send_path().staging
     }
+    fn pushes(&self) -> bool {
+        crate::send_path::send_path().push
+    }
+    fn spawn_pusher(&self, handle: &push::Handle<Local>, fd: RawFd) -> bool {
+        crate::runtime::spawn_pusher(push::Pusher::new(handle, fd))
+    }
 }
 
-/// An operation of the thread's runtime held by a [`PollIo<Local>`], which touches it only on
-/// the thread that started it (`check_thread`) and forgets it on any other.
+/// An operation of the thread's runtime (or a pusher's handle, `push::Handle`) held by a
+/// [`PollIo<Local>`], which touches it only on the thread that started it (`check_thread`) and
+/// forgets it on any other.
 #[derive(Debug)]
 pub(crate) struct Bound<T>(T);
 
-// SAFETY: a `Bound` is only made by `Local` and only held by `PollIo<Local>`, which polls and
-// drops it on its owner thread only (`check_thread`; `Drop` forgets it elsewhere) and gives no
-// access to it through `&self`: the runtime's `Rc`s inside are never used on another thread.
+// SAFETY: a `Bound` is only made by `Local` (its operations) and by `PollIo::push` (a pusher's
+// handle, made only where `Ops::pushes`, which only `Local` says), and only held by a
+// `PollIo<Local>` (`pushed` is `None` for every other `Ops`), which polls, borrows and drops
+// it on its owner thread only (`check_thread`; `Drop` and `merge_write` forget it elsewhere)
+// and gives no access to it through `&self`: the runtime's `Rc`s inside are never used on
+// another thread. The one thing touched elsewhere is a handle's `gone` flag, an
+// `Arc<AtomicBool>`, which is `Send + Sync` itself.
 unsafe impl<T> Send for Bound<T> {}
 // SAFETY: as above: no access through `&Bound`.
 unsafe impl<T> Sync for Bound<T> {}
@@ -226,18 +258,13 @@ pub(crate) struct PollIo<O: Ops = Local> {
     /// Files: the least the next read asks for (0: only what the caller asks), doubled by each
     /// read up to `max_buf`, back to 0 after a seek or a write.
     read_ahead: usize,
-    /// The write buffer when no write is in flight (empty: nothing pending).
-    write_buf: Option<Vec<u8>>,
-    /// Bytes of the write buffer already written.
-    write_done: usize,
-    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
-    write_len: usize,
-    write_op: Option<O::Write>,
-    /// Files: bytes accepted while a write was in flight, written after it (at most
-    /// `max_buf`; empty: none).
-    write_staging: Vec<u8>,
-    /// The error of a write-behind, for the next call.
-    write_err: Option<io::Error>,
+    /// The write direction, while the value holds it (see `pushed`).
+    w: WriteDir<O>,
+    /// A socket's write direction while a pusher task (`push`) owns it: `w` is then empty.
+    /// Touched on the owner thread only (`check_thread`; `Drop` forgets it elsewhere).
+    pushed: Option<Bound<push::Handle<O>>>,
+    /// Writes never move to a pusher (a detached writer's state: `finish`).
+    no_push: bool,
     shutdown: Option<O::Shutdown>,
     /// A seek started (`AsyncSeek::start_seek`) and not completed yet.
     seek: Option<io::SeekFrom>,
@@ -249,8 +276,9 @@ impl<O: Ops> std::fmt::Debug for PollIo<O> {
             .field("kind", &self.kind)
             .field("max_buf", &self.max_buf)
             .field("read_in_flight", &self.read_op.is_some())
-            .field("write_in_flight", &self.write_op.is_some())
-            .field("write_staged", &self.write_staging.len())
+            .field("write_in_flight", &self.w.write_op.is_some())
+            .field("write_staged", &self.w.write_staging.len())
+            .field("write_pushed", &self.pushed.is_some())
             .finish()
     }
 }
@@ -260,8 +288,18 @@ impl<O: Ops> Drop for PollIo<O> {
         if O::THREAD_BOUND && std::thread::current().id() != self.owner {
             // Not the owner's thread: the operations' `Rc`s must not be touched here.
             std::mem::forget(self.read_op.take());
-            std::mem::forget(self.write_op.take());
+            std::mem::forget(self.w.write_op.take());
             std::mem::forget(self.shutdown.take());
+            // The pusher runs on the owner's thread: its `Rc` is not touched here either. It is
+            // told (an atomic flag) to send nothing more: the fd is closed behind this drop.
+            if let Some(p) = self.pushed.take() {
+                p.0.give_up_from_anywhere();
+                std::mem::forget(p);
+            }
+        } else if let Some(p) = self.pushed.take() {
+            // Dropped with a pusher running (not through `finish_then`, which takes its writes
+            // back): they are given up, as a write in flight of a dropped value is.
+            push::abandon(&p.0.shared);
         }
     }
 }
@@ -283,7 +321,11 @@ impl<O: Ops> PollIo<O> {
         if here == self.owner {
             return Ok(());
         }
-        if self.read_op.is_some() || self.write_op.is_some() || self.shutdown.is_some() {
+        if self.read_op.is_some()
+            || self.w.write_op.is_some()
+            || self.pushed.is_some()
+            || self.shutdown.is_some()
+        {
             return Err(io::Error::other(
                 "an AsyncRead/AsyncWrite operation of this value is in flight on another \
                  thread's runtime: poll it on that thread",
@@ -306,12 +348,9 @@ impl<O: Ops> PollIo<O> {
             read_pos: 0,
             read_op: None,
             read_ahead: 0,
-            write_buf: None,
-            write_done: 0,
-            write_len: 0,
-            write_op: None,
-            write_staging: Vec::new(),
-            write_err: None,
+            w: WriteDir::new(),
+            pushed: None,
+            no_push: false,
             shutdown: None,
             seek: None,
         }
@@ -335,16 +374,17 @@ impl<O: Ops> PollIo<O> {
         {
             self.read_buf = None;
         }
-        if self.write_op.is_none()
+        if self.w.write_op.is_none()
             && self
+                .w
                 .write_buf
                 .as_ref()
                 .is_some_and(|b| b.is_empty() && big(b, self.max_buf))
         {
-            self.write_buf = None;
+            self.w.write_buf = None;
         }
-        if self.write_staging.is_empty() && big(&self.write_staging, self.max_buf) {
-            self.write_staging = Vec::new();
+        if self.w.write_staging.is_empty() && big(&self.w.write_staging, self.max_buf) {
+            self.w.write_staging = Vec::new();
         }
     }
 
@@ -374,7 +414,7 @@ impl<O: Ops> PollIo<O> {
     #[cfg(feature = "tokio")]
     pub(crate) fn read_idle(&mut self, fd: RawFd, cx: &mut Context<'_>) -> io::Result<bool> {
         self.check_thread()?;
-        if self.write_op.is_some() {
+        if self.w.write_op.is_some() {
             let _ = self.drive_write(fd, cx);
         }
         let kept = self
@@ -400,7 +440,7 @@ impl<O: Ops> PollIo<O> {
             // accepted before this read are written first (as with std's File). An error of
             // theirs stays for the next write or flush.
             std::task::ready!(self.drive_write(fd, cx));
-        } else if self.write_op.is_some() {
+        } else if self.w.write_op.is_some() {
             // A reader waiting for a reply must not wait on a request whose tail is still ours
             // to send: push the write-behind on (its error stays for the next write or flush).
             let _ = self.drive_write(fd, cx);
@@ -466,58 +506,67 @@ impl<O: Ops> PollIo<O> {
         }
     }
 
-    /// Drives the write in flight (and the rest of a short write) as far as it goes without
-    /// waiting; an error is kept in `write_err`. `Ready` once nothing is in flight.
+    /// Drives the write in flight (and the rest of a short write, and the staged bytes) as far
+    /// as it goes without waiting; an error is kept in `write_err`. `Ready` once nothing is in
+    /// flight. A socket whose writes push themselves hands a write still in flight to its
+    /// pusher (`push`); while the pusher runs this is `Pending`, and a caller that returns
+    /// `Pending` then registers `cx` with [`wait_pusher`](Self::wait_pusher) (only those: a
+    /// waiter registered by a call that returned `Ready` would be woken for nothing).
     fn drive_write(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<()> {
-        loop {
-            if let Some(op) = &mut self.write_op {
-                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
-                self.write_op = None;
-                let mut buf = slice.into_inner();
-                match res {
-                    Ok(0) => {
-                        buf.clear();
-                        self.write_err = Some(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            "failed to write the whole buffer",
-                        ));
-                    }
-                    Ok(n) => self.write_done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        buf.clear();
-                        self.write_err = Some(e);
-                    }
-                }
-                if self.write_done >= buf.len() {
-                    buf.clear();
-                    self.write_done = 0;
-                }
-                self.write_buf = Some(buf);
-            }
-            if self.write_err.is_some() {
-                self.write_done = 0;
-                // Staged bytes would land after the bytes that failed: they go with the error.
-                self.write_staging.clear();
-                return Poll::Ready(());
-            }
-            match self.write_buf.take() {
-                Some(buf) if !buf.is_empty() => self.submit_write(fd, buf, cx),
-                Some(buf) if !self.write_staging.is_empty() => {
-                    // The write buffer is done: the staged bytes go next, and the emptied
-                    // buffer stages the bytes after them.
-                    let next = std::mem::replace(&mut self.write_staging, buf);
-                    self.write_done = 0;
-                    self.send_staged(fd, next, cx);
-                }
-                None if !self.write_staging.is_empty() => {
-                    let next = std::mem::take(&mut self.write_staging);
-                    self.write_done = 0;
-                    self.send_staged(fd, next, cx);
-                }
-                other => {
-                    self.write_buf = other;
-                    return Poll::Ready(());
+        if !self.reclaim() {
+            return Poll::Pending;
+        }
+        let r = self.w.drive(&self.ops, fd, self.kind, cx);
+        if r.is_pending() {
+            self.push(fd);
+        }
+        r
+    }
+
+    /// Takes the write direction back from a pusher that ended (`true`); `false` while it runs
+    /// (a caller that then returns `Pending` registers with `wait_pusher`).
+    fn reclaim(&mut self) -> bool {
+        let Some(p) = &self.pushed else {
+            return true;
+        };
+        let mut st = p.0.shared.borrow_mut();
+        if st.running {
+            return false;
+        }
+        std::mem::swap(&mut self.w, &mut st.w);
+        drop(st);
+        self.pushed = None;
+        true
+    }
+
+    /// Registers `cx` to be woken when the pusher, if one runs, makes room or ends.
+    fn wait_pusher(&self, cx: &Context<'_>) {
+        if let Some(p) = &self.pushed {
+            p.0.shared.borrow_mut().set_waiter(cx);
+        }
+    }
+
+    /// With a socket write in flight: moves the write direction to a pusher task, which sends
+    /// what is staged behind it when it completes (and the rest of a short write) without this
+    /// value being polled again.
+    fn push(&mut self, fd: RawFd) {
+        if !O::THREAD_BOUND
+            || self.kind != Kind::Socket
+            || self.pushed.is_some()
+            || self.no_push
+            || self.w.write_op.is_none()
+            || !self.ops.pushes()
+        {
+            return;
+        }
+        let w = std::mem::replace(&mut self.w, WriteDir::new());
+        let handle = push::Handle::new(w);
+        match self.ops.spawn_pusher(&handle, fd) {
+            true => self.pushed = Some(Bound(handle)),
+            false => {
+                // No runtime to run it: the value keeps driving its writes.
+                if let Ok(cell) = std::rc::Rc::try_unwrap(handle.shared) {
+                    self.w = cell.into_inner().w;
                 }
             }
         }
@@ -537,43 +586,27 @@ impl<O: Ops> PollIo<O> {
 
     /// Drives the write in flight to its end, then reports its error if it had one.
     fn poll_write_done(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        std::task::ready!(self.drive_write(fd, cx));
-        match self.write_err.take() {
+        if let Some(p) = &self.pushed {
+            // Waiting for the pusher: drive its state here (no hop through it).
+            let shared = p.0.shared.clone();
+            std::task::ready!(push::drive_in_place(
+                &shared,
+                &mut self.w,
+                &self.ops,
+                fd,
+                self.kind,
+                cx
+            ));
+            self.pushed = None;
+        }
+        if self.drive_write(fd, cx).is_pending() {
+            self.wait_pusher(cx);
+            return Poll::Pending;
+        }
+        match self.w.write_err.take() {
             Some(e) => Poll::Ready(Err(e)),
             None => Poll::Ready(Ok(())),
         }
-    }
-
-    /// Staged bytes `buf`, now that nothing is in flight: a socket tries them inline first
-    /// (the send before them just completed, so the socket likely has room), and only what
-    /// that did not send goes to the ring.
-    fn send_staged(&mut self, fd: RawFd, mut buf: Vec<u8>, cx: &mut Context<'_>) {
-        if self.kind == Kind::Socket {
-            match self.ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
-                Inline::Sent(n) if n >= buf.len() => {
-                    buf.clear();
-                    self.write_buf = Some(buf);
-                    return;
-                }
-                Inline::Sent(n) => self.write_done = n,
-                Inline::Failed(e) => {
-                    buf.clear();
-                    self.write_buf = Some(buf);
-                    self.write_err = Some(e);
-                    return;
-                }
-                Inline::Ring => {}
-            }
-        }
-        self.submit_write(fd, buf, cx);
-    }
-
-    /// Submits `buf[write_done..]` (the first poll pushes the operation).
-    fn submit_write(&mut self, fd: RawFd, buf: Vec<u8>, _cx: &mut Context<'_>) {
-        let len = buf.len();
-        self.write_len = len;
-        let slice = buf.slice(self.write_done..len);
-        self.write_op = Some(self.ops.write(fd, self.kind, slice));
     }
 
     pub(crate) fn poll_write(
@@ -598,7 +631,7 @@ impl<O: Ops> PollIo<O> {
             std::task::ready!(self.poll_give_back(fd, cx))?;
         }
         let idle = self.drive_write(fd, cx).is_ready();
-        if let Some(e) = self.write_err.take() {
+        if let Some(e) = self.w.write_err.take() {
             return Poll::Ready(Err(e));
         }
         let total = bufs.iter().map(|b| b.len()).sum::<usize>();
@@ -609,14 +642,21 @@ impl<O: Ops> PollIo<O> {
             // A write in flight: the bytes are staged, written after it (at the position it
             // leaves, for a file), at most `max_buf` of them; a socket that does not stage
             // (`Ops::stage_sockets`) waits for the write, taking nothing.
+            // While a pusher holds the write direction (`drive_write` left `cx` with it to be
+            // woken when it makes room or ends), the bytes are staged there.
             let stage = self.kind == Kind::File || self.ops.stage_sockets();
-            let room = self.max_buf.saturating_sub(self.write_staging.len());
-            if !stage || room == 0 {
+            if !stage {
+                self.wait_pusher(cx);
                 return Poll::Pending;
             }
-            let n = total.min(room);
-            grow(&mut self.write_staging, n, self.max_buf);
-            extend_from(&mut self.write_staging, bufs, 0, n);
+            let n = match &self.pushed {
+                Some(p) => p.0.shared.borrow_mut().w.stage(bufs, total, self.max_buf),
+                None => self.w.stage(bufs, total, self.max_buf),
+            };
+            if n == 0 {
+                self.wait_pusher(cx);
+                return Poll::Pending;
+            }
             return Poll::Ready(Ok(n));
         }
         // Nothing in flight: a socket sends inline first (`crate::send_path`); what that did
@@ -630,17 +670,22 @@ impl<O: Ops> PollIo<O> {
                 Inline::Ring => {}
             }
         }
-        let mut buf = self.write_buf.take().unwrap_or_default();
+        let mut buf = self.w.write_buf.take().unwrap_or_default();
         let n = (total - sent).min(self.max_buf);
         grow(&mut buf, n, self.max_buf);
         extend_from(&mut buf, bufs, sent, n);
-        self.write_done = 0;
-        self.submit_write(fd, buf, cx);
-        // Push it now; its completion is collected by the next call.
-        if let Poll::Ready(Err(e)) = self.poll_write_done(fd, cx) {
+        self.w.write_done = 0;
+        self.w.submit_write(&self.ops, fd, self.kind, buf, cx);
+        // Push it now; its completion is collected by the next call (or by the pusher, which
+        // wakes nobody: this call returns `Ready`).
+        let failed = match self.drive_write(fd, cx) {
+            Poll::Ready(()) => self.w.write_err.take(),
+            Poll::Pending => None,
+        };
+        if let Some(e) = failed {
             if sent > 0 {
                 // The inline part went out: say so, and the error comes with the next call.
-                self.write_err = Some(e);
+                self.w.write_err = Some(e);
                 return Poll::Ready(Ok(sent));
             }
             // The bytes were accepted, then failed at once: report it now (nothing of them
@@ -765,6 +810,163 @@ impl<O: Ops> PollIo<O> {
             Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Poll::Ready(Ok(())),
             r => Poll::Ready(r),
         }
+    }
+}
+
+/// The write direction of a [`PollIo`]: the write in flight, the rest of a short write, the
+/// bytes staged behind it, and a write-behind's error for the next call. Held by the value, or
+/// while a socket's writes push themselves, by its pusher (`push`).
+pub(crate) struct WriteDir<O: Ops> {
+    /// The write buffer when no write is in flight (empty: nothing pending).
+    write_buf: Option<Vec<u8>>,
+    /// Bytes of the write buffer already written.
+    write_done: usize,
+    /// The length of the write buffer in flight (its bytes from `write_done` on are pending).
+    write_len: usize,
+    write_op: Option<O::Write>,
+    /// Bytes accepted while a write was in flight, written after it (at most `max_buf`;
+    /// empty: none).
+    write_staging: Vec<u8>,
+    /// The error of a write-behind, for the next call.
+    write_err: Option<io::Error>,
+}
+
+impl<O: Ops> WriteDir<O> {
+    fn new() -> WriteDir<O> {
+        WriteDir {
+            write_buf: None,
+            write_done: 0,
+            write_len: 0,
+            write_op: None,
+            write_staging: Vec::new(),
+            write_err: None,
+        }
+    }
+
+    /// How many bytes the writes accepted and are not known to have written.
+    fn pending_bytes(&self) -> usize {
+        let current = if self.write_op.is_some() {
+            self.write_len.saturating_sub(self.write_done)
+        } else {
+            self.write_buf
+                .as_ref()
+                .map_or(0, |b| b.len().saturating_sub(self.write_done))
+        };
+        current + self.write_staging.len()
+    }
+
+    /// Appends up to `room` bytes of `bufs` (`total` of them) to the staging buffer; the
+    /// number taken.
+    fn stage(&mut self, bufs: &[io::IoSlice<'_>], total: usize, max_buf: usize) -> usize {
+        let room = max_buf.saturating_sub(self.write_staging.len());
+        let n = total.min(room);
+        if n > 0 {
+            grow(&mut self.write_staging, n, max_buf);
+            extend_from(&mut self.write_staging, bufs, 0, n);
+        }
+        n
+    }
+
+    /// Drives the write in flight (see `PollIo::drive_write`).
+    fn drive(&mut self, ops: &O, fd: RawFd, kind: Kind, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if let Some(op) = &mut self.write_op {
+                let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
+                self.write_op = None;
+                let mut buf = slice.into_inner();
+                match res {
+                    Ok(0) => {
+                        buf.clear();
+                        self.write_err = Some(io::Error::new(
+                            io::ErrorKind::WriteZero,
+                            "failed to write the whole buffer",
+                        ));
+                    }
+                    Ok(n) => self.write_done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        buf.clear();
+                        self.write_err = Some(e);
+                    }
+                }
+                if self.write_done >= buf.len() {
+                    buf.clear();
+                    self.write_done = 0;
+                }
+                self.write_buf = Some(buf);
+            }
+            if self.write_err.is_some() {
+                self.write_done = 0;
+                // Staged bytes would land after the bytes that failed: they go with the error.
+                self.write_staging.clear();
+                return Poll::Ready(());
+            }
+            match self.write_buf.take() {
+                Some(buf) if !buf.is_empty() => self.submit_write(ops, fd, kind, buf, cx),
+                Some(buf) if !self.write_staging.is_empty() => {
+                    // The write buffer is done: the staged bytes go next, and the emptied
+                    // buffer stages the bytes after them.
+                    let next = std::mem::replace(&mut self.write_staging, buf);
+                    self.write_done = 0;
+                    self.send_staged(ops, fd, kind, next, cx);
+                }
+                None if !self.write_staging.is_empty() => {
+                    let next = std::mem::take(&mut self.write_staging);
+                    self.write_done = 0;
+                    self.send_staged(ops, fd, kind, next, cx);
+                }
+                other => {
+                    self.write_buf = other;
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    /// Staged bytes `buf`, now that nothing is in flight: a socket tries them inline first
+    /// (the send before them just completed, so the socket likely has room), and only what
+    /// that did not send goes to the ring.
+    fn send_staged(
+        &mut self,
+        ops: &O,
+        fd: RawFd,
+        kind: Kind,
+        mut buf: Vec<u8>,
+        cx: &mut Context<'_>,
+    ) {
+        if kind == Kind::Socket {
+            match ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
+                Inline::Sent(n) if n >= buf.len() => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    return;
+                }
+                Inline::Sent(n) => self.write_done = n,
+                Inline::Failed(e) => {
+                    buf.clear();
+                    self.write_buf = Some(buf);
+                    self.write_err = Some(e);
+                    return;
+                }
+                Inline::Ring => {}
+            }
+        }
+        self.submit_write(ops, fd, kind, buf, cx);
+    }
+
+    /// Submits `buf[write_done..]` (the first poll pushes the operation).
+    fn submit_write(
+        &mut self,
+        ops: &O,
+        fd: RawFd,
+        kind: Kind,
+        buf: Vec<u8>,
+        _cx: &mut Context<'_>,
+    ) {
+        let len = buf.len();
+        self.write_len = len;
+        let slice = buf.slice(self.write_done..len);
+        self.write_op = Some(ops.write(fd, kind, slice));
     }
 }
 

@@ -26,15 +26,21 @@ impl PollIo<Local> {
     /// [`split_write`]: Self::split_write
     pub(crate) fn merge_write(&mut self, mut w: PollIo<Local>) {
         let read_busy = self.read_op.is_some();
-        let write_busy = w.write_op.is_some() || w.shutdown.is_some();
+        let write_busy = w.w.write_op.is_some() || w.pushed.is_some() || w.shutdown.is_some();
         if write_busy && w.owner != self.owner {
             if read_busy {
-                std::mem::forget(w.write_op.take());
+                std::mem::forget(w.w.write_op.take());
                 std::mem::forget(w.shutdown.take());
-                w.write_buf = None;
-                w.write_staging.clear();
-                w.write_done = 0;
-                w.write_err = Some(io::Error::other(
+                // The pusher lives on the other thread: its `Rc` is left to it, and it sends
+                // nothing more (the reunited stream's writes would interleave).
+                if let Some(p) = w.pushed.take() {
+                    p.0.give_up_from_anywhere();
+                    std::mem::forget(p);
+                }
+                w.w.write_buf = None;
+                w.w.write_staging.clear();
+                w.w.write_done = 0;
+                w.w.write_err = Some(io::Error::other(
                     "a write of the other half was in flight on another thread when the halves \
                      were reunited; it was abandoned",
                 ));
@@ -48,11 +54,8 @@ impl PollIo<Local> {
 
     /// Swaps every field of the write direction with `w`'s.
     fn swap_write_state(&mut self, w: &mut PollIo<Local>) {
-        std::mem::swap(&mut self.write_staging, &mut w.write_staging);
-        std::mem::swap(&mut self.write_buf, &mut w.write_buf);
-        std::mem::swap(&mut self.write_done, &mut w.write_done);
-        std::mem::swap(&mut self.write_op, &mut w.write_op);
-        std::mem::swap(&mut self.write_err, &mut w.write_err);
+        std::mem::swap(&mut self.w, &mut w.w);
+        std::mem::swap(&mut self.pushed, &mut w.pushed);
         std::mem::swap(&mut self.shutdown, &mut w.shutdown);
     }
 }

@@ -701,6 +701,24 @@ pub(crate) fn spawn_writer(future: impl Future<Output = ()> + 'static) -> bool {
     true
 }
 
+/// Spawns one of hoop's own tasks (left out of [`task_count`], not waited for by `block_on`'s
+/// end): a socket's write pusher (`poll_io::push`). `false` (the future dropped unpolled)
+/// outside a runtime or once it shut down.
+pub(crate) fn spawn_pusher(future: impl Future<Output = ()> + 'static) -> bool {
+    let Some(inner) = CONTEXT.with(|c| c.borrow().clone()) else {
+        return false;
+    };
+    if inner.driver.is_shut_down() {
+        return false;
+    }
+    let counted = Counted::new(&inner);
+    let (_, _detached) = spawn_on(&inner, async move {
+        let _counted = counted;
+        future.await
+    });
+    true
+}
+
 /// Counts one of hoop's own tasks while its future exists (until it completes or is dropped):
 /// [`task_count`] leaves them out.
 struct Counted(Rc<std::cell::Cell<usize>>);
