@@ -307,6 +307,10 @@ pub mod __private {
     /// The send path of this thread (tests; DESIGN.md, "The send path").
     pub use crate::send_path::set_for_thread as set_send_path;
 
+    /// Opens the process's reserve descriptor now if no listener has yet (tests that count
+    /// descriptors: the reserve lives as long as the process, from the first listener on).
+    pub use crate::net::keep_fd_reserve;
+
     /// What a test body returns: `()` or a `Result` (whose `Ok` is itself a test outcome).
     pub trait TestOutcome: Sized {
         /// The outcome of a run that was skipped (every driver it asked for is unavailable).

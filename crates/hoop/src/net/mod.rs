@@ -12,6 +12,8 @@ pub mod unix;
 
 pub use direct::*;
 pub use refuse::refused_connections;
+#[doc(hidden)]
+pub use refuse::keep_reserve as keep_fd_reserve;
 pub use reuseport::ReuseportGroup;
 pub use socket::ToSocketAddrs;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
