@@ -580,27 +580,22 @@ impl Driver {
         base: u16,
     ) -> io::Result<u16> {
         let bgid = self.shared.next_bgid.get();
-        let mut d = self
-            .shared
-            .engine
-            .try_borrow_mut()
-            .map_err(|_| io::Error::other("driver busy"))?;
-        let Engine::Uring(u) = &mut *d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
-        let flags = crate::bufring::Tracked::flags(&book);
-        // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive and in
-        // place until it unregisters the group.
-        unsafe {
-            u.submitter()
-                .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)?
-        };
-        u.buf_rings.push(crate::bufring::Tracked {
-            bgid,
-            base,
-            entries,
-            book,
-        });
+        self.with_uring_mut(|u| {
+            let flags = crate::bufring::Tracked::flags(&book);
+            // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive
+            // and in place until it unregisters the group.
+            unsafe {
+                u.submitter()
+                    .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)?
+            };
+            u.buf_rings.push(crate::bufring::Tracked {
+                bgid,
+                base,
+                entries,
+                book,
+            });
+            Ok(())
+        })?;
         self.shared.next_bgid.set(bgid.wrapping_add(1));
         Ok(bgid)
     }
@@ -614,47 +609,28 @@ impl Driver {
         bgid: u16,
         flags: u16,
     ) -> io::Result<()> {
-        let d = self
-            .shared
-            .engine
-            .try_borrow()
-            .map_err(|_| io::Error::other("driver busy"))?;
-        let Engine::Uring(u) = &*d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
-        // SAFETY: the caller keeps the ring memory alive and in place until it unregisters it.
-        unsafe {
-            u.submitter()
-                .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)
-        }
+        self.with_uring(|u| {
+            // SAFETY: the caller keeps the ring memory alive and in place until it unregisters
+            // it.
+            unsafe {
+                u.submitter()
+                    .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)
+            }
+        })
     }
 
     /// Unregisters a ring registered with [`register_buf_ring_raw`](Self::register_buf_ring_raw).
     pub(crate) fn unregister_buf_ring_raw(&self, bgid: u16) -> io::Result<()> {
-        let d = self
-            .shared
-            .engine
-            .try_borrow()
-            .map_err(|_| io::Error::other("driver busy"))?;
-        let Engine::Uring(u) = &*d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
-        u.submitter().unregister_buf_ring(bgid)
+        self.with_uring(|u| u.submitter().unregister_buf_ring(bgid))
     }
 
     /// Unregisters buffer group `bgid` (and forgets its book).
     pub(crate) fn unregister_buf_ring(&self, bgid: u16) -> io::Result<()> {
-        let mut d = self
-            .shared
-            .engine
-            .try_borrow_mut()
-            .map_err(|_| io::Error::other("driver busy"))?;
-        let Engine::Uring(u) = &mut *d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
-        u.submitter().unregister_buf_ring(bgid)?;
-        u.buf_rings.retain(|t| t.bgid != bgid);
-        Ok(())
+        self.with_uring_mut(|u| {
+            u.submitter().unregister_buf_ring(bgid)?;
+            u.buf_rings.retain(|t| t.bgid != bgid);
+            Ok(())
+        })
     }
 
     /// Registers `iovecs` as the ring's fixed-buffer table (`IORING_REGISTER_BUFFERS`); buffer
@@ -682,15 +658,34 @@ impl Driver {
 
     /// Unregisters the ring's fixed-buffer table (`IORING_UNREGISTER_BUFFERS`).
     pub(crate) fn unregister_buffers(&self) -> io::Result<()> {
+        self.with_uring(|u| u.submitter().unregister_buffers())
+    }
+
+    /// Runs `f` on the io_uring engine: `Unsupported` on the epoll driver, "driver busy" while
+    /// the engine is borrowed mutably (a registration from inside the drain).
+    fn with_uring<T>(&self, f: impl FnOnce(&Uring) -> io::Result<T>) -> io::Result<T> {
         let d = self
             .shared
             .engine
             .try_borrow()
             .map_err(|_| io::Error::other("driver busy"))?;
-        let Engine::Uring(u) = &*d else {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
-        u.submitter().unregister_buffers()
+        match &*d {
+            Engine::Uring(u) => f(u),
+            Engine::Epoll(_) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        }
+    }
+
+    /// [`with_uring`](Self::with_uring) for what changes the engine's own bookkeeping.
+    fn with_uring_mut<T>(&self, f: impl FnOnce(&mut Uring) -> io::Result<T>) -> io::Result<T> {
+        let mut d = self
+            .shared
+            .engine
+            .try_borrow_mut()
+            .map_err(|_| io::Error::other("driver busy"))?;
+        match &mut *d {
+            Engine::Uring(u) => f(u),
+            Engine::Epoll(_) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        }
     }
 
     /// Whether connections can be accepted straight into a registered file table (direct

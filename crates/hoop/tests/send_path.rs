@@ -142,6 +142,37 @@ fn sqes() -> u64 {
 
 /// Owned `write_all`s into a socket the peer does not read yet: the first go inline, then the
 /// socket is full and the rest wait on the ring; every byte arrives once, in order.
+/// Writes `data` from its start through the traits in pieces of `chunk_bytes`, letting the
+/// runtime turn between attempts, until the socket and hoop's buffers are full (20 `Pending`s
+/// in a row) or everything was accepted; returns the bytes accepted and the `Pending`s at the
+/// end (20 when the writes waited).
+async fn fill_until_pending<W: futures::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    data: &[u8],
+    chunk_bytes: usize,
+) -> (usize, usize) {
+    let mut at = 0;
+    let mut pendings = 0;
+    for _ in 0..10_000 {
+        let end = (at + chunk_bytes).min(data.len());
+        match AsyncWriteExt::write(w, &data[at..end]).now_or_never() {
+            Some(Ok(n)) => {
+                at += n;
+                pendings = 0;
+            }
+            Some(Err(e)) => panic!("write failed: {e}"),
+            None => {
+                pendings += 1;
+                if pendings == 20 {
+                    break;
+                }
+            }
+        }
+        hoop::yield_now().await;
+    }
+    (at, pendings)
+}
+
 #[test]
 fn owned_writes_inline_then_ring_keep_order() {
     let _faults = faults_off();
@@ -255,27 +286,7 @@ fn staging_is_bounded_and_pending_takes_nothing() {
         let (accepted, reader) = rt.block_on(async move {
             let mut s = TcpStream::from_std(ours);
             let fd = s.as_raw_fd();
-            let mut at = 0;
-            let mut pendings = 0;
-            // Let the ring run between attempts until the socket and the buffers are full
-            // (several `Pending`s in a row with turns between them).
-            for _ in 0..10_000 {
-                let end = (at + 3000).min(sent.len());
-                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
-                    Some(Ok(n)) => {
-                        at += n;
-                        pendings = 0;
-                    }
-                    Some(Err(e)) => panic!("write failed: {e}"),
-                    None => {
-                        pendings += 1;
-                        if pendings == 20 {
-                            break;
-                        }
-                    }
-                }
-                hoop::yield_now().await;
-            }
+            let (mut at, pendings) = fill_until_pending(&mut s, &sent, 3000).await;
             assert_eq!(pendings, 20, "the writes never waited");
             let in_kernel = queued(fd, libc::TIOCOUTQ) + queued(peer_fd, libc::FIONREAD);
             let held = at.saturating_sub(in_kernel);
@@ -312,25 +323,7 @@ fn drop_with_staged_bytes_sends_them() {
         let sent = data.clone();
         let accepted = rt.block_on(async move {
             let mut s = TcpStream::from_std(ours);
-            let mut at = 0;
-            let mut pendings = 0;
-            for _ in 0..10_000 {
-                let end = (at + 5000).min(sent.len());
-                match AsyncWriteExt::write(&mut s, &sent[at..end]).now_or_never() {
-                    Some(Ok(n)) => {
-                        at += n;
-                        pendings = 0;
-                    }
-                    Some(Err(e)) => panic!("write failed: {e}"),
-                    None => {
-                        pendings += 1;
-                        if pendings == 20 {
-                            break;
-                        }
-                    }
-                }
-                hoop::yield_now().await;
-            }
+            let (at, _) = fill_until_pending(&mut s, &sent, 5000).await;
             drop(s);
             at
         });
@@ -350,25 +343,7 @@ fn error_of_a_staged_write_is_reported_by_the_next_flush() {
         let rt = common::runtime(kind);
         rt.block_on(async move {
             let mut s = TcpStream::from_std(ours);
-            let mut at = 0;
-            let mut pendings = 0;
-            for _ in 0..10_000 {
-                let end = (at + 5000).min(data.len());
-                match AsyncWriteExt::write(&mut s, &data[at..end]).now_or_never() {
-                    Some(Ok(n)) => {
-                        at += n;
-                        pendings = 0;
-                    }
-                    Some(Err(e)) => panic!("write failed: {e}"),
-                    None => {
-                        pendings += 1;
-                        if pendings == 20 {
-                            break;
-                        }
-                    }
-                }
-                hoop::yield_now().await;
-            }
+            let _ = fill_until_pending(&mut s, &data, 5000).await;
             // A reset: SO_LINGER 0, then close with unread bytes.
             let l = libc::linger {
                 l_onoff: 1,
@@ -502,25 +477,7 @@ fn write_half_dropped_on_another_thread_stops_its_pusher() {
         let sent = data.clone();
         let (r, w) = rt.block_on(async move {
             let (r, mut w) = TcpStream::from_std(ours).into_split();
-            let mut at = 0;
-            let mut pendings = 0;
-            for _ in 0..10_000 {
-                let end = (at + 5000).min(sent.len());
-                match AsyncWriteExt::write(&mut w, &sent[at..end]).now_or_never() {
-                    Some(Ok(n)) => {
-                        at += n;
-                        pendings = 0;
-                    }
-                    Some(Err(e)) => panic!("write failed: {e}"),
-                    None => {
-                        pendings += 1;
-                        if pendings == 20 {
-                            break;
-                        }
-                    }
-                }
-                hoop::yield_now().await;
-            }
+            let _ = fill_until_pending(&mut w, &sent, 5000).await;
             (r, w)
         });
         common::spawn(move || drop(w)).join().unwrap();
