@@ -11,9 +11,9 @@ mod udp;
 pub mod unix;
 
 pub use direct::*;
-pub use refuse::refused_connections;
 #[doc(hidden)]
 pub use refuse::keep_reserve as keep_fd_reserve;
+pub use refuse::refused_connections;
 pub use reuseport::ReuseportGroup;
 pub use socket::ToSocketAddrs;
 pub use tcp::{Incoming, RecvStream, TcpListener, TcpStream};
