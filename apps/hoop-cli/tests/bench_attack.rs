@@ -1,4 +1,4 @@
-//! `hoop bench http --attack` (issue 24), in its smallest form: 50 slowloris and 50 idle
+//! `hoop bench http --attack`, in its smallest form: 50 slowloris and 50 idle
 //! attackers, one-second runs, against hoop on epoll and on io_uring (not nginx, not wrk).
 //! Checks that the table and one JSON line per server come out with every figure present and
 //! sane; never a speed.

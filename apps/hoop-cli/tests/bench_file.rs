@@ -255,7 +255,7 @@ fn bad_arguments_are_clear_errors() {
     assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
 }
 
-/// Issue 15: `--qd 1,4` runs every engine at every depth (sync once: its depth is 1 by
+/// `--qd 1,4` runs every engine at every depth (sync once: its depth is 1 by
 /// nature), each record saying its depth and mean depth, and draws file_qd.svg with a line per
 /// engine.
 #[test]

@@ -352,7 +352,7 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
     }
 }
 
-/// The static mix (issue 23): 20 files of 3-300 KB with `.gz` variants, every request with
+/// The static mix: 20 files of 3-300 KB with `.gz` variants, every request with
 /// `Accept-Encoding: br, gzip`, every response verified against the file or its variant.
 /// hoop's server only, two short rounds; checks the output's shape, never a speed.
 #[test]

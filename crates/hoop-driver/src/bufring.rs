@@ -1076,7 +1076,7 @@ mod tests {
         c.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Issue 24: N receives waiting for a buffer cost O(N) in all. Each returned buffer wakes
+    /// N receives waiting for a buffer cost O(N) in all. Each returned buffer wakes
     /// one waiter (the oldest), polling again while queued keeps the place without a scan, and
     /// a woken waiter that leaves without its buffer hands the wake-up on. (The list it
     /// replaces was scanned on every poll and woken whole on every returned buffer: O(N^2).)
@@ -1142,7 +1142,7 @@ mod tests {
     }
 }
 
-/// A model test of the buffer ids (issue 14): random take / fill / give back / drop sequences on
+/// A model test of the buffer ids: random take / fill / give back / drop sequences on
 /// a user-space ring, against a model of which ids are out. An id is never handed out twice
 /// while out, every id comes back exactly once, and `available()` always says how many are in.
 #[cfg(any(test, feature = "fuzzing"))]

@@ -921,7 +921,7 @@ enum Phase {
 /// The future of one operation: pushes it on first poll (or waits for room), resolves to its
 /// output, and on drop hands its data to the driver until the final CQE.
 ///
-/// The fast path (issue 21): the first poll pushes the SQE and stores the task's waker in the
+/// The fast path: the first poll pushes the SQE and stores the task's waker in the
 /// slot; the CQE handler moves the waker out and leaves the result in the slot; the second poll
 /// takes the result and frees the slot in one lookup. The data is never moved between phases.
 #[must_use = "an operation does nothing unless awaited"]

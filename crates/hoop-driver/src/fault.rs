@@ -1,4 +1,4 @@
-//! Seeded fault injection (issue 14), for tests and soaks.
+//! Seeded fault injection, for tests and soaks.
 //!
 //! Built only with the `fault-injection` feature (off by default; hoop's own test builds turn it
 //! on through a dev-dependency, so `cargo test` and `cargo run` build different code). With

@@ -1,4 +1,4 @@
-//! A model test of the op table and the lifecycle state machine (issue 14): random sequences of
+//! A model test of the op table and the lifecycle state machine: random sequences of
 //! submit / CQE / more-flag CQE / poll / drop on single-shot and multi-CQE operations, checked
 //! against a model after every step: a slot is freed exactly once and only after its final
 //! CQE, a dropped operation's data is finished exactly once (with that CQE), every CQE a

@@ -1,5 +1,5 @@
 //! Local task keys: a completion for a task of the runtime on this thread wakes it without a
-//! waker (issue 21).
+//! waker.
 //!
 //! A runtime that polls its own tasks says, around each poll, which task runs and which waker
 //! it gave it ([`TaskGuard`]). An operation first polled with exactly that waker, on that

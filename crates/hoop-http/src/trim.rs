@@ -1,4 +1,4 @@
-//! Memory given back after a burst of closed connections (issue 24): glibc's malloc keeps the
+//! Memory given back after a burst of closed connections: glibc's malloc keeps the
 //! memory that thousands of connections freed (their buffers, tasks and response vectors) in
 //! its arenas, so a server that held 8,000 attackers stayed at ~75 MB of RSS after they left.
 //! Once the open connections fell by [`TRIM_AFTER_CLOSES`] from their peak since the last trim,

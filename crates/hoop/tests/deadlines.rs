@@ -1,4 +1,4 @@
-//! Deadlines on hoop's own futures (issue 11, section 3): linked to the operation in the
+//! Deadlines on hoop's own futures: linked to the operation in the
 //! kernel (the timer heap on epoll), the buffer comes back, and the error says which deadline.
 
 use hoop_test_support as common;
@@ -106,7 +106,7 @@ fn file_read_deadline_on_a_pipe() {
     });
 }
 
-/// Issue 25: every socket type has its deadlines, with the one wording.
+/// Every socket type has its deadlines, with the one wording.
 #[test]
 fn unix_and_udp_deadlines_on_every_socket_type() {
     bounded(60, || {
@@ -174,7 +174,7 @@ fn unix_and_udp_deadlines_on_every_socket_type() {
     })
 }
 
-/// Issue 25: `time::timeout` and a linked deadline fail with the same error, naming the
+/// `time::timeout` and a linked deadline fail with the same error, naming the
 /// deadline; the io::Error of a linked deadline carries an `Elapsed`.
 #[test]
 fn one_deadline_error_for_timers_and_linked_deadlines() {

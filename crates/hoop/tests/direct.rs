@@ -1,4 +1,4 @@
-//! Direct descriptors (issue 5, item 4): connections accepted straight into the ring's
+//! Direct descriptors: connections accepted straight into the ring's
 //! registered file table, operations on the slot, and the close of the slot through the ring.
 //! On the epoll driver `incoming_direct` falls back to plain sockets.
 

@@ -365,7 +365,7 @@ fn run_per_core_gives_each_thread_a_ring() {
     each_driver(|kind| common::run_in_child("run_per_core_gives_each_thread_a_ring", kind));
 }
 
-/// Issue 25: one reuseport group on port 0 gives every `run_per_core` thread a listener on
+/// One reuseport group on port 0 gives every `run_per_core` thread a listener on
 /// the same address; each thread's runtime reports its shutdown (`run_per_core_reports`, and
 /// `runtime::on_shutdown` hooks); `task_count` counts the program's tasks, not hoop's own
 /// signal reader. Each driver in a child process (`HOOP_DRIVER`), as above.

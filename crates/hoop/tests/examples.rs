@@ -175,7 +175,7 @@ fn lines_example_answers_every_request() {
     }
 }
 
-/// Issue 25: the chat on `run_per_core` (one reuseport group, owned halves, deadlines,
+/// The chat on `run_per_core` (one reuseport group, owned halves, deadlines,
 /// broadcast): every line to every client, the idle cut, and `bye` to everyone on SIGTERM.
 #[test]
 fn chat_example_broadcasts_every_line_and_says_bye_on_sigterm() {

@@ -1,4 +1,4 @@
-//! Fault injection (issue 14) in the ordinary suite: every kind on its own, at a high rate,
+//! Fault injection in the ordinary suite: every kind on its own, at a high rate,
 //! through a plan set for the test's thread (`hoop::fault::set_thread_plan`, no `HOOP_FAULTS`
 //! needed; the test builds carry the `fault-injection` feature). Under each kind a TCP echo, a
 //! buffer-ring receive, file writes and reads, and a crowd of timers and dropped reads must keep

@@ -1,4 +1,4 @@
-//! Registered buffers (issue 5, item 5): `FixedBufPool`, `read_fixed`/`write_fixed` on files
+//! Registered buffers: `FixedBufPool`, `read_fixed`/`write_fixed` on files
 //! and sockets, on both drivers. On io_uring a pool is the ring's registered table
 //! (`READ_FIXED`/`WRITE_FIXED`); on epoll, and when forced with `new_unregistered`, the same
 //! memory is used with plain reads and writes.

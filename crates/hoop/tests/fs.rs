@@ -967,7 +967,7 @@ fn splice_moves_file_bytes_through_a_pipe_to_a_socket() {
     });
 }
 
-// ---- `File` through the poll-based traits (issue 25): read-ahead, write staging, seeks ----
+// ---- `File` through the poll-based traits: read-ahead, write staging, seeks ----
 
 use futures::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use futures::FutureExt;

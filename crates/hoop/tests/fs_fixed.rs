@@ -1,4 +1,4 @@
-//! Registered files and aligned buffers (issue 6): `AlignedBuf` with `O_DIRECT`,
+//! Registered files and aligned buffers: `AlignedBuf` with `O_DIRECT`,
 //! `File::register`/`into_fixed` and the `FixedFile` operations, slot and fd accounting, many
 //! concurrent reads through one registered file, and the plain-fd fallback (the epoll driver,
 //! an IOPOLL ring).

@@ -1,4 +1,4 @@
-//! The thread-per-core runtime from other threads (issue 13, section 3): `Handle::spawn` from
+//! The thread-per-core runtime from other threads: `Handle::spawn` from
 //! many threads, both wake paths (MSG_RING and the eventfd), spawns before `block_on` and after
 //! the runtime is gone, `spawn_blocking` (bounded pool, panics, keep-alive, from a `Handle`),
 //! and `TcpStream::connect` with a host name. Every test runs on io_uring and epoll.

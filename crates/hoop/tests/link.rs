@@ -1,4 +1,4 @@
-//! Linked operations (issue 5): per-operation deadlines (`IORING_OP_LINK_TIMEOUT`, the timer
+//! Linked operations: per-operation deadlines (`IORING_OP_LINK_TIMEOUT`, the timer
 //! heap on epoll) and chains (`IOSQE_IO_LINK`, sequential on epoll), on both drivers.
 
 use common::{each_driver, pipe};

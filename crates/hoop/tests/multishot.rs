@@ -1,4 +1,4 @@
-//! Multishot operations (issue 5): multishot accept as a stream, on both drivers (on epoll it
+//! Multishot operations: multishot accept as a stream, on both drivers (on epoll it
 //! is a loop of single accepts).
 
 use hoop_test_support as common;

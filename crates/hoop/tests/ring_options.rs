@@ -1,4 +1,4 @@
-//! Ring options of the runtime builder (issue 5, item 8): an SQPOLL ring that idles and wakes,
+//! Ring options of the runtime builder: an SQPOLL ring that idles and wakes,
 //! an IOPOLL ring reading an `O_DIRECT` file, the registered ring fd, and the io-wq worker
 //! limits. These are io_uring setup options, so every test runs on io_uring only (`skip on
 //! epoll` is printed once per test); where io_uring is unavailable the harness skips it.
@@ -488,7 +488,7 @@ fn options_combine() {
     });
 }
 
-/// Depth sampling (issue 15): with three pipe reads parked in the kernel for most of the run,
+/// Depth sampling: with three pipe reads parked in the kernel for most of the run,
 /// the time-weighted depth is between 2 and 3; without sampling there is no figure. (The
 /// bound is on a count of operations, not on a duration.)
 #[test]
@@ -530,7 +530,7 @@ fn depth_sampling_counts_operations_in_the_kernel() {
     });
 }
 
-/// Issue 15: while the ring waits on a device (an operation still in the kernel, the last
+/// While the ring waits on a device (an operation still in the kernel, the last
 /// enter waited), a file read a woken task queues is submitted before the next woken task
 /// runs, not at the end of the batch. Two tasks are woken in one batch (their pipe reads
 /// complete while the runtime thread is held); the first queues a file read; the second sees

@@ -1,4 +1,4 @@
-//! Zero-copy send (issue 5, item 6): `TcpStream::send_zc`/`send_zc_all` and the `SendZc`
+//! Zero-copy send: `TcpStream::send_zc`/`send_zc_all` and the `SendZc`
 //! operation, on both drivers. The buffer belongs to the kernel until the notification CQE
 //! (invariant 1), not merely until the send's result; the fallbacks (plain send: kernel without
 //! `SEND_ZC`, epoll driver, forced, or a socket that refuses zero copy) complete once.

@@ -1,4 +1,4 @@
-//! Split streams (issue 25): `into_split` and `split` for TCP and Unix streams, on io_uring
+//! Split streams: `into_split` and `split` for TCP and Unix streams, on io_uring
 //! and on epoll (`#[hoop::test]`). The halves keep the owned-buffer methods, the deadlines and
 //! the I/O traits; bytes read ahead or accepted for writing go with their half and come back.
 

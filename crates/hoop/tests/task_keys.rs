@@ -1,4 +1,4 @@
-//! Issue 21: an operation first polled by one of the runtime's tasks is woken by the task's key
+//! An operation first polled by one of the runtime's tasks is woken by the task's key
 //! (no waker kept). These tests check that the key path never loses a wake: an operation moved
 //! to another task before it completes, an operation polled under a combinator's own waker,
 //! and one task waiting on many operations at once. Each runs on both drivers.

@@ -610,7 +610,7 @@ mod ring_tests {
     /// What each connection received: (its index, the bytes).
     type Received = Rc<RefCell<Vec<(usize, Vec<u8>)>>>;
 
-    /// Issue 24: receives waiting on idle connections hold no buffer of the ring (on epoll too,
+    /// Receives waiting on idle connections hold no buffer of the ring (on epoll too,
     /// where the ring is a free list in user memory and each arm used to take its buffer when
     /// armed), so a connection that has data is served however many idle ones outnumber the
     /// ring's buffers. Before, the first four idle streams held all four buffers and the

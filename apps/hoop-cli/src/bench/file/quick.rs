@@ -312,7 +312,7 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
         "tokio-fs",
         Goal::Iops(3.0),
     );
-    // Issue 15: buffered at no more CPU per I/O than pread, and near the kernel's own ceiling.
+    // Buffered at no more CPU per I/O than pread, and near the kernel's own ceiling.
     ratio("buffered", &s.buffered, "uring", "sync", Goal::Cpu(1.0));
     ratio(
         "buffered",
@@ -321,7 +321,7 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
         "raw-io-uring",
         Goal::Iops(0.95),
     );
-    // Issue 22: hoop from a tokio runtime against tokio's own io_uring files, and against
+    // hoop from a tokio runtime against tokio's own io_uring files, and against
     // hoop's own thread-per-core ring.
     ratio(
         "buffered",

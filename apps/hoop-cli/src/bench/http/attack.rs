@@ -1,4 +1,4 @@
-//! `hoop bench http --attack` (issue 24): the static server under a slowloris and idle
+//! `hoop bench http --attack`: the static server under a slowloris and idle
 //! keep-alive attack, on loopback, against each server in turn (hoop on io_uring, hoop on
 //! epoll, nginx when installed; each a child process pinned to the first CPU as the
 //! side-by-side runs are, the clients on the second).

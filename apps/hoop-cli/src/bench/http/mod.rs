@@ -165,7 +165,7 @@ pub struct HttpBenchArgs {
     /// namespace cannot be made (needs CAP_SYS_ADMIN and `ip`).
     #[arg(long, value_name = "MTU", value_parser = clap::value_parser!(u32).range(68..=65536))]
     pub netns_mtu: Option<u32>,
-    /// Issue 24: each server (--servers; default hoop, hoop-epoll, nginx) under a slowloris
+    /// Each server (--servers; default hoop, hoop-epoll, nginx) under a slowloris
     /// and idle keep-alive attack: the legitimate load (-c, default 50 keep-alive, 1 KiB) for
     /// -t seconds (default 5) without attack, then again 1 s after the attackers connected;
     /// req/s, p99, stalls, RSS before / during / after, connections held (bench/http/attack.rs).
