@@ -10,6 +10,8 @@ use std::io;
 pub mod echo;
 pub mod fanout;
 pub mod http;
+pub(crate) mod hyper_server;
+pub(crate) mod hyper_sockets;
 pub(crate) mod signal;
 pub(crate) mod threads;
 

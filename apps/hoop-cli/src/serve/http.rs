@@ -138,7 +138,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         let signals = Signals::block()?;
         raise_nofile_limit();
         let dir = args.root.clone();
-        use crate::bench::http::hyper_sockets::{self, Net};
+        use super::hyper_sockets::{self, Net};
         let (name, serve): (&'static str, super::echo::BaselineServe) = match args.server {
             HttpServerKind::HyperShared => (
                 "hyper-shared",
@@ -148,10 +148,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
                 "hyper-tokio",
                 Box::new(move |l| hyper_sockets::run(l, &dir, Net::Tokio)),
             ),
-            _ => (
-                "hyper",
-                Box::new(move |l| crate::bench::http::hyper_server::run(l, dir)),
-            ),
+            _ => ("hyper", Box::new(move |l| super::hyper_server::run(l, dir))),
         };
         return super::echo::run_baseline(&args.addr, name, serve, &signals);
     }

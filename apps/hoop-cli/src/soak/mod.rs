@@ -24,7 +24,7 @@ use hoop::DriverKind;
 use serde::Serialize;
 
 use self::tally::{Failures, LoadSummary, Rng, Tally};
-use crate::bench::sysinfo;
+use hoop_bench::sysinfo;
 
 /// `hoop soak` arguments.
 #[derive(Debug, Args)]

@@ -1,0 +1,508 @@
+//! The fan-out load generator: CONNS chat clients on one hoop runtime (one thread).
+//!
+//! Every connection is a sender and a receiver. As a sender it keeps at most WINDOW of its own
+//! messages in flight, where in flight means "not yet delivered to every connection": the load
+//! is bounded by CONNS x WINDOW messages in the whole system, whatever the server's speed, so
+//! the server's broadcast queue never has to hold more. As a receiver it checks every message
+//! with a [`Verifier`] (per sender, in order, every byte) and counts a delivery only when it
+//! passes; a gap, a reordering, a wrong byte, an I/O error or an end of stream is an error.
+//!
+//! Phases: connect every connection (one after the other, [`CONNECT_PHASE`] at most); then
+//! probe: connection 0 sends probe lines every [`PROBE_EVERY`] until every connection has
+//! received one ([`PROBE_PHASE`] at most), which proves the server has subscribed all of them
+//! (a server only forwards to connections it has accepted, and a connection accepted once stays
+//! subscribed); then the window opens for exactly SECS and every connection starts sending.
+//! Deliveries and sent messages count only inside the window. At its end, a message still not
+//! delivered to every connection although it was sent more than [`STALL`] earlier is an error
+//! (a delivery that never came, even with no later message of its sender to reveal the gap).
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hoop::net::TcpStream;
+use hoop::time::{sleep, Instant};
+use hoop::IoBuf;
+
+use super::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::echo_client::{thread_cpu, Gate};
+use crate::stats;
+
+/// Longest the connect phase may take.
+const CONNECT_PHASE: Duration = Duration::from_secs(10);
+/// Timeout of each connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest the probe phase may take.
+const PROBE_PHASE: Duration = Duration::from_secs(5);
+/// Pause between two probes.
+const PROBE_EVERY: Duration = Duration::from_millis(2);
+/// A message not delivered to every connection this long after it was sent is an error.
+pub(crate) const STALL: Duration = Duration::from_secs(1);
+/// Bytes each read may fill (beyond a partial message left from the last one).
+const READ_BYTES: usize = 64 * 1024;
+/// How often the coordinating task looks at the clock and at dead connections.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub(crate) struct FanoutConfig {
+    /// The server.
+    pub addr: SocketAddr,
+    /// Connections.
+    pub conns: usize,
+    /// Bytes per message, newline included.
+    pub len: usize,
+    /// Messages each connection keeps in flight (sent, not yet delivered to every connection).
+    pub window: u32,
+    /// Length of the window.
+    pub secs: Duration,
+}
+
+/// What the client saw.
+#[derive(Debug)]
+pub(crate) struct FanoutOutcome {
+    /// Verified deliveries inside the window (over all receiving connections).
+    pub deliveries: u64,
+    /// Messages sent inside the window.
+    pub messages: u64,
+    /// Errors: missing, reordered or corrupt deliveries, stalled messages, I/O errors.
+    pub errors: u64,
+    /// The first error, for the report.
+    pub first_error: Option<String>,
+    /// Delivery latency (send to verified receipt) of every 4th delivery, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Wall time of the window.
+    pub wall: Duration,
+    /// Client thread CPU time (user + system) over the window.
+    pub cpu: Duration,
+    /// Connections established and subscribed when the window opened.
+    pub connected: usize,
+}
+
+/// Runs the client on a new thread (pinned to `pin` if given) with its own hoop runtime.
+/// `on_start` runs on that thread right before the window opens.
+///
+/// # Errors
+/// When the server cannot be reached, a connection cannot be made, or the server does not
+/// forward the probes to every connection in time; runtime setup errors.
+pub(crate) fn run_client<F>(
+    cfg: &FanoutConfig,
+    pin: Option<usize>,
+    on_start: F,
+) -> io::Result<FanoutOutcome>
+where
+    F: FnOnce() + Send,
+{
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("hoop-bench-fanout".into())
+            .spawn_scoped(s, move || -> io::Result<FanoutOutcome> {
+                if let Some(cpu) = pin {
+                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
+                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
+                    })?;
+                }
+                let rt = hoop::Runtime::builder()
+                    .entries(ring_entries(cfg.conns))
+                    .build()?;
+                let outcome = rt.block_on(drive(cfg.clone(), on_start));
+                // Dropping the runtime cancels the reads and writes in flight and closes every
+                // socket.
+                drop(rt);
+                outcome
+            })?;
+        handle
+            .join()
+            .map_err(|_| io::Error::other("the fan-out client thread panicked"))?
+    })
+}
+
+/// SQ entries: a read and a write in flight per connection.
+fn ring_entries(conns: usize) -> u32 {
+    let n = conns.saturating_mul(2).clamp(256, 4096).next_power_of_two();
+    u32::try_from(n).unwrap_or(4096)
+}
+
+/// One sender's flow control.
+struct SenderState {
+    /// Next sequence number to send.
+    next: u64,
+    /// Every message below this one was delivered to every connection.
+    done: u64,
+    /// Per message in flight (index `seq & mask`): deliveries still to come.
+    remaining: Box<[u32]>,
+    /// Per message in flight: when it was sent, ns since the client's epoch.
+    sent_at: Box<[u64]>,
+    /// The sender task, waiting for room in its window.
+    waker: Option<Waker>,
+}
+
+/// State shared by the tasks (one thread: cells suffice).
+struct Shared {
+    fmt: Rc<Format>,
+    conns: usize,
+    window: u64,
+    /// Slots of each sender's ring (a power of two, at least `window`) minus one.
+    mask: u64,
+    /// What send and receive times count from.
+    epoch: Instant,
+    /// Set when the window opens.
+    deadline: Cell<Option<Instant>>,
+    /// Set when the window closed: nothing more is counted.
+    stopped: Cell<bool>,
+    gate: Gate,
+    senders: RefCell<Vec<SenderState>>,
+    /// Per connection: whether it received a probe.
+    probed: RefCell<Vec<bool>>,
+    probed_count: Cell<usize>,
+    /// Connections whose receiving side still runs.
+    alive: Cell<usize>,
+    deliveries: Cell<u64>,
+    messages: Cell<u64>,
+    errors: Cell<u64>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+}
+
+impl Shared {
+    /// Whether something that happened at `t` counts: before the window closed.
+    fn counts_at(&self, t: Instant) -> bool {
+        !self.stopped.get() && self.deadline.get().is_none_or(|d| t <= d)
+    }
+
+    /// `n` errors, the first described by `what` (not counted once the window closed).
+    fn errors(&self, n: u64, what: impl FnOnce() -> String) {
+        if self.stopped.get() || n == 0 {
+            return;
+        }
+        self.errors.set(self.errors.get() + n);
+        let mut first = self.first_error.borrow_mut();
+        if first.is_none() {
+            *first = Some(what());
+        }
+    }
+
+    /// A delivery of (`sender`, `seq`) reached one more connection: the message is done when
+    /// it reached all of them, and the sender's window moves on as its oldest messages are done
+    /// (each connection receives a sender's messages in order, so they finish in order too).
+    /// Returns when the message was sent (ns since the epoch).
+    fn delivered(&self, sender: u32, seq: u64) -> Option<u64> {
+        let mut senders = self.senders.borrow_mut();
+        let st = senders.get_mut(sender as usize)?;
+        if seq < st.done || seq >= st.next {
+            return None;
+        }
+        let mask = self.mask;
+        let slot = (seq & mask) as usize;
+        let sent = st.sent_at[slot];
+        st.remaining[slot] = st.remaining[slot].saturating_sub(1);
+        if seq == st.done {
+            while st.done < st.next && st.remaining[(st.done & mask) as usize] == 0 {
+                st.done += 1;
+            }
+            if let Some(w) = st.waker.take() {
+                w.wake();
+            }
+        }
+        Some(sent)
+    }
+
+    /// Now, in ns since the epoch.
+    fn ns(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn probe_seen(&self, conn: usize) {
+        let mut p = self.probed.borrow_mut();
+        if !p[conn] {
+            p[conn] = true;
+            self.probed_count.set(self.probed_count.get() + 1);
+        }
+    }
+}
+
+/// The coordinating task: connects, probes, opens the window, closes it.
+async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<FanoutOutcome> {
+    let fmt = Format::new(cfg.len, cfg.conns);
+    let window = u64::from(cfg.window.max(1));
+    let slots = window.next_power_of_two();
+    let epoch = Instant::now();
+    let sh = Rc::new(Shared {
+        fmt: fmt.clone(),
+        conns: cfg.conns,
+        window,
+        mask: slots - 1,
+        epoch,
+        deadline: Cell::new(None),
+        stopped: Cell::new(false),
+        gate: Gate::default(),
+        senders: RefCell::new(
+            (0..cfg.conns)
+                .map(|_| SenderState {
+                    next: 0,
+                    done: 0,
+                    remaining: vec![0; slots as usize].into(),
+                    sent_at: vec![0; slots as usize].into(),
+                    waker: None,
+                })
+                .collect(),
+        ),
+        probed: RefCell::new(vec![false; cfg.conns]),
+        probed_count: Cell::new(0),
+        alive: Cell::new(0),
+        deliveries: Cell::new(0),
+        messages: Cell::new(0),
+        errors: Cell::new(0),
+        first_error: RefCell::new(None),
+        hist: RefCell::new(stats::new_histogram()?),
+    });
+
+    // Connect, one after the other.
+    let connect_deadline = Instant::now() + CONNECT_PHASE;
+    let mut streams = Vec::with_capacity(cfg.conns);
+    for i in 0..cfg.conns {
+        if Instant::now() >= connect_deadline {
+            return Err(io::Error::other(format!(
+                "only {i} of {} connections made in {} s",
+                cfg.conns,
+                CONNECT_PHASE.as_secs()
+            )));
+        }
+        let s = TcpStream::connect_timeout(cfg.addr, CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot connect to {} (connection {i}): {e}", cfg.addr),
+                )
+            })?;
+        // Best effort: without it only latency suffers.
+        let _ = s.set_nodelay(true);
+        streams.push(Rc::new(s));
+    }
+    for (i, s) in streams.iter().enumerate() {
+        sh.alive.set(sh.alive.get() + 1);
+        drop(hoop::spawn(receiver(i, s.clone(), sh.clone())));
+    }
+
+    // Probe until every connection received one.
+    let probe_deadline = Instant::now() + PROBE_PHASE;
+    let mut probe: u64 = 0;
+    let mut pbuf: Vec<u8> = Vec::with_capacity(cfg.len);
+    while sh.probed_count.get() < cfg.conns {
+        if Instant::now() >= probe_deadline || sh.alive.get() < cfg.conns {
+            let first = sh.first_error.borrow().clone();
+            return Err(io::Error::other(format!(
+                "the server forwarded no probe to {} of {} connections within {} s{}",
+                cfg.conns - sh.probed_count.get(),
+                cfg.conns,
+                PROBE_PHASE.as_secs(),
+                first.map_or(String::new(), |e| format!(" (first error: {e})"))
+            )));
+        }
+        pbuf.clear();
+        fmt.encode(&mut pbuf, PROBE_SENDER, probe);
+        probe += 1;
+        // Bounded: a server that stops reading cannot hold the client here.
+        let (res, b) = streams[0].write_all_timeout(pbuf, PROBE_PHASE).await;
+        pbuf = b;
+        res.map_err(|e| io::Error::new(e.kind(), format!("sending a probe: {e}")))?;
+        sleep(PROBE_EVERY).await;
+    }
+    // Errors before the window (none should happen) are not the measurement's.
+    sh.errors.set(0);
+    sh.first_error.borrow_mut().take();
+
+    on_start();
+    let cpu0 = thread_cpu();
+    let start = Instant::now();
+    let deadline = start + cfg.secs;
+    sh.deadline.set(Some(deadline));
+    for (i, s) in streams.iter().enumerate() {
+        drop(hoop::spawn(sender(i, s.clone(), sh.clone())));
+    }
+    sh.gate.open();
+    // Wait for the deadline; stop early only if every connection died.
+    while Instant::now() < deadline && sh.alive.get() > 0 {
+        let next = (Instant::now() + TICK).min(deadline);
+        hoop::time::sleep_until(next).await;
+    }
+    let wall = start.elapsed();
+    let cpu = thread_cpu().saturating_sub(cpu0);
+    // Messages that should have reached everyone by now.
+    let stalled: Vec<(u32, u64)> = sh
+        .senders
+        .borrow()
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| st.done < st.next)
+        .filter(|(_, st)| {
+            let sent = st.sent_at[(st.done & (slots - 1)) as usize];
+            sh.ns(deadline).saturating_sub(sent) > STALL.as_nanos() as u64
+        })
+        .map(|(i, st)| (i as u32, st.done))
+        .collect();
+    if let Some(&(s, q)) = stalled.first() {
+        sh.errors(stalled.len() as u64, || {
+            format!(
+                "message {s}/{q} not delivered to every connection within {} s",
+                STALL.as_secs_f64()
+            )
+        });
+    }
+    sh.stopped.set(true);
+    let hist = sh.hist.borrow().clone();
+    let first_error = sh.first_error.borrow().clone();
+    Ok(FanoutOutcome {
+        deliveries: sh.deliveries.get(),
+        messages: sh.messages.get(),
+        errors: sh.errors.get(),
+        first_error,
+        hist,
+        wall,
+        cpu,
+        connected: cfg.conns,
+    })
+}
+
+/// Connection `id`'s sending side: whenever its window has room, one write of as many
+/// messages as fit.
+async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
+    sh.gate.wait().await;
+    let fmt = sh.fmt.clone();
+    let w = sh.window;
+    let mut out: Vec<u8> = Vec::with_capacity(fmt.len() * w as usize);
+    loop {
+        // Room in the window?
+        let room = poll_fn(|cx| {
+            if sh.stopped.get() {
+                return Poll::Ready(0);
+            }
+            let mut senders = sh.senders.borrow_mut();
+            let st = &mut senders[id];
+            let room = w - (st.next - st.done);
+            if room > 0 {
+                Poll::Ready(room)
+            } else {
+                st.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        let now = Instant::now();
+        if room == 0 || !sh.counts_at(now) {
+            return;
+        }
+        out.clear();
+        let now_ns = sh.ns(now);
+        {
+            let mut senders = sh.senders.borrow_mut();
+            let st = &mut senders[id];
+            for _ in 0..room {
+                let seq = st.next;
+                let slot = (seq & sh.mask) as usize;
+                st.remaining[slot] = sh.conns as u32;
+                st.sent_at[slot] = now_ns;
+                fmt.encode(&mut out, id as u32, seq);
+                st.next += 1;
+            }
+        }
+        sh.messages.set(sh.messages.get() + room);
+        let (res, b) = stream.write_all(out).await;
+        out = b;
+        if let Err(e) = res {
+            sh.errors(1, || format!("connection {id}: write: {e}"));
+            return;
+        }
+    }
+}
+
+/// Connection `id`'s receiving side: reads, cuts the bytes into messages, checks each one.
+async fn receiver(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
+    let len = sh.fmt.len();
+    let mut verifier = Verifier::new(sh.fmt.clone());
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES + len);
+    loop {
+        buf.reserve(READ_BYTES);
+        let filled = buf.len();
+        let (res, b) = stream.read(buf.slice(filled..)).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) => {
+                sh.errors(1, || format!("connection {id}: the server closed it"));
+                break;
+            }
+            Err(e) => {
+                sh.errors(1, || format!("connection {id}: read: {e}"));
+                break;
+            }
+            Ok(_) => {}
+        }
+        let now = Instant::now();
+        let now_ns = sh.ns(now);
+        let counts = sh.counts_at(now);
+        let whole = buf.len() / len * len;
+        let mut framing_lost = false;
+        for msg in buf[..whole].chunks_exact(len) {
+            match verifier.check(msg) {
+                Verdict::Probe => sh.probe_seen(id),
+                Verdict::Delivered { sender, seq } => {
+                    let sent = sh.delivered(sender, seq);
+                    if counts {
+                        sh.deliveries.set(sh.deliveries.get() + 1);
+                        // Every 4th delivery's latency, by sequence number and receiver (so
+                        // every message and every receiver is sampled alike): a quarter of
+                        // the histogram's cost, still millions of samples a second.
+                        if let Some(sent) = sent.filter(|_| (seq ^ id as u64) & 3 == 0) {
+                            let ns = now_ns.saturating_sub(sent);
+                            stats::record_ns(&mut sh.hist.borrow_mut(), u128::from(ns));
+                        }
+                    }
+                }
+                Verdict::Gap {
+                    sender,
+                    seq,
+                    missing,
+                } => {
+                    sh.delivered(sender, seq);
+                    sh.errors(missing, || {
+                        format!(
+                            "connection {id}: {missing} message(s) of sender {sender} missing \
+                             before {sender}/{seq}"
+                        )
+                    });
+                }
+                Verdict::OutOfOrder {
+                    sender,
+                    seq,
+                    expected,
+                } => sh.errors(1, || {
+                    format!(
+                        "connection {id}: message {sender}/{seq} out of order (expected \
+                         {sender}/{expected})"
+                    )
+                }),
+                Verdict::Corrupt {
+                    what,
+                    framing_lost: lost,
+                } => {
+                    sh.errors(1, || format!("connection {id}: {what}"));
+                    if lost {
+                        framing_lost = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if framing_lost {
+            break;
+        }
+        buf.drain(..whole);
+    }
+    sh.alive.set(sh.alive.get() - 1);
+}

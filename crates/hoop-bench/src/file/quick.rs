@@ -1,0 +1,783 @@
+//! The quick file run of `hoop bench` (the suite): 4 KiB random reads at QD 32 on one test
+//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, then a short
+//! whole-file read latency run (`hoop bench fsread`: 64 KiB and 1 MiB through
+//! `hoop::shared::fs::read`, tokio's io_uring `tokio::fs::read` and `spawn_blocking`), and its
+//! section of the report with the file targets evaluated from the measured numbers.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::PathBuf;
+
+use super::whole::{self, ReadResult};
+use super::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::invalid;
+use crate::output::Out;
+
+/// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
+const DIRECT: [Engine; 8] = [
+    Engine::Sync,
+    Engine::Threadpool,
+    Engine::LinuxAio,
+    Engine::Uring,
+    Engine::UringFixed,
+    Engine::TokioFs,
+    Engine::Shared,
+    Engine::FioFixed,
+];
+/// Engines of the buffered part.
+const BUFFERED: [Engine; 8] = [
+    Engine::Sync,
+    Engine::LinuxAio,
+    Engine::Uring,
+    Engine::UringFixed,
+    Engine::RawUring,
+    Engine::TokioFs,
+    Engine::Shared,
+    Engine::Fio,
+];
+/// The peers in both parts (tokio-io-uring skips itself in the O_DIRECT one: buffered only).
+/// Not glommio: its binary's build (glommio's dependencies) would take the main job past 8
+/// minutes on a fresh clone here; `hoop bench file --engines glommio` runs it.
+const PEERS: [Engine; 4] = [
+    Engine::Monoio,
+    Engine::Compio,
+    Engine::TokioUring,
+    Engine::TokioIoUring,
+];
+/// Block size of the quick run.
+const BS: usize = 4096;
+/// Queue depth of the quick run.
+const QD: usize = 32;
+/// File sizes of the whole-file reads (issue 22: PR #8063's shape).
+const WHOLE_SIZES: [u64; 2] = [64 << 10, 1 << 20];
+/// Timed whole-file reads per engine and size.
+const WHOLE_READS: u64 = 300;
+/// Warm-up whole-file reads per engine and size.
+const WHOLE_WARMUP: u64 = 30;
+/// Longest time per whole-file engine and size, seconds.
+const WHOLE_SECS: f64 = 1.0;
+
+/// Options of the quick run.
+#[derive(Debug, Clone)]
+pub(crate) struct QuickOptions {
+    /// Directory of the test file.
+    pub dir: PathBuf,
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+    /// Whether the peers run too (`hoop-peer`, built on demand).
+    pub peers: bool,
+}
+
+impl QuickOptions {
+    /// Planned seconds (engines only).
+    pub(crate) fn planned_secs(&self) -> f64 {
+        let peers = if self.peers { 2 * PEERS.len() - 1 } else { 0 };
+        self.secs * (DIRECT.len() + BUFFERED.len() + peers) as f64
+            + self.whole_plan().planned_secs()
+    }
+
+    /// The whole-file reads: tokio-io-uring only with the peers.
+    fn whole_plan(&self) -> whole::Plan {
+        whole::Plan {
+            dir: self.dir.clone(),
+            sizes: WHOLE_SIZES.to_vec(),
+            reads: WHOLE_READS,
+            warmup: WHOLE_WARMUP,
+            secs: WHOLE_SECS,
+            engines: whole::ENGINES
+                .into_iter()
+                .filter(|&e| self.peers || e != "tokio-io-uring")
+                .collect(),
+        }
+    }
+
+    /// The engines of one part.
+    fn engines(&self, direct: bool) -> Vec<Engine> {
+        let mut v = if direct {
+            DIRECT.to_vec()
+        } else {
+            BUFFERED.to_vec()
+        };
+        if self.peers {
+            // Before fio's (the last of each list), so that fio stays last as it always ran.
+            let at = v.iter().position(|e| e.is_fio()).unwrap_or(v.len());
+            v.splice(at..at, PEERS);
+        }
+        v
+    }
+
+    /// The job of one part.
+    fn job(&self, direct: bool) -> FileJob {
+        FileJob {
+            dir: self.dir.clone(),
+            size: self.size,
+            bs: BS,
+            qd: QD,
+            secs: self.secs,
+            direct,
+            rw: Rw::Read,
+        }
+    }
+
+    /// Checks the numbers before the suite starts (a bad `--file-size` must not wait for the
+    /// echo matrix to be refused), in the suite's flag names.
+    pub(crate) fn check(&self) -> io::Result<()> {
+        self.job(false).check().map_err(|e| {
+            invalid(
+                e.to_string()
+                    .replace("--size", "--file-size")
+                    .replace("--secs", "--file-secs")
+                    .replace("--bs", "the block size"),
+            )
+        })
+    }
+}
+
+/// What the quick run measured.
+#[derive(Debug, Default)]
+pub(crate) struct FileSuite {
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+    /// The header of the O_DIRECT part (machine, file, device, pinning, verification), or of
+    /// the buffered part when the O_DIRECT one could not run.
+    pub header: Option<String>,
+    /// Whether fio is on PATH (its engines skip themselves otherwise).
+    pub fio_installed: bool,
+    /// O_DIRECT results.
+    pub direct: Vec<FileResult>,
+    /// Buffered (hot page cache) results.
+    pub buffered: Vec<FileResult>,
+    /// Whole-file read latencies (`hoop bench fsread`'s engines).
+    pub whole: Vec<ReadResult>,
+    /// Whole-file engines skipped, each with why.
+    pub whole_skipped: Vec<String>,
+    /// Parts that could not run, and engines that failed.
+    pub failures: Vec<String>,
+}
+
+impl FileSuite {
+    /// Every result, O_DIRECT first.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &FileResult> {
+        self.direct.iter().chain(&self.buffered)
+    }
+}
+
+/// Runs the quick file run; a part that cannot run (no O_DIRECT, no space) is a failure in
+/// the result, not an error, so the rest of the suite is still reported.
+pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
+    let mut suite = FileSuite {
+        size: o.size,
+        secs: o.secs,
+        fio_installed: fio::fio_path().is_some(),
+        ..FileSuite::default()
+    };
+    for direct in [true, false] {
+        let job = o.job(direct);
+        let engines = o.engines(direct);
+        let part = if direct { "O_DIRECT" } else { "buffered" };
+        match run_engines(&job, &engines, out) {
+            Ok(run) => {
+                for r in run.results.iter().filter(|r| !r.ok()) {
+                    suite.failures.push(match &r.first_error {
+                        Some(e) => {
+                            format!("file {part} {}: {} errors; first: {e}", r.engine, r.errors)
+                        }
+                        None => format!("file {part} {}: no I/O counted", r.engine),
+                    });
+                }
+                if direct || suite.header.is_none() {
+                    suite.header = Some(run.header);
+                }
+                if direct {
+                    suite.direct = run.results;
+                } else {
+                    suite.buffered = run.results;
+                }
+            }
+            Err(e) => {
+                out.note(&format!("warning: file bench ({part}): {e}"));
+                suite.failures.push(format!("file bench ({part}): {e}"));
+            }
+        }
+    }
+    if !o.peers {
+        let line = "tokio-io-uring: skipped: the peers are left out (--no-peers)".to_string();
+        out.human(&format!("whole-file reads: {line}"));
+        suite.whole_skipped.push(line);
+    }
+    match whole::run_plan(&o.whole_plan(), out) {
+        Ok(w) => {
+            for r in w.results.iter().filter(|r| !r.ok()) {
+                suite.failures.push(format!(
+                    "file whole read {} {}: {} errors; first: {}",
+                    fmt_bytes(r.file_bytes),
+                    r.engine,
+                    r.errors,
+                    r.first_error.as_deref().unwrap_or("no read counted")
+                ));
+            }
+            suite.whole = w.results;
+            suite.whole_skipped.extend(w.skipped);
+        }
+        Err(e) => {
+            out.note(&format!("warning: whole-file reads: {e}"));
+            suite.failures.push(format!("file whole reads: {e}"));
+        }
+    }
+    suite
+}
+
+/// `metric` of `engine` in `results`, if it ran with no error.
+fn metric(
+    results: &[FileResult],
+    engine: &str,
+    metric: impl Fn(&FileResult) -> Option<f64>,
+) -> Option<f64> {
+    results
+        .iter()
+        .find(|r| r.engine == engine && r.ok())
+        .and_then(metric)
+}
+
+/// Which figure a target compares, and which way it must go.
+#[derive(Clone, Copy)]
+enum Goal {
+    /// IOPS ratio at least this.
+    Iops(f64),
+    /// CPU per I/O ratio at most this.
+    Cpu(f64),
+}
+
+/// The file targets of issues 6, 13 and 15, each evaluated from `s` (one line each).
+pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let mut lines = Vec::new();
+    let mut ratio = |part: &str, rs: &[FileResult], a: &str, b: &str, goal: Goal| {
+        let (what, want, f): (_, _, fn(&FileResult) -> Option<f64>) = match goal {
+            Goal::Iops(min) => ("IOPS", format!(">= {min}x"), |r| Some(r.iops)),
+            Goal::Cpu(max) => ("CPU per I/O", format!("<= {max}x"), |r| r.cpu_us_per_io),
+        };
+        let line = match (metric(rs, a, f), metric(rs, b, f)) {
+            (Some(x), Some(y)) if y > 0.0 => {
+                let r = x / y;
+                let ok = match goal {
+                    Goal::Iops(min) => r >= min,
+                    Goal::Cpu(max) => r <= max,
+                };
+                format!(
+                    "- file {part} 4 KiB QD {QD}: {a}/{b} {what} {r:.2}x (target {want}): {}",
+                    verdict(ok)
+                )
+            }
+            (_, None) if b.starts_with("fio") && !s.fio_installed => {
+                format!("- file {part}: {a}/{b} (target {want}): n/a (fio not installed)")
+            }
+            _ => format!("- file {part}: {a}/{b} {what} (target {want}): n/a (not measured)"),
+        };
+        lines.push(line);
+    };
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "fio-fixed",
+        Goal::Iops(1.0),
+    );
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "linux-aio",
+        Goal::Iops(1.5),
+    );
+    ratio(
+        "O_DIRECT",
+        &s.direct,
+        "uring-fixed",
+        "sync",
+        Goal::Iops(3.0),
+    );
+    ratio("buffered", &s.buffered, "uring", "sync", Goal::Iops(1.0));
+    ratio("buffered", &s.buffered, "uring", "fio", Goal::Iops(1.0));
+    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Iops(1.0));
+    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Cpu(0.5));
+    ratio(
+        "buffered",
+        &s.buffered,
+        "shared",
+        "tokio-fs",
+        Goal::Iops(3.0),
+    );
+    // Buffered at no more CPU per I/O than pread, and near the kernel's own ceiling.
+    ratio("buffered", &s.buffered, "uring", "sync", Goal::Cpu(1.0));
+    ratio(
+        "buffered",
+        &s.buffered,
+        "uring",
+        "raw-io-uring",
+        Goal::Iops(0.95),
+    );
+    // hoop from a tokio runtime against tokio's own io_uring files, and against
+    // hoop's own thread-per-core ring.
+    ratio(
+        "buffered",
+        &s.buffered,
+        "shared",
+        "tokio-io-uring",
+        Goal::Iops(5.0),
+    );
+    ratio("O_DIRECT", &s.direct, "shared", "uring", Goal::Iops(0.95));
+    ratio("buffered", &s.buffered, "shared", "uring", Goal::Iops(0.9));
+    lines.extend(whole_targets(s));
+    lines
+}
+
+/// Issue 22's whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
+/// tokio's io_uring `tokio::fs::read`, at 64 KiB and at 1 MiB.
+fn whole_targets(s: &FileSuite) -> Vec<String> {
+    WHOLE_SIZES
+        .iter()
+        .map(|&size| {
+            let what = format!(
+                "- file whole read {}: shared/tokio-io-uring mean latency",
+                fmt_bytes(size)
+            );
+            match (
+                whole::mean_of(&s.whole, "shared", size),
+                whole::mean_of(&s.whole, "tokio-io-uring", size),
+            ) {
+                (Some(h), Some(t)) if t > 0.0 => {
+                    let r = h / t;
+                    format!(
+                        "{what} {r:.2}x ({h:.1} vs {t:.1} µs; target <= 0.5x): {}",
+                        if r <= 0.5 { "met" } else { "NOT met" }
+                    )
+                }
+                _ => format!("{what} (target <= 0.5x): n/a (not measured)"),
+            }
+        })
+        .collect()
+}
+
+/// hoop's `uring` engine against each peer that ran, IOPS and CPU per I/O, one line per part
+/// and peer, and hoop's `shared` against `tokio-io-uring` (both QD tasks on a multi-thread
+/// tokio runtime) (no target here: the figures, for the reader).
+pub(crate) fn peer_lines(s: &FileSuite) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (part, rs, ours) in [
+        ("O_DIRECT", &s.direct, "uring"),
+        ("buffered", &s.buffered, "uring"),
+        ("buffered", &s.buffered, "shared"),
+    ] {
+        let Some(h) = rs.iter().find(|r| r.engine == ours && r.ok()) else {
+            continue;
+        };
+        for p in rs.iter().filter(|r| {
+            r.ok()
+                && Engine::by_name(r.engine).is_some_and(Engine::is_peer)
+                && (ours == "uring" || r.engine == "tokio-io-uring")
+        }) {
+            let cpu = match (h.cpu_us_per_io, p.cpu_us_per_io) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "-".into(),
+            };
+            lines.push(format!(
+                "- file {part}: {ours}/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
+                p.engine,
+                if p.iops > 0.0 { h.iops / p.iops } else { 0.0 },
+                h.iops,
+                p.iops,
+            ));
+        }
+    }
+    lines
+}
+
+/// The report's section: the job, both tables, the CPU per I/O note and the targets.
+pub(crate) fn section(s: &FileSuite) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "## File random reads ({} test file, 4 KiB, QD {QD}, {} s per engine)\n",
+        fmt_bytes(s.size),
+        s.secs
+    );
+    if let Some(h) = &s.header {
+        // The header's own title line is replaced by this section's.
+        for line in h.lines().filter(|l| l.starts_with("- ")) {
+            let _ = writeln!(m, "{line}");
+        }
+        m.push('\n');
+    }
+    for (part, rs) in [
+        ("O_DIRECT (page cache bypassed)", &s.direct),
+        ("Buffered, hot page cache", &s.buffered),
+    ] {
+        let _ = writeln!(m, "### {part}\n");
+        if rs.is_empty() {
+            let _ = writeln!(m, "Not measured.\n");
+        } else {
+            let _ = writeln!(m, "{}", metrics::table(rs));
+            if let Some(c) = rs.iter().find_map(|r| r.cached_pct) {
+                if part.starts_with("Buffered") {
+                    let _ = writeln!(m, "Page cache residency of the file: {c:.1}%.\n");
+                }
+            }
+            for r in rs.iter() {
+                if let Some(n) = &r.note {
+                    let _ = writeln!(m, "- {}: {n}", r.engine);
+                }
+            }
+            m.push('\n');
+        }
+    }
+    let _ = writeln!(
+        m,
+        "With O_DIRECT at QD {QD} the device's latency bounds every engine (IOPS ≈ QD / p50 \
+         latency, Little's law), so the engines differ more in CPU µs per I/O than in IOPS.\n"
+    );
+    let peers = peer_lines(s);
+    if !peers.is_empty() {
+        let _ = writeln!(
+            m,
+            "### Peers side by side (hoop's `uring` / each peer, and `shared` / `tokio-io-uring` \
+             on the same multi-thread tokio runtime shape; same reads, same checks)\n"
+        );
+        for l in peers {
+            let _ = writeln!(m, "{l}");
+        }
+        m.push('\n');
+    }
+    let _ = writeln!(
+        m,
+        "### Whole-file reads (hot cache, one task of a multi-thread tokio runtime)\n"
+    );
+    if s.whole.is_empty() {
+        let _ = writeln!(m, "Not measured.");
+    } else {
+        let _ = writeln!(
+            m,
+            "Up to {WHOLE_READS} timed reads after {WHOLE_WARMUP} warm-up per engine and size (at \
+             most {WHOLE_SECS} s each), every byte of every read checked; `hoop bench fsread` \
+             runs more.\n"
+        );
+        let _ = writeln!(m, "{}", whole::table(&s.whole));
+        for r in &s.whole {
+            if !r.setup.is_empty() && r.file_bytes == WHOLE_SIZES[0] {
+                let _ = writeln!(m, "- {}: {}", r.engine, r.setup);
+            }
+        }
+        for l in whole::ratio_lines(&s.whole) {
+            let _ = writeln!(m, "{l}");
+        }
+    }
+    for why in &s.whole_skipped {
+        let _ = writeln!(m, "- {why}");
+    }
+    m.push('\n');
+    let _ = writeln!(m, "### File targets\n");
+    for t in targets(s) {
+        let _ = writeln!(m, "{t}");
+    }
+    m.push('\n');
+    m
+}
+
+/// The quick run's defaults: the `hoop bench file` test file directory.
+pub(crate) fn default_dir() -> PathBuf {
+    crate::sysinfo::target_dir().join("hoop-bench-file")
+}
+
+/// Parses `--file-size`.
+pub(crate) fn parse_size(s: &str) -> io::Result<u64> {
+    super::parse_size("--file-size", s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::metrics::{Measured, ResultContext};
+
+    fn result(engine: &'static str, iops: f64, direct: bool) -> FileResult {
+        let m = Measured::new(QD).unwrap();
+        let c = ResultContext {
+            rw: "randread",
+            bs: BS,
+            qd: QD,
+            direct,
+            file_bytes: 1 << 20,
+            fs_type: "ext4".into(),
+            cached_pct: None,
+            pinned_cpu: None,
+        };
+        let mut r = FileResult::new(engine, &m, &c);
+        r.iops = iops;
+        r.ios = 1000;
+        r
+    }
+
+    #[test]
+    fn targets_follow_the_measured_ratios() {
+        let s = FileSuite {
+            size: 1 << 20,
+            secs: 1.0,
+            direct: vec![
+                result("sync", 30_000.0, true),
+                result("linux-aio", 100_000.0, true),
+                result("uring-fixed", 160_000.0, true),
+                result("fio-fixed", 170_000.0, true),
+            ],
+            buffered: vec![
+                result("sync", 700_000.0, false),
+                result("uring", 650_000.0, false),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        assert_eq!(t.len(), 15);
+        assert!(
+            t[0].contains("0.94x") && t[0].ends_with("NOT met"),
+            "{}",
+            t[0]
+        );
+        assert!(
+            t[1].contains("1.60x") && t[1].ends_with(": met"),
+            "{}",
+            t[1]
+        );
+        assert!(
+            t[2].contains("5.33x") && t[2].ends_with(": met"),
+            "{}",
+            t[2]
+        );
+        assert!(
+            t[3].contains("0.93x") && t[3].ends_with("NOT met"),
+            "{}",
+            t[3]
+        );
+        assert!(t[9].contains("uring/raw-io-uring"), "{}", t[9]);
+        assert!(t[4].ends_with("n/a (fio not installed)"), "{}", t[4]);
+        let with_fio = FileSuite {
+            fio_installed: true,
+            ..FileSuite::default()
+        };
+        let t = targets(&with_fio);
+        assert!(t[4].ends_with("n/a (not measured)"), "{}", t[4]);
+        let md = section(&s);
+        assert!(md.contains("## File random reads"));
+        assert!(md.contains("| uring-fixed | 32 |"), "{md}");
+    }
+
+    #[test]
+    fn shared_is_compared_with_tokio_fs_on_iops_and_cpu() {
+        let with_cpu = |engine, iops, cpu, direct| {
+            let mut r = result(engine, iops, direct);
+            r.cpu_us_per_io = Some(cpu);
+            r
+        };
+        let s = FileSuite {
+            direct: vec![
+                with_cpu("tokio-fs", 40_000.0, 10.0, true),
+                with_cpu("shared", 41_000.0, 6.0, true),
+            ],
+            buffered: vec![
+                with_cpu("tokio-fs", 100_000.0, 9.0, false),
+                with_cpu("shared", 350_000.0, 2.0, false),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        let expected = [
+            ("shared/tokio-fs IOPS 1.02x", ": met"),
+            (
+                "shared/tokio-fs CPU per I/O 0.60x (target <= 0.5x)",
+                "NOT met",
+            ),
+            ("shared/tokio-fs IOPS 3.50x", ": met"),
+        ];
+        for (line, (needle, verdict)) in t[5..].iter().zip(expected) {
+            assert!(line.contains(needle) && line.ends_with(verdict), "{line}");
+        }
+        let none = targets(&FileSuite::default());
+        assert!(none[6].ends_with("n/a (not measured)"), "{}", none[6]);
+    }
+
+    #[test]
+    fn issue_22_targets_follow_shared_against_tokio_io_uring_and_uring() {
+        let s = FileSuite {
+            direct: vec![
+                result("uring", 100_000.0, true),
+                result("shared", 96_000.0, true),
+            ],
+            buffered: vec![
+                result("uring", 800_000.0, false),
+                result("shared", 700_000.0, false),
+                result("tokio-io-uring", 100_000.0, false),
+            ],
+            whole: vec![
+                read("shared", 64 << 10, 15.0),
+                read("tokio-io-uring", 64 << 10, 38.0),
+                read("shared", 1 << 20, 90.0),
+                read("tokio-io-uring", 1 << 20, 100.0),
+            ],
+            ..FileSuite::default()
+        };
+        let t = targets(&s);
+        let expected = [
+            (
+                "buffered 4 KiB QD 32: shared/tokio-io-uring IOPS 7.00x (target >= 5x)",
+                ": met",
+            ),
+            (
+                "O_DIRECT 4 KiB QD 32: shared/uring IOPS 0.96x (target >= 0.95x)",
+                ": met",
+            ),
+            (
+                "buffered 4 KiB QD 32: shared/uring IOPS 0.88x (target >= 0.9x)",
+                "NOT met",
+            ),
+            (
+                "whole read 64 KiB: shared/tokio-io-uring mean latency 0.39x",
+                ": met",
+            ),
+            (
+                "whole read 1 MiB: shared/tokio-io-uring mean latency 0.90x",
+                "NOT met",
+            ),
+        ];
+        assert_eq!(t.len(), 10 + expected.len());
+        for (line, (needle, verdict)) in t[10..].iter().zip(expected) {
+            assert!(line.contains(needle) && line.ends_with(verdict), "{line}");
+        }
+        let none = targets(&FileSuite::default());
+        for line in &none[10..] {
+            assert!(line.ends_with("n/a (not measured)"), "{line}");
+        }
+        let peers = peer_lines(&s);
+        assert!(
+            peers
+                .iter()
+                .any(|l| l.contains("buffered: shared/tokio-io-uring IOPS 7.00x")),
+            "{peers:?}"
+        );
+        let md = section(&FileSuite {
+            whole_skipped: vec!["tokio-io-uring: skipped: --no-peers".into()],
+            ..s
+        });
+        assert!(md.contains("### Whole-file reads"), "{md}");
+        assert!(md.contains("| shared | 64 KiB |"), "{md}");
+        assert!(md.contains("- tokio-io-uring: skipped: --no-peers"), "{md}");
+    }
+
+    fn read(engine: &'static str, size: u64, mean: f64) -> ReadResult {
+        ReadResult {
+            bench: "fsread",
+            engine,
+            file_bytes: size,
+            reads: 10,
+            warmup: 1,
+            errors: 0,
+            first_error: None,
+            bytes_verified: 10 * size,
+            mean_us: Some(mean),
+            p50_us: Some(mean),
+            p99_us: Some(mean * 2.0),
+            max_us: Some(mean * 3.0),
+            secs: 0.1,
+            workers: 2,
+            setup: format!("{engine} setup"),
+        }
+    }
+
+    #[test]
+    fn an_engine_with_errors_is_not_measured() {
+        let mut bad = result("uring", 900_000.0, false);
+        bad.errors = 3;
+        let s = FileSuite {
+            buffered: vec![result("sync", 700_000.0, false), bad],
+            ..FileSuite::default()
+        };
+        assert!(targets(&s)[3].contains("n/a"), "{:?}", targets(&s));
+    }
+
+    #[test]
+    fn the_peers_run_in_both_parts_before_fio_unless_left_out() {
+        let o = QuickOptions {
+            dir: PathBuf::from("."),
+            size: 16 << 20,
+            secs: 1.0,
+            peers: true,
+        };
+        for direct in [true, false] {
+            let e = o.engines(direct);
+            let names: Vec<&str> = e.iter().map(|e| e.name()).collect();
+            assert!(e.last().is_some_and(|e| e.is_fio()), "{names:?}");
+            let peers: Vec<Engine> = e.iter().copied().filter(|e| e.is_peer()).collect();
+            assert_eq!(peers, PEERS, "{names:?}");
+            assert!(!e.contains(&Engine::Glommio), "{names:?}");
+        }
+        let lean = QuickOptions { peers: false, ..o };
+        assert_eq!(lean.engines(true), DIRECT);
+        assert_eq!(lean.engines(false), BUFFERED);
+        // 16 engine runs of 1 s, and the whole-file reads (2 sizes x 2 engines, at most 1 s).
+        assert_eq!(lean.planned_secs(), 20.0);
+        assert!(!lean.whole_plan().engines.contains(&"tokio-io-uring"));
+        assert_eq!(
+            QuickOptions {
+                peers: true,
+                ..lean
+            }
+            .whole_plan()
+            .engines,
+            whole::ENGINES
+        );
+    }
+
+    #[test]
+    fn uring_is_compared_with_each_peer_that_ran() {
+        let with_cpu = |engine, iops, cpu| {
+            let mut r = result(engine, iops, false);
+            r.cpu_us_per_io = Some(cpu);
+            r
+        };
+        let mut failed = with_cpu("compio", 1.0, 1.0);
+        failed.errors = 1;
+        let s = FileSuite {
+            buffered: vec![
+                with_cpu("uring", 800_000.0, 1.2),
+                with_cpu("monoio", 400_000.0, 2.4),
+                failed,
+                with_cpu("tokio-fs", 100_000.0, 9.0),
+            ],
+            ..FileSuite::default()
+        };
+        let lines = peer_lines(&s);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("uring/monoio IOPS 2.00x") && lines[0].contains("CPU per I/O 0.50x"),
+            "{lines:?}"
+        );
+        assert!(section(&s).contains("### Peers side by side"));
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_before_the_suite_runs_in_its_flag_names() {
+        let o = QuickOptions {
+            dir: PathBuf::from("."),
+            size: 16 << 20,
+            secs: 0.2,
+            peers: false,
+        };
+        assert!(o.check().is_ok());
+        for size in [1000, 0, 2048] {
+            let e = QuickOptions { size, ..o.clone() }.check().unwrap_err();
+            assert!(e.to_string().contains("--file-size"), "{size}: {e}");
+        }
+        let e = QuickOptions { secs: 0.0, ..o }.check().unwrap_err();
+        assert!(e.to_string().contains("--file-secs"), "{e}");
+    }
+}

@@ -1,0 +1,749 @@
+//! `hoop bench fsread`: the latency of reading a whole file (open, size, read to the end,
+//! close) from async code on a multi-thread tokio runtime, one read after another from ONE task
+//! after a warm-up, through
+//!
+//! * `shared`: `hoop::shared::fs::read` on a `hoop::shared::Rings` with `Rings::builder()`'s
+//!   defaults (io_uring rings shared by every thread);
+//! * `tokio-io-uring`: `tokio::fs::read` on a tokio runtime built with `enable_io_uring`
+//!   (tokio's own io_uring files, `--cfg tokio_unstable`): it runs in the `hoop-peer` binary of
+//!   `peers/` (`hoop-peer fsread`), built on demand, and is skipped with a line saying why when
+//!   that binary cannot be built or run here;
+//! * `spawn-blocking`: `tokio::task::spawn_blocking(std::fs::read)` on plain tokio (what
+//!   `tokio::fs::read` does without io_uring).
+//!
+//! Like for like: every engine runs on a multi-thread tokio runtime with one worker per allowed
+//! CPU, every thread unpinned, the reads issued from a task of that runtime (not from
+//! `block_on`'s thread), on the same hot-cache files of hoop's stamped content (read once
+//! before any engine). A read is timed from the call to the bytes in hand and counts only if it
+//! returned the file's size and every byte of it is the file's content
+//! ([`content::verify_full`]); anything else is an error, never a read. Each engine and size
+//! stops at `--reads` timed reads or `--secs`, whichever comes first.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::content::{self, SECTOR};
+use super::{fmt_bytes, parse_size};
+use crate::output::Out;
+use crate::peers::{f64_of, run_json, str_of, u64_of};
+use crate::{check_secs, invalid, sysinfo};
+
+/// The engines, in the order they run.
+pub(crate) const ENGINES: [&str; 3] = ["shared", "tokio-io-uring", "spawn-blocking"];
+/// The engine of the peers' binary.
+const PEER: &str = "tokio-io-uring";
+/// Largest test file.
+const MAX_FILE: u64 = 256 << 20;
+/// Most reads (timed or warm-up) per engine and size.
+const MAX_READS: u64 = 10_000_000;
+
+/// The exit codes, as `-h` says them.
+const EXIT_CODES: &str = "Exit status: 0 when every engine that ran counted at least one \
+verified read and no error (a skipped engine does not fail the run); 1 on bad arguments, when a \
+test file cannot be made, or when an engine failed or counted errors (its result is printed all \
+the same).";
+
+/// Arguments of `hoop bench fsread`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct FsreadArgs {
+    /// Directory of the test files [default: target/hoop-bench-file next to the binary].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// File sizes, comma-separated: multiples of 512 bytes, k/m suffixes allowed.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "64k,1m",
+        value_delimiter = ','
+    )]
+    pub sizes: Vec<String>,
+    /// Timed reads per engine and size (after the warm-up).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub reads: u64,
+    /// Untimed reads per engine and size before the timed ones (still checked).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub warmup: u64,
+    /// Longest time per engine and size in seconds: the timed reads stop then, however many.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub secs: f64,
+    /// Engines, comma-separated [default: shared, tokio-io-uring, spawn-blocking].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub engines: Option<Vec<String>>,
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Directory of the test files.
+    pub dir: PathBuf,
+    /// File sizes.
+    pub sizes: Vec<u64>,
+    /// Timed reads per engine and size.
+    pub reads: u64,
+    /// Warm-up reads per engine and size.
+    pub warmup: u64,
+    /// Longest time per engine and size.
+    pub secs: f64,
+    /// Engines, in order.
+    pub engines: Vec<&'static str>,
+}
+
+impl Plan {
+    /// Checks the numbers.
+    pub(crate) fn check(&self) -> io::Result<()> {
+        check_secs("--secs", self.secs)?;
+        if self.sizes.is_empty() || self.engines.is_empty() {
+            return Err(invalid("--sizes and --engines must not be empty"));
+        }
+        for &s in &self.sizes {
+            if s == 0 || !s.is_multiple_of(SECTOR as u64) || s > MAX_FILE {
+                return Err(invalid(format!(
+                    "--sizes: each must be a positive multiple of {SECTOR} bytes, at most {} \
+                     (got {s})",
+                    fmt_bytes(MAX_FILE)
+                )));
+            }
+        }
+        if self.reads == 0 || self.reads > MAX_READS || self.warmup > MAX_READS {
+            return Err(invalid(format!(
+                "--reads must be between 1 and {MAX_READS}, --warmup at most {MAX_READS}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Planned seconds at most: `secs` per engine and size.
+    pub(crate) fn planned_secs(&self) -> f64 {
+        self.secs * (self.sizes.len() * self.engines.len()) as f64
+    }
+}
+
+/// Parses `--engines`.
+pub(crate) fn parse_engines(list: &[String]) -> io::Result<Vec<&'static str>> {
+    let mut v = Vec::new();
+    for name in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let e = ENGINES.iter().find(|&&e| e == name).ok_or_else(|| {
+            invalid(format!(
+                "unknown engine {name:?} (known: {})",
+                ENGINES.join(", ")
+            ))
+        })?;
+        if !v.contains(e) {
+            v.push(*e);
+        }
+    }
+    if v.is_empty() {
+        return Err(invalid("--engines: no engine given"));
+    }
+    Ok(v)
+}
+
+/// Parses `--sizes`.
+pub(crate) fn parse_sizes(list: &[String]) -> io::Result<Vec<u64>> {
+    list.iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| parse_size("--sizes", s))
+        .collect()
+}
+
+/// One engine's whole-file reads of one size.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ReadResult {
+    /// Always "fsread".
+    pub bench: &'static str,
+    /// The engine.
+    pub engine: &'static str,
+    /// The file's size.
+    pub file_bytes: u64,
+    /// Timed reads that returned the whole file, verified.
+    pub reads: u64,
+    /// Warm-up reads before them.
+    pub warmup: u64,
+    /// Reads that failed, came back short or did not verify (warm-up ones included).
+    pub errors: u64,
+    /// The first of them.
+    pub first_error: Option<String>,
+    /// Bytes checked byte for byte in the timed reads.
+    pub bytes_verified: u64,
+    /// Latency per read, µs.
+    pub mean_us: Option<f64>,
+    /// Median.
+    pub p50_us: Option<f64>,
+    /// 99th percentile.
+    pub p99_us: Option<f64>,
+    /// Slowest.
+    pub max_us: Option<f64>,
+    /// Wall time of the engine's reads (warm-up included).
+    pub secs: f64,
+    /// Workers of the tokio runtime.
+    pub workers: usize,
+    /// How it ran.
+    pub setup: String,
+}
+
+impl ReadResult {
+    /// Whether it counted reads and no error.
+    pub(crate) fn ok(&self) -> bool {
+        self.errors == 0 && self.reads > 0
+    }
+
+    fn failed(engine: &'static str, size: u64, workers: usize, e: &io::Error) -> ReadResult {
+        ReadResult {
+            bench: "fsread",
+            engine,
+            file_bytes: size,
+            reads: 0,
+            warmup: 0,
+            errors: 1,
+            first_error: Some(e.to_string()),
+            bytes_verified: 0,
+            mean_us: None,
+            p50_us: None,
+            p99_us: None,
+            max_us: None,
+            secs: 0.0,
+            workers,
+            setup: String::new(),
+        }
+    }
+}
+
+/// What [`run_plan`] measured.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// One result per engine and size that ran.
+    pub results: Vec<ReadResult>,
+    /// Engines skipped, each with why (one line each).
+    pub skipped: Vec<String>,
+}
+
+/// Runs `hoop bench fsread`.
+pub(crate) fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
+    let plan = Plan {
+        dir: args.dir.unwrap_or_else(super::quick::default_dir),
+        sizes: parse_sizes(&args.sizes)?,
+        reads: args.reads,
+        warmup: args.warmup,
+        secs: args.secs,
+        engines: match &args.engines {
+            Some(list) => parse_engines(list)?,
+            None => ENGINES.to_vec(),
+        },
+    };
+    plan.check()?;
+    let out = Out::new(json, plan.planned_secs());
+    let o = run_plan(&plan, &out)?;
+    out.finish();
+    out.human(&format!(
+        "{}\n{}",
+        table(&o.results),
+        ratio_lines(&o.results).join("\n")
+    ));
+    let bad: Vec<String> = o
+        .results
+        .iter()
+        .filter(|r| !r.ok())
+        .map(|r| {
+            format!(
+                "{} {} ({} errors; first: {})",
+                r.engine,
+                fmt_bytes(r.file_bytes),
+                r.errors,
+                r.first_error.as_deref().unwrap_or("no read counted")
+            )
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(io::Error::other(format!(
+            "bench fsread: {} run(s) failed: {}",
+            bad.len(),
+            bad.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Prepares the test files, says how everything runs, then runs every engine on every size,
+/// printing each result as a JSON line with `--json`. A skipped engine is said on one line.
+pub(crate) fn run_plan(plan: &Plan, out: &Out) -> io::Result<Outcome> {
+    plan.check()?;
+    std::fs::create_dir_all(&plan.dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot create {}: {e}", plan.dir.display()),
+        )
+    })?;
+    let files = plan
+        .sizes
+        .iter()
+        .map(|&size| Ok((size, prepare(&plan.dir, size)?)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let workers = sysinfo::allowed_cpus().len().max(1);
+    let fs = super::fsinfo::fs_info(&plan.dir)
+        .map(|f| f.describe())
+        .unwrap_or_else(|e| format!("file system unknown ({e})"));
+    out.human(&format!(
+        "## hoop bench fsread: whole-file reads, {} timed after {} warm-up per engine and size \
+         (at most {} s each)\n\n\
+         - files: {} in {} on {fs}, hoop's stamped content, read once before the engines (hot \
+         page cache)\n\
+         - runtime: a multi-thread tokio runtime per engine, {workers} workers (one per allowed \
+         CPU), every thread unpinned; the reads one after another from one task of it\n\
+         - verification: a read counts only if it returned the whole file and every byte of it \
+         is the file's content; anything else is an error, never a read\n\
+         - latency: per read, from the call to the bytes in hand (open, size, read, close)\n\
+         - engines, in order: {}\n",
+        plan.reads,
+        plan.warmup,
+        plan.secs,
+        plan.sizes
+            .iter()
+            .map(|&s| fmt_bytes(s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan.dir.display(),
+        plan.engines.join(", ")
+    ));
+    let peer_bin = plan
+        .engines
+        .contains(&PEER)
+        .then(|| crate::peers::binary(out));
+    let mut o = Outcome::default();
+    for (size, path) in &files {
+        for &engine in &plan.engines {
+            out.start(&format!("fsread {engine}: {}", fmt_bytes(*size)), plan.secs);
+            let r = match (engine, &peer_bin) {
+                (PEER, Some(Ok(bin))) => run_peer(bin, path, *size, plan, workers),
+                (PEER, Some(Err(why))) => Err(Skip(why.clone())),
+                (PEER, None) => Err(Skip("the peers' binary was not prepared".into())),
+                _ => run_local(engine, path, *size, plan, workers).map_err(Fail),
+            };
+            out.done(plan.secs);
+            let r = match r {
+                Ok(r) => r,
+                Err(Skip(why)) => {
+                    let line = format!("{engine}: skipped: {why}");
+                    if !o.skipped.contains(&line) {
+                        out.human(&line);
+                        o.skipped.push(line);
+                    }
+                    continue;
+                }
+                Err(Fail(e)) => {
+                    out.human(&format!("{engine} {}: failed: {e}", fmt_bytes(*size)));
+                    ReadResult::failed(engine, *size, workers, &e)
+                }
+            };
+            out.measurement(&r);
+            o.results.push(r);
+        }
+    }
+    Ok(o)
+}
+
+/// Why an engine has no result: skipped (cannot run here) or failed.
+enum NoResult {
+    Skip(String),
+    Fail(io::Error),
+}
+use NoResult::{Fail, Skip};
+
+/// `hoop-fsread-<size>.dat` in `dir`, holding hoop's stamped content (made, or reused when it
+/// checks out), read once so that it is in the page cache.
+fn prepare(dir: &Path, size: u64) -> io::Result<PathBuf> {
+    let path = dir.join(format!("hoop-fsread-{size}.dat"));
+    let len = usize::try_from(size).map_err(|_| invalid("a size does not fit in memory"))?;
+    let good =
+        |p: &Path| std::fs::read(p).is_ok_and(|v| v.len() == len && content::verify_full(&v, 0));
+    if !good(&path) {
+        let mut v = vec![0u8; len];
+        content::stamp(&mut v, 0);
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &v)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        if !good(&path) {
+            return Err(io::Error::other(format!(
+                "{}: written, but it does not read back as written",
+                path.display()
+            )));
+        }
+    }
+    Ok(path)
+}
+
+/// Latencies of the timed reads and the errors.
+#[derive(Debug, Default)]
+struct Tally {
+    lat_us: Vec<f64>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    /// Counts one read of `size` that gave `r`: timed (`lat`) or a warm-up one.
+    fn count(&mut self, r: io::Result<Vec<u8>>, size: usize, lat: Option<Duration>) {
+        let bad = match r {
+            Ok(v) if v.len() != size => Some(format!("short read: {} of {size} bytes", v.len())),
+            Ok(v) if !content::verify_full(&v, 0) => {
+                Some("wrong content (a byte differs from the file's)".to_string())
+            }
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        match bad {
+            Some(e) => {
+                self.errors += 1;
+                self.first_error.get_or_insert(e);
+            }
+            None => {
+                if let Some(lat) = lat {
+                    self.lat_us.push(lat.as_secs_f64() * 1e6);
+                }
+            }
+        }
+    }
+}
+
+/// Mean, p50, p99 and max of `v` (nearest rank), `None` when empty.
+fn stats(v: &mut [f64]) -> [Option<f64>; 4] {
+    if v.is_empty() {
+        return [None; 4];
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    [
+        Some(mean),
+        Some(rank(0.5)),
+        Some(rank(0.99)),
+        v.last().copied(),
+    ]
+}
+
+/// One whole-file read through `rings` (hoop's shared rings) or, without, through
+/// `spawn_blocking(std::fs::read)`.
+async fn read_once(rings: Option<&hoop::shared::Rings>, path: &Path) -> io::Result<Vec<u8>> {
+    match rings {
+        Some(r) => hoop::shared::fs::read(r, path).await,
+        None => {
+            let p = path.to_path_buf();
+            tokio::task::spawn_blocking(move || std::fs::read(p))
+                .await
+                .map_err(|e| io::Error::other(format!("the blocking read panicked: {e}")))?
+        }
+    }
+}
+
+/// `shared` or `spawn-blocking`, here.
+fn run_local(
+    engine: &'static str,
+    path: &Path,
+    size: u64,
+    plan: &Plan,
+    workers: usize,
+) -> io::Result<ReadResult> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .thread_name("hoop-bench-fsread")
+        .build()?;
+    let rings = if engine == "shared" {
+        Some(
+            hoop::shared::Rings::builder()
+                .build()
+                .map_err(|e| io::Error::new(e.kind(), format!("shared rings: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let len = usize::try_from(size).map_err(|_| invalid("a size does not fit in memory"))?;
+    let (reads, warmup) = (plan.reads, plan.warmup);
+    let limit = Duration::from_secs_f64(plan.secs);
+    let task = {
+        let rings = rings.clone();
+        let path = path.to_path_buf();
+        async move {
+            let mut t = Tally::default();
+            for _ in 0..warmup {
+                t.count(read_once(rings.as_ref(), &path).await, len, None);
+            }
+            let deadline = Instant::now() + limit;
+            while (t.lat_us.len() as u64) + t.errors < reads && Instant::now() < deadline {
+                let t0 = Instant::now();
+                let r = read_once(rings.as_ref(), &path).await;
+                let lat = t0.elapsed();
+                t.count(r, len, Some(lat));
+            }
+            t
+        }
+    };
+    let start = Instant::now();
+    // From a task of the runtime (a worker), not from block_on's thread.
+    let mut t = rt
+        .block_on(async { tokio::spawn(task).await })
+        .map_err(|e| io::Error::other(format!("the reading task failed: {e}")))?;
+    let secs = start.elapsed().as_secs_f64();
+    drop(rt);
+    let setup = match &rings {
+        Some(r) => {
+            let n = r.ring_count();
+            let report = r.shutdown();
+            let mut s = format!(
+                "hoop::shared::fs::read, Rings::builder() defaults ({n} rings); multi-thread \
+                 tokio runtime, {workers} workers, unpinned; one task"
+            );
+            if report.leaked > 0 || report.still_in_flight > 0 {
+                let _ = write!(
+                    s,
+                    "; at shutdown {} ops were still in flight and {} leaked",
+                    report.still_in_flight, report.leaked
+                );
+            }
+            s
+        }
+        None => format!(
+            "tokio::task::spawn_blocking(std::fs::read), plain tokio (no io_uring); multi-thread \
+             runtime, {workers} workers, unpinned; one task"
+        ),
+    };
+    let n = t.lat_us.len() as u64;
+    let [mean_us, p50_us, p99_us, max_us] = stats(&mut t.lat_us);
+    Ok(ReadResult {
+        bench: "fsread",
+        engine,
+        file_bytes: size,
+        reads: n,
+        warmup,
+        errors: t.errors,
+        first_error: t.first_error,
+        bytes_verified: n * size,
+        mean_us,
+        p50_us,
+        p99_us,
+        max_us,
+        secs,
+        workers,
+        setup,
+    })
+}
+
+/// `tokio-io-uring`, through `hoop-peer fsread`.
+fn run_peer(
+    bin: &Path,
+    path: &Path,
+    size: u64,
+    plan: &Plan,
+    workers: usize,
+) -> Result<ReadResult, NoResult> {
+    let args: Vec<String> = [
+        "fsread",
+        "--engine",
+        PEER,
+        "--path",
+        &path.display().to_string(),
+        "--size",
+        &size.to_string(),
+        "--reads",
+        &plan.reads.to_string(),
+        "--warmup",
+        &plan.warmup.to_string(),
+        "--secs",
+        &plan.secs.to_string(),
+        "--workers",
+        &workers.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let v = run_json(bin, &args, plan.secs).map_err(|why| Skip(format!("hoop-peer: {why}")))?;
+    Ok(peer_result(&v, size, plan.warmup, workers))
+}
+
+/// A result from `hoop-peer fsread`'s JSON line.
+fn peer_result(v: &serde_json::Value, size: u64, warmup: u64, workers: usize) -> ReadResult {
+    let errors = u64_of(v, "errors");
+    ReadResult {
+        bench: "fsread",
+        engine: PEER,
+        file_bytes: size,
+        reads: u64_of(v, "reads"),
+        warmup,
+        errors,
+        first_error: str_of(v, "first_error")
+            .or_else(|| (errors > 0).then(|| "a read failed".to_string())),
+        bytes_verified: u64_of(v, "bytes_verified"),
+        mean_us: f64_of(v, "mean_us"),
+        p50_us: f64_of(v, "p50_us"),
+        p99_us: f64_of(v, "p99_us"),
+        max_us: f64_of(v, "max_us"),
+        secs: f64_of(v, "secs").unwrap_or(0.0),
+        workers,
+        setup: format!(
+            "hoop-peer (child process): {}",
+            str_of(v, "setup").unwrap_or_else(|| PEER.to_string())
+        ),
+    }
+}
+
+/// The results as a markdown table.
+pub(crate) fn table(rs: &[ReadResult]) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let mut s = String::from(
+        "| engine | file | reads | mean µs | p50 µs | p99 µs | max µs | verified | errors |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.engine,
+            fmt_bytes(r.file_bytes),
+            r.reads,
+            f(r.mean_us),
+            f(r.p50_us),
+            f(r.p99_us),
+            f(r.max_us),
+            fmt_bytes(r.bytes_verified),
+            r.errors
+        );
+    }
+    s
+}
+
+/// The mean latency of `engine`'s reads of `size`, if it ran with no error.
+pub(crate) fn mean_of(rs: &[ReadResult], engine: &str, size: u64) -> Option<f64> {
+    rs.iter()
+        .find(|r| r.engine == engine && r.file_bytes == size && r.ok())
+        .and_then(|r| r.mean_us)
+}
+
+/// `shared` against each other engine, per size: mean latency ratios (lower: hoop faster).
+pub(crate) fn ratio_lines(rs: &[ReadResult]) -> Vec<String> {
+    let mut sizes: Vec<u64> = rs.iter().map(|r| r.file_bytes).collect();
+    sizes.dedup();
+    let mut lines = Vec::new();
+    for size in sizes {
+        let Some(h) = mean_of(rs, "shared", size) else {
+            continue;
+        };
+        for other in ENGINES.iter().filter(|&&e| e != "shared") {
+            if let Some(o) = mean_of(rs, other, size).filter(|&o| o > 0.0) {
+                lines.push(format!(
+                    "- whole read {}: shared/{other} mean latency {:.2}x ({h:.1} vs {o:.1} µs)",
+                    fmt_bytes(size),
+                    h / o
+                ));
+            }
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_are_nearest_rank() {
+        assert_eq!(stats(&mut []), [None; 4]);
+        let mut v: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(
+            stats(&mut v),
+            [Some(50.5), Some(50.0), Some(99.0), Some(100.0)]
+        );
+        assert_eq!(stats(&mut [7.0]), [Some(7.0); 4]);
+    }
+
+    #[test]
+    fn engines_and_sizes_parse() {
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_engines(&s(&["spawn-blocking", "shared", "shared"])).unwrap(),
+            ["spawn-blocking", "shared"]
+        );
+        assert!(parse_engines(&s(&["tokio-fs"])).is_err());
+        assert!(parse_engines(&s(&[""])).is_err());
+        assert_eq!(parse_sizes(&s(&["64k", "1m"])).unwrap(), [65536, 1 << 20]);
+        let plan = Plan {
+            dir: PathBuf::from("."),
+            sizes: vec![65536],
+            reads: 10,
+            warmup: 0,
+            secs: 1.0,
+            engines: vec!["shared"],
+        };
+        assert!(plan.check().is_ok());
+        for bad in [
+            Plan {
+                sizes: vec![1000],
+                ..plan.clone()
+            },
+            Plan {
+                sizes: vec![MAX_FILE * 2],
+                ..plan.clone()
+            },
+            Plan {
+                reads: 0,
+                ..plan.clone()
+            },
+            Plan {
+                secs: 0.0,
+                ..plan.clone()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_peer_line_becomes_a_result_and_ratios_follow() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"bench":"peer-fsread","engine":"tokio-io-uring","file_bytes":65536,"reads":10,
+            "warmup":2,"errors":0,"first_error":null,"bytes_verified":655360,"mean_us":40.0,
+            "p50_us":38.0,"p99_us":90.5,"max_us":120.0,"secs":0.01,"setup":"tokio"}"#,
+        )
+        .unwrap();
+        let p = peer_result(&v, 65536, 2, 2);
+        assert!(p.ok());
+        assert_eq!(p.bytes_verified, 655_360);
+        assert_eq!(p.p99_us, Some(90.5));
+        let mut h = p.clone();
+        h.engine = "shared";
+        h.mean_us = Some(15.0);
+        let lines = ratio_lines(&[h.clone(), p.clone()]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("64 KiB: shared/tokio-io-uring mean latency 0.38x"),
+            "{lines:?}"
+        );
+        let mut bad = p;
+        bad.errors = 1;
+        assert!(!bad.ok());
+        assert!(ratio_lines(&[h, bad]).is_empty());
+        assert!(table(&[]).starts_with("| engine |"));
+    }
+
+    #[test]
+    fn reads_count_only_when_every_byte_is_right() {
+        let mut good = vec![0u8; 4096];
+        content::stamp(&mut good, 0);
+        let mut t = Tally::default();
+        t.count(Ok(good.clone()), 4096, Some(Duration::from_micros(5)));
+        t.count(Ok(good.clone()), 4096, None);
+        assert_eq!((t.lat_us.len(), t.errors), (1, 0));
+        t.count(Ok(good[..512].to_vec()), 4096, Some(Duration::ZERO));
+        let mut wrong = good;
+        wrong[100] ^= 1;
+        t.count(Ok(wrong), 4096, Some(Duration::ZERO));
+        t.count(Err(io::Error::other("boom")), 4096, None);
+        assert_eq!((t.lat_us.len(), t.errors), (1, 3));
+        assert!(t.first_error.unwrap().starts_with("short read"));
+    }
+}

@@ -1,0 +1,703 @@
+//! The side-by-side runs of `hoop bench http`: the test files, the servers (hoop on io_uring
+//! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
+//! first CPU (issue 22's multi-thread hyper-shared and hyper-tokio unpinned, both on every
+//! allowed CPU), every configuration run `rounds` times in alternating server order by the
+//! client on the second CPU, and one cell with wrk as the client when it is installed. With
+//! [`Plan::wrk`] (`--wrk`; the main job: hoop and nginx), wrk runs right after the load
+//! generator against those servers in every cell and round, its req/s beside the load
+//! generator's (`wrk_req_per_sec`, the table's `wrk req/s`).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::{self, HttpClientConfig};
+use super::mix::{self, MixFile};
+use super::{
+    file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
+    RUN_OVERHEAD_SECS,
+};
+use crate::invalid;
+use crate::output::Out;
+use crate::server::{Ready, ServerChild, ServerProbe};
+use crate::stats::{self, median};
+
+/// A side-by-side plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Configurations.
+    pub cells: Vec<Cell>,
+    /// Servers, in run order.
+    pub servers: Vec<String>,
+    /// Seconds per run.
+    pub secs: f64,
+    /// Rounds per configuration.
+    pub rounds: u32,
+    /// Requests in flight per keep-alive connection.
+    pub pipeline: usize,
+    /// Files and nginx's prefix.
+    pub dir: PathBuf,
+    /// The servers wrk runs against, right after the load generator, in every cell and round
+    /// (empty: none; skipped with a line when wrk is not installed).
+    pub wrk: Vec<String>,
+}
+
+impl Plan {
+    /// Planned seconds, for progress bars.
+    pub(crate) fn planned_secs(&self) -> f64 {
+        let runs = self.cells.len() * self.servers.len() * self.rounds as usize;
+        let wrk_installed = wrk_path().is_some();
+        let with_wrk = self
+            .servers
+            .iter()
+            .filter(|s| wrk_installed && self.wrk.contains(s))
+            .count();
+        let mut wrk_runs = self.cells.len() * with_wrk * self.rounds as usize;
+        // The second-client check against hoop, when not one of those runs.
+        let hoop_checked = self.wrk.iter().any(|s| s == "hoop")
+            && self.cells.contains(&Cell::file(1024, 50, false));
+        if wrk_installed && self.servers.iter().any(|s| s == "hoop") && !hoop_checked {
+            wrk_runs += 1;
+        }
+        runs as f64 * (self.secs + RUN_OVERHEAD_SECS)
+            + wrk_runs as f64 * (wrk_secs(self.secs) as f64 + RUN_OVERHEAD_SECS)
+    }
+}
+
+/// What a side-by-side run produced.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Every measurement.
+    pub results: Vec<HttpResult>,
+    /// Runs that could not be measured, with why.
+    pub failures: Vec<String>,
+    /// Lines for the table (nginx missing, fd limit, wrk).
+    pub notes: Vec<String>,
+}
+
+/// The exit status: an error if a run failed or the load generator counted errors (wrk's
+/// errors are shown, never fail: it verifies no body).
+pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
+    let bad = o
+        .results
+        .iter()
+        .filter(|r| r.client == "hoop" && (r.errors > 0 || r.requests == 0))
+        .count();
+    if o.results.is_empty() || !o.failures.is_empty() || bad > 0 {
+        return Err(io::Error::other(format!(
+            "{} run(s) measured, {} failed, {} counted errors or no verified request{}",
+            o.results.len(),
+            o.failures.len(),
+            bad,
+            o.failures
+                .first()
+                .map_or(String::new(), |f| format!("; first failure: {f}"))
+        )));
+    }
+    Ok(())
+}
+
+/// Starts server `name` pinned to `cpu`, serving `root`.
+pub(super) fn start_server(
+    name: &str,
+    root: &Path,
+    dir: &Path,
+    cpu: Option<usize>,
+) -> io::Result<Option<ServerChild>> {
+    let exe = std::env::current_exe()?;
+    let hoop = |extra: &[&str]| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+            .arg(root)
+            .args(extra);
+        cmd
+    };
+    let (cmd, ready) = match name {
+        "hoop" => (hoop(&["--driver", "uring"]), Ready::ListeningLine),
+        "hoop-epoll" => (hoop(&["--driver", "epoll"]), Ready::ListeningLine),
+        "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
+        "hyper-shared" => (hoop(&["--server", "hyper-shared"]), Ready::ListeningLine),
+        "hyper-tokio" => (hoop(&["--server", "hyper-tokio"]), Ready::ListeningLine),
+        "nginx" => {
+            let Some(bin) = nginx::find() else {
+                return Ok(None);
+            };
+            let addr = nginx::free_addr()?;
+            let root = std::fs::canonicalize(root)?;
+            (
+                nginx::command(&bin, &dir.join("nginx"), &root, addr)?,
+                Ready::Connect(addr),
+            )
+        }
+        other => return Err(invalid(format!("unknown server {other}"))),
+    };
+    ServerChild::spawn_cmd(name, cmd, cpu, ready).map(Some)
+}
+
+/// The test files' contents by size.
+pub(super) type Files = BTreeMap<u64, Arc<[u8]>>;
+
+/// The test files, and the static mix when a cell asks for it.
+struct TestFiles {
+    /// The served root.
+    root: PathBuf,
+    /// The single files by size.
+    files: Files,
+    /// The static mix's files.
+    mix: Option<Arc<[MixFile]>>,
+}
+
+/// Writes the test files into `dir/root` (kept between runs when already right), and the
+/// static mix when `with_mix` (a line for the table when it has no `.gz` variants).
+fn make_test_files(dir: &Path, with_mix: bool) -> io::Result<(TestFiles, Option<String>)> {
+    let (root, files) = make_files(dir)?;
+    let (mix, note) = if with_mix {
+        let (m, note) = mix::make(&root)?;
+        (Some(Arc::from(m)), note)
+    } else {
+        (None, None)
+    };
+    Ok((TestFiles { root, files, mix }, note))
+}
+
+/// Writes the test files into `dir/root` (kept between runs when already right).
+pub(super) fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root)?;
+    let mut files = BTreeMap::new();
+    for &size in &FILES {
+        let data = file_content(size);
+        let path = root.join(file_name(size));
+        if std::fs::read(&path).ok().as_deref() != Some(&data[..]) {
+            std::fs::write(&path, &data)?;
+        }
+        files.insert(size, Arc::from(data));
+    }
+    Ok((root, files))
+}
+
+/// The soft fd limit, after raising it to the hard one.
+pub(super) fn nofile_limit() -> u64 {
+    // SAFETY: rlimit is plain old data.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes one rlimit into the valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    lim.rlim_cur
+}
+
+/// The CPUs as a list: "0", "0,1".
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The line saying where each server and the client run.
+fn pinning_note(
+    servers: &[String],
+    server_cpu: Option<usize>,
+    client_cpu: Option<usize>,
+    all: &[usize],
+) -> String {
+    let names = |pinned: bool| {
+        servers
+            .iter()
+            .filter(|s| unpinned(s) != pinned)
+            .map(|s| label(s).to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    let (pinned, free) = (names(true), names(false));
+    if !pinned.is_empty() {
+        parts.push(match server_cpu {
+            Some(c) => format!("{pinned} pinned to CPU {c}"),
+            None => format!("{pinned} unpinned (fewer than two CPUs)"),
+        });
+    }
+    if !free.is_empty() {
+        parts.push(format!(
+            "{free} unpinned on CPUs {} (tokio multi-thread, {} workers each; the same CPUs \
+             for both, shared with the client)",
+            cpu_list(all),
+            all.len().max(1)
+        ));
+    }
+    parts.push(match client_cpu {
+        Some(c) => format!("the client pinned to CPU {c}"),
+        None => "the client unpinned".into(),
+    });
+    format!("pinning: {}", parts.join("; "))
+}
+
+/// Runs the plan: servers started once (pinned to the first CPU, but for the multi-thread
+/// hyper-shared and hyper-tokio: every allowed CPU), each configuration `rounds` times with the
+/// servers in alternating order; then the wrk cell when wrk is installed.
+pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
+    let mut o = Outcome::default();
+    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
+    let all_cpus = crate::sysinfo::allowed_cpus();
+    let with_mix = plan.cells.iter().any(|c| c.mix);
+    let TestFiles { root, files, mix } = match make_test_files(&plan.dir, with_mix) {
+        Ok((f, note)) => {
+            o.notes.extend(note);
+            f
+        }
+        Err(e) => {
+            o.failures.push(format!(
+                "cannot write the test files under {}: {e}",
+                plan.dir.display()
+            ));
+            return o;
+        }
+    };
+    let mut cells = plan.cells.clone();
+    let limit = nofile_limit();
+    if let Some(big) = cells.iter().map(|c| c.conns).max() {
+        // Client and server each need one fd per connection (and a few more).
+        if (big as u64) + 64 > limit {
+            o.notes.push(format!(
+                "the open-file limit is {limit} (hard limit reached): runs of more than {} \
+                 connections are skipped; raise it with `ulimit -Hn`",
+                limit.saturating_sub(64)
+            ));
+            cells.retain(|c| (c.conns as u64) + 64 <= limit);
+        }
+    }
+    let mut servers: Vec<(String, ServerChild)> = Vec::new();
+    o.notes.push(pinning_note(
+        &plan.servers,
+        server_cpu,
+        client_cpu,
+        &all_cpus,
+    ));
+    for name in &plan.servers {
+        let cpu = if unpinned(name) { None } else { server_cpu };
+        match start_server(name, &root, &plan.dir, cpu) {
+            Ok(Some(child)) => servers.push((name.clone(), child)),
+            Ok(None) => o.notes.push(nginx::MISSING.to_string()),
+            Err(e) => {
+                out.note(&format!("warning: {e}"));
+                o.failures.push(e.to_string());
+            }
+        }
+    }
+    // wrk beside the load generator (`Plan::wrk`), and its script for the static mix.
+    let wrk_bin = if plan.wrk.is_empty() {
+        None
+    } else {
+        wrk_path()
+    };
+    if !plan.wrk.is_empty() && wrk_bin.is_none() {
+        o.notes.push(WRK_MISSING.to_string());
+    }
+    let script = match (&wrk_bin, &mix) {
+        (Some(_), Some(_)) => {
+            let path = plan.dir.join("wrk-mix.lua");
+            match std::fs::write(&path, mix::wrk_script()) {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    o.notes.push(format!(
+                        "wrk: cannot write {}: {e}; no wrk run in the static mix",
+                        path.display()
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    for cell in &cells {
+        for round in 0..plan.rounds {
+            for (name, child) in servers.iter_mut() {
+                let what = format!(
+                    "http {name}: {}, c={} {} round {}",
+                    if cell.mix {
+                        mix::LABEL.to_string()
+                    } else {
+                        format!("{} B", cell.file_bytes)
+                    },
+                    cell.conns,
+                    cell.mode(),
+                    round + 1
+                );
+                out.start(&what, plan.secs + RUN_OVERHEAD_SECS);
+                let cfg = HttpClientConfig {
+                    addr: child.addr,
+                    host: child.addr.to_string(),
+                    path: if cell.mix {
+                        "/mix/".to_string()
+                    } else {
+                        format!("/{}", file_name(cell.file_bytes))
+                    },
+                    conns: cell.conns,
+                    secs: Duration::from_secs_f64(plan.secs),
+                    close: cell.close,
+                    pipeline: if cell.close { 1 } else { plan.pipeline },
+                    file_bytes: cell.file_bytes,
+                    verify: if cell.mix {
+                        None
+                    } else {
+                        files.get(&cell.file_bytes).cloned()
+                    },
+                    mix: if cell.mix { mix.clone() } else { None },
+                };
+                let url = format!("http://{}{}", cfg.host, cfg.path);
+                let pid = child.pid();
+                let mut probe = None;
+                let run = client::run_client(&cfg, client_cpu, || {
+                    probe = Some(ServerProbe::start(pid, cfg.secs));
+                });
+                let result = run.and_then(|outcome| {
+                    let m = probe
+                        .take()
+                        .map(|p| p.finish(outcome.wall, outcome.requests))
+                        .unwrap_or_default();
+                    child.check_alive()?;
+                    let (pinned, cpus) = if unpinned(name) {
+                        (false, cpu_list(&all_cpus))
+                    } else {
+                        (
+                            server_cpu.is_some() && client_cpu.is_some(),
+                            server_cpu.map_or_else(|| cpu_list(&all_cpus), |c| c.to_string()),
+                        )
+                    };
+                    let mut r = make_result(name, &url, round, &cfg, &outcome, m, pinned);
+                    r.server_cpus = Some(cpus);
+                    Ok(r)
+                });
+                out.done(plan.secs + RUN_OVERHEAD_SECS);
+                // wrk right after, on the same server and cell.
+                let wrk_result = match wrk_bin.as_deref() {
+                    Some(wrk) if plan.wrk.contains(name) && result.is_ok() => {
+                        if cell.mix && script.is_none() {
+                            None
+                        } else {
+                            let run = WrkRun {
+                                server: name,
+                                conns: cell.conns,
+                                round,
+                                secs: plan.secs,
+                                client_cpu,
+                                server_cpus: result
+                                    .as_ref()
+                                    .ok()
+                                    .and_then(|r| r.server_cpus.clone()),
+                                pinned: result.as_ref().is_ok_and(|r| r.pinned),
+                            };
+                            run_wrk_logged(wrk, child, cell, script.as_deref(), run, out, &mut o)
+                        }
+                    }
+                    _ => None,
+                };
+                match result {
+                    Ok(mut r) => {
+                        r.wrk_req_per_sec = wrk_result.as_ref().map(|w| w.rps);
+                        out.measurement(&r);
+                        if r.errors > 0 || r.requests == 0 {
+                            out.note(&format!(
+                                "warning: {what}: {} verified, {} error(s), first: {}",
+                                r.requests,
+                                r.errors,
+                                r.first_error.as_deref().unwrap_or("-")
+                            ));
+                        }
+                        o.results.push(r);
+                    }
+                    Err(e) => {
+                        out.note(&format!("warning: {what}: {e}"));
+                        o.failures.push(format!("{what}: {e}"));
+                    }
+                }
+                if let Some(w) = wrk_result {
+                    out.measurement(&w);
+                    o.results.push(w);
+                }
+            }
+        }
+    }
+    // One cell with wrk as the client, so a reader sees the two clients agree (from the runs
+    // above when wrk ran against hoop at 1 KiB, 50 keep-alive; else one run of its own).
+    let check = Cell::file(1024, 50, false);
+    let same_cell = |x: &&HttpResult| {
+        x.server == "hoop"
+            && !x.mix
+            && x.file_bytes == 1024
+            && x.conns == 50
+            && x.mode == "keep-alive"
+    };
+    let client_median = |o: &Outcome, client: &str| {
+        median(
+            &o.results
+                .iter()
+                .filter(same_cell)
+                .filter(|x| x.client == client)
+                .map(|x| x.rps)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let checked_inline =
+        wrk_bin.is_some() && plan.wrk.iter().any(|s| s == "hoop") && cells.contains(&check);
+    if let Some((_, hoop)) = servers.iter().find(|(n, _)| n == "hoop") {
+        if checked_inline {
+            let errors: u64 = o
+                .results
+                .iter()
+                .filter(same_cell)
+                .filter(|x| x.client == "wrk")
+                .map(|x| x.errors)
+                .sum();
+            if let Some(w) = client_median(&o, "wrk") {
+                o.notes
+                    .push(check_note(w, errors, client_median(&o, "hoop")));
+            }
+        } else {
+            match wrk_path() {
+                Some(wrk) => match run_wrk(
+                    &wrk,
+                    hoop,
+                    WrkRun {
+                        server: "hoop",
+                        conns: 50,
+                        round: 0,
+                        secs: plan.secs,
+                        client_cpu,
+                        server_cpus: server_cpu.map(|c| c.to_string()),
+                        pinned: client_cpu.is_some() && server_cpu.is_some(),
+                    },
+                ) {
+                    Ok(r) => {
+                        o.notes
+                            .push(check_note(r.rps, r.errors, client_median(&o, "hoop")));
+                        out.measurement(&r);
+                        o.results.push(r);
+                    }
+                    Err(e) => o.notes.push(format!("wrk failed: {e}")),
+                },
+                None => o
+                    .notes
+                    .push("wrk not installed (apt-get install wrk): no second client".into()),
+            }
+        }
+    }
+    drop(servers);
+    o
+}
+
+/// What the table says when wrk should run beside the load generator but is not installed.
+pub(crate) const WRK_MISSING: &str =
+    "wrk not installed (apt-get install wrk): no wrk run beside the load generator (wrk req/s: -)";
+
+/// The second-client line of the table: wrk against hoop at 1 KiB, 50 keep-alive.
+fn check_note(wrk_rps: f64, errors: u64, hoop_rps: Option<f64>) -> String {
+    format!(
+        "wrk -t1 -c50 against hoop (io_uring), 1 KiB keep-alive: {wrk_rps:.0} req/s \
+         ({errors} errors); hoop's client in the same cell: {}",
+        hoop_rps.map_or("-".into(), |v| format!("{v:.0} req/s"))
+    )
+}
+
+/// One wrk run beside the load generator's, with its progress and warnings; `None` (and a
+/// line in the notes) when wrk could not run or be read. wrk's errors never fail the run:
+/// it verifies no body, the load generator does.
+fn run_wrk_logged(
+    wrk: &Path,
+    child: &ServerChild,
+    cell: &Cell,
+    script: Option<&Path>,
+    run: WrkRun<'_>,
+    out: &Out,
+    o: &mut Outcome,
+) -> Option<HttpResult> {
+    let what = format!(
+        "wrk {}: {}, c={} {} round {}",
+        run.server,
+        cell.file_label(),
+        cell.conns,
+        cell.mode(),
+        run.round + 1
+    );
+    let secs = wrk_secs(run.secs) as f64 + RUN_OVERHEAD_SECS;
+    out.start(&what, secs);
+    let r = run_wrk_cell(wrk, child, cell, script, run);
+    out.done(secs);
+    match r {
+        Ok(r) => {
+            if r.errors > 0 || r.requests == 0 {
+                out.note(&format!(
+                    "warning: {what}: {} requests, {} error(s) (wrk: socket errors and non-2xx)",
+                    r.requests, r.errors
+                ));
+            }
+            Some(r)
+        }
+        Err(e) => {
+            out.note(&format!("warning: {what}: {e}"));
+            o.notes.push(format!("{what}: wrk failed: {e}"));
+            None
+        }
+    }
+}
+
+pub(crate) fn wrk_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("wrk"))
+        .find(|p| p.is_file())
+}
+
+/// wrk's window: `secs` rounded up to whole seconds (wrk's `-d` takes no fraction).
+fn wrk_secs(secs: f64) -> u64 {
+    secs.ceil().max(1.0) as u64
+}
+
+/// One wrk run: against which server, how.
+struct WrkRun<'a> {
+    /// The server's name in the results.
+    server: &'a str,
+    /// `-c`.
+    conns: usize,
+    /// The round, for pairing.
+    round: u32,
+    /// Seconds asked (rounded up to whole seconds).
+    secs: f64,
+    /// wrk is pinned there (with `taskset`).
+    client_cpu: Option<usize>,
+    /// The server's CPUs, for the result.
+    server_cpus: Option<String>,
+    /// Server and client pinned to different CPUs.
+    pinned: bool,
+}
+
+/// `wrk -t1 -c50` on the 1 KiB file against hoop (the second-client check of the table).
+fn run_wrk(wrk: &Path, server: &ServerChild, run: WrkRun<'_>) -> io::Result<HttpResult> {
+    run_wrk_cell(wrk, server, &Cell::file(1024, 50, false), None, run)
+}
+
+/// `wrk -t1 -cCONNS -dSECS` on the cell's test file, pinned to the client CPU, the server
+/// measured over the run: `-H 'Connection: close'` in close cells; in the static mix
+/// `-H 'Accept-Encoding: br, gzip'` and `script` (`-s`), cycling over the mix's paths.
+fn run_wrk_cell(
+    wrk: &Path,
+    server: &ServerChild,
+    cell: &Cell,
+    script: Option<&Path>,
+    run: WrkRun<'_>,
+) -> io::Result<HttpResult> {
+    let file_bytes = cell.file_bytes;
+    let url = if cell.mix {
+        format!("http://{}/mix/", server.addr)
+    } else {
+        format!("http://{}/{}", server.addr, file_name(file_bytes))
+    };
+    let secs_whole = wrk_secs(run.secs);
+    let mut cmd = match run.client_cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(wrk);
+            c
+        }
+        None => Command::new(wrk),
+    };
+    cmd.arg("-t1")
+        .arg(format!("-c{}", run.conns))
+        .arg(format!("-d{secs_whole}s"));
+    if cell.close {
+        cmd.args(["-H", "Connection: close"]);
+    }
+    if cell.mix {
+        let script = script.ok_or_else(|| io::Error::other("no wrk script for the static mix"))?;
+        cmd.arg("-H")
+            .arg(format!("Accept-Encoding: {}", mix::ACCEPT_ENCODING))
+            .arg("-s")
+            .arg(script);
+    }
+    cmd.arg(&url);
+    let probe = ServerProbe::start(server.pid(), Duration::from_secs(secs_whole));
+    let outp = cmd.output()?;
+    let text = String::from_utf8_lossy(&outp.stdout).to_string();
+    let (requests, rps, errors) = parse_wrk(&text).ok_or_else(|| {
+        io::Error::other(format!(
+            "cannot read wrk's output: {text}{}",
+            String::from_utf8_lossy(&outp.stderr).trim()
+        ))
+    })?;
+    let m = probe.finish(Duration::from_secs(secs_whole), requests);
+    Ok(HttpResult {
+        bench: "http",
+        server: run.server.into(),
+        client: "wrk",
+        url,
+        round: run.round,
+        file_bytes,
+        conns: run.conns,
+        mode: cell.mode(),
+        pipeline: 1,
+        secs: secs_whole as f64,
+        requests,
+        errors,
+        errors_by_kind: BTreeMap::new(),
+        first_error: None,
+        verified_bytes: false,
+        loopback_mtu: super::netns::loopback_mtu(),
+        rps,
+        mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
+        p50_us: None,
+        p99_us: None,
+        p999_us: None,
+        max_us: None,
+        client_cpu_pct: None,
+        server_cpu_pct: m.cpu_pct,
+        server_cpu_us_per_req: m.cpu_us_per_req,
+        syscalls_per_req: m.syscalls_per_req,
+        ctx_switches_per_req: m.ctx_switches_per_req,
+        server_cpus: run.server_cpus,
+        server_threads: m.threads,
+        client_bound: false,
+        pinned: run.pinned,
+        connected: run.conns,
+        mix: cell.mix,
+        requests_by_encoding: None,
+        wrk_req_per_sec: None,
+    })
+}
+
+/// (requests, requests/s, errors) from wrk's summary.
+pub(super) fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
+    let requests = text
+        .lines()
+        .find(|l| l.contains("requests in"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let rps = text
+        .lines()
+        .find(|l| l.starts_with("Requests/sec:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let mut errors = 0u64;
+    for l in text.lines() {
+        if let Some(v) = l.trim().strip_prefix("Non-2xx or 3xx responses:") {
+            errors += v.trim().parse::<u64>().unwrap_or(0);
+        }
+        if let Some(v) = l.trim().strip_prefix("Socket errors:") {
+            for part in v.split(',') {
+                errors += part
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Some((requests, rps, errors))
+}

@@ -1,0 +1,512 @@
+//! The side-by-side table, its ratios (paired within a round, medians over rounds) and the
+//! issue's speed targets evaluated from the numbers.
+
+use std::collections::BTreeMap;
+
+use super::{label, Cell, HttpResult, HYPER_PAIR};
+use crate::server::ThreadUse;
+use crate::stats::median;
+
+/// The configurations present in `results` (hoop's client only), in first-seen order.
+pub(crate) fn cells_of(results: &[HttpResult]) -> Vec<Cell> {
+    let mut v: Vec<Cell> = Vec::new();
+    for r in results.iter().filter(|r| r.client == "hoop") {
+        let c = Cell {
+            file_bytes: r.file_bytes,
+            conns: r.conns,
+            close: r.mode == "close",
+            mix: r.mix,
+        };
+        if !v.contains(&c) {
+            v.push(c);
+        }
+    }
+    v
+}
+
+fn in_cell(r: &HttpResult, c: &Cell) -> bool {
+    r.client == "hoop"
+        && r.file_bytes == c.file_bytes
+        && r.conns == c.conns
+        && (r.mode == "close") == c.close
+        && r.mix == c.mix
+}
+
+/// Median over rounds of `f` for `server` in `cell`.
+pub(crate) fn med(
+    results: &[HttpResult],
+    server: &str,
+    cell: &Cell,
+    f: impl Fn(&HttpResult) -> Option<f64>,
+) -> Option<f64> {
+    let v: Vec<f64> = results
+        .iter()
+        .filter(|r| r.server == server && in_cell(r, cell))
+        .filter_map(f)
+        .collect();
+    median(&v)
+}
+
+/// Median over rounds of `num`'s `f` / `base`'s `f`, paired within each round.
+pub(crate) fn pair_ratio(
+    results: &[HttpResult],
+    num: &str,
+    base: &str,
+    cell: &Cell,
+    f: impl Fn(&HttpResult) -> Option<f64>,
+) -> Option<f64> {
+    let ratios: Vec<f64> = results
+        .iter()
+        .filter(|r| r.server == num && in_cell(r, cell))
+        .filter_map(|a| {
+            let b = results
+                .iter()
+                .find(|r| r.server == base && r.round == a.round && in_cell(r, cell))?;
+            let (x, y) = (f(a)?, f(b)?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect();
+    median(&ratios)
+}
+
+/// Human size of a file.
+pub(crate) fn size_label(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The side-by-side table (markdown): medians over rounds, and hoop (io_uring)'s ratios to
+/// every server, paired within a round; then the notes.
+pub(crate) fn summary_table(
+    results: &[HttpResult],
+    servers: &[String],
+    notes: &[String],
+) -> String {
+    let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let f2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let f3 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    let mut s = String::from(
+        "| file | conns | mode | server | req/s (median) | wrk req/s | MiB/s | p99 µs | server CPU µs/req | \
+         syscalls/req | ctx switches/req | client CPU % | errors | client-bound runs | hoop/this req/s | hoop/this CPU/req |\n\
+         |---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for cell in cells_of(results) {
+        for server in servers {
+            let runs: Vec<&HttpResult> = results
+                .iter()
+                .filter(|r| &r.server == server && in_cell(r, &cell))
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let m = |f: fn(&HttpResult) -> Option<f64>| med(results, server, &cell, f);
+            let (rr, cr) = if server == "hoop" {
+                ("1.00".to_string(), "1.00".to_string())
+            } else {
+                (
+                    f2(pair_ratio(results, "hoop", server, &cell, |r| Some(r.rps))),
+                    f2(pair_ratio(results, "hoop", server, &cell, |r| {
+                        r.server_cpu_us_per_req
+                    })),
+                )
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {}/{} | {rr} | {cr} |\n",
+                cell.file_label(),
+                cell.conns,
+                cell.mode(),
+                label(server),
+                m(|r| Some(r.rps)).unwrap_or(0.0),
+                m(|r| r.wrk_req_per_sec).map_or("-".to_string(), |x| format!("{x:.0}")),
+                m(|r| Some(r.mib_s)).unwrap_or(0.0),
+                f1(m(|r| r.p99_us)),
+                f2(m(|r| r.server_cpu_us_per_req)),
+                f2(m(|r| r.syscalls_per_req)),
+                f3(m(|r| r.ctx_switches_per_req)),
+                f1(m(|r| r.client_cpu_pct)),
+                runs.iter().map(|r| r.errors).sum::<u64>(),
+                runs.iter().filter(|r| r.client_bound).count(),
+                runs.len(),
+            ));
+        }
+    }
+    for n in notes {
+        s.push_str(&format!("\n{n}"));
+    }
+    s
+}
+
+/// The issue's targets, evaluated from the numbers: one line each, `met`, `MISSED` or
+/// `not measured`.
+pub(crate) fn targets(results: &[HttpResult]) -> Vec<String> {
+    let cells = cells_of(results);
+    let has = |s: &str| results.iter().any(|r| r.server == s);
+    let mut lines = Vec::new();
+    let mut check = |name: String,
+                     num: &str,
+                     base: &str,
+                     f: fn(&HttpResult) -> Option<f64>,
+                     min: Option<f64>,
+                     max: Option<f64>,
+                     only: &dyn Fn(&Cell) -> bool| {
+        if !has(num) || !has(base) {
+            lines.push(format!(
+                "{name}: not measured ({} did not run)",
+                if has(num) { base } else { num }
+            ));
+            return;
+        }
+        let mut worst: Option<(f64, Cell)> = None;
+        let mut all = true;
+        for c in cells.iter().filter(|c| only(c)) {
+            let Some(r) = pair_ratio(results, num, base, c, f) else {
+                continue;
+            };
+            let ok = min.is_none_or(|m| r >= m) && max.is_none_or(|m| r <= m);
+            all &= ok;
+            let worse = match (&worst, min) {
+                (None, _) => true,
+                (Some((w, _)), Some(_)) => r < *w,
+                (Some((w, _)), None) => r > *w,
+            };
+            if worse {
+                worst = Some((r, *c));
+            }
+        }
+        match worst {
+            None => lines.push(format!("{name}: not measured")),
+            Some((r, c)) => lines.push(format!(
+                "{name}: {} (worst cell {} c={} {}: {r:.2}x)",
+                if all { "met" } else { "MISSED" },
+                c.file_label(),
+                c.conns,
+                c.mode()
+            )),
+        }
+    };
+    let any = |_: &Cell| true;
+    check(
+        "hoop (io_uring) >= 1.0x nginx req/s in every cell".into(),
+        "hoop",
+        "nginx",
+        |r| Some(r.rps),
+        Some(1.0),
+        None,
+        &any,
+    );
+    check(
+        "hoop (io_uring) server CPU/req <= nginx's in every cell".into(),
+        "hoop",
+        "nginx",
+        |r| r.server_cpu_us_per_req,
+        None,
+        Some(1.0),
+        &any,
+    );
+    check(
+        "hoop (io_uring) >= 1.3x nginx req/s at 10,000 connections".into(),
+        "hoop",
+        "nginx",
+        |r| Some(r.rps),
+        Some(1.3),
+        None,
+        &|c: &Cell| c.conns >= 10_000,
+    );
+    check(
+        "hoop (io_uring) >= 1.3x tokio+hyper req/s in every cell".into(),
+        "hoop",
+        "hyper",
+        |r| Some(r.rps),
+        Some(1.3),
+        None,
+        &any,
+    );
+    check(
+        "hoop (epoll) >= 0.9x nginx req/s in every cell".into(),
+        "hoop-epoll",
+        "nginx",
+        |r| Some(r.rps),
+        Some(0.9),
+        None,
+        &any,
+    );
+    lines
+}
+
+/// Issue 22's comparison, when both hyper-shared and hyper-tokio ran: every round of every
+/// cell side by side (req/s, server CPU µs/req, context switches/req, and the two ratios
+/// hyper-shared / hyper-tokio of that round), a median row per cell (medians of each column;
+/// the ratios are medians of the per-round ratios), then the targets: at least 1.0x the
+/// req/s, at most 1.0x the CPU per request, in every cell. With `--wrk`, the same again for
+/// wrk's runs.
+pub(crate) fn hyper_pair_section(results: &[HttpResult]) -> Option<String> {
+    let mut s = pair_table(results, "the verifying load generator")?;
+    // The table reads the load generator's results (client "hoop"); wrk's are shown through
+    // it under that name.
+    let wrk: Vec<HttpResult> = results
+        .iter()
+        .filter(|r| r.client == "wrk" && (r.server == HYPER_PAIR.0 || r.server == HYPER_PAIR.1))
+        .cloned()
+        .map(|mut r| {
+            r.client = "hoop";
+            r
+        })
+        .collect();
+    if let Some(t) = pair_table(&wrk, "wrk -t1, bodies not verified") {
+        s.push('\n');
+        s.push_str(&t);
+    }
+    Some(s)
+}
+
+/// [`hyper_pair_section`]'s table for the results of one client (`client`: how it is named).
+fn pair_table(results: &[HttpResult], client: &str) -> Option<String> {
+    let (a, b) = HYPER_PAIR;
+    let has = |s: &str| results.iter().any(|r| r.server == s && r.client == "hoop");
+    if !has(a) || !has(b) {
+        return None;
+    }
+    let f = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
+    let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        _ => None,
+    };
+    let mut s = format!(
+        "## {} / {} (issue 22), {client}: every round, paired within the round\n\n\
+         | cell | round | {a} req/s | {b} req/s | req/s ratio | {a} CPU µs/req | {b} CPU µs/req | \
+         CPU/req ratio | {a} ctx sw/req | {b} ctx sw/req | errors |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        label(a),
+        label(b)
+    );
+    let cpu = |r: &HttpResult| r.server_cpu_us_per_req;
+    let ctx = |r: &HttpResult| r.ctx_switches_per_req;
+    let mut targets = Vec::new();
+    for cell in cells_of(results) {
+        let runs = |server: &str| -> Vec<&HttpResult> {
+            results
+                .iter()
+                .filter(|r| r.server == server && in_cell(r, &cell))
+                .collect()
+        };
+        let (ra, rb) = (runs(a), runs(b));
+        if ra.is_empty() || rb.is_empty() {
+            continue;
+        }
+        let mut rounds: Vec<u32> = ra.iter().chain(rb.iter()).map(|r| r.round).collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        for round in rounds {
+            let x = ra.iter().find(|r| r.round == round);
+            let y = rb.iter().find(|r| r.round == round);
+            let get = |r: Option<&&HttpResult>, g: &dyn Fn(&HttpResult) -> Option<f64>| {
+                r.and_then(|r| g(r))
+            };
+            let rps = |r: &HttpResult| Some(r.rps);
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                cell.name(),
+                round + 1,
+                f(get(x, &rps), 0),
+                f(get(y, &rps), 0),
+                f(ratio(get(x, &rps), get(y, &rps)), 2),
+                f(get(x, &cpu), 2),
+                f(get(y, &cpu), 2),
+                f(ratio(get(x, &cpu), get(y, &cpu)), 2),
+                f(get(x, &ctx), 3),
+                f(get(y, &ctx), 3),
+                x.map_or(0, |r| r.errors) + y.map_or(0, |r| r.errors),
+            ));
+        }
+        let rps_ratio = pair_ratio(results, a, b, &cell, |r| Some(r.rps));
+        let cpu_ratio = pair_ratio(results, a, b, &cell, cpu);
+        s.push_str(&format!(
+            "| {} | **median** | {} | {} | **{}** | {} | {} | **{}** | {} | {} | {} |\n",
+            cell.name(),
+            f(med(results, a, &cell, |r| Some(r.rps)), 0),
+            f(med(results, b, &cell, |r| Some(r.rps)), 0),
+            f(rps_ratio, 2),
+            f(med(results, a, &cell, cpu), 2),
+            f(med(results, b, &cell, cpu), 2),
+            f(cpu_ratio, 2),
+            f(med(results, a, &cell, ctx), 3),
+            f(med(results, b, &cell, ctx), 3),
+            ra.iter().chain(rb.iter()).map(|r| r.errors).sum::<u64>(),
+        ));
+        let verdict = |v: Option<f64>, ok: &dyn Fn(f64) -> bool| match v {
+            Some(v) if ok(v) => format!("met ({v:.2}x)"),
+            Some(v) => format!("MISSED ({v:.2}x)"),
+            None => "not measured".to_string(),
+        };
+        targets.push(format!(
+            "- {}: {a} >= 1.0x {b} req/s: {}; CPU/req <= 1.0x: {}; ctx switches/req {} vs {}",
+            cell.name(),
+            verdict(rps_ratio, &|v| v >= 1.0),
+            verdict(cpu_ratio, &|v| v <= 1.0),
+            f(med(results, a, &cell, ctx), 3),
+            f(med(results, b, &cell, ctx), 3),
+        ));
+    }
+    s.push_str(&format!(
+        "\nIssue 22's targets, {client} (medians of the per-round ratios):\n"
+    ));
+    for t in targets {
+        s.push_str(&t);
+        s.push('\n');
+    }
+    s.push_str(
+        "\nWhere the server's time goes, per request by thread group (threads, CPU µs at \
+         clock-tick resolution, context switches; medians over rounds):\n",
+    );
+    for cell in cells_of(results) {
+        for server in [a, b] {
+            let groups = thread_medians(results, server, &cell);
+            if !groups.is_empty() {
+                s.push_str(&format!(
+                    "- {} {server}: {}\n",
+                    cell.name(),
+                    super::threads_line(&groups)
+                ));
+            }
+        }
+    }
+    Some(s)
+}
+
+/// Per thread group, the median over rounds of each figure (a group missing from a round
+/// counts as absent there, not as zero).
+fn thread_medians(
+    results: &[HttpResult],
+    server: &str,
+    cell: &Cell,
+) -> BTreeMap<String, ThreadUse> {
+    let runs: Vec<&HttpResult> = results
+        .iter()
+        .filter(|r| r.server == server && in_cell(r, cell))
+        .collect();
+    let mut names: Vec<&String> = runs.iter().flat_map(|r| r.server_threads.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|g| {
+            let m = |f: fn(&ThreadUse) -> f64| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.server_threads.get(g).map(f))
+                    .collect();
+                median(&v).unwrap_or(0.0)
+            };
+            let use_ = ThreadUse {
+                threads: m(|u| u.threads as f64).round() as usize,
+                cpu_us_per_req: m(|u| u.cpu_us_per_req),
+                ctx_switches_per_req: m(|u| u.ctx_switches_per_req),
+            };
+            (g.clone(), use_)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn result(server: &str, round: u32, conns: usize, rps: f64, cpu: f64) -> HttpResult {
+        HttpResult {
+            bench: "http",
+            server: server.into(),
+            client: "hoop",
+            url: String::new(),
+            round,
+            file_bytes: 1024,
+            conns,
+            mode: "keep-alive",
+            pipeline: 1,
+            secs: 1.0,
+            requests: rps as u64,
+            errors: 0,
+            errors_by_kind: BTreeMap::new(),
+            first_error: None,
+            verified_bytes: true,
+            loopback_mtu: Some(65536),
+            rps,
+            mib_s: 1.0,
+            p50_us: None,
+            p99_us: None,
+            p999_us: None,
+            max_us: None,
+            client_cpu_pct: None,
+            server_cpu_pct: None,
+            server_cpu_us_per_req: Some(cpu),
+            syscalls_per_req: None,
+            ctx_switches_per_req: Some(0.5),
+            server_cpus: Some("0,1".into()),
+            server_threads: BTreeMap::from([(
+                "tokio-rt-worker".to_string(),
+                crate::server::ThreadUse {
+                    threads: 2,
+                    cpu_us_per_req: cpu,
+                    ctx_switches_per_req: 0.5,
+                },
+            )]),
+            client_bound: false,
+            pinned: false,
+            connected: conns,
+            mix: false,
+            requests_by_encoding: None,
+            wrk_req_per_sec: None,
+        }
+    }
+
+    #[test]
+    fn hyper_pair_rounds_ratios_and_targets() {
+        assert!(hyper_pair_section(&[result("hyper-shared", 0, 50, 1.0, 1.0)]).is_none());
+        let rs = vec![
+            result("hyper-shared", 0, 50, 800.0, 12.0),
+            result("hyper-tokio", 0, 50, 1000.0, 10.0),
+            result("hyper-shared", 1, 50, 1100.0, 9.0),
+            result("hyper-tokio", 1, 50, 1000.0, 10.0),
+            result("hyper-shared", 0, 500, 2000.0, 5.0),
+            result("hyper-tokio", 0, 500, 1000.0, 10.0),
+        ];
+        let s = hyper_pair_section(&rs).unwrap();
+        assert!(
+            s.contains("| 1k-c50 | 1 | 800 | 1000 | 0.80 | 12.00 | 10.00 | 1.20 |"),
+            "{s}"
+        );
+        assert!(s.contains("| 1k-c50 | 2 | 1100 | 1000 | 1.10 |"), "{s}");
+        // Median of the per-round ratios 0.8 and 1.1.
+        assert!(
+            s.contains("| 1k-c50 | **median** | 950 | 1000 | **0.95** |"),
+            "{s}"
+        );
+        assert!(
+            s.contains("- 1k-c50: hyper-shared >= 1.0x hyper-tokio req/s: MISSED (0.95x)"),
+            "{s}"
+        );
+        assert!(s.contains("- 1k-c500: hyper-shared >= 1.0x hyper-tokio req/s: met (2.00x); CPU/req <= 1.0x: met (0.50x)"), "{s}");
+        assert!(!s.contains("wrk"), "{s}");
+        assert!(
+            s.contains("- 1k-c50 hyper-shared: tokio-rt-worker x2 10.50 µs 0.500 cs"),
+            "{s}"
+        );
+        let mut with_wrk = rs.clone();
+        for r in &rs[..2] {
+            let mut w = r.clone();
+            w.client = "wrk";
+            with_wrk.push(w);
+        }
+        let s = hyper_pair_section(&with_wrk).unwrap();
+        assert!(s.contains("(issue 22), wrk -t1"), "{s}");
+        assert!(s.contains("Issue 22's targets, wrk -t1"), "{s}");
+        let t = summary_table(&rs, &["hyper-shared".into(), "hyper-tokio".into()], &[]);
+        assert!(
+            t.contains("ctx switches/req") && t.contains("| 0.500 |"),
+            "{t}"
+        );
+    }
+}
