@@ -7,9 +7,9 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::file::quick::FileSuite;
-use super::side_by_side::{configurations, label};
-use super::stats::{median, EchoResult, NopResult};
+use crate::file::quick::FileSuite;
+use crate::side_by_side::{configurations, label};
+use crate::stats::{median, EchoResult, NopResult};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.
@@ -44,7 +44,7 @@ pub(crate) fn write_charts(
     servers: &[String],
     nop: &[NopResult],
     file: &FileSuite,
-    http: &[super::http::HttpResult],
+    http: &[crate::http::HttpResult],
 ) -> io::Result<Vec<String>> {
     let mut written = Vec::new();
     let mut go = |name: &str, f: &dyn Fn(&Path) -> Res<()>| -> io::Result<()> {
@@ -142,8 +142,8 @@ fn file_bars(file: &FileSuite) -> Bars<'static> {
 }
 
 /// The HTTP chart: one group per configuration, one bar per server, median requests/s.
-fn http_bars(http: &[super::http::HttpResult]) -> Bars<'static> {
-    use super::http::{cells_of, label, med, SERVERS};
+fn http_bars(http: &[crate::http::HttpResult]) -> Bars<'static> {
+    use crate::http::{cells_of, label, med, SERVERS};
     let cells = cells_of(http);
     let groups = cells
         .iter()

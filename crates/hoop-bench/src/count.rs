@@ -18,10 +18,10 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use super::file::content::{self, Picker};
-use super::file::raw;
-use super::invalid;
-use super::nop::{self, NopConfig, Stop};
+use crate::file::content::{self, Picker};
+use crate::file::raw;
+use crate::invalid;
+use crate::nop::{self, NopConfig, Stop};
 
 /// Block size of `--op read`.
 const READ_BS: usize = 4096;

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use hoop::driver::{op::Nop, Op};
 
-use super::output::Out;
-use super::stats::{self, NopResult};
-use super::NopArgs;
+use crate::output::Out;
+use crate::stats::{self, NopResult};
+use crate::NopArgs;
 use hoop::shared::Rings;
 
 /// Engine names, as the JSON says them.
@@ -72,8 +72,8 @@ pub(crate) struct NopConfig {
 impl NopConfig {
     /// Checks the numbers.
     pub(crate) fn check(&self) -> io::Result<()> {
-        use super::invalid;
-        super::check_secs("-T/--secs", self.secs)?;
+        use crate::invalid;
+        crate::check_secs("-T/--secs", self.secs)?;
         if self.threads == 0 || self.threads > MAX_THREADS {
             return Err(invalid(format!(
                 "-t/--threads must be between 1 and {MAX_THREADS} (got {})",
@@ -184,14 +184,14 @@ pub(crate) fn run_engines(
 
 /// A peer's row: `hoop-peer nop` on one thread pinned where hoop's first thread is.
 fn run_peer(engine: &'static str, cfg: &NopConfig, out: &Out) -> Result<NopResult, String> {
-    use super::peers::{f64_of, run_json, str_of, u64_of};
+    use crate::peers::{f64_of, run_json, str_of, u64_of};
     if cfg.threads != 1 {
         return Err(format!(
             "the peers' rows run one thread (this run: -t {})",
             cfg.threads
         ));
     }
-    let bin = super::peers::binary(out)?;
+    let bin = crate::peers::binary(out)?;
     let mut args: Vec<String> = [
         "nop",
         "--engine",
@@ -205,7 +205,7 @@ fn run_peer(engine: &'static str, cfg: &NopConfig, out: &Out) -> Result<NopResul
     ]
     .map(String::from)
     .to_vec();
-    if let Some(&cpu) = super::sysinfo::allowed_cpus().first() {
+    if let Some(&cpu) = crate::sysinfo::allowed_cpus().first() {
         args.extend(["--cpu".to_string(), cpu.to_string()]);
     }
     out.start(
@@ -281,7 +281,7 @@ pub(crate) struct ThreadOutcome {
 }
 
 fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
-    let cpus = super::sysinfo::allowed_cpus();
+    let cpus = crate::sysinfo::allowed_cpus();
     // The shared set is built before the clock starts, on this (unpinned) thread.
     let rings = if engine == SHARED {
         Some(

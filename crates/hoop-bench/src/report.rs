@@ -5,10 +5,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::file::quick::{self, FileSuite};
-use super::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
-use super::stats::{EchoResult, NopResult};
-use super::sysinfo::SysInfo;
+use crate::file::quick::{self, FileSuite};
+use crate::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
+use crate::stats::{EchoResult, NopResult};
+use crate::sysinfo::SysInfo;
 
 /// Everything the report says.
 pub(crate) struct ReportData<'a> {
@@ -33,21 +33,21 @@ pub(crate) struct ReportData<'a> {
     /// The quick file run (empty when skipped).
     pub file: &'a FileSuite,
     /// HTTP measurements (empty when skipped).
-    pub http: &'a [super::http::HttpResult],
+    pub http: &'a [crate::http::HttpResult],
     /// The HTTP table (markdown).
     pub http_table: &'a str,
     /// Seconds per HTTP run (none: skipped).
     pub http_secs: Option<f64>,
     /// Fan-out measurements (empty when skipped).
-    pub fanout: &'a [super::fanout::FanoutResult],
+    pub fanout: &'a [crate::fanout::FanoutResult],
     /// The fan-out section (markdown; none: skipped).
     pub fanout_section: Option<&'a str>,
     /// Cancellation counts (empty when skipped).
-    pub cancel: &'a [super::cancel::CancelResult],
+    pub cancel: &'a [crate::cancel::CancelResult],
     /// The cancellation section (markdown; none: skipped).
     pub cancel_section: Option<&'a str>,
     /// Idle-connection measurements (empty when skipped).
-    pub idle: &'a [super::idle::IdleResult],
+    pub idle: &'a [crate::idle::IdleResult],
     /// The idle-connection section (markdown; none: skipped).
     pub idle_section: Option<&'a str>,
     /// Runs that could not be measured.
@@ -94,7 +94,7 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     written.push(path);
 
     let (charts, chart_error) =
-        match super::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
+        match crate::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
             Ok(c) => (c, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
@@ -202,7 +202,7 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     if d.nop.is_empty() {
         let _ = writeln!(m, "No no-op measurement.\n");
     } else {
-        if d.nop.iter().any(|r| r.engine == super::nop::SHARED) {
+        if d.nop.iter().any(|r| r.engine == crate::nop::SHARED) {
             let _ = writeln!(
                 m,
                 "`hoop` and `raw-io-uring`: one ring per thread. `hoop-shared` (kbio's nopbench): \
@@ -347,8 +347,8 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             );
         }
     }
-    let hoop = d.nop.iter().find(|r| r.engine == super::nop::HOOP);
-    let raw = d.nop.iter().find(|r| r.engine == super::nop::RAW);
+    let hoop = d.nop.iter().find(|r| r.engine == crate::nop::HOOP);
+    let raw = d.nop.iter().find(|r| r.engine == crate::nop::RAW);
     if let (Some(h), Some(r)) = (hoop, raw) {
         if r.nops_per_sec > 0.0 {
             let x = h.nops_per_sec / r.nops_per_sec;
@@ -370,7 +370,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             }
         }
     }
-    for t in super::nop::shared_targets(d.nop) {
+    for t in crate::nop::shared_targets(d.nop) {
         let _ = writeln!(m, "{t}");
     }
     if d.file.all().next().is_some() {
@@ -379,7 +379,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         }
     }
     if !d.http.is_empty() {
-        for t in super::http::targets(d.http) {
+        for t in crate::http::targets(d.http) {
             let _ = writeln!(m, "- http: {t}");
         }
     }

@@ -12,17 +12,17 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::cancel;
-use super::fanout;
-use super::file::quick::{self, FileSuite, QuickOptions};
-use super::http;
-use super::idle;
-use super::nop::{self, NopConfig};
-use super::output::Out;
-use super::report::{self, ReportData};
-use super::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
-use super::sysinfo::{self, SysInfo};
-use super::{check_rounds, check_secs};
+use crate::cancel;
+use crate::fanout;
+use crate::file::quick::{self, FileSuite, QuickOptions};
+use crate::http;
+use crate::idle;
+use crate::nop::{self, NopConfig};
+use crate::output::Out;
+use crate::report::{self, ReportData};
+use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
+use crate::sysinfo::{self, SysInfo};
+use crate::{check_rounds, check_secs};
 
 /// Longest run of each shared-rings no-op row, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;
@@ -187,7 +187,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if !o.no_peers {
         // Built before any clock starts (each part skips the peers with a line if this fails).
         let t = Instant::now();
-        if let Err(why) = super::peers::binary(&out) {
+        if let Err(why) = crate::peers::binary(&out) {
             out.note(&format!("peers: skipped: {why}"));
         }
         phases.push(("peers build".into(), t.elapsed()));

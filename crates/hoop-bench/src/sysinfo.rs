@@ -51,7 +51,7 @@ impl SysInfo {
             uring_ring_sizes: sizes,
             date_utc: utc_now(),
             command: command_line(),
-            perf: super::server::perf_path().map(|p| p.display().to_string()),
+            perf: crate::server::perf_path().map(|p| p.display().to_string()),
         }
     }
 }

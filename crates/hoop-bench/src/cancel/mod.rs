@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::output::Out;
+use crate::output::Out;
 
 mod dgram;
 mod hoop;
@@ -214,7 +214,7 @@ impl Plan {
 
 /// Where the files go by default.
 pub(crate) fn default_dir() -> PathBuf {
-    super::sysinfo::target_dir().join("hoop-bench-cancel")
+    crate::sysinfo::target_dir().join("hoop-bench-cancel")
 }
 
 /// What a plan produced.
@@ -235,7 +235,7 @@ pub(crate) fn run_cancel_command(a: CancelArgs, json: bool) -> io::Result<()> {
     if a.no_peers {
         runtimes.retain(|r| !PEER_RUNTIMES.contains(&r.as_str()));
         if runtimes.is_empty() {
-            return Err(super::invalid("--no-peers leaves no runtime to run"));
+            return Err(crate::invalid("--no-peers leaves no runtime to run"));
         }
     }
     let sizes = Sizes {
@@ -276,7 +276,7 @@ fn pick(flag: &str, list: Option<Vec<String>>, known: &[&str]) -> io::Result<Vec
     for s in list {
         let s = s.trim().to_ascii_lowercase();
         if !known.contains(&s.as_str()) {
-            return Err(super::invalid(format!(
+            return Err(crate::invalid(format!(
                 "unknown name {s:?} in {flag} (known: {})",
                 known.join(", ")
             )));
@@ -286,14 +286,14 @@ fn pick(flag: &str, list: Option<Vec<String>>, known: &[&str]) -> io::Result<Vec
         }
     }
     if out.is_empty() {
-        return Err(super::invalid(format!("{flag} needs at least one name")));
+        return Err(crate::invalid(format!("{flag} needs at least one name")));
     }
     Ok(out)
 }
 
 fn count(flag: &str, n: u64) -> io::Result<u64> {
     if n == 0 || n > MAX_COUNT {
-        return Err(super::invalid(format!(
+        return Err(crate::invalid(format!(
             "{flag} must be in 1..={MAX_COUNT} (got {n})"
         )));
     }
@@ -301,9 +301,9 @@ fn count(flag: &str, n: u64) -> io::Result<u64> {
 }
 
 fn bytes(flag: &str, s: &str) -> io::Result<u64> {
-    let n = super::file::parse_size(flag, s)?;
+    let n = crate::file::parse_size(flag, s)?;
     if n == 0 || n > MAX_BYTES {
-        return Err(super::invalid(format!(
+        return Err(crate::invalid(format!(
             "{flag} must be 1 byte to 4 GiB (got {s})"
         )));
     }
@@ -316,7 +316,7 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
     let per_run = plan.planned_secs() / (plan.runtimes.len() * plan.scenarios.len()).max(1) as f64;
     for runtime in &plan.runtimes {
         let peer_bin = if PEER_RUNTIMES.contains(&runtime.as_str()) {
-            match super::peers::binary(out) {
+            match crate::peers::binary(out) {
                 Ok(b) => Some(b),
                 Err(why) => {
                     skip(&mut o, out, runtime, &why, plan, per_run);
@@ -411,7 +411,7 @@ fn run_peer(
     scenario: &str,
     s: &Sizes,
 ) -> Result<CancelResult, String> {
-    use super::peers::{run_json, str_of, u64_of};
+    use crate::peers::{run_json, str_of, u64_of};
     let args: Vec<String> = [
         "cancel".to_string(),
         "--runtime".into(),

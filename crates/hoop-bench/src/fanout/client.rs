@@ -29,7 +29,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use super::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
 use crate::echo_client::{thread_cpu, Gate};
 use crate::stats;
 

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::output::Out;
-use super::server::{Ready, ServerChild, ServerMetrics, ServerProbe};
-use super::stats::{self, median};
-use super::{check_conns, check_secs, invalid};
+use crate::output::Out;
+use crate::server::{Ready, ServerChild, ServerMetrics, ServerProbe};
+use crate::stats::{self, median};
+use crate::{check_conns, check_secs, invalid};
 
 mod client;
 mod hog;
@@ -183,7 +183,7 @@ impl Plan {
 
     /// One line on what runs, for the output's head.
     pub(crate) fn describe(&self) -> String {
-        let (s, c) = super::sysinfo::pin_plan();
+        let (s, c) = crate::sysinfo::pin_plan();
         let pin = match (s, c) {
             (Some(s), Some(c)) => format!("server pinned to CPU {s}, client to CPU {c}"),
             _ => "unpinned (fewer than 2 CPUs)".to_string(),
@@ -289,7 +289,7 @@ impl Outcome {
 
 /// Checks `--servers` and returns it (default: all three).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    super::parse_server_list(list, &SERVERS)
+    crate::parse_server_list(list, &SERVERS)
 }
 
 /// Runs `hoop bench fanout`.
@@ -304,7 +304,7 @@ pub(crate) fn run_fanout_command(args: FanoutArgs, json: bool) -> io::Result<()>
         hog: args.hog,
     };
     plan.check()?;
-    super::sysinfo::raise_nofile_limit();
+    crate::sysinfo::raise_nofile_limit();
     if let Some(addr) = &args.addr {
         return run_external(&plan, addr, args.server_pid, json);
     }
@@ -385,7 +385,7 @@ pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
 /// Runs every server `rounds` times (and hogged, with `hog`), the order reversed every other
 /// round. Failed runs are recorded; the plan goes on.
 pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
-    let (server_cpu, client_cpu) = super::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
     let mut o = Outcome::default();
     for round in 0..plan.rounds {
         let mut order: Vec<&String> = plan.servers.iter().collect();

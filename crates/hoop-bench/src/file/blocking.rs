@@ -9,9 +9,9 @@ use std::os::unix::fs::FileExt;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use super::content::{self, AlignedBuf};
-use super::metrics::{Measured, Usage, Who};
-use super::EngineCtx;
+use crate::file::content::{self, AlignedBuf};
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::EngineCtx;
 
 /// glibc's default `aio_threads`.
 const GLIBC_AIO_THREADS: usize = 20;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::metrics::{Measured, Usage, Who};
-use super::{EngineCtx, Outcome, Rw};
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::{EngineCtx, Outcome, Rw};
 
 /// Extra time fio gets beyond the job's runtime (startup, file checks) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);

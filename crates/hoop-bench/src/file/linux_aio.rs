@@ -11,9 +11,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use super::content::{self, AlignedBuf};
-use super::metrics::{Measured, Usage, Who};
-use super::EngineCtx;
+use crate::file::content::{self, AlignedBuf};
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::EngineCtx;
 
 /// `IOCB_CMD_PREAD`.
 const IOCB_CMD_PREAD: u16 = 0;

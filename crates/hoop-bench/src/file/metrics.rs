@@ -5,7 +5,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::fio::FioLatency;
+use crate::file::fio::FioLatency;
 use crate::stats;
 
 /// Resource usage (`getrusage`) at one moment.

@@ -36,8 +36,8 @@ pub(crate) mod whole;
 pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
 
-use super::output::Out;
-use super::{invalid, sysinfo};
+use crate::output::Out;
+use crate::{invalid, sysinfo};
 use content::{Picker, SECTOR};
 use fsinfo::FsInfo;
 use metrics::{Measured, ResultContext};
@@ -208,7 +208,7 @@ pub(crate) struct FileJob {
 impl FileJob {
     /// Checks the numbers.
     pub(crate) fn check(&self) -> io::Result<()> {
-        super::check_secs("--secs", self.secs)?;
+        crate::check_secs("--secs", self.secs)?;
         if self.qd == 0 || self.qd > MAX_QD {
             return Err(invalid(format!(
                 "--qd must be between 1 and {MAX_QD} (got {})",

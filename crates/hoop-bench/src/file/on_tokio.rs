@@ -10,11 +10,11 @@ use std::time::Instant;
 use hoop::{AlignedBuf, BufResult};
 use tokio::runtime::Runtime;
 
-use super::blocking::set_affinity;
-use super::content;
-use super::metrics::{Measured, Usage, Who};
-use super::task::{io_loop, BlockIo};
-use super::EngineCtx;
+use crate::file::blocking::set_affinity;
+use crate::file::content;
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::task::{io_loop, BlockIo};
+use crate::file::EngineCtx;
 
 /// One task's way to the file, with a future that may move between worker threads.
 pub(crate) trait SendIo: Send + 'static {

@@ -16,9 +16,9 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use super::fio::FioLatency;
-use super::metrics::{Measured, Usage};
-use super::{Engine, EngineCtx, FileJob, Outcome, Rw};
+use crate::file::fio::FioLatency;
+use crate::file::metrics::{Measured, Usage};
+use crate::file::{Engine, EngineCtx, FileJob, Outcome, Rw};
 use crate::peers::{f64_of, run_json, str_of, u64_of};
 
 /// Why `engine` cannot run this job, if it cannot (said before anything is started).
@@ -75,7 +75,7 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
     let multi_thread = engine == Engine::TokioIoUring;
     if multi_thread {
         args.push("--workers".into());
-        args.push(super::on_tokio::workers(cx).to_string());
+        args.push(crate::file::on_tokio::workers(cx).to_string());
     } else if let Some(cpu) = cx.pin {
         args.push("--cpu".into());
         args.push(cpu.to_string());

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
-use super::whole::{self, ReadResult};
-use super::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::file::whole::{self, ReadResult};
+use crate::file::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
 use crate::invalid;
 use crate::output::Out;
 
@@ -494,7 +494,7 @@ pub(crate) fn default_dir() -> PathBuf {
 
 /// Parses `--file-size`.
 pub(crate) fn parse_size(s: &str) -> io::Result<u64> {
-    super::parse_size("--file-size", s)
+    crate::file::parse_size("--file-size", s)
 }
 
 #[cfg(test)]

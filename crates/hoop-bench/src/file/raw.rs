@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::content::{self, AlignedBuf, Picker};
-use super::metrics::{Measured, Usage, Who};
-use super::{EngineCtx, Outcome};
+use crate::file::content::{self, AlignedBuf, Picker};
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::{EngineCtx, Outcome};
 use crate::nop::Stop;
 
 /// One I/O slot: its buffer, what it does now and since when.

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use hoop::{AlignedBuf, BufResult};
 
-use super::metrics::Measured;
-use super::on_tokio::{self, SendIo};
-use super::{EngineCtx, Rw};
+use crate::file::metrics::Measured;
+use crate::file::on_tokio::{self, SendIo};
+use crate::file::{EngineCtx, Rw};
 use hoop::shared::{File, OpenOptions, Rings};
 
 /// Default SQ entries of a shared ring (more when QD needs them).

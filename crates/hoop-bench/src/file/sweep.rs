@@ -9,8 +9,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::metrics::FileResult;
-use super::Engine;
+use crate::file::metrics::FileResult;
+use crate::file::Engine;
 use crate::charts::COLORS;
 use crate::invalid;
 

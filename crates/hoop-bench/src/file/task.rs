@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use hoop::{AlignedBuf, BufResult, FixedBuf};
 
-use super::content::{self, Picker};
-use super::metrics::Measured;
+use crate::file::content::{self, Picker};
+use crate::file::metrics::Measured;
 
 /// A task's buffer: its full capacity as bytes, and the length an I/O uses.
 pub(crate) trait BlockBuf: Sized {

@@ -7,8 +7,8 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::content::{self, Rng, SECTOR};
-use super::fsinfo::{self, FsInfo};
+use crate::file::content::{self, Rng, SECTOR};
+use crate::file::fsinfo::{self, FsInfo};
 use crate::output::Out;
 
 /// Chunk of sequential creation and warming.

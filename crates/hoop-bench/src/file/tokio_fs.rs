@@ -16,9 +16,9 @@ use std::sync::Arc;
 use hoop::{AlignedBuf, BufResult};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::metrics::Measured;
-use super::on_tokio::{self, SendIo};
-use super::EngineCtx;
+use crate::file::metrics::Measured;
+use crate::file::on_tokio::{self, SendIo};
+use crate::file::EngineCtx;
 
 /// O_DIRECT: `spawn_blocking` + `pread`/`pwrite` on a shared file.
 struct BlockingAt(Arc<File>);

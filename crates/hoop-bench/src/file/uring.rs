@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use hoop::fs::{File, FixedFile};
 use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
-use super::content::{Picker, ALIGN};
-use super::metrics::{Measured, Usage, Who};
-use super::task::{io_loop, BlockBuf, BlockIo};
-use super::{EngineCtx, Outcome};
+use crate::file::content::{Picker, ALIGN};
+use crate::file::metrics::{Measured, Usage, Who};
+use crate::file::task::{io_loop, BlockBuf, BlockIo};
+use crate::file::{EngineCtx, Outcome};
 
 /// How long the SQ thread spins without work before it sleeps.
 const SQPOLL_IDLE: Duration = Duration::from_millis(100);

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::content::{self, SECTOR};
-use super::{fmt_bytes, parse_size};
+use crate::file::content::{self, SECTOR};
+use crate::file::{fmt_bytes, parse_size};
 use crate::output::Out;
 use crate::peers::{f64_of, run_json, str_of, u64_of};
 use crate::{check_secs, invalid, sysinfo};
@@ -226,7 +226,7 @@ pub(crate) struct Outcome {
 /// Runs `hoop bench fsread`.
 pub(crate) fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
     let plan = Plan {
-        dir: args.dir.unwrap_or_else(super::quick::default_dir),
+        dir: args.dir.unwrap_or_else(crate::file::quick::default_dir),
         sizes: parse_sizes(&args.sizes)?,
         reads: args.reads,
         warmup: args.warmup,
@@ -285,7 +285,7 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> io::Result<Outcome> {
         .map(|&size| Ok((size, prepare(&plan.dir, size)?)))
         .collect::<io::Result<Vec<_>>>()?;
     let workers = sysinfo::allowed_cpus().len().max(1);
-    let fs = super::fsinfo::fs_info(&plan.dir)
+    let fs = crate::file::fsinfo::fs_info(&plan.dir)
         .map(|f| f.describe())
         .unwrap_or_else(|e| format!("file system unknown ({e})"));
     out.human(&format!(

@@ -37,9 +37,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::client::{self, HttpClientConfig, HttpOutcome};
-use super::side_by_side::{make_files, nofile_limit, start_server};
-use super::{file_name, label};
+use crate::http::client::{self, HttpClientConfig, HttpOutcome};
+use crate::http::side_by_side::{make_files, nofile_limit, start_server};
+use crate::http::{file_name, label};
 use crate::invalid;
 use crate::output::Out;
 use crate::server::{process_cpu, ServerChild};
@@ -243,7 +243,7 @@ pub(crate) fn run_attack(
         let child = match start_server(name, &root, &plan.dir, server_cpu) {
             Ok(Some(c)) => c,
             Ok(None) => {
-                notes.push(super::nginx::MISSING.to_string());
+                notes.push(crate::http::nginx::MISSING.to_string());
                 continue;
             }
             Err(e) => {

@@ -81,7 +81,7 @@ fn is_text(name: &str) -> bool {
 /// vocabulary, so gzip shrinks it as it shrinks real markup), noise for images and fonts.
 fn content(i: usize, name: &str, size: u64) -> Vec<u8> {
     if !is_text(name) {
-        return super::file_content(size + i as u64 * 7919);
+        return crate::http::file_content(size + i as u64 * 7919);
     }
     const WORDS: [&str; 24] = [
         "<div",

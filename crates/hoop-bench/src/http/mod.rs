@@ -44,10 +44,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::output::Out;
-use super::server::{ServerMetrics, ServerProbe, ThreadUse};
-use super::stats;
-use super::{check_conns, check_rounds, check_secs, invalid};
+use crate::output::Out;
+use crate::server::{ServerMetrics, ServerProbe, ThreadUse};
+use crate::stats;
+use crate::{check_conns, check_rounds, check_secs, invalid};
 
 pub(crate) mod attack;
 pub(crate) mod client;
@@ -467,7 +467,7 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             "--wrk runs wrk beside the side-by-side runs, not with --url (run wrk itself)",
         ));
     }
-    super::sysinfo::raise_nofile_limit();
+    crate::sysinfo::raise_nofile_limit();
     if args.attack {
         return run_attack_command(&args, json);
     }
@@ -508,7 +508,7 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             let dir = args
                 .dir
                 .clone()
-                .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http"));
+                .unwrap_or_else(|| crate::sysinfo::default_out_dir().join("http"));
             let plan = Plan {
                 cells,
                 servers: servers.clone(),
@@ -579,7 +579,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
     }
     let secs = args.secs.unwrap_or(5.0);
     check_secs("-t/--secs", secs)?;
-    let servers = super::parse_server_list(
+    let servers = crate::parse_server_list(
         Some(args.servers.clone().unwrap_or_else(|| {
             attack::ATTACK_SERVERS
                 .iter()
@@ -598,7 +598,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
         dir: args
             .dir
             .clone()
-            .unwrap_or_else(|| super::sysinfo::default_out_dir().join("http")),
+            .unwrap_or_else(|| crate::sysinfo::default_out_dir().join("http")),
     };
     plan.check()?;
     let out = Out::new(json, plan.planned_secs());
@@ -627,7 +627,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
 /// Checks `--servers` and returns it (default: the four of [`SERVERS`]).
 fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
     let list = list.or_else(|| Some(SERVERS.iter().map(|s| s.to_string()).collect()));
-    super::parse_server_list(list, &ALL_SERVERS)
+    crate::parse_server_list(list, &ALL_SERVERS)
 }
 
 /// `http://HOST:PORT/path` -> (address, host header, path).

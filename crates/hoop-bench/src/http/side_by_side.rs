@@ -14,9 +14,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::client::{self, HttpClientConfig};
-use super::mix::{self, MixFile};
-use super::{
+use crate::http::client::{self, HttpClientConfig};
+use crate::http::mix::{self, MixFile};
+use crate::http::{
     file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
     RUN_OVERHEAD_SECS,
 };
@@ -645,7 +645,7 @@ fn run_wrk_cell(
         errors_by_kind: BTreeMap::new(),
         first_error: None,
         verified_bytes: false,
-        loopback_mtu: super::netns::loopback_mtu(),
+        loopback_mtu: crate::http::netns::loopback_mtu(),
         rps,
         mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
         p50_us: None,

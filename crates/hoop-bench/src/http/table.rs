@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{label, Cell, HttpResult, HYPER_PAIR};
+use crate::http::{label, Cell, HttpResult, HYPER_PAIR};
 use crate::server::ThreadUse;
 use crate::stats::median;
 
@@ -368,7 +368,7 @@ fn pair_table(results: &[HttpResult], client: &str) -> Option<String> {
                 s.push_str(&format!(
                     "- {} {server}: {}\n",
                     cell.name(),
-                    super::threads_line(&groups)
+                    crate::http::threads_line(&groups)
                 ));
             }
         }

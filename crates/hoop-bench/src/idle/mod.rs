@@ -20,16 +20,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::echo_client::{self, ClientConfig, ClientOutcome};
-use super::output::Out;
-use super::server::ServerChild;
-use super::stats;
-use super::{check_conns, check_len, check_secs, invalid};
+use crate::echo_client::{self, ClientConfig, ClientOutcome};
+use crate::output::Out;
+use crate::server::ServerChild;
+use crate::stats;
+use crate::{check_conns, check_len, check_secs, invalid};
 
 pub(crate) mod holder;
 mod table;
 
-pub(crate) use super::side_by_side::label;
+pub(crate) use crate::side_by_side::label;
 pub(crate) use table::{section, table};
 
 /// The servers by default, in run order.
@@ -297,8 +297,8 @@ pub(crate) fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
     let asked = args
         .servers
         .unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
-    let servers = super::parse_server_list(Some(asked), &KNOWN)?;
-    super::sysinfo::raise_nofile_limit();
+    let servers = crate::parse_server_list(Some(asked), &KNOWN)?;
+    crate::sysinfo::raise_nofile_limit();
     let plan = Plan::new(
         servers,
         args.idle,
@@ -335,7 +335,7 @@ pub(crate) fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
 
 /// Runs every server in turn; failures are recorded, the plan goes on.
 pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
-    let (server_cpu, client_cpu) = super::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
     let mut o = Outcome::default();
     let per = plan.planned_secs() / plan.servers.len().max(1) as f64;
     let block = holder::sources_needed(plan.idle, plan.per_client);
@@ -490,7 +490,7 @@ fn run_one(
 
 /// A process's resident set, bytes.
 fn rss_bytes(pid: u32) -> Option<u64> {
-    super::http::attack::rss_bytes(pid)
+    crate::http::attack::rss_bytes(pid)
 }
 
 /// The open-file hard limit of this process (the servers and helpers inherit it).

@@ -1,6 +1,6 @@
 //! The idle bench's table, and its section of the suite's report.
 
-use super::{label, IdleResult, Outcome, Plan};
+use crate::idle::{label, IdleResult, Outcome, Plan};
 
 fn mib(b: Option<u64>) -> String {
     b.map_or("-".into(), |b| {
