@@ -199,7 +199,7 @@ impl Probe {
     pub fn collect() -> Probe {
         let memlock = hoop::setup::memlock_limit();
         let mut p = Probe {
-            kernel: hoop_bench::sysinfo::kernel(),
+            kernel: hoop_bench::machine::kernel(),
             io_uring_disabled: hoop::setup::io_uring_disabled(),
             memlock_soft: memlock.map(|(s, _)| Limit::from_raw(s)),
             memlock_hard: memlock.map(|(_, h)| Limit::from_raw(h)),

@@ -24,7 +24,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::stats;
+use crate::measure::latency as stats;
 
 /// How long the connect phase may take before the window opens anyway.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);

@@ -46,22 +46,18 @@ use std::io;
 use std::path::PathBuf;
 
 pub mod cancel;
-pub mod charts;
 pub mod count;
 pub mod echo_client;
 pub mod fanout;
 pub mod file;
 pub mod http;
 pub mod idle;
+pub mod machine;
+pub mod measure;
 pub mod nop;
-pub mod output;
-pub mod peers;
 pub mod report;
-pub mod server;
 pub mod side_by_side;
-pub mod stats;
-pub mod suite;
-pub mod sysinfo;
+pub mod target;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -274,7 +270,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
         Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),
-        None => suite::run_suite(suite::SuiteOptions {
+        None => report::suite::run_suite(report::suite::SuiteOptions {
             json,
             out: args.out,
             secs: args.secs,

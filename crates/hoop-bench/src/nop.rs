@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use hoop::driver::{op::Nop, Op};
 
-use crate::output::Out;
-use crate::stats::{self, NopResult};
+use crate::measure::latency::{self as stats, NopResult};
+use crate::report::output::Out;
 use crate::NopArgs;
 use hoop::shared::Rings;
 
@@ -184,14 +184,14 @@ pub(crate) fn run_engines(
 
 /// A peer's row: `hoop-peer nop` on one thread pinned where hoop's first thread is.
 fn run_peer(engine: &'static str, cfg: &NopConfig, out: &Out) -> Result<NopResult, String> {
-    use crate::peers::{f64_of, run_json, str_of, u64_of};
+    use crate::target::peers::{f64_of, run_json, str_of, u64_of};
     if cfg.threads != 1 {
         return Err(format!(
             "the peers' rows run one thread (this run: -t {})",
             cfg.threads
         ));
     }
-    let bin = crate::peers::binary(out)?;
+    let bin = crate::target::peers::binary(out)?;
     let mut args: Vec<String> = [
         "nop",
         "--engine",
@@ -205,7 +205,7 @@ fn run_peer(engine: &'static str, cfg: &NopConfig, out: &Out) -> Result<NopResul
     ]
     .map(String::from)
     .to_vec();
-    if let Some(&cpu) = crate::sysinfo::allowed_cpus().first() {
+    if let Some(&cpu) = crate::machine::allowed_cpus().first() {
         args.extend(["--cpu".to_string(), cpu.to_string()]);
     }
     out.start(
@@ -281,7 +281,7 @@ pub(crate) struct ThreadOutcome {
 }
 
 fn run_engine(engine: &'static str, cfg: &NopConfig) -> io::Result<NopResult> {
-    let cpus = crate::sysinfo::allowed_cpus();
+    let cpus = crate::machine::allowed_cpus();
     // The shared set is built before the clock starts, on this (unpinned) thread.
     let rings = if engine == SHARED {
         Some(

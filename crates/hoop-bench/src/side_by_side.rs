@@ -9,9 +9,9 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
-use crate::output::Out;
-use crate::server::{ServerChild, ServerMetrics, ServerProbe};
-use crate::stats::{self, median, EchoResult};
+use crate::measure::latency::{self as stats, median, EchoResult};
+use crate::report::output::Out;
+use crate::target::child::{ServerChild, ServerMetrics, ServerProbe};
 use crate::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs};
 
 /// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver
@@ -120,7 +120,7 @@ pub(crate) fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
     }
     let secs = args.secs.unwrap_or(if args.quick { 3.0 } else { 5.0 });
     check_secs("-t/--secs", secs)?;
-    crate::sysinfo::raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     match args.addr.clone() {
         Some(addr) => run_external(&addr, &args, secs, json),
         None => {
@@ -219,12 +219,12 @@ fn run_external(addr: &str, args: &EchoArgs, secs: f64, json: bool) -> io::Resul
 /// Runs every configuration `rounds` times, servers in alternating order within each round.
 /// Failed runs are recorded in `failures`; the matrix goes on.
 pub(crate) fn run_matrix(m: &Matrix, out: &Out) -> MatrixOutcome {
-    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::machine::pin_plan();
     let mut outcome = MatrixOutcome::default();
     // The peers' servers need the hoop-peer binary: built now, or skipped with a line.
     let mut servers = m.servers.clone();
     if servers.iter().any(|s| PEER_SERVERS.contains(&s.as_str())) {
-        if let Err(why) = crate::peers::binary(out) {
+        if let Err(why) = crate::target::peers::binary(out) {
             servers.retain(|s| {
                 let peer = PEER_SERVERS.contains(&s.as_str());
                 if peer {
@@ -280,11 +280,16 @@ fn run_one(
     client_cpu: Option<usize>,
 ) -> io::Result<EchoResult> {
     let mut child = if PEER_SERVERS.contains(&server) {
-        let bin = crate::peers::built()
+        let bin = crate::target::peers::built()
             .ok_or_else(|| io::Error::other("the peers' binary was not built"))?;
         let mut cmd = std::process::Command::new(bin);
         cmd.args(["echo", "--engine", server, "--addr", "127.0.0.1:0"]);
-        ServerChild::spawn_cmd(server, cmd, server_cpu, crate::server::Ready::ListeningLine)?
+        ServerChild::spawn_cmd(
+            server,
+            cmd,
+            server_cpu,
+            crate::target::child::Ready::ListeningLine,
+        )?
     } else {
         ServerChild::spawn(server, server_cpu)?
     };

@@ -78,7 +78,7 @@ pub(crate) fn load_files(root: &Path) -> io::Result<Files> {
 /// on it (so that accepts, like connections, run on the workers).
 pub(crate) fn run(listener: std::net::TcpListener, root: &Path, net: Net) -> io::Result<()> {
     let files = Arc::new(load_files(root)?);
-    let workers = hoop_bench::sysinfo::allowed_cpus().len().max(1);
+    let workers = hoop_bench::machine::allowed_cpus().len().max(1);
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(workers).enable_all();
     // hoop's park hook: the workers' socket writes are sent by the ring, all of a turn of the

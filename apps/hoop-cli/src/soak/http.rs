@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use hoop::DriverKind;
 
 use super::tally::{connect, linger_zero, Failures, Rng, Tally};
-use hoop_bench::server::{Ready, ServerChild};
+use hoop_bench::target::child::{Ready, ServerChild};
 
 /// Files in the root: sizes from empty to past the server's splice threshold.
 const FILES: usize = 12;

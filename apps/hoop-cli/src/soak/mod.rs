@@ -24,7 +24,7 @@ use hoop::DriverKind;
 use serde::Serialize;
 
 use self::tally::{Failures, LoadSummary, Rng, Tally};
-use hoop_bench::sysinfo;
+use hoop_bench::machine;
 
 /// `hoop soak` arguments.
 #[derive(Debug, Args)]
@@ -185,11 +185,11 @@ pub fn run(args: SoakArgs) -> io::Result<()> {
         }
     };
     let machine = Machine {
-        cpu: sysinfo::cpu_model(),
+        cpu: machine::cpu_model(),
         // SAFETY: sysconf has no memory-safety preconditions.
         cores_online: usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) })
             .unwrap_or(0),
-        kernel: sysinfo::kernel(),
+        kernel: machine::kernel(),
         pinning: "none (servers, clients and file loads share every CPU)",
     };
     say(format!(
@@ -416,7 +416,7 @@ pub fn run(args: SoakArgs) -> io::Result<()> {
 
     let summaries: Vec<LoadSummary> = loads.iter().map(|(n, t)| t.snapshot(n)).collect();
     let failures = failures.take();
-    let out = args.out.clone().unwrap_or_else(sysinfo::default_out_dir);
+    let out = args.out.clone().unwrap_or_else(machine::default_out_dir);
     let svg = std::fs::create_dir_all(&out).ok().and_then(|()| {
         let path = out.join("soak.svg");
         let title = format!("hoop soak: {} s, seed {seed}", args.secs);

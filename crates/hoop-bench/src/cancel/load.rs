@@ -22,7 +22,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::cancel::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen};
-pub(crate) use crate::cancel::sink::{count_files, file_path, files_dir, stream_counts, stream_reader};
+pub(crate) use crate::cancel::sink::{
+    count_files, file_path, files_dir, stream_counts, stream_reader,
+};
 
 /// The timer every select loop races its I/O against (as in the trial).
 pub(crate) const TICK: Duration = Duration::from_micros(50);

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::output::Out;
+use crate::report::output::Out;
 
 mod dgram;
 mod hoop;
@@ -214,7 +214,7 @@ impl Plan {
 
 /// Where the files go by default.
 pub(crate) fn default_dir() -> PathBuf {
-    crate::sysinfo::target_dir().join("hoop-bench-cancel")
+    crate::machine::target_dir().join("hoop-bench-cancel")
 }
 
 /// What a plan produced.
@@ -316,7 +316,7 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
     let per_run = plan.planned_secs() / (plan.runtimes.len() * plan.scenarios.len()).max(1) as f64;
     for runtime in &plan.runtimes {
         let peer_bin = if PEER_RUNTIMES.contains(&runtime.as_str()) {
-            match crate::peers::binary(out) {
+            match crate::target::peers::binary(out) {
                 Ok(b) => Some(b),
                 Err(why) => {
                     skip(&mut o, out, runtime, &why, plan, per_run);
@@ -411,7 +411,7 @@ fn run_peer(
     scenario: &str,
     s: &Sizes,
 ) -> Result<CancelResult, String> {
-    use crate::peers::{run_json, str_of, u64_of};
+    use crate::target::peers::{run_json, str_of, u64_of};
     let args: Vec<String> = [
         "cancel".to_string(),
         "--runtime".into(),

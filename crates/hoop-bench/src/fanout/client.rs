@@ -29,9 +29,9 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
 use crate::echo_client::{thread_cpu, Gate};
-use crate::stats;
+use crate::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::measure::latency as stats;
 
 /// Longest the connect phase may take.
 const CONNECT_PHASE: Duration = Duration::from_secs(10);

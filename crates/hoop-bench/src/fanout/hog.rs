@@ -83,7 +83,7 @@ impl Hog {
         self.stop.store(true, Ordering::Relaxed);
         let cpu = self.thread.take()?.join().ok()?;
         let wall = self.started.elapsed().as_secs_f64();
-        (wall > 0.0).then(|| crate::stats::round3(cpu.as_secs_f64() / wall * 100.0))
+        (wall > 0.0).then(|| crate::measure::latency::round3(cpu.as_secs_f64() / wall * 100.0))
     }
 }
 

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::output::Out;
-use crate::server::{Ready, ServerChild, ServerMetrics, ServerProbe};
-use crate::stats::{self, median};
+use crate::measure::latency::{self as stats, median};
+use crate::report::output::Out;
+use crate::target::child::{Ready, ServerChild, ServerMetrics, ServerProbe};
 use crate::{check_conns, check_secs, invalid};
 
 mod client;
@@ -183,7 +183,7 @@ impl Plan {
 
     /// One line on what runs, for the output's head.
     pub(crate) fn describe(&self) -> String {
-        let (s, c) = crate::sysinfo::pin_plan();
+        let (s, c) = crate::machine::pin_plan();
         let pin = match (s, c) {
             (Some(s), Some(c)) => format!("server pinned to CPU {s}, client to CPU {c}"),
             _ => "unpinned (fewer than 2 CPUs)".to_string(),
@@ -304,7 +304,7 @@ pub(crate) fn run_fanout_command(args: FanoutArgs, json: bool) -> io::Result<()>
         hog: args.hog,
     };
     plan.check()?;
-    crate::sysinfo::raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     if let Some(addr) = &args.addr {
         return run_external(&plan, addr, args.server_pid, json);
     }
@@ -385,7 +385,7 @@ pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
 /// Runs every server `rounds` times (and hogged, with `hog`), the order reversed every other
 /// round. Failed runs are recorded; the plan goes on.
 pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
-    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::machine::pin_plan();
     let mut o = Outcome::default();
     for round in 0..plan.rounds {
         let mut order: Vec<&String> = plan.servers.iter().collect();

@@ -5,8 +5,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::file::fio::FioLatency;
-use crate::stats;
+use crate::measure::latency as stats;
+use crate::target::fio::FioLatency;
 
 /// Resource usage (`getrusage`) at one moment.
 #[derive(Debug, Clone, Copy, Default)]

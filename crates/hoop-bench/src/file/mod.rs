@@ -17,10 +17,8 @@ use std::time::Duration;
 mod blocking;
 pub mod content;
 mod engine;
-mod fio;
-mod fsinfo;
 mod linux_aio;
-mod metrics;
+pub(crate) mod metrics;
 mod on_tokio;
 mod peer;
 pub(crate) mod quick;
@@ -36,10 +34,12 @@ pub(crate) mod whole;
 pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
 
-use crate::output::Out;
-use crate::{invalid, sysinfo};
+use crate::invalid;
+use crate::machine::fs::FsInfo;
+use crate::machine::{self as sysinfo};
+use crate::report::output::Out;
+use crate::target::fio;
 use content::{Picker, SECTOR};
-use fsinfo::FsInfo;
 use metrics::{Measured, ResultContext};
 
 /// Largest `--qd`.
@@ -463,8 +463,8 @@ pub(crate) fn run_engines(job: &FileJob, engines: &[Engine], out: &Out) -> io::R
             e.is_peer() && (e == Engine::Glommio) == glommio && peer::refuses_job(job, e).is_none()
         })
     };
-    let peer_bin = wants(false).then(|| crate::peers::binary(out));
-    let glommio_bin = wants(true).then(|| crate::peers::binary_glommio(out));
+    let peer_bin = wants(false).then(|| crate::target::peers::binary(out));
+    let glommio_bin = wants(true).then(|| crate::target::peers::binary_glommio(out));
     let cx = EngineCtx {
         job,
         path: &tf.path,

@@ -1,6 +1,6 @@
 //! The peer engines (`monoio`, `compio`, `tokio-uring`, `glommio`, `tokio-io-uring`): the same
 //! job through another runtime, run by the `hoop-peer` binary as a child process
-//! ([`crate::peers`]). Each peer runs QD tasks on ONE thread of its own runtime, pinned to
+//! ([`crate::target::peers`]). Each peer runs QD tasks on ONE thread of its own runtime, pinned to
 //! the CPU hoop's engines run on (the child pins that thread itself, `--cpu`; any other thread
 //! it starts stays unpinned, as hoop's engines leave theirs) — except `tokio-io-uring`, which
 //! runs as hoop's `shared` and `tokio-fs` engines do, like for like: QD tasks on a multi-thread
@@ -16,10 +16,10 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::file::fio::FioLatency;
 use crate::file::metrics::{Measured, Usage};
 use crate::file::{Engine, EngineCtx, FileJob, Outcome, Rw};
-use crate::peers::{f64_of, run_json, str_of, u64_of};
+use crate::target::fio::FioLatency;
+use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 
 /// Why `engine` cannot run this job, if it cannot (said before anything is started).
 pub(crate) fn refuses(cx: &EngineCtx, engine: Engine) -> Option<String> {

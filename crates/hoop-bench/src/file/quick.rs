@@ -9,9 +9,10 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::file::whole::{self, ReadResult};
-use crate::file::{fio, fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::file::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
 use crate::invalid;
-use crate::output::Out;
+use crate::report::output::Out;
+use crate::target::fio;
 
 /// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
 const DIRECT: [Engine; 8] = [
@@ -489,7 +490,7 @@ pub(crate) fn section(s: &FileSuite) -> String {
 
 /// The quick run's defaults: the `hoop bench file` test file directory.
 pub(crate) fn default_dir() -> PathBuf {
-    crate::sysinfo::target_dir().join("hoop-bench-file")
+    crate::machine::target_dir().join("hoop-bench-file")
 }
 
 /// Parses `--file-size`.

@@ -11,8 +11,8 @@ use plotters::prelude::*;
 
 use crate::file::metrics::FileResult;
 use crate::file::Engine;
-use crate::charts::COLORS;
 use crate::invalid;
+use crate::report::charts::COLORS;
 
 /// Most depths one sweep takes.
 const MAX_DEPTHS: usize = 16;

@@ -2,14 +2,15 @@
 //! and its content check passes; opened for the engines (O_DIRECT refused on memory-backed file
 //! systems, and probed with one read); warmed into the page cache for buffered runs.
 
+use crate::machine::fs as fsinfo;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::file::content::{self, Rng, SECTOR};
-use crate::file::fsinfo::{self, FsInfo};
-use crate::output::Out;
+use crate::machine::fs::FsInfo;
+use crate::report::output::Out;
 
 /// Chunk of sequential creation and warming.
 const CHUNK: usize = 1 << 20;

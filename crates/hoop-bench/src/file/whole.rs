@@ -28,9 +28,10 @@ use serde::Serialize;
 
 use crate::file::content::{self, SECTOR};
 use crate::file::{fmt_bytes, parse_size};
-use crate::output::Out;
-use crate::peers::{f64_of, run_json, str_of, u64_of};
-use crate::{check_secs, invalid, sysinfo};
+use crate::machine as sysinfo;
+use crate::report::output::Out;
+use crate::target::peers::{f64_of, run_json, str_of, u64_of};
+use crate::{check_secs, invalid};
 
 /// The engines, in the order they run.
 pub(crate) const ENGINES: [&str; 3] = ["shared", "tokio-io-uring", "spawn-blocking"];
@@ -285,7 +286,7 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> io::Result<Outcome> {
         .map(|&size| Ok((size, prepare(&plan.dir, size)?)))
         .collect::<io::Result<Vec<_>>>()?;
     let workers = sysinfo::allowed_cpus().len().max(1);
-    let fs = crate::file::fsinfo::fs_info(&plan.dir)
+    let fs = crate::machine::fs::fs_info(&plan.dir)
         .map(|f| f.describe())
         .unwrap_or_else(|e| format!("file system unknown ({e})"));
     out.human(&format!(
@@ -313,7 +314,7 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> io::Result<Outcome> {
     let peer_bin = plan
         .engines
         .contains(&PEER)
-        .then(|| crate::peers::binary(out));
+        .then(|| crate::target::peers::binary(out));
     let mut o = Outcome::default();
     for (size, path) in &files {
         for &engine in &plan.engines {

@@ -41,9 +41,9 @@ use crate::http::client::{self, HttpClientConfig, HttpOutcome};
 use crate::http::side_by_side::{make_files, nofile_limit, start_server};
 use crate::http::{file_name, label};
 use crate::invalid;
-use crate::output::Out;
-use crate::server::{process_cpu, ServerChild};
-use crate::stats;
+use crate::measure::latency as stats;
+use crate::report::output::Out;
+use crate::target::child::{process_cpu, ServerChild};
 
 /// The servers of `--attack` by default, in run order.
 pub(crate) const ATTACK_SERVERS: [&str; 3] = ["hoop", "hoop-epoll", "nginx"];
@@ -228,7 +228,7 @@ pub(crate) fn run_attack(
         failures.push("no 1 KiB test file".into());
         return (results, failures, notes);
     };
-    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::machine::pin_plan();
     notes.push(match (server_cpu, client_cpu) {
         (Some(s), Some(c)) => {
             format!("pinning: the server on CPU {s}; the legitimate client, the fresh client and the attackers on CPU {c}")
@@ -243,7 +243,7 @@ pub(crate) fn run_attack(
         let child = match start_server(name, &root, &plan.dir, server_cpu) {
             Ok(Some(c)) => c,
             Ok(None) => {
-                notes.push(crate::http::nginx::MISSING.to_string());
+                notes.push(crate::target::nginx::MISSING.to_string());
                 continue;
             }
             Err(e) => {

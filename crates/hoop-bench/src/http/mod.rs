@@ -35,6 +35,7 @@
 //! (`/proc/PID/task/*/status`) over the window, divided by verified requests; by thread group
 //! (name without its number) with CPU time in `server_threads`.
 
+use crate::target::netns;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -44,16 +45,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::output::Out;
-use crate::server::{ServerMetrics, ServerProbe, ThreadUse};
-use crate::stats;
+use crate::measure::latency as stats;
+use crate::report::output::Out;
+use crate::target::child::{ServerMetrics, ServerProbe, ThreadUse};
 use crate::{check_conns, check_rounds, check_secs, invalid};
 
 pub(crate) mod attack;
 pub(crate) mod client;
 pub(crate) mod mix;
-pub(crate) mod netns;
-pub(crate) mod nginx;
 mod side_by_side;
 mod table;
 
@@ -467,7 +466,7 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             "--wrk runs wrk beside the side-by-side runs, not with --url (run wrk itself)",
         ));
     }
-    crate::sysinfo::raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     if args.attack {
         return run_attack_command(&args, json);
     }
@@ -508,7 +507,7 @@ pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()
             let dir = args
                 .dir
                 .clone()
-                .unwrap_or_else(|| crate::sysinfo::default_out_dir().join("http"));
+                .unwrap_or_else(|| crate::machine::default_out_dir().join("http"));
             let plan = Plan {
                 cells,
                 servers: servers.clone(),
@@ -598,7 +597,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
         dir: args
             .dir
             .clone()
-            .unwrap_or_else(|| crate::sysinfo::default_out_dir().join("http")),
+            .unwrap_or_else(|| crate::machine::default_out_dir().join("http")),
     };
     plan.check()?;
     let out = Out::new(json, plan.planned_secs());

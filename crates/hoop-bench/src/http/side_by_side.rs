@@ -7,6 +7,7 @@
 //! generator against those servers in every cell and round, its req/s beside the load
 //! generator's (`wrk_req_per_sec`, the table's `wrk req/s`).
 
+use crate::target::nginx;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,13 +18,13 @@ use std::time::Duration;
 use crate::http::client::{self, HttpClientConfig};
 use crate::http::mix::{self, MixFile};
 use crate::http::{
-    file_content, file_name, label, make_result, nginx, unpinned, Cell, HttpResult, FILES,
+    file_content, file_name, label, make_result, unpinned, Cell, HttpResult, FILES,
     RUN_OVERHEAD_SECS,
 };
 use crate::invalid;
-use crate::output::Out;
-use crate::server::{Ready, ServerChild, ServerProbe};
-use crate::stats::{self, median};
+use crate::measure::latency::{self as stats, median};
+use crate::report::output::Out;
+use crate::target::child::{Ready, ServerChild, ServerProbe};
 
 /// A side-by-side plan.
 #[derive(Debug, Clone)]
@@ -241,8 +242,8 @@ fn pinning_note(
 /// servers in alternating order; then the wrk cell when wrk is installed.
 pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     let mut o = Outcome::default();
-    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
-    let all_cpus = crate::sysinfo::allowed_cpus();
+    let (server_cpu, client_cpu) = crate::machine::pin_plan();
+    let all_cpus = crate::machine::allowed_cpus();
     let with_mix = plan.cells.iter().any(|c| c.mix);
     let TestFiles { root, files, mix } = match make_test_files(&plan.dir, with_mix) {
         Ok((f, note)) => {
@@ -645,7 +646,7 @@ fn run_wrk_cell(
         errors_by_kind: BTreeMap::new(),
         first_error: None,
         verified_bytes: false,
-        loopback_mtu: crate::http::netns::loopback_mtu(),
+        loopback_mtu: crate::target::netns::loopback_mtu(),
         rps,
         mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
         p50_us: None,

@@ -122,7 +122,7 @@ fn probe_message(i: usize) -> [u8; 16] {
 
 /// `hoop bench idle-client`: open, check, hold, close.
 pub fn run_idle_client(args: IdleClientArgs) -> io::Result<()> {
-    crate::sysinfo::raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     if let Some(cpu) = args.cpu {
         hoop::runtime::pin_to_cpu(cpu)?;
     }

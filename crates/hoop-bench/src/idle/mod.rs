@@ -21,9 +21,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
-use crate::output::Out;
-use crate::server::ServerChild;
-use crate::stats;
+use crate::measure::latency as stats;
+use crate::report::output::Out;
+use crate::target::child::ServerChild;
 use crate::{check_conns, check_len, check_secs, invalid};
 
 pub(crate) mod holder;
@@ -298,7 +298,7 @@ pub(crate) fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
         .servers
         .unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
     let servers = crate::parse_server_list(Some(asked), &KNOWN)?;
-    crate::sysinfo::raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     let plan = Plan::new(
         servers,
         args.idle,
@@ -335,7 +335,7 @@ pub(crate) fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
 
 /// Runs every server in turn; failures are recorded, the plan goes on.
 pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
-    let (server_cpu, client_cpu) = crate::sysinfo::pin_plan();
+    let (server_cpu, client_cpu) = crate::machine::pin_plan();
     let mut o = Outcome::default();
     let per = plan.planned_secs() / plan.servers.len().max(1) as f64;
     let block = holder::sources_needed(plan.idle, plan.per_client);

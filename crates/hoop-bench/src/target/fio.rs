@@ -239,7 +239,7 @@ fn parse_report(stdout: &str, qd: usize) -> io::Result<Measured> {
                 lat.get("percentile")
                     .and_then(|p| p.get(k))
                     .and_then(Value::as_f64)
-                    .map(|ns| crate::stats::round3(ns / 1000.0))
+                    .map(|ns| crate::measure::latency::round3(ns / 1000.0))
             };
             m.external_latency = Some(FioLatency {
                 p50: pct("50.000000"),
@@ -248,7 +248,7 @@ fn parse_report(stdout: &str, qd: usize) -> io::Result<Measured> {
                 max: lat
                     .get("max")
                     .and_then(Value::as_f64)
-                    .map(|ns| crate::stats::round3(ns / 1000.0)),
+                    .map(|ns| crate::measure::latency::round3(ns / 1000.0)),
                 mean: lat
                     .get("mean")
                     .and_then(Value::as_f64)

@@ -454,11 +454,13 @@ impl ServerProbe {
             .take()
             .and_then(|p| wait_perf(p, self.perf_deadline));
         let wall_us = wall.as_secs_f64() * 1e6;
-        let per_req = |v: f64| (requests > 0).then(|| crate::stats::round3(v / requests as f64));
+        let per_req =
+            |v: f64| (requests > 0).then(|| crate::measure::latency::round3(v / requests as f64));
         ServerMetrics {
             cpu_pct: cpu.and_then(|c| {
-                (wall_us > 0.0)
-                    .then(|| crate::stats::round3(c.as_micros() as f64 / wall_us * 100.0))
+                (wall_us > 0.0).then(|| {
+                    crate::measure::latency::round3(c.as_micros() as f64 / wall_us * 100.0)
+                })
             }),
             cpu_us_per_req: cpu.and_then(|c| per_req(c.as_micros() as f64)),
             syscalls_per_req: syscalls.and_then(|n| per_req(n as f64)),
@@ -471,8 +473,8 @@ impl ServerProbe {
                         let cpu_us = ticks as f64 * 1e6 / clock_hz() as f64;
                         let use_ = ThreadUse {
                             threads: after.values().filter(|t| t.group == g).count(),
-                            cpu_us_per_req: crate::stats::round3(cpu_us / n),
-                            ctx_switches_per_req: crate::stats::round3(ctx as f64 / n),
+                            cpu_us_per_req: crate::measure::latency::round3(cpu_us / n),
+                            ctx_switches_per_req: crate::measure::latency::round3(ctx as f64 / n),
                         };
                         (g, use_)
                     })

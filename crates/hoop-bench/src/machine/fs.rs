@@ -223,7 +223,9 @@ pub(crate) fn cached_pct(file: &std::fs::File, len: u64) -> Option<f64> {
         return None;
     }
     let resident = vec.iter().filter(|&&b| b & 1 == 1).count();
-    Some(crate::stats::round3(resident as f64 * 100.0 / pages as f64))
+    Some(crate::measure::latency::round3(
+        resident as f64 * 100.0 / pages as f64,
+    ))
 }
 
 #[cfg(test)]

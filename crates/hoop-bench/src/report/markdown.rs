@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::file::quick::{self, FileSuite};
+use crate::machine::SysInfo;
+use crate::measure::latency::{EchoResult, NopResult};
 use crate::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
-use crate::stats::{EchoResult, NopResult};
-use crate::sysinfo::SysInfo;
 
 /// Everything the report says.
 pub(crate) struct ReportData<'a> {
@@ -94,7 +94,7 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     written.push(path);
 
     let (charts, chart_error) =
-        match crate::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
+        match crate::report::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
             Ok(c) => (c, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };

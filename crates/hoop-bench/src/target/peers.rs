@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::output::Out;
+use crate::report::output::Out;
 
 /// Extra time a peer gets beyond its job (start-up, drain) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);
@@ -144,7 +144,7 @@ fn peers_dir() -> Option<PathBuf> {
         let d = PathBuf::from(d);
         return has_manifest(&d).then_some(d);
     }
-    let beside_target = crate::sysinfo::target_dir()
+    let beside_target = crate::machine::target_dir()
         .parent()
         .map(|root| root.join("peers"));
     let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers");

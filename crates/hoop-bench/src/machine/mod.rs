@@ -1,6 +1,8 @@
 //! What the report says about the machine: CPU, cores, kernel, io_uring setup, date; and which
 //! CPUs the benchmarks may pin to.
 
+pub mod fs;
+
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -51,7 +53,7 @@ impl SysInfo {
             uring_ring_sizes: sizes,
             date_utc: utc_now(),
             command: command_line(),
-            perf: crate::server::perf_path().map(|p| p.display().to_string()),
+            perf: crate::target::child::perf_path().map(|p| p.display().to_string()),
         }
     }
 }

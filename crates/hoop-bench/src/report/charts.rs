@@ -8,8 +8,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::file::quick::FileSuite;
+use crate::measure::latency::{median, EchoResult, NopResult};
 use crate::side_by_side::{configurations, label};
-use crate::stats::{median, EchoResult, NopResult};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.

@@ -17,11 +17,11 @@ use crate::fanout;
 use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
 use crate::idle;
+use crate::machine::{self as sysinfo, SysInfo};
 use crate::nop::{self, NopConfig};
-use crate::output::Out;
-use crate::report::{self, ReportData};
+use crate::report::markdown::{self as report, ReportData};
+use crate::report::output::Out;
 use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
-use crate::sysinfo::{self, SysInfo};
 use crate::{check_rounds, check_secs};
 
 /// Longest run of each shared-rings no-op row, in seconds.
@@ -187,7 +187,7 @@ pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if !o.no_peers {
         // Built before any clock starts (each part skips the peers with a line if this fails).
         let t = Instant::now();
-        if let Err(why) = crate::peers::binary(&out) {
+        if let Err(why) = crate::target::peers::binary(&out) {
             out.note(&format!("peers: skipped: {why}"));
         }
         phases.push(("peers build".into(), t.elapsed()));

@@ -1,0 +1,3 @@
+//! What a run measures: latency histograms and medians.
+
+pub mod latency;

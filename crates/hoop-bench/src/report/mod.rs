@@ -1,0 +1,7 @@
+//! What a reader sees: where output goes, the tables' and the report's words, the charts,
+//! and the quick suite that writes them all.
+
+pub mod charts;
+pub mod markdown;
+pub mod output;
+pub mod suite;

@@ -1,0 +1,8 @@
+//! What a bench loads or compares against: servers as child processes, the peers' binary,
+//! nginx, fio and network namespaces.
+
+pub mod child;
+pub mod fio;
+pub mod netns;
+pub mod nginx;
+pub mod peers;
