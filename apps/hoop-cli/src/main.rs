@@ -4,6 +4,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod baseline;
+mod bench;
 mod probe;
 mod serve;
 mod soak;
@@ -25,7 +26,7 @@ enum Command {
     /// Run a server built on hoop (or a baseline server for the benchmarks).
     Serve(serve::ServeArgs),
     /// Run the benchmark suite (no subcommand: the quick suite and the report).
-    Bench(Box<hoop_bench::BenchArgs>),
+    Bench(Box<bench::BenchArgs>),
     /// What this machine offers hoop: kernel, io_uring limits, and which driver `auto` picks.
     Probe(probe::ProbeArgs),
     /// Servers on both drivers and file I/O under hostile load for N seconds, every byte
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
     };
     let res = match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Bench(args) => hoop_bench::run(*args),
+        Command::Bench(args) => bench::run(*args),
         Command::Probe(args) => probe::run(args),
         Command::Soak(args) => soak::run(args),
     };

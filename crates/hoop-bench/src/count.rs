@@ -20,8 +20,8 @@ use std::rc::Rc;
 
 use crate::file::content::{self, Picker};
 use crate::file::raw;
-use crate::invalid;
 use crate::nop::{self, NopConfig, Stop};
+use crate::plan::invalid;
 
 /// Block size of `--op read`.
 const READ_BS: usize = 4096;
@@ -47,7 +47,7 @@ pub struct CountArgs {
 }
 
 /// Runs `hoop bench count`.
-pub(crate) fn run_count_command(args: CountArgs) -> io::Result<()> {
+pub fn run_count_command(args: CountArgs) -> io::Result<()> {
     if args.count == 0 || args.batch == 0 || args.batch > 4096 {
         return Err(invalid(
             "--count must be at least 1 and --batch between 1 and 4096",

@@ -20,7 +20,7 @@ use hoop::driver::{op::Nop, Op};
 
 use crate::measure::latency::{self as stats, NopResult};
 use crate::report::output::Out;
-use crate::NopArgs;
+
 use hoop::shared::Rings;
 
 /// Engine names, as the JSON says them.
@@ -72,8 +72,8 @@ pub(crate) struct NopConfig {
 impl NopConfig {
     /// Checks the numbers.
     pub(crate) fn check(&self) -> io::Result<()> {
-        use crate::invalid;
-        crate::check_secs("-T/--secs", self.secs)?;
+        use crate::plan::invalid;
+        crate::plan::check_secs("-T/--secs", self.secs)?;
         if self.threads == 0 || self.threads > MAX_THREADS {
             return Err(invalid(format!(
                 "-t/--threads must be between 1 and {MAX_THREADS} (got {})",
@@ -103,7 +103,7 @@ impl NopConfig {
 }
 
 /// Runs `hoop bench nop`.
-pub(crate) fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
+pub fn run_nop_command(args: NopArgs, json: bool) -> io::Result<()> {
     let cfg = NopConfig {
         threads: args.threads,
         secs: args.secs,
@@ -694,4 +694,33 @@ mod tests {
         );
         assert!(shared_targets(&rs[2..]).is_empty());
     }
+}
+
+/// Arguments of `hoop bench nop`.
+#[derive(Debug, clap::Args)]
+pub struct NopArgs {
+    /// Threads: each with its own ring (hoop, raw), or all on one shared set (--shared).
+    #[arg(short = 't', long, value_name = "THREADS", default_value_t = 1)]
+    pub threads: usize,
+    /// Seconds per engine.
+    #[arg(short = 'T', long = "secs", value_name = "SECS", default_value_t = 3.0)]
+    pub secs: f64,
+    /// No-ops per batch (created together, awaited together).
+    #[arg(short = 'b', long, value_name = "BATCH", default_value_t = 32)]
+    pub batch: usize,
+    /// SQ entries of each ring.
+    #[arg(short = 'n', long, value_name = "ENTRIES", default_value_t = 128)]
+    pub entries: u32,
+    /// Also kbio's setup, first: THREADS OS threads each awaiting batches of `rings.nop()` on
+    /// one shared `hoop::shared::Rings` (in a plain block_on, no runtime), with kbio's
+    /// percentiles and its published figures (its own machine, 2021) for reference.
+    #[arg(long)]
+    pub shared: bool,
+    /// With --shared: rings in the shared set (kbio used one).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "shared")]
+    pub rings: usize,
+    /// Leave out the peers' rows (compio, tokio-uring; 1 thread only), which run in the
+    /// hoop-peer binary of peers/, built on demand. monoio has no row: it has no public no-op.
+    #[arg(long)]
+    pub no_peers: bool,
 }

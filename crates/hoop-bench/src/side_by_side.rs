@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
 use crate::measure::latency::{self as stats, median, EchoResult};
+use crate::plan::{check_conns, check_len, check_rounds, check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::child::{ServerChild, ServerMetrics, ServerProbe};
-use crate::{check_conns, check_len, check_rounds, check_secs, invalid, EchoArgs};
 
 /// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver
 /// uring` (its best path: multishot accept and recv on a buffer ring), `hoop-basic` the same
@@ -107,11 +107,11 @@ pub(crate) struct MatrixOutcome {
 
 /// Checks `--servers` and returns it (default: all four).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    crate::parse_server_list(list, &SERVERS)
+    crate::plan::parse_server_list(list, &SERVERS)
 }
 
 /// Runs `hoop bench echo`.
-pub(crate) fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
+pub fn run_echo_command(args: EchoArgs, json: bool) -> io::Result<()> {
     if let Some(c) = args.conns {
         check_conns(c)?;
     }
@@ -583,4 +583,36 @@ mod tests {
             assert_eq!(line.matches('|').count(), header_cols, "{line}");
         }
     }
+}
+
+/// Arguments of `hoop bench echo`.
+#[derive(Debug, clap::Args)]
+pub struct EchoArgs {
+    /// Server to load (IP:PORT). Without it: start hoop (io_uring and epoll), tokio, monoio and
+    /// compio servers side by side.
+    #[arg(long, value_name = "IP:PORT")]
+    pub addr: Option<String>,
+    /// Connections, each with one request in flight [default: 50; side by side: 50,500,1000].
+    #[arg(short = 'c', long = "conns", value_name = "CONNS")]
+    pub conns: Option<usize>,
+    /// Payload bytes per request, at most 16 MiB [default: 128; side by side: 128,512].
+    #[arg(short = 'l', long = "len", value_name = "LEN_BYTES")]
+    pub len: Option<usize>,
+    /// Seconds per run [default: 5; with --quick: 3].
+    #[arg(short = 't', long = "secs", value_name = "SECS")]
+    pub secs: Option<f64>,
+    /// Side by side: the quick matrix (conns 50,500 x len 128,512).
+    #[arg(long)]
+    pub quick: bool,
+    /// Side by side: repetitions of each configuration, in alternating server order (at least 2).
+    #[arg(long, value_name = "R", default_value_t = 2)]
+    pub rounds: u32,
+    /// Side by side: the servers to compare, comma-separated (hoop = io_uring best path,
+    /// hoop-basic, hoop-epoll, tokio, monoio, compio; compio's runs in the hoop-peer binary of
+    /// peers/, built on demand, and is skipped with a line where it cannot be).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub servers: Option<Vec<String>>,
+    /// With --addr: the server's PID, to measure its CPU time and syscalls per request.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
 }

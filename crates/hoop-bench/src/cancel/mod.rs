@@ -229,13 +229,13 @@ pub(crate) struct Outcome {
 }
 
 /// Runs `hoop bench cancel`.
-pub(crate) fn run_cancel_command(a: CancelArgs, json: bool) -> io::Result<()> {
+pub fn run_cancel_command(a: CancelArgs, json: bool) -> io::Result<()> {
     let scenario_names: Vec<&str> = load::SCENARIOS.iter().map(|(s, _)| *s).collect();
     let mut runtimes = pick("--runtimes", a.runtimes, &RUNTIMES)?;
     if a.no_peers {
         runtimes.retain(|r| !PEER_RUNTIMES.contains(&r.as_str()));
         if runtimes.is_empty() {
-            return Err(crate::invalid("--no-peers leaves no runtime to run"));
+            return Err(crate::plan::invalid("--no-peers leaves no runtime to run"));
         }
     }
     let sizes = Sizes {
@@ -276,7 +276,7 @@ fn pick(flag: &str, list: Option<Vec<String>>, known: &[&str]) -> io::Result<Vec
     for s in list {
         let s = s.trim().to_ascii_lowercase();
         if !known.contains(&s.as_str()) {
-            return Err(crate::invalid(format!(
+            return Err(crate::plan::invalid(format!(
                 "unknown name {s:?} in {flag} (known: {})",
                 known.join(", ")
             )));
@@ -286,14 +286,16 @@ fn pick(flag: &str, list: Option<Vec<String>>, known: &[&str]) -> io::Result<Vec
         }
     }
     if out.is_empty() {
-        return Err(crate::invalid(format!("{flag} needs at least one name")));
+        return Err(crate::plan::invalid(format!(
+            "{flag} needs at least one name"
+        )));
     }
     Ok(out)
 }
 
 fn count(flag: &str, n: u64) -> io::Result<u64> {
     if n == 0 || n > MAX_COUNT {
-        return Err(crate::invalid(format!(
+        return Err(crate::plan::invalid(format!(
             "{flag} must be in 1..={MAX_COUNT} (got {n})"
         )));
     }
@@ -303,7 +305,7 @@ fn count(flag: &str, n: u64) -> io::Result<u64> {
 fn bytes(flag: &str, s: &str) -> io::Result<u64> {
     let n = crate::file::parse_size(flag, s)?;
     if n == 0 || n > MAX_BYTES {
-        return Err(crate::invalid(format!(
+        return Err(crate::plan::invalid(format!(
             "{flag} must be 1 byte to 4 GiB (got {s})"
         )));
     }

@@ -19,9 +19,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::measure::latency::{self as stats, median};
+use crate::plan::{check_conns, check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild, ServerMetrics, ServerProbe};
-use crate::{check_conns, check_secs, invalid};
 
 mod client;
 mod hog;
@@ -289,11 +289,11 @@ impl Outcome {
 
 /// Checks `--servers` and returns it (default: all three).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    crate::parse_server_list(list, &SERVERS)
+    crate::plan::parse_server_list(list, &SERVERS)
 }
 
 /// Runs `hoop bench fanout`.
-pub(crate) fn run_fanout_command(args: FanoutArgs, json: bool) -> io::Result<()> {
+pub fn run_fanout_command(args: FanoutArgs, json: bool) -> io::Result<()> {
     let plan = Plan {
         conns: args.conns,
         len: args.len,

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::invalid;
+use crate::plan::invalid;
 
 /// An engine of `hoop bench file`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

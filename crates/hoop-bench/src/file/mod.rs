@@ -29,14 +29,14 @@ mod task;
 mod testfile;
 mod tokio_fs;
 mod uring;
-pub(crate) mod whole;
+pub mod whole;
 
 pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
 
-use crate::invalid;
 use crate::machine::fs::FsInfo;
 use crate::machine::{self as sysinfo};
+use crate::plan::invalid;
 use crate::report::output::Out;
 use crate::target::fio;
 use content::{Picker, SECTOR};
@@ -208,7 +208,7 @@ pub(crate) struct FileJob {
 impl FileJob {
     /// Checks the numbers.
     pub(crate) fn check(&self) -> io::Result<()> {
-        crate::check_secs("--secs", self.secs)?;
+        crate::plan::check_secs("--secs", self.secs)?;
         if self.qd == 0 || self.qd > MAX_QD {
             return Err(invalid(format!(
                 "--qd must be between 1 and {MAX_QD} (got {})",
@@ -297,7 +297,7 @@ pub(crate) enum Outcome {
 }
 
 /// Runs `hoop bench file`.
-pub(crate) fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
+pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
     let depths = sweep::parse_depths(&args.qd)?;
     let job = FileJob {
         dir: args

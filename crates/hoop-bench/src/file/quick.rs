@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use crate::file::whole::{self, ReadResult};
 use crate::file::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
-use crate::invalid;
+use crate::plan::invalid;
 use crate::report::output::Out;
 use crate::target::fio;
 

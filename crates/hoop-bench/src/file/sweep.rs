@@ -11,7 +11,7 @@ use plotters::prelude::*;
 
 use crate::file::metrics::FileResult;
 use crate::file::Engine;
-use crate::invalid;
+use crate::plan::invalid;
 use crate::report::charts::COLORS;
 
 /// Most depths one sweep takes.

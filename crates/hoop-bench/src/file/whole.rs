@@ -29,9 +29,9 @@ use serde::Serialize;
 use crate::file::content::{self, SECTOR};
 use crate::file::{fmt_bytes, parse_size};
 use crate::machine as sysinfo;
+use crate::plan::{check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
-use crate::{check_secs, invalid};
 
 /// The engines, in the order they run.
 pub(crate) const ENGINES: [&str; 3] = ["shared", "tokio-io-uring", "spawn-blocking"];
@@ -225,7 +225,7 @@ pub(crate) struct Outcome {
 }
 
 /// Runs `hoop bench fsread`.
-pub(crate) fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
+pub fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
     let plan = Plan {
         dir: args.dir.unwrap_or_else(crate::file::quick::default_dir),
         sizes: parse_sizes(&args.sizes)?,

@@ -40,8 +40,8 @@ use serde::Serialize;
 use crate::http::client::{self, HttpClientConfig, HttpOutcome};
 use crate::http::side_by_side::{make_files, nofile_limit, start_server};
 use crate::http::{file_name, label};
-use crate::invalid;
 use crate::measure::latency as stats;
+use crate::plan::invalid;
 use crate::report::output::Out;
 use crate::target::child::{process_cpu, ServerChild};
 
@@ -106,7 +106,7 @@ impl AttackPlan {
                 "--slowloris and --idle are at most {MAX_ATTACKERS} each"
             )));
         }
-        crate::check_conns(self.conns)?;
+        crate::plan::check_conns(self.conns)?;
         if self.in_flight == 0 {
             return Err(invalid("--attack-in-flight must be at least 1"));
         }

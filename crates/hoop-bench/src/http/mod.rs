@@ -46,9 +46,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::measure::latency as stats;
+use crate::plan::{check_conns, check_rounds, check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::child::{ServerMetrics, ServerProbe, ThreadUse};
-use crate::{check_conns, check_rounds, check_secs, invalid};
 
 pub(crate) mod attack;
 pub(crate) mod client;
@@ -446,7 +446,7 @@ fn file_content(size: u64) -> Vec<u8> {
 }
 
 /// Runs `hoop bench http`.
-pub(crate) fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()> {
+pub fn run_http_command(args: HttpBenchArgs, json: bool) -> io::Result<()> {
     if let Some(c) = args.conns {
         check_conns(c)?;
     }
@@ -578,7 +578,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
     }
     let secs = args.secs.unwrap_or(5.0);
     check_secs("-t/--secs", secs)?;
-    let servers = crate::parse_server_list(
+    let servers = crate::plan::parse_server_list(
         Some(args.servers.clone().unwrap_or_else(|| {
             attack::ATTACK_SERVERS
                 .iter()
@@ -626,7 +626,7 @@ fn run_attack_command(args: &HttpBenchArgs, json: bool) -> io::Result<()> {
 /// Checks `--servers` and returns it (default: the four of [`SERVERS`]).
 fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
     let list = list.or_else(|| Some(SERVERS.iter().map(|s| s.to_string()).collect()));
-    crate::parse_server_list(list, &ALL_SERVERS)
+    crate::plan::parse_server_list(list, &ALL_SERVERS)
 }
 
 /// `http://HOST:PORT/path` -> (address, host header, path).

@@ -21,8 +21,8 @@ use crate::http::{
     file_content, file_name, label, make_result, unpinned, Cell, HttpResult, FILES,
     RUN_OVERHEAD_SECS,
 };
-use crate::invalid;
 use crate::measure::latency::{self as stats, median};
+use crate::plan::invalid;
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild, ServerProbe};
 

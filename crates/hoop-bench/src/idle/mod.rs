@@ -22,11 +22,11 @@ use serde::Serialize;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
+use crate::plan::{check_conns, check_len, check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::child::ServerChild;
-use crate::{check_conns, check_len, check_secs, invalid};
 
-pub(crate) mod holder;
+pub mod holder;
 mod table;
 
 pub(crate) use crate::side_by_side::label;
@@ -293,11 +293,11 @@ impl Outcome {
 }
 
 /// Runs `hoop bench idle`.
-pub(crate) fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
+pub fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
     let asked = args
         .servers
         .unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
-    let servers = crate::parse_server_list(Some(asked), &KNOWN)?;
+    let servers = crate::plan::parse_server_list(Some(asked), &KNOWN)?;
     crate::machine::raise_nofile_limit();
     let plan = Plan::new(
         servers,

@@ -19,10 +19,10 @@ use crate::http;
 use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
 use crate::nop::{self, NopConfig};
+use crate::plan::{check_rounds, check_secs};
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::output::Out;
 use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
-use crate::{check_rounds, check_secs};
 
 /// Longest run of each shared-rings no-op row, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;
@@ -33,7 +33,7 @@ const WRK_SERVERS: [&str; 2] = ["hoop", "nginx"];
 
 /// Options of the suite (the flags of `hoop bench`).
 #[derive(Debug)]
-pub(crate) struct SuiteOptions {
+pub struct SuiteOptions {
     /// JSON lines on stdout.
     pub json: bool,
     /// Report directory (default: target/hoop-report).
@@ -72,7 +72,7 @@ pub(crate) struct SuiteOptions {
 }
 
 /// Runs the suite.
-pub(crate) fn run_suite(o: SuiteOptions) -> io::Result<()> {
+pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     check_secs("--secs", o.secs)?;
     check_secs("--nop-secs", o.nop_secs)?;
     check_rounds(o.rounds)?;
