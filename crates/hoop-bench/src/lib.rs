@@ -43,6 +43,7 @@
 //! and its human output goes to stderr.
 
 pub mod cancel;
+pub mod compare;
 pub mod count;
 pub mod echo_client;
 pub mod fanout;

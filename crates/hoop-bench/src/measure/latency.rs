@@ -41,7 +41,7 @@ pub(crate) fn round3(v: f64) -> f64 {
 }
 
 /// The median of `values` (the mean of the two middle ones for an even count), `None` if empty.
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
+pub fn median(values: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;

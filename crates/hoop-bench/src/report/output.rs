@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 /// Output routing and progress for one `hoop bench` command.
-pub(crate) struct Out {
+pub struct Out {
     json: bool,
     bar: ProgressBar,
     /// Planned seconds of work not yet done.
@@ -17,7 +17,7 @@ pub(crate) struct Out {
 
 impl Out {
     /// `planned` is the total planned work in seconds (for the progress bar's "left").
-    pub(crate) fn new(json: bool, planned: f64) -> Out {
+    pub fn new(json: bool, planned: f64) -> Out {
         let bar = ProgressBar::with_draw_target(
             Some((planned.max(0.0) * 10.0) as u64),
             ProgressDrawTarget::stderr(),
@@ -36,7 +36,7 @@ impl Out {
     }
 
     /// Human text: stdout, or stderr with `--json`.
-    pub(crate) fn human(&self, text: &str) {
+    pub fn human(&self, text: &str) {
         self.bar.suspend(|| {
             if self.json {
                 eprintln!("{text}");
@@ -46,10 +46,9 @@ impl Out {
         });
     }
 
-    /// A note that always goes to stderr (warnings, phase timings).
     /// Warns about a run that verified nothing (`verified` of `unit`, e.g. "request") or
     /// counted errors (with the first one): one wording for every side-by-side bench.
-    pub(crate) fn warn_run(
+    pub fn warn_run(
         &self,
         what: &str,
         verified: u64,
@@ -68,7 +67,8 @@ impl Out {
         }
     }
 
-    pub(crate) fn note(&self, text: &str) {
+    /// A note that always goes to stderr (warnings, phase timings).
+    pub fn note(&self, text: &str) {
         self.bar.suspend(|| eprintln!("{text}"));
     }
 
@@ -84,13 +84,13 @@ impl Out {
     }
 
     /// Says what runs now (planned to take `secs`).
-    pub(crate) fn start(&self, what: &str, secs: f64) {
+    pub fn start(&self, what: &str, secs: f64) {
         let left = self.left.get().max(secs);
         self.bar.set_message(format!("{what} (~{left:.0}s left)"));
     }
 
     /// Marks `secs` of planned work as done.
-    pub(crate) fn done(&self, secs: f64) {
+    pub fn done(&self, secs: f64) {
         self.left.set((self.left.get() - secs).max(0.0));
         self.bar.inc((secs.max(0.0) * 10.0) as u64);
     }
@@ -124,7 +124,7 @@ impl Out {
     }
 
     /// Removes the bar.
-    pub(crate) fn finish(&self) {
+    pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }
