@@ -1,3 +1,4 @@
-//! What a run measures: latency histograms and medians.
+//! What a run measures: latency histograms and medians, and the window in which results count.
 
 pub mod latency;
+pub mod window;
