@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
 use crate::measure::latency::{self as stats, median, EchoResult};
+use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_len, check_rounds, check_secs, invalid};
 use crate::report::output::Out;
-use crate::target::child::{ServerChild, ServerMetrics, ServerProbe};
+use crate::target::child::ServerChild;
 
 /// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver
 /// uring` (its best path: multishot accept and recv on a buffer ring), `hoop-basic` the same

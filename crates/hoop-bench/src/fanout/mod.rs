@@ -19,9 +19,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::measure::latency::{self as stats, median};
+use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_secs, invalid};
 use crate::report::output::Out;
-use crate::target::child::{Ready, ServerChild, ServerMetrics, ServerProbe};
+use crate::target::child::{Ready, ServerChild};
 
 mod client;
 mod hog;

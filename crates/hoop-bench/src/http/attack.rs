@@ -40,10 +40,11 @@ use serde::Serialize;
 use crate::http::client::{self, HttpClientConfig, HttpOutcome};
 use crate::http::side_by_side::{make_files, nofile_limit, start_server};
 use crate::http::{file_name, label};
+use crate::machine::proc::process_cpu;
 use crate::measure::latency as stats;
 use crate::plan::invalid;
 use crate::report::output::Out;
-use crate::target::child::{process_cpu, ServerChild};
+use crate::target::child::ServerChild;
 
 /// The servers of `--attack` by default, in run order.
 pub(crate) const ATTACK_SERVERS: [&str; 3] = ["hoop", "hoop-epoll", "nginx"];

@@ -46,9 +46,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::measure::latency as stats;
+use crate::measure::usage::{ServerMetrics, ServerProbe, ThreadUse};
 use crate::plan::{check_conns, check_rounds, check_secs, invalid};
 use crate::report::output::Out;
-use crate::target::child::{ServerMetrics, ServerProbe, ThreadUse};
 
 pub(crate) mod attack;
 pub(crate) mod client;

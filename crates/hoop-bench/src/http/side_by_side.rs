@@ -22,9 +22,10 @@ use crate::http::{
     RUN_OVERHEAD_SECS,
 };
 use crate::measure::latency::{self as stats, median};
+use crate::measure::usage::ServerProbe;
 use crate::plan::invalid;
 use crate::report::output::Out;
-use crate::target::child::{Ready, ServerChild, ServerProbe};
+use crate::target::child::{Ready, ServerChild};
 
 /// A side-by-side plan.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::http::{label, Cell, HttpResult, HYPER_PAIR};
 use crate::measure::latency::median;
-use crate::target::child::ThreadUse;
+use crate::measure::usage::ThreadUse;
 
 /// The configurations present in `results` (hoop's client only), in first-seen order.
 pub(crate) fn cells_of(results: &[HttpResult]) -> Vec<Cell> {
@@ -447,7 +447,7 @@ mod tests {
             server_cpus: Some("0,1".into()),
             server_threads: BTreeMap::from([(
                 "tokio-rt-worker".to_string(),
-                crate::target::child::ThreadUse {
+                crate::measure::usage::ThreadUse {
                     threads: 2,
                     cpu_us_per_req: cpu,
                     ctx_switches_per_req: 0.5,

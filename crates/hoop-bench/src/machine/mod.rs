@@ -2,6 +2,7 @@
 //! CPUs the benchmarks may pin to.
 
 pub mod fs;
+pub mod proc;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -53,7 +54,7 @@ impl SysInfo {
             uring_ring_sizes: sizes,
             date_utc: utc_now(),
             command: command_line(),
-            perf: crate::target::child::perf_path().map(|p| p.display().to_string()),
+            perf: crate::measure::usage::perf_path().map(|p| p.display().to_string()),
         }
     }
 }
