@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use hoop::driver::{op::Nop, Op};
 
-use crate::measure::latency::{self as stats, NopResult};
+use crate::measure::latency as stats;
+use crate::record::nop::NopResult;
 use crate::report::output::Out;
 
 use hoop::shared::Rings;

@@ -9,9 +9,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
-use crate::measure::latency::{self as stats, median, EchoResult};
+use crate::measure::latency::{self as stats, median};
 use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_len, check_rounds, check_secs, invalid};
+use crate::record::echo::EchoResult;
+use crate::record::{self, Latency, ServerUse};
 use crate::report::output::Out;
 use crate::target::child::ServerChild;
 
@@ -318,12 +320,7 @@ fn make_result(
     pinned: bool,
 ) -> EchoResult {
     let secs = cfg.secs.as_secs_f64();
-    let wall = o.wall.as_secs_f64();
-    let client_cpu_pct = if wall > 0.0 {
-        stats::round3(o.cpu.as_secs_f64() / wall * 100.0)
-    } else {
-        0.0
-    };
+    let client_cpu_pct = record::cpu_pct(o.cpu, o.wall);
     EchoResult {
         bench: "echo",
         server: server.to_string(),
@@ -336,10 +333,7 @@ fn make_result(
         errors: o.errors,
         first_error: o.first_error.clone(),
         rps: stats::round3(o.requests as f64 / secs),
-        p50_us: stats::quantile_us(&o.hist, 0.5),
-        p99_us: stats::quantile_us(&o.hist, 0.99),
-        p999_us: stats::quantile_us(&o.hist, 0.999),
-        max_us: stats::max_us(&o.hist),
+        latency: Latency::of(&o.hist),
         mean_us: stats::mean_us(&o.hist),
         connected: o.connected,
         client_cpu_pct,
@@ -347,10 +341,8 @@ fn make_result(
             .enter_calls
             .filter(|_| o.requests > 0)
             .map(|n| stats::round3(n as f64 / o.requests as f64)),
-        server_cpu_pct: m.cpu_pct,
-        server_cpu_us_per_req: m.cpu_us_per_req,
-        syscalls_per_req: m.syscalls_per_req,
-        client_bound: client_cpu_pct >= 90.0 && m.cpu_pct.is_none_or(|s| s < 90.0),
+        usage: ServerUse::from(&m),
+        client_bound: record::client_bound(client_cpu_pct, m.cpu_pct),
         pinned,
     }
 }
@@ -358,7 +350,8 @@ fn make_result(
 /// Human lines for one measurement.
 fn describe(r: &EchoResult) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
-    let mut s = format!(
+    let mut s =
+        format!(
         "echo {} ({}): {} conns x {} B, {:.1} s: {} verified requests ({:.0} req/s), {} errors\n\
          latency µs: p50 {}  p99 {}  p99.9 {}  max {}\n\
          client CPU {:.1}%  server CPU {}%  server CPU µs/req {}  syscalls/req {}",
@@ -370,15 +363,15 @@ fn describe(r: &EchoResult) -> String {
         r.requests,
         r.rps,
         r.errors,
-        f(r.p50_us),
-        f(r.p99_us),
-        f(r.p999_us),
-        f(r.max_us),
+        f(r.latency.p50_us),
+        f(r.latency.p99_us),
+        f(r.latency.p999_us),
+        f(r.latency.max_us),
         r.client_cpu_pct,
-        f(r.server_cpu_pct),
-        r.server_cpu_us_per_req
+        f(r.usage.server_cpu_pct),
+        r.usage.server_cpu_us_per_req
             .map_or("-".into(), |x| format!("{x:.2}")),
-        r.syscalls_per_req.map_or("-".into(), |x| format!("{x:.2}")),
+        r.usage.syscalls_per_req.map_or("-".into(), |x| format!("{x:.2}")),
     );
     if let Some(e) = &r.first_error {
         s.push_str(&format!("\nfirst error: {e}"));
@@ -477,10 +470,10 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
                 "| {conns} | {len} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {}/{} |",
                 label(server),
                 m(|r| Some(r.rps)).unwrap_or(0.0),
-                f1(m(|r| r.p99_us)),
-                f2(m(|r| r.server_cpu_us_per_req)),
-                f1(m(|r| r.server_cpu_pct)),
-                f2(m(|r| r.syscalls_per_req)),
+                f1(m(|r| r.latency.p99_us)),
+                f2(m(|r| r.usage.server_cpu_us_per_req)),
+                f1(m(|r| r.usage.server_cpu_pct)),
+                f2(m(|r| r.usage.syscalls_per_req)),
                 f1(m(|r| Some(r.client_cpu_pct))),
                 runs.iter().map(|r| r.errors).sum::<u64>(),
                 runs.iter().filter(|r| r.client_bound).count(),
@@ -493,7 +486,7 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
                     (
                         f2(pair_ratio(results, r, server, conns, len, |x| Some(x.rps))),
                         f2(pair_ratio(results, r, server, conns, len, |x| {
-                            x.server_cpu_us_per_req
+                            x.usage.server_cpu_us_per_req
                         })),
                     )
                 };
@@ -522,17 +515,21 @@ mod tests {
             errors: 0,
             first_error: None,
             rps,
-            p50_us: Some(10.0),
-            p99_us: Some(20.0),
-            p999_us: Some(30.0),
-            max_us: Some(40.0),
+            latency: Latency {
+                p50_us: Some(10.0),
+                p99_us: Some(20.0),
+                p999_us: Some(30.0),
+                max_us: Some(40.0),
+            },
             mean_us: Some(12.0),
             connected: 50,
             client_cpu_pct: 50.0,
             client_enters_per_req: None,
-            server_cpu_pct: Some(50.0),
-            server_cpu_us_per_req: Some(cpu),
-            syscalls_per_req: None,
+            usage: ServerUse {
+                server_cpu_pct: Some(50.0),
+                server_cpu_us_per_req: Some(cpu),
+                syscalls_per_req: None,
+            },
             client_bound: false,
             pinned: true,
         }

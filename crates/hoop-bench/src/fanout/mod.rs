@@ -16,11 +16,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::Command;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::measure::latency::{self as stats, median};
 use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_secs, invalid};
+use crate::record::fanout::FanoutResult;
+use crate::record::{self, Latency};
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
@@ -207,66 +207,6 @@ impl Plan {
             self.conns, self.len, self.window, self.secs, self.rounds
         )
     }
-}
-
-/// One fan-out measurement: one server, one load, one round.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct FanoutResult {
-    /// Always "fanout".
-    pub bench: &'static str,
-    /// "hoop" (io_uring), "hoop-epoll" or "tokio".
-    pub server: String,
-    /// The address the clients connected to.
-    pub addr: String,
-    /// Round (0-based).
-    pub round: u32,
-    /// Connections (each message goes to all of them).
-    pub conns: usize,
-    /// Bytes per message, newline included.
-    pub len: usize,
-    /// Messages in flight per connection.
-    pub window: u32,
-    /// Whether a CPU hog ran on the server's core.
-    pub hog: bool,
-    /// Length of the measured window in seconds.
-    pub secs: f64,
-    /// Verified deliveries inside the window, over all receiving connections.
-    pub deliveries: u64,
-    /// Messages sent inside the window.
-    pub messages: u64,
-    /// Missing, reordered or corrupt deliveries, stalled messages, I/O errors.
-    pub errors: u64,
-    /// The first error seen, if any.
-    pub first_error: Option<String>,
-    /// deliveries / secs.
-    pub deliveries_per_sec: f64,
-    /// messages / secs.
-    pub messages_per_sec: f64,
-    /// Delivery latency (from the sender's write to the receiver's verified read), sampled:
-    /// every 4th delivery by sequence number and receiver; microseconds.
-    pub p50_us: Option<f64>,
-    /// 99th percentile.
-    pub p99_us: Option<f64>,
-    /// 99.9th percentile.
-    pub p999_us: Option<f64>,
-    /// Largest.
-    pub max_us: Option<f64>,
-    /// Server process CPU time (user + system) per verified delivery, microseconds.
-    pub cpu_us_per_delivery: Option<f64>,
-    /// Server process CPU time over the window, % of wall time.
-    pub server_cpu_pct: Option<f64>,
-    /// Server syscalls per verified delivery (perf; null without it).
-    pub syscalls_per_delivery: Option<f64>,
-    /// Client thread CPU time over the window, % of wall time.
-    pub client_cpu_pct: f64,
-    /// Client CPU >= 90% of wall time while the server's was under 90% (and no hog).
-    pub client_bound: bool,
-    /// The hog's CPU time, % of its wall time (null: no hog).
-    pub hog_cpu_pct: Option<f64>,
-    /// Connections established and subscribed when the window opened.
-    pub connected: usize,
-    /// Whether server and client ran pinned to different cores.
-    pub pinned: bool,
 }
 
 /// What a plan produced.
@@ -511,12 +451,7 @@ fn make_result(
     pinned: bool,
 ) -> FanoutResult {
     let secs = cfg.secs.as_secs_f64();
-    let wall = o.wall.as_secs_f64();
-    let client_cpu_pct = if wall > 0.0 {
-        stats::round3(o.cpu.as_secs_f64() / wall * 100.0)
-    } else {
-        0.0
-    };
+    let client_cpu_pct = record::cpu_pct(o.cpu, o.wall);
     let hog = hog_cpu_pct.is_some();
     FanoutResult {
         bench: "fanout",
@@ -534,15 +469,12 @@ fn make_result(
         first_error: o.first_error.clone(),
         deliveries_per_sec: stats::round3(o.deliveries as f64 / secs),
         messages_per_sec: stats::round3(o.messages as f64 / secs),
-        p50_us: stats::quantile_us(&o.hist, 0.5),
-        p99_us: stats::quantile_us(&o.hist, 0.99),
-        p999_us: stats::quantile_us(&o.hist, 0.999),
-        max_us: stats::max_us(&o.hist),
+        latency: Latency::of(&o.hist),
         cpu_us_per_delivery: m.cpu_us_per_req,
         server_cpu_pct: m.cpu_pct,
         syscalls_per_delivery: m.syscalls_per_req,
         client_cpu_pct,
-        client_bound: !hog && client_cpu_pct >= 90.0 && m.cpu_pct.is_none_or(|s| s < 90.0),
+        client_bound: !hog && record::client_bound(client_cpu_pct, m.cpu_pct),
         hog_cpu_pct,
         connected: o.connected,
         pinned,
@@ -630,8 +562,8 @@ pub(crate) fn summary_table(results: &[FanoutResult], servers: &[String]) -> Str
                 label(server),
                 f0(m(|r| Some(r.deliveries_per_sec))),
                 f0(m(|r| Some(r.messages_per_sec))),
-                f1(m(|r| r.p50_us)),
-                f1(m(|r| r.p99_us)),
+                f1(m(|r| r.latency.p50_us)),
+                f1(m(|r| r.latency.p99_us)),
                 f3(m(|r| r.cpu_us_per_delivery)),
                 f1(m(|r| r.server_cpu_pct)),
                 f3(m(|r| r.syscalls_per_delivery)),
@@ -735,10 +667,12 @@ mod tests {
             first_error: None,
             deliveries_per_sec: dps,
             messages_per_sec: dps / 10.0,
-            p50_us: Some(10.0),
-            p99_us: Some(20.0),
-            p999_us: Some(30.0),
-            max_us: Some(40.0),
+            latency: Latency {
+                p50_us: Some(10.0),
+                p99_us: Some(20.0),
+                p999_us: Some(30.0),
+                max_us: Some(40.0),
+            },
             cpu_us_per_delivery: Some(cpu),
             server_cpu_pct: Some(99.0),
             syscalls_per_delivery: None,

@@ -1,9 +1,8 @@
-//! Measurement records (the JSON objects), latency histograms and medians.
+//! Latency histograms (nanoseconds in, microseconds out) and medians.
 
 use std::io;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 /// Highest latency a histogram holds: 60 s in nanoseconds (longer ones saturate there).
 const MAX_NS: u64 = 60_000_000_000;
@@ -53,110 +52,6 @@ pub fn median(values: &[f64]) -> Option<f64> {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     })
-}
-
-/// One echo measurement: one server, one configuration, one round.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct EchoResult {
-    /// Always "echo".
-    pub bench: &'static str,
-    /// "hoop" (io_uring), "hoop-epoll", "tokio", "monoio", or "external" (a server given with
-    /// --addr).
-    pub server: String,
-    /// The address the client loaded.
-    pub addr: String,
-    /// Repetition index within its configuration (0-based).
-    pub round: u32,
-    /// Connections.
-    pub conns: usize,
-    /// Payload bytes per request.
-    pub len_bytes: usize,
-    /// Length of the measured window in seconds.
-    pub secs: f64,
-    /// Requests whose reply came back complete and byte-for-byte equal within the window.
-    pub requests: u64,
-    /// Mismatched replies, early ends of stream, connect/read/write errors.
-    pub errors: u64,
-    /// The first error seen, if any.
-    pub first_error: Option<String>,
-    /// requests / secs.
-    pub rps: f64,
-    /// Latency percentiles of verified requests, microseconds (null with no request).
-    pub p50_us: Option<f64>,
-    /// 99th percentile.
-    pub p99_us: Option<f64>,
-    /// 99.9th percentile.
-    pub p999_us: Option<f64>,
-    /// Largest latency.
-    pub max_us: Option<f64>,
-    /// Mean latency.
-    pub mean_us: Option<f64>,
-    /// Connections that were established when the window opened.
-    pub connected: usize,
-    /// Client thread CPU time (user + system) over the window, % of wall time.
-    pub client_cpu_pct: f64,
-    /// The client ring's `io_uring_enter` calls per request (hoop's own counters).
-    pub client_enters_per_req: Option<f64>,
-    /// Server process CPU time over the window, % of wall time (null: unknown server PID).
-    pub server_cpu_pct: Option<f64>,
-    /// Server process CPU time per verified request, microseconds.
-    pub server_cpu_us_per_req: Option<f64>,
-    /// Server syscalls per verified request (perf's raw_syscalls:sys_enter; null without perf).
-    pub syscalls_per_req: Option<f64>,
-    /// Client CPU >= 90% of wall time while the server's was under 90%.
-    pub client_bound: bool,
-    /// Whether server and client ran pinned to different cores.
-    pub pinned: bool,
-}
-
-/// One no-op measurement: one engine.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct NopResult {
-    /// Always "nop".
-    pub bench: &'static str,
-    /// "hoop" (thread-per-core rings), "raw-io-uring" or "hoop-shared" (`hoop::shared`).
-    pub engine: &'static str,
-    /// Threads: each with its own ring, or all on one shared set of `rings` (hoop-shared).
-    pub threads: usize,
-    /// Rings of the shared set (hoop-shared; null: one ring per thread).
-    pub rings: Option<usize>,
-    /// No-ops per batch.
-    pub batch: usize,
-    /// SQ entries per ring.
-    pub entries: u32,
-    /// Measured seconds (wall time of the run).
-    pub secs: f64,
-    /// No-ops completed.
-    pub nops: u64,
-    /// No-ops that completed with an error (not counted in `nops`).
-    pub errors: u64,
-    /// nops / secs.
-    pub nops_per_sec: f64,
-    /// Batches completed.
-    pub batches: u64,
-    /// Batch latency, microseconds.
-    pub batch_mean_us: Option<f64>,
-    /// 50th percentile.
-    pub batch_p50_us: Option<f64>,
-    /// 90th percentile.
-    pub batch_p90_us: Option<f64>,
-    /// 99th percentile.
-    pub batch_p99_us: Option<f64>,
-    /// 99.9th percentile.
-    pub batch_p999_us: Option<f64>,
-    /// 99.99th percentile.
-    pub batch_p9999_us: Option<f64>,
-    /// 99.999th percentile.
-    pub batch_p99999_us: Option<f64>,
-    /// 99.9999th percentile.
-    pub batch_p999999_us: Option<f64>,
-    /// Largest.
-    pub batch_max_us: Option<f64>,
-    /// `io_uring_enter` calls per no-op (hoop: its ring counters; raw: the loop's own count;
-    /// null for hoop-shared, whose rings are not counted).
-    pub syscalls_per_op: Option<f64>,
-    /// The setup flags of the ring (hoop: what the kernel accepted).
-    pub setup_flags: String,
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::file::quick::FileSuite;
-use crate::measure::latency::{median, EchoResult, NopResult};
+use crate::measure::latency::median;
+use crate::record::echo::EchoResult;
+use crate::record::nop::NopResult;
 use crate::side_by_side::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -73,7 +75,7 @@ pub(crate) fn write_charts(
                     servers,
                     "echo: server CPU per request (median of rounds)",
                     "µs per request",
-                    |r| r.server_cpu_us_per_req,
+                    |r| r.usage.server_cpu_us_per_req,
                 ),
             )
         })?;
@@ -230,9 +232,9 @@ fn latency(path: &Path, echo: &[EchoResult], servers: &[String]) -> Res<()> {
     for (panel, &(c, l)) in panels.iter().zip(&configs) {
         let title = format!("latency, c={c} l={l} (µs, median of rounds)");
         let pcts: [(&str, Field); 3] = [
-            ("p50", |r| r.p50_us),
-            ("p99", |r| r.p99_us),
-            ("p99.9", |r| r.p999_us),
+            ("p50", |r| r.latency.p50_us),
+            ("p99", |r| r.latency.p99_us),
+            ("p99.9", |r| r.latency.p999_us),
         ];
         let bars = Bars {
             title: &title,

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::file::quick::{self, FileSuite};
 use crate::machine::SysInfo;
-use crate::measure::latency::{EchoResult, NopResult};
+use crate::record::echo::EchoResult;
+use crate::record::nop::NopResult;
 use crate::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
 
 /// Everything the report says.
@@ -39,7 +40,7 @@ pub(crate) struct ReportData<'a> {
     /// Seconds per HTTP run (none: skipped).
     pub http_secs: Option<f64>,
     /// Fan-out measurements (empty when skipped).
-    pub fanout: &'a [crate::fanout::FanoutResult],
+    pub fanout: &'a [crate::record::fanout::FanoutResult],
     /// The fan-out section (markdown; none: skipped).
     pub fanout_section: Option<&'a str>,
     /// Cancellation counts (empty when skipped).
@@ -279,7 +280,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             continue;
         }
         let rps = |r: &EchoResult| Some(r.rps);
-        let cpu = |r: &EchoResult| r.server_cpu_us_per_req;
+        let cpu = |r: &EchoResult| r.usage.server_cpu_us_per_req;
         for base in d.servers.iter().filter(|s| !s.starts_with("hoop")) {
             if let Some(r) = pair_ratio(d.echo, "hoop", base, c, l, rps) {
                 let _ = writeln!(
