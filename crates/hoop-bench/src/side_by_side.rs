@@ -8,7 +8,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::echo_client::{self, ClientConfig, ClientOutcome};
+use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency::{self as stats, median};
 use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_len, check_rounds, check_secs, invalid};

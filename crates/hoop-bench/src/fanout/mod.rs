@@ -24,11 +24,8 @@ use crate::record::{self, Latency};
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
-mod client;
-mod hog;
-pub(crate) mod verify;
-
-use client::{FanoutConfig, FanoutOutcome};
+use crate::load::fanout::client::{self, FanoutConfig, FanoutOutcome};
+use crate::load::fanout::{hog, verify};
 
 /// The servers, in the order they run in even rounds.
 pub(crate) const SERVERS: [&str; 3] = ["hoop", "hoop-epoll", "tokio"];

@@ -25,9 +25,9 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::echo_client::{thread_cpu, Gate};
 use crate::http::mix::{self, MixFile};
 use crate::measure::latency as stats;
+use crate::measure::{usage::thread_cpu, window::Gate};
 
 /// How long the connect phase may take before the window opens anyway.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);

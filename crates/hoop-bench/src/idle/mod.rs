@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::echo_client::{self, ClientConfig, ClientOutcome};
+use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
 use crate::plan::{check_conns, check_len, check_secs, invalid};
 use crate::report::output::Out;

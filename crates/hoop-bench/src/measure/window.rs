@@ -43,6 +43,12 @@ impl Window {
         self.stopped.set(true);
     }
 
+    /// Whether [`Window::stop`] was called (a run may still judge what it saw between the
+    /// deadline and the stop).
+    pub fn stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
     /// Whether something finished at `t` counts: the generator has not stopped and `t` is not
     /// past the deadline (before the window opens, there is no deadline yet).
     pub fn counts_at(&self, t: Instant) -> bool {

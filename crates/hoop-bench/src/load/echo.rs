@@ -12,11 +12,9 @@
 //! flight at the deadline are dropped (their operations cancelled) and not counted.
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -25,6 +23,8 @@ use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
 use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
+use crate::measure::window::Window;
 
 /// How long the connect phase may take before the window opens anyway.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);
@@ -131,9 +131,7 @@ fn run_on_runtime<F: FnOnce()>(cfg: &ClientConfig, on_start: F) -> io::Result<Cl
         .build()?;
     let shared = Rc::new(Shared {
         len: cfg.len,
-        deadline: Cell::new(None),
-        stopped: Cell::new(false),
-        gate: Gate::default(),
+        window: Window::new(),
         settled: Cell::new(0),
         alive: Cell::new(0),
         connected: Cell::new(0),
@@ -161,17 +159,15 @@ async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> C
     on_start();
     let counters0 = hoop::runtime::current_counters();
     let cpu0 = thread_cpu();
-    let start = Instant::now();
-    let deadline = start + cfg.secs;
-    sh.deadline.set(Some(deadline));
     let connected = sh.connected.get();
-    sh.gate.open();
+    let deadline = sh.window.open(cfg.secs);
+    let start = deadline - cfg.secs;
     // Wait for the deadline; stop early only if every connection gave up.
     while Instant::now() < deadline && sh.alive.get() > 0 {
         let next = (Instant::now() + TICK * 20).min(deadline);
         hoop::time::sleep_until(next).await;
     }
-    sh.stopped.set(true);
+    sh.window.stop();
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
     let enter_calls = match (counters0, hoop::runtime::current_counters()) {
@@ -194,11 +190,8 @@ async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> C
 /// State shared by the connection tasks (one thread: cells suffice).
 struct Shared {
     len: usize,
-    /// Set when the window opens.
-    deadline: Cell<Option<Instant>>,
-    /// Set when the window closed: nothing more is counted.
-    stopped: Cell<bool>,
-    gate: Gate,
+    /// When replies count.
+    window: Window,
     /// Connections that connected or gave up (the connect phase waits for all).
     settled: Cell<usize>,
     /// Connections still running.
@@ -212,53 +205,15 @@ struct Shared {
 }
 
 impl Shared {
-    /// Whether something finished at `t` counts: before the window closed.
-    fn counts_at(&self, t: Instant) -> bool {
-        !self.stopped.get() && self.deadline.get().is_none_or(|d| t <= d)
-    }
-
-    /// Whether the window closed (nothing more will count).
-    fn over(&self) -> bool {
-        !self.counts_at(Instant::now())
-    }
-
+    /// One error, described by `what` if it is the first (not counted once the window closed).
     fn error(&self, what: impl FnOnce() -> String) {
-        if !self.counts_at(Instant::now()) {
+        if self.window.over() {
             return;
         }
         self.errors.set(self.errors.get() + 1);
         let mut first = self.first_error.borrow_mut();
         if first.is_none() {
             *first = Some(what());
-        }
-    }
-}
-
-/// Opens once; tasks waiting on it are woken then.
-#[derive(Default)]
-pub(crate) struct Gate {
-    open: Cell<bool>,
-    waiters: RefCell<Vec<Waker>>,
-}
-
-impl Gate {
-    pub(crate) async fn wait(&self) {
-        poll_fn(|cx| {
-            if self.open.get() {
-                Poll::Ready(())
-            } else {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
-    }
-
-    pub(crate) fn open(&self) {
-        self.open.set(true);
-        let waiters = self.waiters.take();
-        for w in waiters {
-            w.wake();
         }
     }
 }
@@ -287,7 +242,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
     let mut counter: u64 = 0;
     let mut failures: u32 = 0;
     let mut settled = false;
-    while !sh.over() && failures < MAX_FAILURES {
+    while !sh.window.over() && failures < MAX_FAILURES {
         let stream = match TcpStream::connect(addr).await {
             Ok(s) => s,
             Err(e) => {
@@ -301,14 +256,14 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
         let _ = stream.set_nodelay(true);
         if !settled {
             settled = true;
-            if sh.deadline.get().is_none() {
+            if !sh.window.opened() {
                 sh.connected.set(sh.connected.get() + 1);
             }
             sh.settled.set(sh.settled.get() + 1);
         }
-        sh.gate.wait().await;
+        sh.window.wait_open().await;
         loop {
-            if sh.over() {
+            if sh.window.over() {
                 break;
             }
             counter += 1;
@@ -327,7 +282,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
                 sh.error(|| format!("read: {e}"));
                 break;
             }
-            if !sh.counts_at(t1) {
+            if !sh.window.counts_at(t1) {
                 break;
             }
             if rbuf[..] != wbuf[..] {
@@ -343,7 +298,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
             sh.requests.set(sh.requests.get() + 1);
             stats::record_ns(&mut sh.hist.borrow_mut(), (t1 - t0).as_nanos());
         }
-        if sh.over() {
+        if sh.window.over() {
             break;
         }
         failures += 1;
@@ -354,21 +309,6 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
         sh.settled.set(sh.settled.get() + 1);
     }
     sh.alive.set(sh.alive.get() - 1);
-}
-
-/// CPU time (user + system) of the calling thread.
-pub(crate) fn thread_cpu() -> Duration {
-    // SAFETY: rusage is plain old data; all-zero is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage into the valid pointer it is given.
-    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    if r != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 #[cfg(test)]

@@ -29,9 +29,10 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::echo_client::{thread_cpu, Gate};
-use crate::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::load::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
 use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
+use crate::measure::window::Window;
 
 /// Longest the connect phase may take.
 const CONNECT_PHASE: Duration = Duration::from_secs(10);
@@ -151,11 +152,8 @@ struct Shared {
     mask: u64,
     /// What send and receive times count from.
     epoch: Instant,
-    /// Set when the window opens.
-    deadline: Cell<Option<Instant>>,
-    /// Set when the window closed: nothing more is counted.
-    stopped: Cell<bool>,
-    gate: Gate,
+    /// When deliveries and sent messages count.
+    counting: Window,
     senders: RefCell<Vec<SenderState>>,
     /// Per connection: whether it received a probe.
     probed: RefCell<Vec<bool>>,
@@ -170,14 +168,10 @@ struct Shared {
 }
 
 impl Shared {
-    /// Whether something that happened at `t` counts: before the window closed.
-    fn counts_at(&self, t: Instant) -> bool {
-        !self.stopped.get() && self.deadline.get().is_none_or(|d| t <= d)
-    }
-
-    /// `n` errors, the first described by `what` (not counted once the window closed).
+    /// `n` errors, the first described by `what` (counted until the run stops, so that the
+    /// messages found stalled at the deadline count too).
     fn errors(&self, n: u64, what: impl FnOnce() -> String) {
-        if self.stopped.get() || n == 0 {
+        if self.counting.stopped() || n == 0 {
             return;
         }
         self.errors.set(self.errors.get() + n);
@@ -238,9 +232,7 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         window,
         mask: slots - 1,
         epoch,
-        deadline: Cell::new(None),
-        stopped: Cell::new(false),
-        gate: Gate::default(),
+        counting: Window::new(),
         senders: RefCell::new(
             (0..cfg.conns)
                 .map(|_| SenderState {
@@ -320,13 +312,11 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
 
     on_start();
     let cpu0 = thread_cpu();
-    let start = Instant::now();
-    let deadline = start + cfg.secs;
-    sh.deadline.set(Some(deadline));
+    let deadline = sh.counting.open(cfg.secs);
+    let start = deadline - cfg.secs;
     for (i, s) in streams.iter().enumerate() {
         drop(hoop::spawn(sender(i, s.clone(), sh.clone())));
     }
-    sh.gate.open();
     // Wait for the deadline; stop early only if every connection died.
     while Instant::now() < deadline && sh.alive.get() > 0 {
         let next = (Instant::now() + TICK).min(deadline);
@@ -355,7 +345,7 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
             )
         });
     }
-    sh.stopped.set(true);
+    sh.counting.stop();
     let hist = sh.hist.borrow().clone();
     let first_error = sh.first_error.borrow().clone();
     Ok(FanoutOutcome {
@@ -373,14 +363,14 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
 /// Connection `id`'s sending side: whenever its window has room, one write of as many
 /// messages as fit.
 async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
-    sh.gate.wait().await;
+    sh.counting.wait_open().await;
     let fmt = sh.fmt.clone();
     let w = sh.window;
     let mut out: Vec<u8> = Vec::with_capacity(fmt.len() * w as usize);
     loop {
         // Room in the window?
         let room = poll_fn(|cx| {
-            if sh.stopped.get() {
+            if sh.counting.stopped() {
                 return Poll::Ready(0);
             }
             let mut senders = sh.senders.borrow_mut();
@@ -395,7 +385,7 @@ async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
         })
         .await;
         let now = Instant::now();
-        if room == 0 || !sh.counts_at(now) {
+        if room == 0 || !sh.counting.counts_at(now) {
             return;
         }
         out.clear();
@@ -445,7 +435,7 @@ async fn receiver(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
         }
         let now = Instant::now();
         let now_ns = sh.ns(now);
-        let counts = sh.counts_at(now);
+        let counts = sh.counting.counts_at(now);
         let whole = buf.len() / len * len;
         let mut framing_lost = false;
         for msg in buf[..whole].chunks_exact(len) {

@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::echo_client::thread_cpu;
+use crate::measure::usage::thread_cpu;
 
 /// Spins between two looks at the stop flag and the clock (a few µs of work).
 const SPINS: u32 = 4096;
