@@ -1,11 +1,11 @@
 //! `hoop bench`: the benchmark suite.
 //!
 //! * `hoop bench echo --addr IP:PORT -c CONNS -l LEN -t SECS`: the echo load generator against a
-//!   running server ([`echo_client`]). Every reply is checked byte for byte; a mismatch, an end
+//!   running server ([`load::echo`]). Every reply is checked byte for byte; a mismatch, an end
 //!   of stream or an error counts as an error, never as a request.
 //! * `hoop bench echo` (no `--addr`): hoop on io_uring, hoop on epoll (the same server code on
 //!   the other driver), tokio, monoio and compio (the peers' binary, `peers/`) echo servers started side by side as child processes, the server pinned to one core and the client to the other, in alternating
-//!   order, each configuration at least twice ([`side_by_side`]).
+//!   order, each configuration at least twice ([`compare::echo`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES [--shared [--rings N]]`: batches of
 //!   no-ops through hoop and through a raw `io-uring` loop, the machine's ceiling, and with
 //!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`nop`]).
@@ -56,5 +56,4 @@ pub mod nop;
 pub mod plan;
 pub mod record;
 pub mod report;
-pub mod side_by_side;
 pub mod target;

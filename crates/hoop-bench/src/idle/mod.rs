@@ -29,7 +29,7 @@ use crate::target::child::ServerChild;
 pub mod holder;
 mod table;
 
-pub(crate) use crate::side_by_side::label;
+pub(crate) use crate::report::echo::label;
 pub(crate) use table::{section, table};
 
 /// The servers by default, in run order.

@@ -11,7 +11,7 @@ use crate::file::quick::FileSuite;
 use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
 use crate::record::nop::NopResult;
-use crate::side_by_side::{configurations, label};
+use crate::report::echo::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.

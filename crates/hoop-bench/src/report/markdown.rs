@@ -5,11 +5,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::compare::echo::{in_cell, BIG_CELL, LENS};
+use crate::compare::pair_ratio;
 use crate::file::quick::{self, FileSuite};
 use crate::machine::SysInfo;
 use crate::record::echo::EchoResult;
 use crate::record::nop::NopResult;
-use crate::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
+use crate::report::echo::{configurations, label};
 
 /// Everything the report says.
 pub(crate) struct ReportData<'a> {
@@ -282,7 +284,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         let rps = |r: &EchoResult| Some(r.rps);
         let cpu = |r: &EchoResult| r.usage.server_cpu_us_per_req;
         for base in d.servers.iter().filter(|s| !s.starts_with("hoop")) {
-            if let Some(r) = pair_ratio(d.echo, "hoop", base, c, l, rps) {
+            if let Some(r) = pair_ratio(d.echo, "hoop", base, in_cell(c, l), rps) {
                 let _ = writeln!(
                     m,
                     "- echo c={c} l={l}: hoop (io_uring)/{base} requests/s {r:.2}x (target >= \
@@ -291,7 +293,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 );
             }
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", c, l, cpu) {
+        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", in_cell(c, l), cpu) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop (io_uring)/tokio server CPU per request {r:.2}x \
@@ -299,7 +301,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 verdict(r <= 0.9)
             );
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", c, l, cpu) {
+        if let Some(r) = pair_ratio(d.echo, "hoop", "tokio", in_cell(c, l), cpu) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop best path/tokio server CPU per request {r:.2}x \
@@ -307,7 +309,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 verdict(r <= 0.8)
             );
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", c, l, cpu) {
+        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", in_cell(c, l), cpu) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop best path/basic path server CPU per request {r:.2}x \
@@ -315,13 +317,13 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 verdict(r <= 0.9)
             );
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", c, l, rps) {
+        if let Some(r) = pair_ratio(d.echo, "hoop", "hoop-basic", in_cell(c, l), rps) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop best path/basic path requests/s {r:.2}x (no target)"
             );
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", c, l, rps) {
+        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", in_cell(c, l), rps) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop (epoll)/tokio requests/s {r:.2}x (target: within 5%, \
@@ -329,14 +331,14 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
                 verdict(r >= 0.95)
             );
         }
-        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", c, l, cpu) {
+        if let Some(r) = pair_ratio(d.echo, "hoop-epoll", "tokio", in_cell(c, l), cpu) {
             let _ = writeln!(
                 m,
                 "- echo c={c} l={l}: hoop (epoll)/tokio server CPU per request {r:.2}x (no target)"
             );
         }
-        let uring_rps = pair_ratio(d.echo, "hoop", "hoop-epoll", c, l, rps);
-        let uring_cpu = pair_ratio(d.echo, "hoop", "hoop-epoll", c, l, cpu);
+        let uring_rps = pair_ratio(d.echo, "hoop", "hoop-epoll", in_cell(c, l), rps);
+        let uring_cpu = pair_ratio(d.echo, "hoop", "hoop-epoll", in_cell(c, l), cpu);
         if let Some(r) = uring_rps {
             let cpu = uring_cpu.map_or(String::new(), |x| {
                 format!(", server CPU per request {x:.2}x")

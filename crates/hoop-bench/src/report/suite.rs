@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cancel;
+use crate::compare::echo::{self as echo_compare, EchoMatrix};
 use crate::fanout;
 use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
@@ -22,7 +23,6 @@ use crate::nop::{self, NopConfig};
 use crate::plan::{check_rounds, check_secs};
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::output::Out;
-use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
 
 /// Longest run of each shared-rings no-op row, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;
@@ -92,10 +92,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if let Some(f) = &file_opts {
         f.check()?;
     }
-    let mut servers = side_by_side::parse_servers(o.servers)?;
-    if o.no_peers {
-        servers.retain(|s| !side_by_side::PEER_SERVERS.contains(&s.as_str()));
-    }
+    let servers = echo_compare::suite_servers(o.servers, o.no_peers)?;
     let dir = o.out.unwrap_or_else(sysinfo::default_out_dir);
     sysinfo::raise_nofile_limit();
     let started = Instant::now();
@@ -105,14 +102,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let sys = SysInfo::collect();
     phases.push(("machine info".into(), t.elapsed()));
 
-    let matrix = Matrix {
-        conns: QUICK_CONNS.to_vec(),
-        lens: LENS.to_vec(),
-        servers: servers.clone(),
-        secs: o.secs,
-        rounds: o.rounds,
-        extra: vec![BIG_CELL],
-    };
+    let matrix = EchoMatrix::quick(servers.clone(), o.secs, o.rounds);
     let nop_cfg = NopConfig {
         threads: 1,
         secs: o.nop_secs,
@@ -194,7 +184,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     }
 
     let t = Instant::now();
-    let echo = side_by_side::run_matrix(&matrix, &out);
+    let echo = echo_compare::run_matrix(&matrix, &out);
     phases.push(("echo matrix".into(), t.elapsed()));
 
     let t = Instant::now();
@@ -283,7 +273,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     };
     out.finish();
 
-    let mut echo_table = side_by_side::summary_table(&echo.results, &servers);
+    let mut echo_table = crate::report::echo::summary_table(&echo.results, &servers);
     for s in &echo.skipped {
         echo_table.push_str(&format!("- {s}\n"));
     }
@@ -371,11 +361,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     out.note(&format!("report written: {}", names.join(", ")));
 
     let nop_errors: u64 = nop_results.iter().map(|r| r.errors).sum();
-    side_by_side::finish_status(&side_by_side::MatrixOutcome {
-        results: echo.results,
-        failures,
-        skipped: Vec::new(),
-    })?;
+    echo_compare::finish_status(&echo.results, &failures)?;
     // wrk's errors are in the table and the JSON; only the load generator, which verifies
     // every body, fails the job.
     let http_bad = http_outcome

@@ -3,7 +3,9 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite, side_by_side};
+use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite};
+
+mod echo;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -90,7 +92,7 @@ pub enum BenchCommand {
     /// Echo: load a server (--addr), or run hoop (io_uring and epoll), tokio, monoio and compio
     /// servers side by side.
     #[command(after_help = EXIT_CODES)]
-    Echo(side_by_side::EchoArgs),
+    Echo(echo::EchoArgs),
     /// No-op batches through hoop, through a raw io-uring loop (the ceiling) and through the
     /// peers that have a no-op (compio, tokio-uring); with --shared also from THREADS threads
     /// through one shared Rings (kbio's nopbench).
@@ -138,7 +140,7 @@ pub enum BenchCommand {
 pub fn run(args: BenchArgs) -> io::Result<()> {
     let json = args.json;
     match args.command {
-        Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
+        Some(BenchCommand::Echo(a)) => echo::run(a, json),
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
