@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use crate::file::content::{self, Picker};
 use crate::file::raw;
-use crate::nop::{self, NopConfig, Stop};
+use crate::load::nop::{self, NopConfig, Stop};
 use crate::plan::invalid;
 
 /// Block size of `--op read`.

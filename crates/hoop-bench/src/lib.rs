@@ -8,7 +8,7 @@
 //!   order, each configuration at least twice ([`compare::echo`]).
 //! * `hoop bench nop -t THREADS -T SECS -b BATCH -n ENTRIES [--shared [--rings N]]`: batches of
 //!   no-ops through hoop and through a raw `io-uring` loop, the machine's ceiling, and with
-//!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`nop`]).
+//!   `--shared` through one `hoop::shared::Rings` from every thread (kbio's table) ([`report::nop`]).
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
@@ -52,7 +52,6 @@ pub mod idle;
 pub mod load;
 pub mod machine;
 pub mod measure;
-pub mod nop;
 pub mod plan;
 pub mod record;
 pub mod report;

@@ -3,9 +3,10 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite};
+use hoop_bench::{cancel, count, fanout, file, http, idle, report::suite};
 
 mod echo;
+mod nop;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -141,7 +142,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
     let json = args.json;
     match args.command {
         Some(BenchCommand::Echo(a)) => echo::run(a, json),
-        Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
+        Some(BenchCommand::Nop(a)) => nop::run(a, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),

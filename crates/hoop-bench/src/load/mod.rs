@@ -3,3 +3,4 @@
 
 pub mod echo;
 pub mod fanout;
+pub mod nop;

@@ -205,7 +205,7 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     if d.nop.is_empty() {
         let _ = writeln!(m, "No no-op measurement.\n");
     } else {
-        if d.nop.iter().any(|r| r.engine == crate::nop::SHARED) {
+        if d.nop.iter().any(|r| r.engine == crate::load::nop::SHARED) {
             let _ = writeln!(
                 m,
                 "`hoop` and `raw-io-uring`: one ring per thread. `hoop-shared` (kbio's nopbench): \
@@ -350,8 +350,8 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             );
         }
     }
-    let hoop = d.nop.iter().find(|r| r.engine == crate::nop::HOOP);
-    let raw = d.nop.iter().find(|r| r.engine == crate::nop::RAW);
+    let hoop = d.nop.iter().find(|r| r.engine == crate::load::nop::HOOP);
+    let raw = d.nop.iter().find(|r| r.engine == crate::load::nop::RAW);
     if let (Some(h), Some(r)) = (hoop, raw) {
         if r.nops_per_sec > 0.0 {
             let x = h.nops_per_sec / r.nops_per_sec;
@@ -373,7 +373,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
             }
         }
     }
-    for t in crate::nop::shared_targets(d.nop) {
+    for t in crate::report::nop::shared_targets(d.nop) {
         let _ = writeln!(m, "{t}");
     }
     if d.file.all().next().is_some() {

@@ -4,5 +4,6 @@
 pub mod charts;
 pub mod echo;
 pub mod markdown;
+pub mod nop;
 pub mod output;
 pub mod suite;

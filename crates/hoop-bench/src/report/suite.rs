@@ -14,18 +14,17 @@ use std::time::{Duration, Instant};
 
 use crate::cancel;
 use crate::compare::echo::{self as echo_compare, EchoMatrix};
+use crate::compare::nop;
 use crate::fanout;
 use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
 use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
-use crate::nop::{self, NopConfig};
 use crate::plan::{check_rounds, check_secs};
 use crate::report::markdown::{self as report, ReportData};
+use crate::report::nop as nop_report;
 use crate::report::output::Out;
 
-/// Longest run of each shared-rings no-op row, in seconds.
-const SHARED_NOP_SECS: f64 = 2.0;
 /// Connections of the short fan-out run.
 const FANOUT_CONNS: usize = 200;
 /// The HTTP servers wrk also loads in the quick HTTP run (when installed).
@@ -103,22 +102,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     phases.push(("machine info".into(), t.elapsed()));
 
     let matrix = EchoMatrix::quick(servers.clone(), o.secs, o.rounds);
-    let nop_cfg = NopConfig {
-        threads: 1,
-        secs: o.nop_secs,
-        batch: 32,
-        entries: 128,
-        rings: 1,
-    };
-    // kbio's two configurations on shared rings, a couple of seconds each.
-    let shared_secs = o.nop_secs.min(SHARED_NOP_SECS);
-    let shared_cfgs = [(1, 64), (4, 1024)].map(|(threads, entries)| NopConfig {
-        threads,
-        secs: shared_secs,
-        batch: 32,
-        entries,
-        rings: 1,
-    });
+    let nop_runs = nop::suite_runs(o.nop_secs, !o.no_peers);
     // wrk beside the load generator against hoop and nginx, when installed (a line when not).
     let wrk_installed = http::wrk_path().is_some();
     let http_plan = (!o.no_http).then(|| http::Plan {
@@ -134,7 +118,6 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             Vec::new()
         },
     });
-    let nop_rows = if o.no_peers { 2.0 } else { 4.0 };
     let fanout_plan = (!o.no_fanout).then(|| fanout::Plan {
         conns: FANOUT_CONNS,
         len: 64,
@@ -157,8 +140,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         idle::Plan::quick(&servers, o.idle_secs)?
     };
     let planned = matrix.planned_secs()
-        + nop_rows * nop_cfg.secs
-        + shared_cfgs.len() as f64 * shared_secs
+        + nop::planned_secs(&nop_runs)
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
         + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs)
@@ -191,14 +173,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let mut failures = echo.failures.clone();
     let mut nop_results = Vec::new();
     let mut nop_skipped = Vec::new();
-    let first: &[&'static str] = if o.no_peers {
-        &[nop::HOOP, nop::RAW]
-    } else {
-        &[nop::HOOP, nop::RAW, nop::COMPIO, nop::TOKIO_URING]
-    };
-    for (cfg, engines) in std::iter::once((&nop_cfg, first))
-        .chain(shared_cfgs.iter().map(|c| (c, &[nop::SHARED][..])))
-    {
+    for (cfg, engines) in &nop_runs {
         match nop::run_engines(cfg, engines, &out) {
             Ok((r, skipped)) => {
                 nop_results.extend(r);
@@ -277,7 +252,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     for s in &echo.skipped {
         echo_table.push_str(&format!("- {s}\n"));
     }
-    let nop_table = nop::with_notes(nop::table(&nop_results), &nop_skipped, !o.no_peers);
+    let nop_table =
+        nop_report::with_notes(nop_report::table(&nop_results), &nop_skipped, !o.no_peers);
     out.human(&format!(
         "## Echo (quick matrix, {} s per run, {} rounds, medians; ratios pair by pair)\n\n{echo_table}",
         o.secs, o.rounds
