@@ -23,7 +23,7 @@
 //! * `hoop bench fanout [-c CONNS] [-t SECS] [-l LEN] [--window W] [--servers LIST] [--rounds R]
 //!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
 //!   io_uring and on epoll and tokio side by side, every delivery verified in order
-//!   ([`fanout`]).
+//!   ([`compare::fanout`]).
 //! * `hoop bench cancel [--runtimes LIST] [--scenarios LIST] [--clients N] [--bytes SIZE]
 //!   [--datagrams N] [--files N] [--file-bytes SIZE] [--no-peers]`: what an I/O future dropped in
 //!   `select!` loses, counted side by side on hoop (io_uring and epoll), tokio and the peers
@@ -45,7 +45,6 @@
 pub mod cancel;
 pub mod compare;
 pub mod count;
-pub mod fanout;
 pub mod file;
 pub mod http;
 pub mod idle;

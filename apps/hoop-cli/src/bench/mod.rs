@@ -3,21 +3,16 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, report::suite};
+use hoop_bench::{cancel, count, file, http, idle, report::suite};
 
 mod echo;
+mod fanout;
 mod nop;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
 verified; 1 on bad arguments, when the server cannot be reached or started, or when a \
 measurement counted errors or verified no request (its result is printed all the same).";
-
-/// The exit codes of `hoop bench fanout`, as `-h` says them.
-const FANOUT_EXIT_CODES: &str = "Exit status: 0 when every run completed and every delivery was \
-verified; 1 on bad arguments, when a server cannot be started or reached, or when a run counted \
-errors (a missing, reordered or corrupt delivery, a message not delivered to every connection \
-within 1 s, an I/O error) or verified no delivery (the results are printed all the same).";
 
 /// Arguments of `hoop bench`.
 #[derive(Debug, clap::Args)]
@@ -117,7 +112,7 @@ pub enum BenchCommand {
     /// Chat broadcast: CONNS clients, every message to every client, every delivery verified in
     /// order; hoop (io_uring and epoll) and tokio servers side by side, optionally with a CPU
     /// hog on the server's core.
-    #[command(after_help = FANOUT_EXIT_CODES)]
+    #[command(after_help = fanout::EXIT_CODES)]
     Fanout(fanout::FanoutArgs),
     /// What an I/O future dropped in select! loses (accept, read, datagram receives, files and
     /// TCP streams dropped after write-all): sent, received and lost, counted side by side on hoop
@@ -147,7 +142,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
-        Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
+        Some(BenchCommand::Fanout(a)) => fanout::run(a, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
         Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),

@@ -3,14 +3,14 @@
 //! server given by address.
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::compare::{Matrix, Order, Sample, Verified};
 use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
-use crate::plan::{check_conns, check_len, check_rounds, check_secs, invalid};
+use crate::plan::{check_conns, check_len, check_rounds, check_secs};
 use crate::record::echo::EchoResult;
 use crate::record::{self, Latency, ServerUse};
 use crate::report::output::Out;
@@ -221,19 +221,14 @@ pub(crate) fn finish_status(results: &[EchoResult], failures: &[String]) -> io::
     Ok(())
 }
 
-/// One measurement against a running server at `addr` (`server_pid`: its PID, for its CPU
-/// time and syscalls); the client unpinned.
+/// One measurement against a running server at `target` (the plan's `server_pid`: its PID,
+/// for its CPU time and syscalls); the client unpinned.
 pub(crate) fn run_external(
-    addr: &str,
+    target: SocketAddr,
     plan: &EchoPlan,
     secs: f64,
     out: &Out,
 ) -> io::Result<EchoResult> {
-    let target: SocketAddr = addr
-        .to_socket_addrs()
-        .map_err(|e| invalid(format!("cannot connect to {addr}: bad address ({e})")))?
-        .next()
-        .ok_or_else(|| invalid(format!("cannot connect to {addr}: it resolves to nothing")))?;
     let cfg = ClientConfig {
         addr: target,
         conns: plan.conns.unwrap_or(50),

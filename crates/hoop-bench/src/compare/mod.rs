@@ -8,6 +8,7 @@
 //! that hits one round hits both sides of its pair.
 
 pub mod echo;
+pub mod fanout;
 pub mod nop;
 
 use std::io;

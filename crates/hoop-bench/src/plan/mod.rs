@@ -93,3 +93,13 @@ pub fn parse_server_list(list: Option<Vec<String>>, known: &[&str]) -> io::Resul
     }
     Ok(out)
 }
+
+/// The first address `addr` (`--addr IP:PORT`) resolves to; an `InvalidInput` error that names
+/// it otherwise.
+pub fn resolve_addr(addr: &str) -> io::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs()
+        .map_err(|e| invalid(format!("cannot connect to {addr}: bad address ({e})")))?
+        .next()
+        .ok_or_else(|| invalid(format!("cannot connect to {addr}: it resolves to nothing")))
+}

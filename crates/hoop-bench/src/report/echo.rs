@@ -26,8 +26,9 @@ pub fn run_echo(plan: EchoPlan, json: bool) -> io::Result<()> {
     let secs = plan.secs()?;
     crate::machine::raise_nofile_limit();
     if let Some(addr) = &plan.addr {
+        let target = crate::plan::resolve_addr(addr)?;
         let out = Out::new(json, secs);
-        let r = echo::run_external(addr, &plan, secs, &out)?;
+        let r = echo::run_external(target, &plan, secs, &out)?;
         out.finish();
         out.measurement(&r);
         out.human(&describe(&r));

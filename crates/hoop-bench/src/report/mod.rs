@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod echo;
+pub mod fanout;
 pub mod markdown;
 pub mod nop;
 pub mod output;

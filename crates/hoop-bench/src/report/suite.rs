@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::cancel;
 use crate::compare::echo::{self as echo_compare, EchoMatrix};
+use crate::compare::fanout::{self, FanoutMatrix};
 use crate::compare::nop;
-use crate::fanout;
+use crate::compare::Outcome;
 use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
 use crate::idle;
@@ -25,8 +26,6 @@ use crate::report::markdown::{self as report, ReportData};
 use crate::report::nop as nop_report;
 use crate::report::output::Out;
 
-/// Connections of the short fan-out run.
-const FANOUT_CONNS: usize = 200;
 /// The HTTP servers wrk also loads in the quick HTTP run (when installed).
 const WRK_SERVERS: [&str; 2] = ["hoop", "nginx"];
 
@@ -118,16 +117,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             Vec::new()
         },
     });
-    let fanout_plan = (!o.no_fanout).then(|| fanout::Plan {
-        conns: FANOUT_CONNS,
-        len: 64,
-        window: 4,
-        secs: o.fanout_secs,
-        rounds: 2,
-        servers: fanout::SERVERS.iter().map(|s| s.to_string()).collect(),
-        // The hog shares the server's CPU; with one CPU there is nothing to pin apart.
-        hog: sysinfo::pin_plan().0.is_some(),
-    });
+    let fanout_plan = (!o.no_fanout).then(|| FanoutMatrix::quick(o.fanout_secs));
     if let Some(p) = &fanout_plan {
         p.check()?;
     }
@@ -143,7 +133,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         + nop::planned_secs(&nop_runs)
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
-        + fanout_plan.as_ref().map_or(0.0, fanout::Plan::planned_secs)
+        + fanout_plan.as_ref().map_or(0.0, FanoutMatrix::planned_secs)
         + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs)
         + idle_plan.as_ref().map_or(0.0, idle::Plan::planned_secs);
     let out = Out::new(o.json, planned);
@@ -217,12 +207,12 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let t = Instant::now();
     let fanout_outcome = match &fanout_plan {
         Some(plan) => {
-            let o = fanout::run_plan(plan, &out);
+            let o = fanout::run_matrix(plan, &out);
             failures.extend(o.failures.iter().cloned());
             phases.push(("fanout".into(), t.elapsed()));
             o
         }
-        None => fanout::Outcome::default(),
+        None => Outcome::default(),
     };
 
     let t = Instant::now();
@@ -280,7 +270,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
 
     let fanout_section = fanout_plan
         .as_ref()
-        .map(|p| fanout::section(p, &fanout_outcome));
+        .map(|p| crate::report::fanout::section(p, &fanout_outcome));
     if let Some(s) = &fanout_section {
         out.human(s);
     }
@@ -350,7 +340,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             "{http_bad} HTTP run(s) counted errors or verified no request"
         )));
     }
-    let fanout_bad = fanout_outcome.bad();
+    let fanout_bad = fanout::bad(&fanout_outcome.results);
     if fanout_bad > 0 {
         return Err(io::Error::other(format!(
             "{fanout_bad} fan-out run(s) counted errors or verified no delivery"
