@@ -12,7 +12,7 @@ use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_len, check_rounds, check_secs};
 use crate::record::echo::EchoResult;
-use crate::record::{self, Latency, ServerUse};
+use crate::record::usage::{self, Latency, ServerUse};
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
@@ -339,7 +339,7 @@ fn make_result(
     pinned: bool,
 ) -> EchoResult {
     let secs = cfg.secs.as_secs_f64();
-    let client_cpu_pct = record::cpu_pct(o.cpu, o.wall);
+    let client_cpu_pct = usage::cpu_pct(o.cpu, o.wall);
     EchoResult {
         bench: "echo",
         server: server.to_string(),
@@ -361,7 +361,7 @@ fn make_result(
             .filter(|_| o.requests > 0)
             .map(|n| stats::round3(n as f64 / o.requests as f64)),
         usage: ServerUse::from(&m),
-        client_bound: record::client_bound(client_cpu_pct, m.cpu_pct),
+        client_bound: usage::client_bound(client_cpu_pct, m.cpu_pct),
         pinned,
     }
 }

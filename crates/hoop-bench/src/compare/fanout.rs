@@ -14,7 +14,7 @@ use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
 use crate::plan::{check_conns, check_secs, invalid};
 use crate::record::fanout::FanoutResult;
-use crate::record::{self, Latency};
+use crate::record::usage::{self, Latency};
 use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
@@ -414,7 +414,7 @@ fn make_result(
     pinned: bool,
 ) -> FanoutResult {
     let secs = cfg.secs.as_secs_f64();
-    let client_cpu_pct = record::cpu_pct(o.cpu, o.wall);
+    let client_cpu_pct = usage::cpu_pct(o.cpu, o.wall);
     let hog = hog_cpu_pct.is_some();
     FanoutResult {
         bench: "fanout",
@@ -437,7 +437,7 @@ fn make_result(
         server_cpu_pct: m.cpu_pct,
         syscalls_per_delivery: m.syscalls_per_req,
         client_cpu_pct,
-        client_bound: !hog && record::client_bound(client_cpu_pct, m.cpu_pct),
+        client_bound: !hog && usage::client_bound(client_cpu_pct, m.cpu_pct),
         hog_cpu_pct,
         connected: o.connected,
         pinned,

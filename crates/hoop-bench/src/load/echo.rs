@@ -1,15 +1,6 @@
-//! The echo load generator, on a hoop runtime (one thread).
-//!
-//! rust_echo_bench's semantics, made correct: each of CONNS connections writes LEN bytes, reads
-//! until LEN bytes came back, and compares them byte for byte with what it sent; repeat. The
-//! payload differs per connection and per request (a tag with the connection index and a request
-//! counter in its first bytes), so a server that replays an old reply or mixes connections is
-//! caught. A mismatch, an end of stream or an error counts as an error, never as a request; the
-//! connection then closes and reconnects, at most [`MAX_FAILURES`] times.
-//!
-//! Phases: every connection connects first (up to [`CONNECT_PHASE`]); then the window opens for
-//! exactly SECS. Only requests that complete inside the window are counted; requests still in
-//! flight at the deadline are dropped (their operations cancelled) and not counted.
+//! The echo load generator, on a hoop runtime (one thread): rust_echo_bench's semantics, made
+//! correct. Every reply is compared byte for byte with its request; a mismatch, an end of
+//! stream or an error counts as an error, never as a request.
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -22,6 +13,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
+use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
 use crate::measure::window::Window;
@@ -102,20 +94,8 @@ where
     // One plain connection first: an unreachable server is a clear error, not CONNS x errors.
     std::net::TcpStream::connect_timeout(&cfg.addr, PROBE_TIMEOUT)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", cfg.addr)))?;
-    std::thread::scope(|s| {
-        let handle = std::thread::Builder::new()
-            .name("hoop-bench-client".into())
-            .spawn_scoped(s, move || -> io::Result<ClientOutcome> {
-                if let Some(cpu) = pin {
-                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
-                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
-                    })?;
-                }
-                run_on_runtime(cfg, on_start)
-            })?;
-        handle
-            .join()
-            .map_err(|_| io::Error::other("the echo client thread panicked"))?
+    run_pinned("hoop-bench-client", "echo client", pin, || {
+        run_on_runtime(cfg, on_start)
     })
 }
 
@@ -147,6 +127,10 @@ fn run_on_runtime<F: FnOnce()>(cfg: &ClientConfig, on_start: F) -> io::Result<Cl
 }
 
 /// The coordinating task: spawns the connections, opens the window, closes it.
+///
+/// Every connection connects first (up to [`CONNECT_PHASE`]); then the window opens for
+/// exactly `cfg.secs`. Only requests that complete inside the window are counted; requests
+/// still in flight at the deadline are dropped (their operations cancelled) and not counted.
 async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> ClientOutcome {
     for id in 0..cfg.conns {
         sh.alive.set(sh.alive.get() + 1);
@@ -233,6 +217,11 @@ fn stamp(buf: &mut [u8], id: usize, counter: u64) {
 }
 
 /// One connection: connect, then request after request until the window closes.
+///
+/// Each request writes LEN bytes and reads until LEN bytes came back. The payload differs per
+/// connection and per request (a tag with the connection index and a request counter in its
+/// first bytes), so a server that replays an old reply or mixes connections is caught. After
+/// an error the connection closes and reconnects, at most [`MAX_FAILURES`] times.
 async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
     let mut wbuf = pattern(id, sh.len);
     // A reply fills exactly `sh.len` bytes of this buffer (a `slice(..len)`, so even after a

@@ -4,3 +4,4 @@
 pub mod echo;
 pub mod fanout;
 pub mod nop;
+pub mod thread;

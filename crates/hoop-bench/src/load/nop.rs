@@ -55,31 +55,18 @@ impl NopConfig {
     /// Checks the numbers.
     pub(crate) fn check(&self) -> io::Result<()> {
         check_secs("-T/--secs", self.secs)?;
-        if self.threads == 0 || self.threads > MAX_THREADS {
-            return Err(invalid(format!(
-                "-t/--threads must be between 1 and {MAX_THREADS} (got {})",
-                self.threads
-            )));
-        }
-        if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(invalid(format!(
-                "-b/--batch must be between 1 and {MAX_BATCH} (got {})",
-                self.batch
-            )));
-        }
-        if self.entries == 0 || self.entries > MAX_ENTRIES {
-            return Err(invalid(format!(
-                "-n/--entries must be between 1 and {MAX_ENTRIES} (got {})",
-                self.entries
-            )));
-        }
-        if self.rings == 0 || self.rings > MAX_RINGS {
-            return Err(invalid(format!(
-                "--rings must be between 1 and {MAX_RINGS} (got {})",
-                self.rings
-            )));
-        }
-        Ok(())
+        let within = |flag: &str, v: usize, max: usize| {
+            if v == 0 || v > max {
+                return Err(invalid(format!(
+                    "{flag} must be between 1 and {max} (got {v})"
+                )));
+            }
+            Ok(())
+        };
+        within("-t/--threads", self.threads, MAX_THREADS)?;
+        within("-b/--batch", self.batch, MAX_BATCH)?;
+        within("-n/--entries", self.entries as usize, MAX_ENTRIES as usize)?;
+        within("--rings", self.rings, MAX_RINGS)
     }
 }
 

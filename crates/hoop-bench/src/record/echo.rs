@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::record::{Latency, ServerUse};
+use crate::record::usage::{Latency, ServerUse};
 
 /// One echo measurement: one server, one configuration, one round.
 #[derive(Debug, Clone, Serialize)]

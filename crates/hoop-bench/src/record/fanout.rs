@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::record::Latency;
+use crate::record::usage::Latency;
 
 /// One fan-out measurement: one server, one load, one round.
 #[derive(Debug, Clone, Serialize)]

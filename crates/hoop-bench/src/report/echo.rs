@@ -180,7 +180,7 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Latency, ServerUse};
+    use crate::record::usage::{Latency, ServerUse};
 
     fn result(server: &str, round: u32, rps: f64, cpu: f64) -> EchoResult {
         EchoResult {

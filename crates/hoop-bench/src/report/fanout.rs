@@ -187,7 +187,7 @@ pub(crate) fn section(plan: &FanoutMatrix, o: &Outcome<FanoutResult>) -> String 
 mod tests {
     use super::*;
     use crate::compare::fanout::SERVERS;
-    use crate::record::Latency;
+    use crate::record::usage::Latency;
 
     fn result(server: &str, round: u32, hog: bool, dps: f64, cpu: f64) -> FanoutResult {
         FanoutResult {

@@ -1,20 +1,6 @@
-//! The fan-out load generator: CONNS chat clients on one hoop runtime (one thread).
-//!
-//! Every connection is a sender and a receiver. As a sender it keeps at most WINDOW of its own
-//! messages in flight, where in flight means "not yet delivered to every connection": the load
-//! is bounded by CONNS x WINDOW messages in the whole system, whatever the server's speed, so
-//! the server's broadcast queue never has to hold more. As a receiver it checks every message
-//! with a [`Verifier`] (per sender, in order, every byte) and counts a delivery only when it
-//! passes; a gap, a reordering, a wrong byte, an I/O error or an end of stream is an error.
-//!
-//! Phases: connect every connection (one after the other, [`CONNECT_PHASE`] at most); then
-//! probe: connection 0 sends probe lines every [`PROBE_EVERY`] until every connection has
-//! received one ([`PROBE_PHASE`] at most), which proves the server has subscribed all of them
-//! (a server only forwards to connections it has accepted, and a connection accepted once stays
-//! subscribed); then the window opens for exactly SECS and every connection starts sending.
-//! Deliveries and sent messages count only inside the window. At its end, a message still not
-//! delivered to every connection although it was sent more than [`STALL`] earlier is an error
-//! (a delivery that never came, even with no later message of its sender to reveal the gap).
+//! The fan-out load generator: CONNS chat clients on one hoop runtime (one thread), each a
+//! sender that keeps at most WINDOW of its messages in flight and a receiver that verifies
+//! every delivery (per sender, in order, every byte).
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -30,6 +16,7 @@ use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
 use crate::load::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
 use crate::measure::window::Window;
@@ -99,27 +86,14 @@ pub(crate) fn run_client<F>(
 where
     F: FnOnce() + Send,
 {
-    std::thread::scope(|s| {
-        let handle = std::thread::Builder::new()
-            .name("hoop-bench-fanout".into())
-            .spawn_scoped(s, move || -> io::Result<FanoutOutcome> {
-                if let Some(cpu) = pin {
-                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
-                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
-                    })?;
-                }
-                let rt = hoop::Runtime::builder()
-                    .entries(ring_entries(cfg.conns))
-                    .build()?;
-                let outcome = rt.block_on(drive(cfg.clone(), on_start));
-                // Dropping the runtime cancels the reads and writes in flight and closes every
-                // socket.
-                drop(rt);
-                outcome
-            })?;
-        handle
-            .join()
-            .map_err(|_| io::Error::other("the fan-out client thread panicked"))?
+    run_pinned("hoop-bench-fanout", "fan-out client", pin, || {
+        let rt = hoop::Runtime::builder()
+            .entries(ring_entries(cfg.conns))
+            .build()?;
+        let outcome = rt.block_on(drive(cfg.clone(), on_start));
+        // Dropping the runtime cancels the reads and writes in flight and closes every socket.
+        drop(rt);
+        outcome
     })
 }
 
@@ -221,6 +195,21 @@ impl Shared {
 }
 
 /// The coordinating task: connects, probes, opens the window, closes it.
+///
+/// In flight means "not yet delivered to every connection": the load is bounded by CONNS x
+/// WINDOW messages in the whole system, whatever the server's speed, so the server's broadcast
+/// queue never has to hold more. A delivery counts only when the [`Verifier`] passes it; a gap,
+/// a reordering, a wrong byte, an I/O error or an end of stream is an error.
+///
+/// Phases: connect every connection (one after the other, [`CONNECT_PHASE`] at most); then
+/// probe: connection 0 sends probe lines every [`PROBE_EVERY`] until every connection has
+/// received one ([`PROBE_PHASE`] at most), which proves the server has subscribed all of them
+/// (a server only forwards to connections it has accepted, and a connection accepted once stays
+/// subscribed); then the window opens for exactly `cfg.secs` and every connection starts
+/// sending. Deliveries and sent messages count only inside the window. At its end, a message
+/// still not delivered to every connection although it was sent more than [`STALL`] earlier is
+/// an error (a delivery that never came, even with no later message of its sender to reveal the
+/// gap).
 async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<FanoutOutcome> {
     let fmt = Format::new(cfg.len, cfg.conns);
     let window = u64::from(cfg.window.max(1));

@@ -1,21 +1,5 @@
-//! The fan-out messages, and the in-order verifier every receiving connection runs.
-//!
-//! A message is one line of exactly LEN bytes (LEN >= [`MIN_LEN`]), all printable but the last:
-//!
-//! | bytes | what |
-//! |---|---|
-//! | 0..6 | sender: the sending connection's index, 6 lowercase hex digits (`ffffff`: a probe) |
-//! | 6..16 | sequence number of the message in its sender's stream, 10 hex digits, from 0 |
-//! | 16..24 | check: 8 hex digits of a hash of (sender, sequence number) |
-//! | 24..LEN-1 | filler `a..z`, the alphabet rotated by the check |
-//! | LEN-1 | `\n` |
-//!
-//! So the server needs nothing but "forward every line to every connection", and a receiver can
-//! tell from any LEN bytes who sent them and which message of that sender they are; a wrong
-//! byte anywhere is caught (in the header by the check, in the filler by the comparison). Per
-//! sender, a receiver expects 0, 1, 2, ... in order: a sequence number above the expected one
-//! means deliveries went missing, one below it a duplicate or a reordering; both are errors.
-//! Send times are not in the message: the client, which sent it, keeps them.
+//! The fan-out messages (one line of LEN bytes that names its sender and sequence number), and
+//! the in-order verifier every receiving connection runs.
 
 use std::rc::Rc;
 
@@ -45,6 +29,23 @@ fn check_of(sender: u32, seq: u64) -> u32 {
 /// The shape of every message of one run: its length, how many senders there are, and the
 /// filler alphabet repeated (shared by all connections, so checking a filler is one
 /// comparison).
+///
+/// A message is one line of exactly LEN bytes (LEN >= [`MIN_LEN`]), all printable but the last:
+///
+/// | bytes | what |
+/// |---|---|
+/// | 0..6 | sender: the sending connection's index, 6 lowercase hex digits (`ffffff`: a probe) |
+/// | 6..16 | sequence number of the message in its sender's stream, 10 hex digits, from 0 |
+/// | 16..24 | check: 8 hex digits of a hash of (sender, sequence number) |
+/// | 24..LEN-1 | filler `a..z`, the alphabet rotated by the check |
+/// | LEN-1 | `\n` |
+///
+/// So the server needs nothing but "forward every line to every connection", and a receiver can
+/// tell from any LEN bytes who sent them and which message of that sender they are; a wrong
+/// byte anywhere is caught (in the header by the check, in the filler by the comparison). Per
+/// sender, a receiver expects 0, 1, 2, ... in order: a sequence number above the expected one
+/// means deliveries went missing, one below it a duplicate or a reordering; both are errors.
+/// Send times are not in the message: the client, which sent it, keeps them.
 #[derive(Debug)]
 pub(crate) struct Format {
     len: usize,
