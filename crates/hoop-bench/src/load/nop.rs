@@ -106,6 +106,26 @@ pub(crate) struct ThreadOutcome {
     pub flags: String,
 }
 
+impl ThreadOutcome {
+    /// Nothing counted yet.
+    fn new(enters: Option<u64>, flags: &str) -> io::Result<ThreadOutcome> {
+        Ok(ThreadOutcome {
+            nops: 0,
+            errors: 0,
+            batches: 0,
+            enters,
+            hist: stats::new_histogram()?,
+            flags: flags.to_string(),
+        })
+    }
+
+    /// One more batch, started at `t0`, completed now.
+    fn batch_done(&mut self, t0: Instant) {
+        stats::record_ns(&mut self.hist, t0.elapsed().as_nanos());
+        self.batches += 1;
+    }
+}
+
 /// Runs `engine` (one of [`HOOP`], [`RAW`], [`SHARED`]) on `cfg.threads` threads pinned
 /// round-robin over the allowed CPUs until `cfg.secs` passed; returns the threads' outcomes
 /// merged and the wall time of the run in seconds.
@@ -156,14 +176,7 @@ pub(crate) fn run_engine(engine: &str, cfg: &NopConfig) -> io::Result<(ThreadOut
         // Nothing is in flight any more: every thread awaited its last batch.
         rings.shutdown();
     }
-    let mut all = ThreadOutcome {
-        nops: 0,
-        errors: 0,
-        batches: 0,
-        enters: Some(0),
-        hist: stats::new_histogram()?,
-        flags: String::new(),
-    };
+    let mut all = ThreadOutcome::new(Some(0), "")?;
     for o in outcomes {
         let o = o?;
         all.nops += o.nops;
@@ -205,10 +218,9 @@ async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
     stop: Stop,
     mut make: impl FnMut() -> F,
 ) -> io::Result<ThreadOutcome> {
-    let mut hist = stats::new_histogram()?;
-    let (mut nops, mut errors, mut batches) = (0u64, 0u64, 0u64);
+    let mut o = ThreadOutcome::new(None, "")?;
     let mut ops: Vec<Option<F>> = Vec::with_capacity(batch);
-    while !stop.reached(nops + errors) {
+    while !stop.reached(o.nops + o.errors) {
         let t0 = Instant::now();
         ops.clear();
         ops.extend((0..batch).map(|_| Some(make())));
@@ -218,8 +230,8 @@ async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
                 if let Some(op) = slot {
                     if let Poll::Ready(r) = Pin::new(op).poll(cx) {
                         match r {
-                            Ok(()) => nops += 1,
-                            Err(_) => errors += 1,
+                            Ok(()) => o.nops += 1,
+                            Err(_) => o.errors += 1,
                         }
                         *slot = None;
                         left -= 1;
@@ -233,17 +245,9 @@ async fn batch_loop<F: Future<Output = io::Result<()>> + Unpin>(
             }
         })
         .await;
-        stats::record_ns(&mut hist, t0.elapsed().as_nanos());
-        batches += 1;
+        o.batch_done(t0);
     }
-    Ok(ThreadOutcome {
-        nops,
-        errors,
-        batches,
-        enters: None,
-        hist,
-        flags: String::new(),
-    })
+    Ok(o)
 }
 
 /// kbio's loop on shared rings: BATCH `rings.nop()` futures awaited together in a plain
@@ -266,9 +270,9 @@ pub(crate) fn raw_thread(cfg: &NopConfig, stop: Stop) -> io::Result<ThreadOutcom
     let mut ring = io_uring::IoUring::new(cfg.entries)?;
     let sq_cap = ring.params().sq_entries() as usize;
     let nop = io_uring::opcode::Nop::new().build().user_data(1);
-    let mut hist = stats::new_histogram()?;
-    let (mut nops, mut errors, mut batches, mut enters) = (0u64, 0u64, 0u64, 0u64);
-    while !stop.reached(nops + errors) {
+    let mut o = ThreadOutcome::new(None, "default (no setup flags)")?;
+    let mut enters = 0u64;
+    while !stop.reached(o.nops + o.errors) {
         let t0 = Instant::now();
         let mut left = cfg.batch;
         while left > 0 {
@@ -293,23 +297,16 @@ pub(crate) fn raw_thread(cfg: &NopConfig, stop: Stop) -> io::Result<ThreadOutcom
                 for cqe in ring.completion() {
                     reaped += 1;
                     if cqe.result() < 0 {
-                        errors += 1;
+                        o.errors += 1;
                     } else {
-                        nops += 1;
+                        o.nops += 1;
                     }
                 }
             }
             left -= chunk;
         }
-        stats::record_ns(&mut hist, t0.elapsed().as_nanos());
-        batches += 1;
+        o.batch_done(t0);
     }
-    Ok(ThreadOutcome {
-        nops,
-        errors,
-        batches,
-        enters: Some(enters),
-        hist,
-        flags: "default (no setup flags)".to_string(),
-    })
+    o.enters = Some(enters);
+    Ok(o)
 }
