@@ -25,20 +25,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use hoop::net::{TcpListener, TcpStream};
-use hoop::DriverKind;
 
+use super::baseline;
+use super::driver::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
 use super::threads::{
     announce, raise_nofile_limit, run_threads, settle_driver, until_stopped, with_context,
     AcceptPacing,
 };
-use crate::baseline;
 
 /// Per-connection buffer: one read returns at most this many bytes.
 const BUF_SIZE: usize = 64 * 1024;
-
-/// Most runtime threads `--threads` accepts.
-pub(crate) const MAX_THREADS: usize = 1024;
 
 /// Which runtime serves the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,27 +54,6 @@ impl ServerKind {
             ServerKind::Hoop => "hoop",
             ServerKind::Tokio => "tokio",
             ServerKind::Monoio => "monoio",
-        }
-    }
-}
-
-/// The driver hoop's runtimes run on (`--driver`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DriverArg {
-    /// io_uring if it can be set up, else epoll (saying why on stderr).
-    Auto,
-    /// io_uring, or fail with the reason it cannot run.
-    Uring,
-    /// The epoll readiness driver.
-    Epoll,
-}
-
-impl From<DriverArg> for DriverKind {
-    fn from(d: DriverArg) -> DriverKind {
-        match d {
-            DriverArg::Auto => DriverKind::Auto,
-            DriverArg::Uring => DriverKind::Uring,
-            DriverArg::Epoll => DriverKind::Epoll,
         }
     }
 }

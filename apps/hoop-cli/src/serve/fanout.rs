@@ -38,7 +38,8 @@ use hoop::net::{TcpListener, TcpStream};
 use hoop::IoBuf;
 use tokio::sync::broadcast;
 
-use super::echo::{run_baseline, DriverArg};
+use super::driver::DriverArg;
+use super::echo::run_baseline;
 use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, until_stopped, AcceptPacing};
 

@@ -14,7 +14,7 @@ use hoop::DriverKind;
 
 pub(crate) use hoop_http::accept::AcceptPacing;
 
-use super::echo::DriverArg;
+use super::driver::DriverArg;
 use super::signal::{Signals, Stop};
 
 /// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
