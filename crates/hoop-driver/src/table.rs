@@ -6,8 +6,7 @@ use std::task::{Poll, Waker};
 
 use crate::counters::Counters;
 use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop, OnDropStream, OnItem};
-use crate::op::Orphan;
-use crate::op::StreamOrphan;
+use crate::lifecycle::{Orphan, StreamOrphan};
 use crate::slots::Slots;
 
 /// What became of an operation whose future was dropped.

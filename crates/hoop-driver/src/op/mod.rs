@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 
 use crate::buf::IoBufMut;
 use crate::error::cvt;
-use crate::lifecycle::Completion;
+use crate::lifecycle::{Completion, Orphan, StreamOrphan};
 
 pub mod direct;
 pub mod fixed;
@@ -97,12 +97,6 @@ pub trait OpCode: 'static {
     fn complete(self, c: Completion) -> Self::Output;
 }
 
-/// Type-erased data of an operation whose future is gone, kept until the final CQE.
-pub(crate) trait Orphan {
-    /// The final completion arrived: release everything the result owns.
-    fn finish(self: Box<Self>, c: Completion);
-}
-
 impl<T: OpCode> Orphan for T {
     fn finish(self: Box<Self>, c: Completion) {
         drop((*self).complete(c));
@@ -149,14 +143,6 @@ pub trait MultishotCode: 'static {
     fn waits_for_peer(&self) -> bool {
         false
     }
-}
-
-/// The data of a dropped multi-CQE operation, kept until its final CQE.
-pub(crate) trait StreamOrphan {
-    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so the
-    /// item it yields (an fd to close, a buffer to return) is dropped after the drain, outside
-    /// the driver's borrow (`deferred`, rule 11).
-    fn orphan_item(&mut self, c: Completion);
 }
 
 impl<T: MultishotCode> StreamOrphan for T {

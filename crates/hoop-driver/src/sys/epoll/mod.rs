@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::error::cvt_libc;
 use crate::fault::{Faults, Kind as Fault};
 use crate::lifecycle::{Completion, Lifecycle};
-use crate::op::{Orphan, StreamOrphan};
+use crate::lifecycle::{Orphan, StreamOrphan};
 use crate::setup::SetupError;
 use crate::sys::uring::{drain_eventfd, PushError, ShutdownReport};
 use crate::table::{Dropped, OpTable};

@@ -6,7 +6,7 @@ use io_uring::opcode;
 
 use super::Uring;
 use crate::lifecycle::Completion;
-use crate::op::{Orphan, StreamOrphan};
+use crate::lifecycle::{Orphan, StreamOrphan};
 use crate::slots::tag;
 use crate::table::Dropped;
 

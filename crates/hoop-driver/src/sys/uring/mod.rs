@@ -16,6 +16,7 @@ mod cancel;
 mod chain;
 mod enter;
 mod fault;
+mod files;
 mod op;
 mod probe;
 mod reap;
@@ -34,7 +35,7 @@ use io_uring::{opcode, squeue::Entry, types, IoUring};
 pub(crate) use self::abi::wait_for_cqe;
 use self::build::build_ring;
 pub use self::op::UringOp;
-use self::probe::probe_opcodes;
+use self::probe::{feature_names, opcode_names, probe_opcodes};
 use self::regring::RegisteredRing;
 use crate::config::Config;
 use crate::fault::{Faults, Kind as Fault};
@@ -215,6 +216,25 @@ impl Uring {
 
     pub(crate) fn params(&self) -> &io_uring::Parameters {
         self.ring.params()
+    }
+
+    /// Every `IORING_FEAT_*` bit hoop knows, by kernel name, and whether this kernel set it.
+    pub(crate) fn features(&self) -> Vec<(&'static str, bool)> {
+        feature_names(self.ring.params())
+    }
+
+    /// The names of the opcodes the probe says this kernel supports, in opcode order; opcodes
+    /// newer than hoop's table are named `OP_<number>`.
+    pub(crate) fn opcodes(&self) -> Vec<&'static str> {
+        opcode_names(&self.probe)
+    }
+
+    /// The io-wq worker limits now in force (bounded, unbounded), read with
+    /// `IORING_REGISTER_IOWQ_MAX_WORKERS` and zeros (which change nothing).
+    pub(crate) fn iowq_max_workers(&self) -> io::Result<(u32, u32)> {
+        let mut max = [0u32; 2];
+        self.ring.submitter().register_iowq_max_workers(&mut max)?;
+        Ok((max[0], max[1]))
     }
 
     pub(crate) fn wake_fd(&self) -> Arc<OwnedFd> {
@@ -448,7 +468,7 @@ impl Uring {
     /// ready already) for at most `wait` (the runtime's next timer), drain every CQE. Wakers and
     /// orphans land in `wakeups` and `orphans`.
     pub(crate) fn turn(&mut self, block: bool, wait: Option<Duration>) -> io::Result<()> {
-        crate::fixedfile::flush_slot_closes(self);
+        self.flush_slot_closes();
         self.flush_cancels();
         self.arm_wake();
         // (`has_ready` includes completions held back by fault injection: never sleep on them.)
