@@ -5,7 +5,8 @@
 //! (`hoop::net` sockets, `hoop::fs::File`) keeps the [`Home`] of the driver that was current when
 //! it was made:
 //! - on the home thread, a close goes through the ring behind the queued SQEs
-//!   ([`Driver::close_detached`](crate::Driver::close_detached)), and a conversion submits the queued SQEs first;
+//!   ([`Driver::close_detached`](crate::Driver::close_detached)), and a conversion submits the
+//!   queued SQEs first;
 //! - on another thread (the owner is `Send`), a close is sent home: the home driver closes it
 //!   through its ring on its next turn (woken by its eventfd), and a conversion hands out a
 //!   `dup` of the fd while the original goes home to be closed there;

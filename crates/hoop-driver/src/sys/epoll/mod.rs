@@ -7,6 +7,7 @@
 //! queued on its fd until epoll says the fd is ready; sent to the pool; or armed as a timer.
 //! Completions go through the same slot table and lifecycle as io_uring's CQEs.
 
+mod call;
 mod op;
 mod pool;
 
@@ -17,7 +18,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use self::op::{Call, EpollOp, Mode};
+pub use self::call::{Call, Mode};
+pub use self::op::EpollOp;
 use self::pool::Pool;
 use crate::config::Config;
 use crate::error::cvt_libc;
