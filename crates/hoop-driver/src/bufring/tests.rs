@@ -1,6 +1,6 @@
 use super::*;
 use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 thread_local! {
     static RING: RefCell<Option<BufRing>> = const { RefCell::new(None) };

@@ -16,7 +16,7 @@ impl Driver {
         let Engine::Uring(u) = &*d else {
             return None;
         };
-        crate::bufring::free_base(&u.buf_rings, entries)
+        crate::bufring::book::free_base(&u.buf_rings, entries)
     }
 
     /// Registers the provided buffer ring `book` describes at `ring_addr` (incrementally
@@ -26,19 +26,19 @@ impl Driver {
         &self,
         ring_addr: u64,
         entries: u16,
-        book: std::rc::Rc<crate::bufring::Book>,
+        book: std::rc::Rc<crate::bufring::book::Book>,
         base: u16,
     ) -> io::Result<u16> {
         let bgid = self.shared.next_bgid.get();
         self.with_uring_mut(|u| {
-            let flags = crate::bufring::Tracked::flags(&book);
+            let flags = crate::bufring::book::Tracked::flags(&book);
             // SAFETY: the caller keeps the ring memory (page-aligned, `entries` entries) alive
             // and in place until it unregisters the group.
             unsafe {
                 u.submitter()
                     .register_buf_ring_with_flags(ring_addr, entries, bgid, flags)?
             };
-            u.buf_rings.push(crate::bufring::Tracked {
+            u.buf_rings.push(crate::bufring::book::Tracked {
                 bgid,
                 base,
                 entries,

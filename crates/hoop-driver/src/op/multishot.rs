@@ -169,7 +169,7 @@ impl MultishotCode for RecvMulti {
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
         self.again = false;
-        if c.flags & crate::bufring::F_REC != 0 {
+        if c.flags & crate::bufring::book::F_REC != 0 {
             // An incremental ring's CQE, settled by the driver as it reaped it.
             let rec = (c.flags >> 16) as u16;
             if !self.ring.take_record(rec, &mut self.queued) {

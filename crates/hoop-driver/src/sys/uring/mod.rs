@@ -89,7 +89,7 @@ pub(crate) struct Uring {
     refused: bool,
     /// The provided buffer rings registered with this ring (their buffer id ranges, and the
     /// books of the incremental ones, whose CQEs are settled as they are reaped).
-    pub(crate) buf_rings: Vec<crate::bufring::Tracked>,
+    pub(crate) buf_rings: Vec<crate::bufring::book::Tracked>,
     /// Fault injection (nothing without the `fault-injection` feature).
     faults: Faults,
     /// Completions held back by fault injection (and injected ones), delivered on the next

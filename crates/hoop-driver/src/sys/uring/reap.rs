@@ -116,8 +116,8 @@ impl Uring {
             };
             // An incremental ring's CQE is settled now, in the order the kernel consumed its
             // buffers (before any fault holds it back: tasks see CQEs in another order).
-            if c.flags & crate::bufring::F_BUFFER != 0 && !buf_rings.is_empty() {
-                c.flags = crate::bufring::on_cqe(buf_rings, c.res, c.flags);
+            if c.flags & crate::bufring::book::F_BUFFER != 0 && !buf_rings.is_empty() {
+                c.flags = crate::bufring::book::on_cqe(buf_rings, c.res, c.flags);
             }
             if may_hold && !tag::is_tag(user_data) {
                 // Hold it back (and every later CQE of the same operation, to keep their
