@@ -4,7 +4,8 @@
 //! A [`BufRing`] is registered with the current runtime's ring when the kernel supports it
 //! (multishot recv needs 6.0); otherwise (older kernel, or the epoll driver) the same pool is a
 //! user-space free list and each receive takes a buffer from it. Either way a received buffer is a
-//! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (invariant 15).
+//! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (a buffer id
+//! returned twice would corrupt the ring).
 //!
 //! # Incrementally consumed rings
 //!
@@ -425,7 +426,8 @@ impl Inner {
             None => self.free.borrow_mut().push(idx),
         }
         // Woken outside the `waiters` borrow, and after the drain if this runs inside one
-        // (a received buffer returned by an orphan handler): rule 11.
+        // (a received buffer returned by an orphan handler), so a waker that runs at once
+        // finds nothing borrowed.
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for w in waiters {
             crate::deferred::wake(w);

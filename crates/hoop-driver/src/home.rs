@@ -1,4 +1,4 @@
-//! The home of an fd: the driver whose SQ may still hold SQEs that name it (rule 17).
+//! The home of an fd: the driver whose SQ may still hold SQEs that name it.
 //!
 //! An fd leaves hoop (closed, or handed out by `into_raw_fd`/`into_std`) only after every SQE
 //! naming it has been submitted; otherwise a reused number gets stale I/O. Each fd owner

@@ -43,7 +43,7 @@ pub(crate) trait Orphan {
 pub(crate) trait StreamOrphan {
     /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so the
     /// item it yields (an fd to close, a buffer to return) is dropped after the drain, outside
-    /// the driver's borrow (`deferred`, rule 11).
+    /// the driver's borrow (`deferred`).
     fn orphan_item(&mut self, c: Completion);
 }
 
@@ -156,7 +156,7 @@ impl Lifecycle {
     /// connection's receive costs the CQ nothing until data comes, and counting it let idle
     /// connections hold the room the next accept needed. Its CQEs can overflow the CQ when
     /// many streams fire at once; the kernel keeps them (`FEAT_NODROP`) and the drain flushes
-    /// them (rule 9).
+    /// them.
     #[inline]
     pub(crate) fn counts_against_cap(&self) -> bool {
         !matches!(self, Lifecycle::Streaming(s) if s.uncapped)

@@ -37,8 +37,8 @@ impl Driver {
     /// Closes `fd` through the driver, without waiting (used by `Drop` of fd owners). With
     /// io_uring the close is queued in the SQ, behind any operation already queued on the fd,
     /// and submitted on this tick; if the ring has no room, the fd is closed at once with
-    /// `close(2)` after the queued SQEs are submitted (invariant 6). The epoll driver forgets
-    /// the fd's registration and closes it at once.
+    /// `close(2)` after the queued SQEs are submitted (none then reaches a reused number). The
+    /// epoll driver forgets the fd's registration and closes it at once.
     pub fn close_detached(&self, fd: OwnedFd) {
         let mut op = Close::new(fd);
         let closed = match self.shared.engine.try_borrow_mut() {

@@ -336,7 +336,8 @@ impl Driver {
     }
 
     /// Submits every SQE queued so far (with SQPOLL: until the SQ thread took them all), so
-    /// that an fd or slot they name may leave hoop (rule 17). Nothing to do on epoll.
+    /// that an fd or slot they name may leave hoop (a reused number must never get stale I/O).
+    /// Nothing to do on epoll.
     pub fn submit_queued(&self) {
         if let Ok(mut d) = self.shared.engine.try_borrow_mut() {
             if let Engine::Uring(u) = &mut *d {

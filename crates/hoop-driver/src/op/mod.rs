@@ -7,7 +7,7 @@
 //! the syscall), so the semantics live here once.
 //!
 //! `complete` also runs when nobody waits any more (the future was dropped): its output is then
-//! dropped, which is how an accepted or opened fd gets closed and a buffer freed (invariant 5).
+//! dropped, which is how an accepted or opened fd gets closed and a buffer freed.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -72,7 +72,7 @@ pub(crate) const MAX_RESUBMITS: u8 = 16;
 /// than [`MAX_RESUBMITS`] times (counted in `resubmits`). Such a request never ran: the kernel
 /// cancels the requests a thread submitted when that thread exits, and every driver's
 /// `ecanceled` fault makes one up. One rule for the per-thread `Op`, `MultiOp` and the shared
-/// rings' `SharedOp` (issue 24; DESIGN.md, "Faults").
+/// rings' `SharedOp` (DESIGN.md, "Fault injection").
 #[inline]
 pub(crate) fn resubmit_after(c: &Completion, deadline: bool, resubmits: &mut u8) -> bool {
     if c.res != -libc::ECANCELED || deadline || *resubmits >= MAX_RESUBMITS {

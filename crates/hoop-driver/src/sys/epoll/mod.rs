@@ -151,8 +151,8 @@ impl Epoll {
 
     /// Whether a shared ring's reaper has work it must not sleep on: completions fault
     /// injection held back. Nothing makes the epoll fd readable for them, so a reaper (or a
-    /// reactor) that waited on it would wait for ever (issue 24: the seccomp child of
-    /// `shared_fallback.rs` hung under `late`).
+    /// reactor) that waited on it would wait for ever (the seccomp child of
+    /// `shared_fallback.rs` hung so under `late`).
     pub(crate) fn has_unsent(&self) -> bool {
         !self.held.is_empty()
     }

@@ -63,8 +63,8 @@ impl Uring {
         self.urgent = true;
     }
 
-    /// Pushes queued cancels while the SQ and the cancel budget allow (invariant 7: a cancel
-    /// that does not fit stays queued and is retried on the next turn).
+    /// Pushes queued cancels while the SQ and the cancel budget allow (a cancel is never
+    /// dropped: one that does not fit stays queued and is retried on the next turn).
     pub(super) fn flush_cancels(&mut self) {
         while let Some(&target) = self.cancels.front() {
             let live = self

@@ -32,7 +32,7 @@ impl Uring {
                 None => {
                     op.disarm();
                     // SQEs naming the slot may still be queued: they reach the kernel before the
-                    // slot is emptied, so a later occupant never gets them (rule 17).
+                    // slot is emptied, so a later occupant never gets them.
                     self.submit_queued();
                     if self.submitter().register_files_update(slot, &[-1]).is_ok() {
                         files.released();
@@ -49,9 +49,10 @@ mod tests {
     use crate::config::Config;
     use crate::fixedfile::FixedFiles;
 
-    /// Rule 17: when a slot's close gets no room and the slot is emptied synchronously, every
-    /// SQE still queued (one naming the slot among them) is submitted first, so a later
-    /// occupant of the slot can never receive it.
+    /// A slot leaves hoop only after every SQE naming it was submitted: when a slot's close gets
+    /// no room and the slot is emptied synchronously, every SQE still queued (one naming the
+    /// slot among them) is submitted first, so a later occupant of the slot can never receive
+    /// it.
     #[test]
     fn slot_emptied_synchronously_only_after_queued_sqes_are_submitted() {
         let cfg = Config {

@@ -3,7 +3,7 @@
 //! SQEs are queued without a syscall and submitted in one `io_uring_enter` when the runtime runs
 //! out of ready tasks (or the SQ fills); every ready CQE is drained in one batch, and the wakers
 //! and orphaned results collected in the drain are handed back to the caller, who runs them after
-//! releasing the driver (invariant 11).
+//! releasing the driver (a waker that runs at once must not find the driver borrowed).
 //!
 //! This file holds the ring, pushing and submitting; beside it: `enter` (the
 //! `io_uring_enter` call and its errors), `reap` (draining the CQ), `cancel` (operations
@@ -312,8 +312,9 @@ impl Uring {
     /// Puts `entries` in the SQ together, submitting what is queued first if the SQ lacks room
     /// for all of them. The SQ tail is published once, after the last entry (when the
     /// `SubmissionQueue` handle drops), so the kernel — an SQPOLL thread included — sees all
-    /// of them or none: a chain is never split (rule 16). One borrow of the SQ when there is
-    /// room (each borrow reads the kernel's head).
+    /// of them or none: a chain is never split (a link holds only between SQEs the kernel takes
+    /// in one go). One borrow of the SQ when there is room (each borrow reads the kernel's
+    /// head).
     #[inline]
     pub(crate) fn push_sqes(&mut self, entries: &[Entry]) -> bool {
         let mut sq = self.ring.submission();
@@ -392,7 +393,8 @@ impl Uring {
     }
 
     /// Submits every queued SQE; with SQPOLL, waits (yielding, bounded) until the SQ thread
-    /// took them all. Used before an fd or a fixed slot leaves hoop (rule 17).
+    /// took them all. Used before an fd or a fixed slot leaves hoop, so that a reused number
+    /// never gets stale I/O.
     pub(crate) fn submit_queued(&mut self) {
         if self.ring.submission().is_empty() {
             return;

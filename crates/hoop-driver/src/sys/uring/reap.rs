@@ -15,7 +15,8 @@ use crate::slots::tag;
 use crate::table::OpTable;
 
 impl Uring {
-    /// Drains the CQ, and the kernel's overflow backlog behind it (invariant 9).
+    /// Drains the CQ, and the kernel's overflow backlog behind it (the CQEs that did not fit,
+    /// which the kernel keeps until an enter with GETEVENTS flushes them).
     pub(super) fn drain(&mut self) {
         self.drain_once();
         let mut rounds = 0;

@@ -10,7 +10,7 @@ use crate::slots::tag;
 
 impl Uring {
     /// After `-EBADR` (completions lost): the driver takes no new operation, and no memory
-    /// the kernel may still use is handed back (rules 1, 19).
+    /// the kernel may still use is handed back.
     ///
     /// First a synchronous cancel of every request (`IORING_REGISTER_SYNC_CANCEL` with
     /// `IORING_ASYNC_CANCEL_ANY`, 6.0): once it returns, the kernel holds no request, so an
@@ -61,8 +61,9 @@ impl Uring {
     }
 
     /// Cancels everything in flight and reaps until every final CQE arrived, or until the
-    /// shutdown timeout, after which the remaining operations' memory is leaked on purpose
-    /// (invariant 4). The ring itself is closed when the driver is dropped, after this.
+    /// shutdown timeout, after which the remaining operations' memory is leaked on purpose (the
+    /// kernel may still write it). The ring itself is closed when the driver is dropped, after
+    /// this.
     pub(crate) fn shutdown(&mut self) -> ShutdownReport {
         if self.shut_down {
             return ShutdownReport::default();
