@@ -22,6 +22,15 @@ pub trait Sample {
     fn round(&self) -> u32;
 }
 
+impl<R: Sample> Sample for &R {
+    fn target(&self) -> &str {
+        (*self).target()
+    }
+    fn round(&self) -> u32 {
+        (*self).round()
+    }
+}
+
 /// A measurement that counts what it verified: what the runner warns about.
 pub trait Verified: Sample + Serialize {
     /// Verified successes (requests, deliveries, reads).

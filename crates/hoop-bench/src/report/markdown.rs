@@ -93,11 +93,18 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     std::fs::write(&path, json + "\n")?;
     written.push(path);
 
-    let (charts, chart_error) =
+    let (mut charts, mut chart_error) =
         match crate::report::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
             Ok(c) => (c, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
+    // Beside the absolute bars, each bench's ratio chart: what a reader compares.
+    match crate::report::ratios::write(dir, d.echo, d.http, d.fanout) {
+        Ok(c) => charts.extend(c),
+        Err(e) => {
+            chart_error = Some(chart_error.map_or(e.clone(), |first| format!("{first}; {e}")))
+        }
+    }
     written.extend(charts.iter().map(|c| dir.join(c)));
 
     let path = dir.join("report.md");

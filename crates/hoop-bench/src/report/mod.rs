@@ -4,4 +4,6 @@
 pub mod charts;
 pub mod markdown;
 pub mod output;
+pub mod ratio;
+pub mod ratios;
 pub mod suite;
