@@ -1,21 +1,7 @@
-//! Baseline TCP echo servers that hoop's benchmarks compare against.
-//!
-//! Two off-the-shelf runtimes from crates.io, each driven on the calling
-//! thread only:
-//!
-//! * [`run_tokio_echo`]: tokio's current-thread runtime (epoll readiness I/O).
-//! * [`run_monoio_echo`]: monoio with its `io_uring` completion driver, falling
-//!   back to its epoll-based "legacy" driver when `io_uring` is unusable.
-//!
-//! Both servers do the same work per connection so the comparison is fair:
-//! a 64 KiB buffer owned by the connection, read whatever is available
-//! (up to 64 KiB), write all of it back, repeat until EOF or error. An error
-//! on one connection closes only that connection; the accept loop keeps
-//! going. `TCP_NODELAY` is set on every accepted socket.
-//!
-//! The servers never return on their own (the benchmark kills the process);
-//! they only return `Err` if the runtime cannot be built or the listening
-//! socket itself is unusable (for example `EBADF`/`EINVAL` from `accept`).
+//! The baseline echo servers hoop's benchmarks compare against: tokio's current-thread runtime
+//! (epoll) and monoio (io_uring, or its legacy epoll driver), each on the calling thread, doing
+//! the same work per connection as hoop's (a 64 KiB buffer, write back what was read,
+//! `TCP_NODELAY`).
 
 use std::io;
 use std::time::Duration;
