@@ -121,18 +121,10 @@ pub(crate) fn pin_plan() -> (Option<usize>, Option<usize>) {
     }
 }
 
-/// Raises the soft limit on open files to the hard limit (1000 connections need more than
-/// 1024 descriptors with the server's). Children inherit it.
+/// Raises the soft limit on open files to the hard limit, best effort (1000 connections need
+/// more than 1024 descriptors with the server's). Children inherit it.
 pub(crate) fn raise_nofile_limit() {
-    // SAFETY: rlimit is plain old data.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
-    {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit reads one valid rlimit.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-    }
+    let _ = hoop::runtime::raise_nofile_limit();
 }
 
 /// The exact command line, shell-quoted where needed.

@@ -13,6 +13,7 @@
 mod blocking;
 mod handle;
 mod join;
+mod os;
 mod send_join;
 mod task;
 pub(crate) mod timers;
@@ -34,6 +35,7 @@ pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS};
 pub use handle::{spawn_blocking, Handle, WakePath};
 use hoop_driver::task_key::TaskGuard;
 pub use join::{AbortHandle, JoinError, JoinHandle};
+pub use os::{pin_to_cpu, raise_nofile_limit};
 pub use send_join::SendJoinHandle;
 use task::{
     with_local_queue, Header, LocalQueueGuard, Remote, RemoteFuture, Task, TaskId, Tasks, WakeBy,
@@ -826,22 +828,6 @@ pub async fn yield_now() {
         }
     })
     .await
-}
-
-/// Pins the calling thread to CPU `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain old data; all-zero is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes inside the set; `cpu` is checked against its capacity first.
-    unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        libc::CPU_SET(cpu, &mut set);
-    }
-    // SAFETY: passes a valid cpu_set_t of the size given; 0 means the calling thread.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    hoop_driver::error::cvt_libc(r).map(drop)
 }
 
 /// Runs `f(i)` on `threads` threads, each with its own runtime (its own ring) and pinned to CPU
