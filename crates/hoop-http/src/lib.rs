@@ -86,6 +86,7 @@ pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod deadline;
 pub(crate) mod encoding;
+pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
 pub(crate) mod resolve;

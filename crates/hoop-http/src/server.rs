@@ -415,7 +415,11 @@ async fn accept_loop(
                 }
                 // No TCP_NODELAY per connection: Linux copies it from the listener.
                 counts.accepted.set(counts.accepted.get() + 1);
-                drop(hoop::spawn(conn::serve(stream, ring.clone(), sh.clone())));
+                drop(hoop::spawn(conn::run::serve(
+                    stream,
+                    ring.clone(),
+                    sh.clone(),
+                )));
             }
             Some(Err(e)) => pacing.failed(e).await,
             // The stream ended for good (it is re-armed otherwise): start a new one.
