@@ -94,6 +94,7 @@ pub(crate) mod response;
 mod server;
 pub(crate) mod splice;
 pub(crate) mod status;
+pub(crate) mod stop;
 pub(crate) mod trim;
 
 pub use access_log::{AccessLog, AccessLogEntry, RequestLine};
