@@ -75,8 +75,6 @@
 //!
 //! `server` runs it on a thread: accept, limits ([`config`]) and the graceful stop.
 
-#[doc(hidden)]
-pub mod accept;
 pub mod access_log;
 pub(crate) mod autoindex;
 mod builder;

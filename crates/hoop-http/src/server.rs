@@ -23,11 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hoop::net::{DirectTcpStream, TcpListener};
+use hoop::net::{AcceptPacing, DirectTcpStream, TcpListener};
 use hoop::sync::CancellationToken;
 use hoop::BufRing;
 
-use crate::accept::AcceptPacing;
 use crate::access_log::{stdout_logger, AccessLog, Hook};
 use crate::cache::Cache;
 use crate::config::Config;
