@@ -31,7 +31,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::{Ops, PollIo};
+use super::ops::Ops;
+use super::PollIo;
 use crate::runtime::Writers;
 
 impl<O: Ops> PollIo<O> {
