@@ -42,12 +42,12 @@
 //!   (it wakes them when it has sent everything, or failed). A socket's `poll_read` also
 //!   pushes a write-behind on when it has no pusher (the rest of a short write), so a request
 //!   written and not flushed still goes out while its reply is awaited. Dropping the value with
-//!   writes pending finishes them (INVARIANTS rule 5b, `finish`): on the thread of the runtime
-//!   that runs them, while it runs, the state (taken back from a pusher, the send in flight
-//!   included) and the fd owner move into a detached task of the runtime that writes every
-//!   accepted byte in order, then closes (a write half: shuts down the write direction);
-//!   `block_on`'s end and the shutdown wait for it up to the shutdown timeout and report what
-//!   did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
+//!   writes pending finishes them (DESIGN.md, "Writes accepted are written"; `finish`): on the
+//!   thread of the runtime that runs them, while it runs, the state (taken back from a pusher,
+//!   the send in flight included) and the fd owner move into a detached task of the runtime
+//!   that writes every accepted byte in order, then closes (a write half: shuts down the write
+//!   direction); `block_on`'s end and the shutdown wait for it up to the shutdown timeout and
+//!   report what did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
 //!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
 //!   thread, the writes are cancelled (the staged bytes dropped), as nothing can run them.
 //!

@@ -48,8 +48,9 @@ pub struct File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
-        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        // Bytes `AsyncWrite` accepted are written, even by a dropped value (DESIGN.md,
+        // "Writes accepted are written"): a self-driven writer finishes them, holding the
+        // fd's `Arc` (see `poll_io::finish_shared`).
         let fd = self.fd.as_raw_fd();
         crate::poll_io::finish_shared(self.io.take(), fd);
     }

@@ -148,8 +148,9 @@ pub struct TcpStream {
 
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
-        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        // Bytes `AsyncWrite` accepted are written, even by a dropped value (DESIGN.md,
+        // "Writes accepted are written"): a self-driven writer finishes them, holding the
+        // fd's `Arc` (see `poll_io::finish_shared`).
         let fd = self.raw();
         crate::poll_io::finish_shared(self.io.take(), fd);
     }
