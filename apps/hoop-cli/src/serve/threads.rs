@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use hoop::net::TcpListener;
 use hoop::DriverKind;
 
-pub(crate) use hoop_http::accept::AcceptPacing;
+pub(crate) use hoop::net::AcceptPacing;
 
 use super::driver::DriverArg;
 use super::signal::{Signals, Stop};

@@ -1,5 +1,5 @@
-//! How an accept loop paces itself after failures (shared with the `hoop` command's other
-//! servers).
+//! How an accept loop paces itself after failures: [`AcceptPacing`], shared by hoop-http's
+//! server and the `hoop` command's echo and fanout servers.
 
 use std::io;
 use std::time::Duration;
@@ -51,20 +51,50 @@ impl AcceptPacing {
                          (closed) until connections end ({} refused so far in this process); \
                          retrying",
                         self.server,
-                        hoop::net::refused_connections()
+                        super::refuse::refused_connections()
                     );
                     self.exhausted_logged = true;
                 }
-                hoop::time::sleep(EXHAUSTED_BACKOFF).await;
+                crate::time::sleep(EXHAUSTED_BACKOFF).await;
             }
             _ => {
                 eprintln!(
                     "hoop {}: thread {worker}: accept failed: {e}; retrying",
                     self.server
                 );
-                hoop::time::sleep(self.backoff).await;
+                crate::time::sleep(self.backoff).await;
                 self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DriverKind;
+
+    /// Ordinary failures double the pause up to its cap; running out of descriptors leaves it
+    /// as it is; a success starts afresh.
+    #[test]
+    fn backoff_doubles_to_its_cap_and_resets() {
+        crate::__private::each_driver(&[DriverKind::Uring, DriverKind::Epoll], false, |kind| {
+            let rt = crate::Runtime::builder().driver(kind).build().unwrap();
+            rt.block_on(async {
+                let mut p = AcceptPacing::new("test", 0);
+                let mut want = MIN_BACKOFF;
+                for _ in 0..10 {
+                    assert_eq!(p.backoff, want);
+                    p.failed(io::Error::from_raw_os_error(libc::ECONNABORTED))
+                        .await;
+                    want = (want * 2).min(MAX_BACKOFF);
+                }
+                assert_eq!(p.backoff, MAX_BACKOFF);
+                p.failed(io::Error::from_raw_os_error(libc::EMFILE)).await;
+                assert_eq!(p.backoff, MAX_BACKOFF);
+                p.ok();
+                assert_eq!(p.backoff, MIN_BACKOFF);
+            });
+        });
     }
 }
