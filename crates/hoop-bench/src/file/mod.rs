@@ -12,11 +12,9 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 mod blocking;
 pub mod content;
-mod engine;
 mod linux_aio;
 pub(crate) mod metrics;
 mod on_tokio;
@@ -31,23 +29,17 @@ mod tokio_fs;
 mod uring;
 pub mod whole;
 
-pub(crate) use engine::{parse_engines, Engine};
 pub(crate) use metrics::FileResult;
 
 use crate::machine::fs::FsInfo;
 use crate::machine::{self as sysinfo};
+use crate::plan::file::{default_dir, parse_depths, parse_engines, Engine, FileJob, Rw};
 use crate::plan::invalid;
+use crate::plan::size::{fmt_bytes, parse_size};
 use crate::report::output::Out;
 use crate::target::fio;
-use content::{Picker, SECTOR};
+use content::Picker;
 use metrics::{Measured, ResultContext};
-
-/// Largest `--qd`.
-const MAX_QD: usize = 4096;
-/// Largest `--bs`: 64 MiB.
-const MAX_BS: u64 = 64 << 20;
-/// Largest `--size`: 16 TiB.
-const MAX_SIZE: u64 = 16 << 40;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every engine that ran completed with no error and \
@@ -103,158 +95,6 @@ pub struct FileArgs {
     pub out: Option<PathBuf>,
 }
 
-/// The random I/O job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rw {
-    /// Random reads.
-    Read,
-    /// Random writes.
-    Write,
-    /// Random reads and writes, 50/50.
-    Mixed,
-}
-
-impl Rw {
-    /// The name, as fio says it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Rw::Read => "randread",
-            Rw::Write => "randwrite",
-            Rw::Mixed => "randrw",
-        }
-    }
-
-    fn parse(s: &str) -> io::Result<Rw> {
-        match s {
-            "randread" => Ok(Rw::Read),
-            "randwrite" => Ok(Rw::Write),
-            "randrw" => Ok(Rw::Mixed),
-            _ => Err(invalid(format!(
-                "--rw must be randread, randwrite or randrw (got {s:?})"
-            ))),
-        }
-    }
-
-    /// Percent of writes.
-    fn write_pct(self) -> u64 {
-        match self {
-            Rw::Read => 0,
-            Rw::Write => 100,
-            Rw::Mixed => 50,
-        }
-    }
-}
-
-/// Parses a size: bytes, or a number with a k/m/g/t suffix (powers of 1024; `KiB`, `KB` and
-/// `K` all mean 1024).
-pub(crate) fn parse_size(flag: &str, s: &str) -> io::Result<u64> {
-    let bad = || {
-        invalid(format!(
-            "{flag}: {s:?} is not a size (bytes, or a number with a k, m, g or t suffix, e.g. 4k, 2G)"
-        ))
-    };
-    let t = s.trim();
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    let (num, suffix) = t.split_at(digits);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let lower = suffix.to_ascii_lowercase();
-    let unit = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let shift = match unit {
-        "" if lower.is_empty() || lower == "b" => 0,
-        "k" => 10,
-        "m" => 20,
-        "g" => 30,
-        "t" => 40,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(1u64 << shift).ok_or_else(bad)
-}
-
-/// A size for humans: `4 KiB`, `2 GiB`, or bytes.
-pub(crate) fn fmt_bytes(n: u64) -> String {
-    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
-            return format!("{} {unit}", n >> shift);
-        }
-    }
-    if n >= 1 << 20 {
-        return format!("{:.1} MiB", n as f64 / f64::from(1 << 20));
-    }
-    format!("{n} B")
-}
-
-/// One `hoop bench file` job.
-#[derive(Debug, Clone)]
-pub(crate) struct FileJob {
-    /// Directory of the test file.
-    pub dir: PathBuf,
-    /// Test file size in bytes.
-    pub size: u64,
-    /// Block size.
-    pub bs: usize,
-    /// Queue depth.
-    pub qd: usize,
-    /// Seconds per engine.
-    pub secs: f64,
-    /// O_DIRECT.
-    pub direct: bool,
-    /// The job.
-    pub rw: Rw,
-}
-
-impl FileJob {
-    /// Checks the numbers.
-    pub(crate) fn check(&self) -> io::Result<()> {
-        crate::plan::check_secs("--secs", self.secs)?;
-        if self.qd == 0 || self.qd > MAX_QD {
-            return Err(invalid(format!(
-                "--qd must be between 1 and {MAX_QD} (got {})",
-                self.qd
-            )));
-        }
-        let bs = self.bs as u64;
-        if bs == 0 || !bs.is_multiple_of(SECTOR as u64) {
-            return Err(invalid(format!(
-                "--bs must be a positive multiple of {SECTOR} bytes (got {bs})"
-            )));
-        }
-        if bs > MAX_BS {
-            return Err(invalid(format!(
-                "--bs must be at most {} (got {bs})",
-                fmt_bytes(MAX_BS)
-            )));
-        }
-        if !self.size.is_multiple_of(SECTOR as u64) || self.size == 0 {
-            return Err(invalid(format!(
-                "--size must be a positive multiple of {SECTOR} bytes (got {})",
-                self.size
-            )));
-        }
-        if self.size > MAX_SIZE {
-            return Err(invalid(format!(
-                "--size must be at most {} (got {})",
-                fmt_bytes(MAX_SIZE),
-                self.size
-            )));
-        }
-        if bs > self.size {
-            return Err(invalid(format!(
-                "--bs ({bs}) must not exceed --size ({})",
-                self.size
-            )));
-        }
-        Ok(())
-    }
-
-    /// Seconds per engine as a duration.
-    pub(crate) fn duration(&self) -> Duration {
-        Duration::from_secs_f64(self.secs)
-    }
-}
-
 /// What an engine needs to run.
 pub(crate) struct EngineCtx<'a> {
     /// The job.
@@ -298,11 +138,9 @@ pub(crate) enum Outcome {
 
 /// Runs `hoop bench file`.
 pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
-    let depths = sweep::parse_depths(&args.qd)?;
+    let depths = parse_depths(&args.qd)?;
     let job = FileJob {
-        dir: args
-            .dir
-            .unwrap_or_else(|| sysinfo::target_dir().join("hoop-bench-file")),
+        dir: args.dir.unwrap_or_else(default_dir),
         size: parse_size("--size", &args.size)?,
         bs: usize::try_from(parse_size("--bs", &args.bs)?)
             .map_err(|_| invalid("--bs is too large"))?,
@@ -686,69 +524,4 @@ fn header(
         }
     ));
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_size("--bs", "4k").unwrap(), 4096);
-        assert_eq!(parse_size("--bs", "4K").unwrap(), 4096);
-        assert_eq!(parse_size("--bs", "4KiB").unwrap(), 4096);
-        assert_eq!(parse_size("--size", "2G").unwrap(), 2 << 30);
-        assert_eq!(parse_size("--size", "8m").unwrap(), 8 << 20);
-        assert_eq!(parse_size("--size", "512").unwrap(), 512);
-        assert_eq!(parse_size("--size", "512b").unwrap(), 512);
-        for bad in ["", "k", "4x", "-1", "1.5G", "4kk", "99999999999999999999"] {
-            assert!(parse_size("--size", bad).is_err(), "{bad}");
-        }
-        assert!(parse_size("--size", "99999999999t").is_err());
-    }
-
-    #[test]
-    fn jobs_are_checked() {
-        let job = FileJob {
-            dir: PathBuf::from("."),
-            size: 8 << 20,
-            bs: 4096,
-            qd: 32,
-            secs: 1.0,
-            direct: false,
-            rw: Rw::Read,
-        };
-        assert!(job.check().is_ok());
-        for bad in [
-            FileJob {
-                bs: 100,
-                ..job.clone()
-            },
-            FileJob {
-                bs: 0,
-                ..job.clone()
-            },
-            FileJob {
-                qd: 0,
-                ..job.clone()
-            },
-            FileJob {
-                size: 1000,
-                ..job.clone()
-            },
-            FileJob {
-                bs: 16 << 20,
-                ..job.clone()
-            },
-            FileJob {
-                secs: 0.0,
-                ..job.clone()
-            },
-        ] {
-            assert!(bad.check().is_err(), "{bad:?}");
-        }
-        assert_eq!(fmt_bytes(2 << 30), "2 GiB");
-        assert_eq!(fmt_bytes(4096), "4 KiB");
-        assert_eq!(fmt_bytes(1000), "1000 B");
-    }
 }

@@ -17,7 +17,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::file::metrics::{Measured, Usage};
-use crate::file::{Engine, EngineCtx, FileJob, Outcome, Rw};
+use crate::file::{EngineCtx, Outcome};
+use crate::plan::file::{Engine, FileJob, Rw};
 use crate::target::fio::FioLatency;
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 

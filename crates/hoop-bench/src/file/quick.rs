@@ -9,8 +9,11 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::file::whole::{self, ReadResult};
-use crate::file::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::file::{metrics, run_engines, FileResult};
+use crate::plan::file::{Engine, FileJob, Rw};
+use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::invalid;
+use crate::plan::size::fmt_bytes;
 use crate::report::output::Out;
 use crate::target::fio;
 
@@ -80,14 +83,14 @@ impl QuickOptions {
     }
 
     /// The whole-file reads: tokio-io-uring only with the peers.
-    fn whole_plan(&self) -> whole::Plan {
-        whole::Plan {
+    fn whole_plan(&self) -> FsreadPlan {
+        FsreadPlan {
             dir: self.dir.clone(),
             sizes: WHOLE_SIZES.to_vec(),
             reads: WHOLE_READS,
             warmup: WHOLE_WARMUP,
             secs: WHOLE_SECS,
-            engines: whole::ENGINES
+            engines: ENGINES
                 .into_iter()
                 .filter(|&e| self.peers || e != "tokio-io-uring")
                 .collect(),
@@ -488,16 +491,6 @@ pub(crate) fn section(s: &FileSuite) -> String {
     m
 }
 
-/// The quick run's defaults: the `hoop bench file` test file directory.
-pub(crate) fn default_dir() -> PathBuf {
-    crate::machine::target_dir().join("hoop-bench-file")
-}
-
-/// Parses `--file-size`.
-pub(crate) fn parse_size(s: &str) -> io::Result<u64> {
-    crate::file::parse_size("--file-size", s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,7 +727,7 @@ mod tests {
             }
             .whole_plan()
             .engines,
-            whole::ENGINES
+            ENGINES
         );
     }
 

@@ -9,7 +9,8 @@ use hoop::{AlignedBuf, BufResult};
 
 use crate::file::metrics::Measured;
 use crate::file::on_tokio::{self, SendIo};
-use crate::file::{EngineCtx, Rw};
+use crate::file::EngineCtx;
+use crate::plan::file::Rw;
 use hoop::shared::{File, OpenOptions, Rings};
 
 /// Default SQ entries of a shared ring (more when QD needs them).

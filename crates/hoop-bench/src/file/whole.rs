@@ -26,21 +26,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::file::content::{self, SECTOR};
-use crate::file::{fmt_bytes, parse_size};
+use crate::file::content;
 use crate::machine as sysinfo;
-use crate::plan::{check_secs, invalid};
+use crate::plan::file::default_dir;
+use crate::plan::fsread::{parse_engines, parse_sizes, FsreadPlan as Plan, ENGINES, PEER};
+use crate::plan::invalid;
+use crate::plan::size::fmt_bytes;
 use crate::report::output::Out;
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
-
-/// The engines, in the order they run.
-pub(crate) const ENGINES: [&str; 3] = ["shared", "tokio-io-uring", "spawn-blocking"];
-/// The engine of the peers' binary.
-const PEER: &str = "tokio-io-uring";
-/// Largest test file.
-const MAX_FILE: u64 = 256 << 20;
-/// Most reads (timed or warm-up) per engine and size.
-const MAX_READS: u64 = 10_000_000;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every engine that ran counted at least one \
@@ -75,82 +68,6 @@ pub struct FsreadArgs {
     /// Engines, comma-separated [default: shared, tokio-io-uring, spawn-blocking].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
-}
-
-/// What to measure.
-#[derive(Debug, Clone)]
-pub(crate) struct Plan {
-    /// Directory of the test files.
-    pub dir: PathBuf,
-    /// File sizes.
-    pub sizes: Vec<u64>,
-    /// Timed reads per engine and size.
-    pub reads: u64,
-    /// Warm-up reads per engine and size.
-    pub warmup: u64,
-    /// Longest time per engine and size.
-    pub secs: f64,
-    /// Engines, in order.
-    pub engines: Vec<&'static str>,
-}
-
-impl Plan {
-    /// Checks the numbers.
-    pub(crate) fn check(&self) -> io::Result<()> {
-        check_secs("--secs", self.secs)?;
-        if self.sizes.is_empty() || self.engines.is_empty() {
-            return Err(invalid("--sizes and --engines must not be empty"));
-        }
-        for &s in &self.sizes {
-            if s == 0 || !s.is_multiple_of(SECTOR as u64) || s > MAX_FILE {
-                return Err(invalid(format!(
-                    "--sizes: each must be a positive multiple of {SECTOR} bytes, at most {} \
-                     (got {s})",
-                    fmt_bytes(MAX_FILE)
-                )));
-            }
-        }
-        if self.reads == 0 || self.reads > MAX_READS || self.warmup > MAX_READS {
-            return Err(invalid(format!(
-                "--reads must be between 1 and {MAX_READS}, --warmup at most {MAX_READS}"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Planned seconds at most: `secs` per engine and size.
-    pub(crate) fn planned_secs(&self) -> f64 {
-        self.secs * (self.sizes.len() * self.engines.len()) as f64
-    }
-}
-
-/// Parses `--engines`.
-pub(crate) fn parse_engines(list: &[String]) -> io::Result<Vec<&'static str>> {
-    let mut v = Vec::new();
-    for name in list.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let e = ENGINES.iter().find(|&&e| e == name).ok_or_else(|| {
-            invalid(format!(
-                "unknown engine {name:?} (known: {})",
-                ENGINES.join(", ")
-            ))
-        })?;
-        if !v.contains(e) {
-            v.push(*e);
-        }
-    }
-    if v.is_empty() {
-        return Err(invalid("--engines: no engine given"));
-    }
-    Ok(v)
-}
-
-/// Parses `--sizes`.
-pub(crate) fn parse_sizes(list: &[String]) -> io::Result<Vec<u64>> {
-    list.iter()
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .map(|s| parse_size("--sizes", s))
-        .collect()
 }
 
 /// One engine's whole-file reads of one size.
@@ -227,7 +144,7 @@ pub(crate) struct Outcome {
 /// Runs `hoop bench fsread`.
 pub fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
     let plan = Plan {
-        dir: args.dir.unwrap_or_else(crate::file::quick::default_dir),
+        dir: args.dir.unwrap_or_else(default_dir),
         sizes: parse_sizes(&args.sizes)?,
         reads: args.reads,
         warmup: args.warmup,
@@ -660,47 +577,6 @@ mod tests {
             [Some(50.5), Some(50.0), Some(99.0), Some(100.0)]
         );
         assert_eq!(stats(&mut [7.0]), [Some(7.0); 4]);
-    }
-
-    #[test]
-    fn engines_and_sizes_parse() {
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            parse_engines(&s(&["spawn-blocking", "shared", "shared"])).unwrap(),
-            ["spawn-blocking", "shared"]
-        );
-        assert!(parse_engines(&s(&["tokio-fs"])).is_err());
-        assert!(parse_engines(&s(&[""])).is_err());
-        assert_eq!(parse_sizes(&s(&["64k", "1m"])).unwrap(), [65536, 1 << 20]);
-        let plan = Plan {
-            dir: PathBuf::from("."),
-            sizes: vec![65536],
-            reads: 10,
-            warmup: 0,
-            secs: 1.0,
-            engines: vec!["shared"],
-        };
-        assert!(plan.check().is_ok());
-        for bad in [
-            Plan {
-                sizes: vec![1000],
-                ..plan.clone()
-            },
-            Plan {
-                sizes: vec![MAX_FILE * 2],
-                ..plan.clone()
-            },
-            Plan {
-                reads: 0,
-                ..plan.clone()
-            },
-            Plan {
-                secs: 0.0,
-                ..plan.clone()
-            },
-        ] {
-            assert!(bad.check().is_err(), "{bad:?}");
-        }
     }
 
     #[test]

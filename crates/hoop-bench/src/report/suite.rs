@@ -82,8 +82,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let file_opts = (!o.no_file)
         .then(|| -> io::Result<QuickOptions> {
             Ok(QuickOptions {
-                dir: quick::default_dir(),
-                size: quick::parse_size(&o.file_size)?,
+                dir: crate::plan::file::default_dir(),
+                size: crate::plan::size::parse_size("--file-size", &o.file_size)?,
                 secs: o.file_secs,
                 peers: !o.no_peers,
             })

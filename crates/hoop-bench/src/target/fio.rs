@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::{EngineCtx, Outcome, Rw};
+use crate::file::{EngineCtx, Outcome};
+use crate::plan::file::Rw;
 
 /// Extra time fio gets beyond the job's runtime (startup, file checks) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);
