@@ -54,6 +54,7 @@ pub mod machine;
 pub mod measure;
 pub mod nop;
 pub mod plan;
+pub mod record;
 pub mod report;
 pub mod side_by_side;
 pub mod target;

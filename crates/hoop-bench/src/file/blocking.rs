@@ -10,8 +10,8 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::file::content::{self, AlignedBuf};
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::EngineCtx;
+use crate::record::file::{Measured, Usage, Who};
 
 /// glibc's default `aio_threads`.
 const GLIBC_AIO_THREADS: usize = 20;

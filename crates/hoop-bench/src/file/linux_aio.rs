@@ -12,8 +12,8 @@ use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use crate::file::content::{self, AlignedBuf};
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::EngineCtx;
+use crate::record::file::{Measured, Usage, Who};
 
 /// `IOCB_CMD_PREAD`.
 const IOCB_CMD_PREAD: u16 = 0;

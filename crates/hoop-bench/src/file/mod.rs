@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 mod blocking;
 pub mod content;
 mod linux_aio;
-pub(crate) mod metrics;
 mod on_tokio;
 mod peer;
 pub(crate) mod quick;
@@ -29,17 +28,16 @@ mod tokio_fs;
 mod uring;
 pub mod whole;
 
-pub(crate) use metrics::FileResult;
-
 use crate::machine::fs::FsInfo;
 use crate::machine::{self as sysinfo};
 use crate::plan::file::{default_dir, parse_depths, parse_engines, Engine, FileJob, Rw};
 use crate::plan::invalid;
 use crate::plan::size::{fmt_bytes, parse_size};
+use crate::record::file::{FileResult, Measured, ResultContext};
+use crate::report::file::{notes, table};
 use crate::report::output::Out;
 use crate::target::fio;
 use content::Picker;
-use metrics::{Measured, ResultContext};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every engine that ran completed with no error and \
@@ -181,11 +179,7 @@ pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
     }
     out.finish();
     if !results.is_empty() {
-        out.human(&format!(
-            "{}\n{}",
-            metrics::table(&results),
-            notes(&results)
-        ));
+        out.human(&format!("{}\n{}", table(&results), notes(&results)));
     }
     if depths.len() > 1 {
         let dir = args
@@ -232,35 +226,6 @@ pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The notes under the table: each engine's note and first error.
-fn notes(results: &[FileResult]) -> String {
-    let mut s = String::new();
-    for r in results {
-        if let Some(n) = &r.note {
-            s.push_str(&format!("- {}: {n}\n", r.engine));
-        }
-        if let Some(e) = &r.first_error {
-            s.push_str(&format!(
-                "- {}: {} errors (not counted as I/O); first: {e}\n",
-                r.engine, r.errors
-            ));
-        }
-    }
-    let mut unknown: Vec<&str> = Vec::new();
-    for r in results.iter().filter(|r| r.syscalls_per_io.is_none()) {
-        if !unknown.contains(&r.engine) {
-            unknown.push(r.engine);
-        }
-    }
-    if !unknown.is_empty() {
-        s.push_str(&format!(
-            "- syscalls/IO: not counted for {} (-)\n",
-            unknown.join(", ")
-        ));
-    }
-    s
 }
 
 /// Prepares the test file, says where and how everything runs, then runs each engine in

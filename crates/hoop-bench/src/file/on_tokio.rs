@@ -12,9 +12,9 @@ use tokio::runtime::Runtime;
 
 use crate::file::blocking::set_affinity;
 use crate::file::content;
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::task::{io_loop, BlockIo};
 use crate::file::EngineCtx;
+use crate::record::file::{Measured, Usage, Who};
 
 /// One task's way to the file, with a future that may move between worker threads.
 pub(crate) trait SendIo: Send + 'static {

@@ -16,10 +16,9 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::file::metrics::{Measured, Usage};
 use crate::file::{EngineCtx, Outcome};
 use crate::plan::file::{Engine, FileJob, Rw};
-use crate::target::fio::FioLatency;
+use crate::record::file::{Latencies, Measured, Usage};
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 
 /// Why `engine` cannot run this job, if it cannot (said before anything is started).
@@ -100,7 +99,7 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
         u64_of(&v, "ctx_voluntary"),
         u64_of(&v, "ctx_involuntary"),
     );
-    m.external_latency = Some(FioLatency {
+    m.external_latency = Some(Latencies {
         p50: f64_of(&v, "p50_us"),
         p99: f64_of(&v, "p99_us"),
         p999: f64_of(&v, "p999_us"),

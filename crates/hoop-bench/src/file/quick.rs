@@ -8,12 +8,16 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
-use crate::file::whole::{self, ReadResult};
-use crate::file::{metrics, run_engines, FileResult};
+use crate::file::run_engines;
+use crate::file::whole;
 use crate::plan::file::{Engine, FileJob, Rw};
 use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::invalid;
 use crate::plan::size::fmt_bytes;
+use crate::record::file::FileResult;
+use crate::record::fsread::{mean_of, ReadResult};
+use crate::report::file::table;
+use crate::report::fsread::{ratio_lines, table as read_table};
 use crate::report::output::Out;
 use crate::target::fio;
 
@@ -351,8 +355,8 @@ fn whole_targets(s: &FileSuite) -> Vec<String> {
                 fmt_bytes(size)
             );
             match (
-                whole::mean_of(&s.whole, "shared", size),
-                whole::mean_of(&s.whole, "tokio-io-uring", size),
+                mean_of(&s.whole, "shared", size),
+                mean_of(&s.whole, "tokio-io-uring", size),
             ) {
                 (Some(h), Some(t)) if t > 0.0 => {
                     let r = h / t;
@@ -425,7 +429,7 @@ pub(crate) fn section(s: &FileSuite) -> String {
         if rs.is_empty() {
             let _ = writeln!(m, "Not measured.\n");
         } else {
-            let _ = writeln!(m, "{}", metrics::table(rs));
+            let _ = writeln!(m, "{}", table(rs));
             if let Some(c) = rs.iter().find_map(|r| r.cached_pct) {
                 if part.starts_with("Buffered") {
                     let _ = writeln!(m, "Page cache residency of the file: {c:.1}%.\n");
@@ -469,13 +473,13 @@ pub(crate) fn section(s: &FileSuite) -> String {
              most {WHOLE_SECS} s each), every byte of every read checked; `hoop bench fsread` \
              runs more.\n"
         );
-        let _ = writeln!(m, "{}", whole::table(&s.whole));
+        let _ = writeln!(m, "{}", read_table(&s.whole));
         for r in &s.whole {
             if !r.setup.is_empty() && r.file_bytes == WHOLE_SIZES[0] {
                 let _ = writeln!(m, "- {}: {}", r.engine, r.setup);
             }
         }
-        for l in whole::ratio_lines(&s.whole) {
+        for l in ratio_lines(&s.whole) {
             let _ = writeln!(m, "{l}");
         }
     }
@@ -494,7 +498,7 @@ pub(crate) fn section(s: &FileSuite) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file::metrics::{Measured, ResultContext};
+    use crate::record::file::{Measured, ResultContext};
 
     fn result(engine: &'static str, iops: f64, direct: bool) -> FileResult {
         let m = Measured::new(QD).unwrap();

@@ -15,9 +15,9 @@ use std::time::Instant;
 use io_uring::{opcode, types, IoUring};
 
 use crate::file::content::{self, AlignedBuf, Picker};
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::{EngineCtx, Outcome};
 use crate::nop::Stop;
+use crate::record::file::{Measured, Usage, Who};
 
 /// One I/O slot: its buffer, what it does now and since when.
 struct Slot {

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::file::metrics::FileResult;
 use crate::plan::file::Engine;
+use crate::record::file::FileResult;
 use crate::report::charts::COLORS;
 
 /// Whether the engine named `name` keeps one I/O in flight whatever the depth (one run).

@@ -15,7 +15,7 @@ use std::time::Instant;
 use hoop::{AlignedBuf, BufResult, FixedBuf};
 
 use crate::file::content::{self, Picker};
-use crate::file::metrics::Measured;
+use crate::record::file::Measured;
 
 /// A task's buffer: its full capacity as bytes, and the length an I/O uses.
 pub(crate) trait BlockBuf: Sized {

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use hoop::{AlignedBuf, BufResult};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::file::metrics::Measured;
 use crate::file::on_tokio::{self, SendIo};
 use crate::file::EngineCtx;
+use crate::record::file::Measured;
 
 /// O_DIRECT: `spawn_blocking` + `pread`/`pwrite` on a shared file.
 struct BlockingAt(Arc<File>);

@@ -19,9 +19,9 @@ use hoop::fs::{File, FixedFile};
 use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
 use crate::file::content::{Picker, ALIGN};
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::task::{io_loop, BlockBuf, BlockIo};
 use crate::file::{EngineCtx, Outcome};
+use crate::record::file::{Measured, Usage, Who};
 
 /// How long the SQ thread spins without work before it sleeps.
 const SQPOLL_IDLE: Duration = Duration::from_millis(100);

@@ -24,14 +24,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::file::content;
 use crate::machine as sysinfo;
 use crate::plan::file::default_dir;
 use crate::plan::fsread::{parse_engines, parse_sizes, FsreadPlan as Plan, ENGINES, PEER};
 use crate::plan::invalid;
 use crate::plan::size::fmt_bytes;
+use crate::record::fsread::ReadResult;
+use crate::report::fsread::{ratio_lines, table};
 use crate::report::output::Out;
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 
@@ -68,68 +68,6 @@ pub struct FsreadArgs {
     /// Engines, comma-separated [default: shared, tokio-io-uring, spawn-blocking].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub engines: Option<Vec<String>>,
-}
-
-/// One engine's whole-file reads of one size.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ReadResult {
-    /// Always "fsread".
-    pub bench: &'static str,
-    /// The engine.
-    pub engine: &'static str,
-    /// The file's size.
-    pub file_bytes: u64,
-    /// Timed reads that returned the whole file, verified.
-    pub reads: u64,
-    /// Warm-up reads before them.
-    pub warmup: u64,
-    /// Reads that failed, came back short or did not verify (warm-up ones included).
-    pub errors: u64,
-    /// The first of them.
-    pub first_error: Option<String>,
-    /// Bytes checked byte for byte in the timed reads.
-    pub bytes_verified: u64,
-    /// Latency per read, µs.
-    pub mean_us: Option<f64>,
-    /// Median.
-    pub p50_us: Option<f64>,
-    /// 99th percentile.
-    pub p99_us: Option<f64>,
-    /// Slowest.
-    pub max_us: Option<f64>,
-    /// Wall time of the engine's reads (warm-up included).
-    pub secs: f64,
-    /// Workers of the tokio runtime.
-    pub workers: usize,
-    /// How it ran.
-    pub setup: String,
-}
-
-impl ReadResult {
-    /// Whether it counted reads and no error.
-    pub(crate) fn ok(&self) -> bool {
-        self.errors == 0 && self.reads > 0
-    }
-
-    fn failed(engine: &'static str, size: u64, workers: usize, e: &io::Error) -> ReadResult {
-        ReadResult {
-            bench: "fsread",
-            engine,
-            file_bytes: size,
-            reads: 0,
-            warmup: 0,
-            errors: 1,
-            first_error: Some(e.to_string()),
-            bytes_verified: 0,
-            mean_us: None,
-            p50_us: None,
-            p99_us: None,
-            max_us: None,
-            secs: 0.0,
-            workers,
-            setup: String::new(),
-        }
-    }
 }
 
 /// What [`run_plan`] measured.
@@ -510,63 +448,10 @@ fn peer_result(v: &serde_json::Value, size: u64, warmup: u64, workers: usize) ->
     }
 }
 
-/// The results as a markdown table.
-pub(crate) fn table(rs: &[ReadResult]) -> String {
-    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-    let mut s = String::from(
-        "| engine | file | reads | mean µs | p50 µs | p99 µs | max µs | verified | errors |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
-    for r in rs {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.engine,
-            fmt_bytes(r.file_bytes),
-            r.reads,
-            f(r.mean_us),
-            f(r.p50_us),
-            f(r.p99_us),
-            f(r.max_us),
-            fmt_bytes(r.bytes_verified),
-            r.errors
-        );
-    }
-    s
-}
-
-/// The mean latency of `engine`'s reads of `size`, if it ran with no error.
-pub(crate) fn mean_of(rs: &[ReadResult], engine: &str, size: u64) -> Option<f64> {
-    rs.iter()
-        .find(|r| r.engine == engine && r.file_bytes == size && r.ok())
-        .and_then(|r| r.mean_us)
-}
-
-/// `shared` against each other engine, per size: mean latency ratios (lower: hoop faster).
-pub(crate) fn ratio_lines(rs: &[ReadResult]) -> Vec<String> {
-    let mut sizes: Vec<u64> = rs.iter().map(|r| r.file_bytes).collect();
-    sizes.dedup();
-    let mut lines = Vec::new();
-    for size in sizes {
-        let Some(h) = mean_of(rs, "shared", size) else {
-            continue;
-        };
-        for other in ENGINES.iter().filter(|&&e| e != "shared") {
-            if let Some(o) = mean_of(rs, other, size).filter(|&o| o > 0.0) {
-                lines.push(format!(
-                    "- whole read {}: shared/{other} mean latency {:.2}x ({h:.1} vs {o:.1} µs)",
-                    fmt_bytes(size),
-                    h / o
-                ));
-            }
-        }
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::fsread::{ratio_lines, table};
 
     #[test]
     fn stats_are_nearest_rank() {

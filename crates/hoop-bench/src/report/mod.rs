@@ -2,6 +2,8 @@
 //! and the quick suite that writes them all.
 
 pub mod charts;
+pub mod file;
+pub mod fsread;
 pub mod markdown;
 pub mod output;
 pub mod suite;

@@ -10,27 +10,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::file::metrics::{Measured, Usage, Who};
 use crate::file::{EngineCtx, Outcome};
 use crate::plan::file::Rw;
+use crate::record::file::{Latencies, Measured, Usage, Who};
 
 /// Extra time fio gets beyond the job's runtime (startup, file checks) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);
-
-/// Latency figures fio computed, microseconds.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct FioLatency {
-    /// 50th percentile.
-    pub p50: Option<f64>,
-    /// 99th.
-    pub p99: Option<f64>,
-    /// 99.9th.
-    pub p999: Option<f64>,
-    /// Largest.
-    pub max: Option<f64>,
-    /// Mean.
-    pub mean: Option<f64>,
-}
 
 /// fio's flavours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +227,7 @@ fn parse_report(stdout: &str, qd: usize) -> io::Result<Measured> {
                     .and_then(Value::as_f64)
                     .map(|ns| crate::measure::latency::round3(ns / 1000.0))
             };
-            m.external_latency = Some(FioLatency {
+            m.external_latency = Some(Latencies {
                 p50: pct("50.000000"),
                 p99: pct("99.000000"),
                 p999: pct("99.900000"),
