@@ -3,7 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite, side_by_side};
+use hoop_bench::load::count;
+use hoop_bench::{cancel, fanout, file, http, idle, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \

@@ -44,12 +44,12 @@
 
 pub mod cancel;
 pub mod compare;
-pub mod count;
 pub mod echo_client;
 pub mod fanout;
 pub mod file;
 pub mod http;
 pub mod idle;
+pub mod load;
 pub mod machine;
 pub mod measure;
 pub mod nop;

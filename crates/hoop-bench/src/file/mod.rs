@@ -9,26 +9,15 @@
 //! Every read is checked against the file's content ([`content`]); failed, short or wrong I/O
 //! counts as an error, never as I/O. [`run_engines`] is the entry point for other commands.
 
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-mod blocking;
-pub mod content;
-mod linux_aio;
-mod on_tokio;
-mod peer;
 pub(crate) mod quick;
-pub(crate) mod raw;
-mod shared;
 mod sweep;
-mod task;
-mod testfile;
-mod tokio_fs;
-mod uring;
 pub mod whole;
 
-use crate::machine::fs::FsInfo;
+use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::load::file::{blocking, linux_aio, peer, raw, shared, testfile, tokio_fs, uring};
 use crate::machine::{self as sysinfo};
 use crate::plan::file::{default_dir, parse_depths, parse_engines, Engine, FileJob, Rw};
 use crate::plan::invalid;
@@ -37,7 +26,6 @@ use crate::record::file::{FileResult, Measured, ResultContext};
 use crate::report::file::{notes, table};
 use crate::report::output::Out;
 use crate::target::fio;
-use content::Picker;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every engine that ran completed with no error and \
@@ -91,47 +79,6 @@ pub struct FileArgs {
     /// target/hoop-report next to the binary].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// What an engine needs to run.
-pub(crate) struct EngineCtx<'a> {
-    /// The job.
-    pub job: &'a FileJob,
-    /// The test file.
-    pub path: &'a Path,
-    /// Its size.
-    pub file_bytes: u64,
-    /// Blocks of `bs` in it.
-    pub blocks: u64,
-    /// Percent of writes.
-    pub write_pct: u64,
-    /// The CPU the submitting thread runs on, if pinned.
-    pub pin: Option<usize>,
-    /// Every CPU the process may use (for threads that must not stay pinned).
-    pub allowed: &'a [usize],
-    /// Where the file lives.
-    pub fs: &'a FsInfo,
-}
-
-impl EngineCtx<'_> {
-    /// Opens the test file for this job (std, blocking).
-    pub(crate) fn open(&self) -> io::Result<File> {
-        testfile::open(self.path, self.job.rw != Rw::Read, self.job.direct)
-    }
-
-    /// The random stream number `stream` of this job.
-    pub(crate) fn picker(&self, stream: u64) -> Picker {
-        Picker::new(stream, self.blocks, self.job.bs, self.write_pct)
-    }
-}
-
-/// What running an engine gave.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// It ran.
-    Ran(Box<Measured>),
-    /// It cannot run here, for this reason.
-    Skipped(String),
 }
 
 /// Runs `hoop bench file`.

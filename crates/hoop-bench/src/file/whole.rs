@@ -24,7 +24,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::file::content;
+use crate::load::file::content;
 use crate::machine as sysinfo;
 use crate::plan::file::default_dir;
 use crate::plan::fsread::{parse_engines, parse_sizes, FsreadPlan as Plan, ENGINES, PEER};

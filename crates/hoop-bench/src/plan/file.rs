@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::file::content::SECTOR;
+use crate::load::file::content::SECTOR;
 use crate::plan::invalid;
 use crate::plan::size::fmt_bytes;
 

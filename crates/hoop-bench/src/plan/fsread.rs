@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::file::content::SECTOR;
+use crate::load::file::content::SECTOR;
 use crate::plan::size::{fmt_bytes, parse_size};
 use crate::plan::{check_secs, invalid};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::plan::file::Rw;
 use crate::record::file::{Latencies, Measured, Usage, Who};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use hoop::{AlignedBuf, BufResult};
 
-use crate::file::on_tokio::{self, SendIo};
-use crate::file::EngineCtx;
+use crate::load::file::engine::EngineCtx;
+use crate::load::file::on_tokio::{self, SendIo};
 use crate::plan::file::Rw;
 use crate::record::file::Measured;
 use hoop::shared::{File, OpenOptions, Rings};

@@ -11,8 +11,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use crate::file::content::{self, AlignedBuf};
-use crate::file::EngineCtx;
+use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::EngineCtx;
 use crate::record::file::{Measured, Usage, Who};
 
 /// `IOCB_CMD_PREAD`.

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use hoop::{AlignedBuf, BufResult};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::file::on_tokio::{self, SendIo};
-use crate::file::EngineCtx;
+use crate::load::file::engine::EngineCtx;
+use crate::load::file::on_tokio::{self, SendIo};
 use crate::record::file::Measured;
 
 /// O_DIRECT: `spawn_blocking` + `pread`/`pwrite` on a shared file.

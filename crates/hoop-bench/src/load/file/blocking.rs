@@ -9,8 +9,9 @@ use std::os::unix::fs::FileExt;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crate::file::content::{self, AlignedBuf};
-use crate::file::EngineCtx;
+use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::EngineCtx;
+use crate::machine::pin::allow_cpus;
 use crate::record::file::{Measured, Usage, Who};
 
 /// glibc's default `aio_threads`.
@@ -87,21 +88,6 @@ struct Queue {
     closed: bool,
 }
 
-/// Sets the calling thread's affinity to `cpus` (empty: leave it).
-pub(crate) fn set_affinity(cpus: &[usize]) {
-    if cpus.is_empty() {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: `c` is below CPU_SETSIZE, so CPU_SET writes inside the set.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    // SAFETY: a valid cpu_set_t of the size given; 0 is the calling thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-}
-
 /// `threadpool`: QD requests in flight through a shared queue to min(QD, 20) unpinned workers;
 /// completions come back through a channel to the (pinned) submitting thread.
 pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
@@ -125,7 +111,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
             let allowed = cx.allowed;
             s.spawn(move || {
                 // Threads inherit the creator's affinity: undo the submitter's pinning.
-                set_affinity(allowed);
+                allow_cpus(allowed);
                 let (lock, cv) = &*queue;
                 loop {
                     let mut req = {

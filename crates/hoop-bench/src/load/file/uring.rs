@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use hoop::fs::{File, FixedFile};
 use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
-use crate::file::content::{Picker, ALIGN};
-use crate::file::task::{io_loop, BlockBuf, BlockIo};
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::content::{Picker, ALIGN};
+use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::load::file::task::{io_loop, BlockBuf, BlockIo};
 use crate::record::file::{Measured, Usage, Who};
 
 /// How long the SQ thread spins without work before it sleeps.

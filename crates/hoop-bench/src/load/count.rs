@@ -18,8 +18,8 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use crate::file::content::{self, Picker};
-use crate::file::raw;
+use crate::load::file::content::{self, Picker};
+use crate::load::file::raw;
 use crate::nop::{self, NopConfig, Stop};
 use crate::plan::invalid;
 

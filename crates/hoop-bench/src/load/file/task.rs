@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use hoop::{AlignedBuf, BufResult, FixedBuf};
 
-use crate::file::content::{self, Picker};
+use crate::load::file::content::{self, Picker};
 use crate::record::file::Measured;
 
 /// A task's buffer: its full capacity as bytes, and the length an I/O uses.

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::file::content::{self, AlignedBuf, Picker};
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::content::{self, AlignedBuf, Picker};
+use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::nop::Stop;
 use crate::record::file::{Measured, Usage, Who};
 

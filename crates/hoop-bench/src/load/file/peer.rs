@@ -16,7 +16,7 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::plan::file::{Engine, FileJob, Rw};
 use crate::record::file::{Latencies, Measured, Usage};
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
@@ -75,7 +75,7 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
     let multi_thread = engine == Engine::TokioIoUring;
     if multi_thread {
         args.push("--workers".into());
-        args.push(crate::file::on_tokio::workers(cx).to_string());
+        args.push(crate::load::file::on_tokio::workers(cx).to_string());
     } else if let Some(cpu) = cx.pin {
         args.push("--cpu".into());
         args.push(cpu.to_string());
