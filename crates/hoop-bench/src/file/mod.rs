@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 
 pub(crate) mod quick;
 mod sweep;
-pub mod whole;
 
 use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::load::file::{blocking, linux_aio, peer, raw, shared, testfile, tokio_fs, uring};

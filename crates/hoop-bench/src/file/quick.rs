@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
+use crate::compare::fsread;
 use crate::file::run_engines;
-use crate::file::whole;
 use crate::plan::file::{Engine, FileJob, Rw};
 use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::invalid;
@@ -217,7 +217,7 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
         out.human(&format!("whole-file reads: {line}"));
         suite.whole_skipped.push(line);
     }
-    match whole::run_plan(&o.whole_plan(), out) {
+    match fsread::run_plan(&o.whole_plan(), out) {
         Ok(w) => {
             for r in w.results.iter().filter(|r| !r.ok()) {
                 suite.failures.push(format!(

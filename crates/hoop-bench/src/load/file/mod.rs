@@ -4,6 +4,7 @@
 pub mod blocking;
 pub mod content;
 pub mod engine;
+pub mod fsread;
 pub mod linux_aio;
 pub mod on_tokio;
 pub mod peer;

@@ -1,4 +1,4 @@
-//! `hoop bench fsread`: the latency of reading a whole file (open, size, read to the end,
+//! The engines of `hoop bench fsread`: the latency of reading a whole file (open, size, read to the end,
 //! close) from async code on a multi-thread tokio runtime, one read after another from ONE task
 //! after a warm-up, through
 //!
@@ -25,194 +25,23 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::load::file::content;
-use crate::machine as sysinfo;
-use crate::plan::file::default_dir;
-use crate::plan::fsread::{parse_engines, parse_sizes, FsreadPlan as Plan, ENGINES, PEER};
+use crate::plan::fsread::{FsreadPlan, PEER};
 use crate::plan::invalid;
-use crate::plan::size::fmt_bytes;
 use crate::record::fsread::ReadResult;
-use crate::report::fsread::{ratio_lines, table};
-use crate::report::output::Out;
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 
-/// The exit codes, as `-h` says them.
-const EXIT_CODES: &str = "Exit status: 0 when every engine that ran counted at least one \
-verified read and no error (a skipped engine does not fail the run); 1 on bad arguments, when a \
-test file cannot be made, or when an engine failed or counted errors (its result is printed all \
-the same).";
-
-/// Arguments of `hoop bench fsread`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES)]
-pub struct FsreadArgs {
-    /// Directory of the test files [default: target/hoop-bench-file next to the binary].
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// File sizes, comma-separated: multiples of 512 bytes, k/m suffixes allowed.
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "64k,1m",
-        value_delimiter = ','
-    )]
-    pub sizes: Vec<String>,
-    /// Timed reads per engine and size (after the warm-up).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub reads: u64,
-    /// Untimed reads per engine and size before the timed ones (still checked).
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    pub warmup: u64,
-    /// Longest time per engine and size in seconds: the timed reads stop then, however many.
-    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
-    pub secs: f64,
-    /// Engines, comma-separated [default: shared, tokio-io-uring, spawn-blocking].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub engines: Option<Vec<String>>,
-}
-
-/// What [`run_plan`] measured.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    /// One result per engine and size that ran.
-    pub results: Vec<ReadResult>,
-    /// Engines skipped, each with why (one line each).
-    pub skipped: Vec<String>,
-}
-
-/// Runs `hoop bench fsread`.
-pub fn run_fsread_command(args: FsreadArgs, json: bool) -> io::Result<()> {
-    let plan = Plan {
-        dir: args.dir.unwrap_or_else(default_dir),
-        sizes: parse_sizes(&args.sizes)?,
-        reads: args.reads,
-        warmup: args.warmup,
-        secs: args.secs,
-        engines: match &args.engines {
-            Some(list) => parse_engines(list)?,
-            None => ENGINES.to_vec(),
-        },
-    };
-    plan.check()?;
-    let out = Out::new(json, plan.planned_secs());
-    let o = run_plan(&plan, &out)?;
-    out.finish();
-    out.human(&format!(
-        "{}\n{}",
-        table(&o.results),
-        ratio_lines(&o.results).join("\n")
-    ));
-    let bad: Vec<String> = o
-        .results
-        .iter()
-        .filter(|r| !r.ok())
-        .map(|r| {
-            format!(
-                "{} {} ({} errors; first: {})",
-                r.engine,
-                fmt_bytes(r.file_bytes),
-                r.errors,
-                r.first_error.as_deref().unwrap_or("no read counted")
-            )
-        })
-        .collect();
-    if !bad.is_empty() {
-        return Err(io::Error::other(format!(
-            "bench fsread: {} run(s) failed: {}",
-            bad.len(),
-            bad.join("; ")
-        )));
-    }
-    Ok(())
-}
-
-/// Prepares the test files, says how everything runs, then runs every engine on every size,
-/// printing each result as a JSON line with `--json`. A skipped engine is said on one line.
-pub(crate) fn run_plan(plan: &Plan, out: &Out) -> io::Result<Outcome> {
-    plan.check()?;
-    std::fs::create_dir_all(&plan.dir).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot create {}: {e}", plan.dir.display()),
-        )
-    })?;
-    let files = plan
-        .sizes
-        .iter()
-        .map(|&size| Ok((size, prepare(&plan.dir, size)?)))
-        .collect::<io::Result<Vec<_>>>()?;
-    let workers = sysinfo::allowed_cpus().len().max(1);
-    let fs = crate::machine::fs::fs_info(&plan.dir)
-        .map(|f| f.describe())
-        .unwrap_or_else(|e| format!("file system unknown ({e})"));
-    out.human(&format!(
-        "## hoop bench fsread: whole-file reads, {} timed after {} warm-up per engine and size \
-         (at most {} s each)\n\n\
-         - files: {} in {} on {fs}, hoop's stamped content, read once before the engines (hot \
-         page cache)\n\
-         - runtime: a multi-thread tokio runtime per engine, {workers} workers (one per allowed \
-         CPU), every thread unpinned; the reads one after another from one task of it\n\
-         - verification: a read counts only if it returned the whole file and every byte of it \
-         is the file's content; anything else is an error, never a read\n\
-         - latency: per read, from the call to the bytes in hand (open, size, read, close)\n\
-         - engines, in order: {}\n",
-        plan.reads,
-        plan.warmup,
-        plan.secs,
-        plan.sizes
-            .iter()
-            .map(|&s| fmt_bytes(s))
-            .collect::<Vec<_>>()
-            .join(", "),
-        plan.dir.display(),
-        plan.engines.join(", ")
-    ));
-    let peer_bin = plan
-        .engines
-        .contains(&PEER)
-        .then(|| crate::target::peers::binary(out));
-    let mut o = Outcome::default();
-    for (size, path) in &files {
-        for &engine in &plan.engines {
-            out.start(&format!("fsread {engine}: {}", fmt_bytes(*size)), plan.secs);
-            let r = match (engine, &peer_bin) {
-                (PEER, Some(Ok(bin))) => run_peer(bin, path, *size, plan, workers),
-                (PEER, Some(Err(why))) => Err(Skip(why.clone())),
-                (PEER, None) => Err(Skip("the peers' binary was not prepared".into())),
-                _ => run_local(engine, path, *size, plan, workers).map_err(Fail),
-            };
-            out.done(plan.secs);
-            let r = match r {
-                Ok(r) => r,
-                Err(Skip(why)) => {
-                    let line = format!("{engine}: skipped: {why}");
-                    if !o.skipped.contains(&line) {
-                        out.human(&line);
-                        o.skipped.push(line);
-                    }
-                    continue;
-                }
-                Err(Fail(e)) => {
-                    out.human(&format!("{engine} {}: failed: {e}", fmt_bytes(*size)));
-                    ReadResult::failed(engine, *size, workers, &e)
-                }
-            };
-            out.measurement(&r);
-            o.results.push(r);
-        }
-    }
-    Ok(o)
-}
-
 /// Why an engine has no result: skipped (cannot run here) or failed.
-enum NoResult {
+pub(crate) enum NoResult {
+    /// It cannot run here, for this reason.
     Skip(String),
+    /// It failed.
     Fail(io::Error),
 }
-use NoResult::{Fail, Skip};
+use NoResult::Skip;
 
 /// `hoop-fsread-<size>.dat` in `dir`, holding hoop's stamped content (made, or reused when it
 /// checks out), read once so that it is in the page cache.
-fn prepare(dir: &Path, size: u64) -> io::Result<PathBuf> {
+pub(crate) fn prepare(dir: &Path, size: u64) -> io::Result<PathBuf> {
     let path = dir.join(format!("hoop-fsread-{size}.dat"));
     let len = usize::try_from(size).map_err(|_| invalid("a size does not fit in memory"))?;
     let good =
@@ -298,11 +127,11 @@ async fn read_once(rings: Option<&hoop::shared::Rings>, path: &Path) -> io::Resu
 }
 
 /// `shared` or `spawn-blocking`, here.
-fn run_local(
+pub(crate) fn run_local(
     engine: &'static str,
     path: &Path,
     size: u64,
-    plan: &Plan,
+    plan: &FsreadPlan,
     workers: usize,
 ) -> io::Result<ReadResult> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -391,11 +220,11 @@ fn run_local(
 }
 
 /// `tokio-io-uring`, through `hoop-peer fsread`.
-fn run_peer(
+pub(crate) fn run_peer(
     bin: &Path,
     path: &Path,
     size: u64,
-    plan: &Plan,
+    plan: &FsreadPlan,
     workers: usize,
 ) -> Result<ReadResult, NoResult> {
     let args: Vec<String> = [
@@ -451,7 +280,6 @@ fn peer_result(v: &serde_json::Value, size: u64, warmup: u64, workers: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fsread::{ratio_lines, table};
 
     #[test]
     fn stats_are_nearest_rank() {
@@ -465,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_line_becomes_a_result_and_ratios_follow() {
+    fn a_peer_line_becomes_a_result() {
         let v: serde_json::Value = serde_json::from_str(
             r#"{"bench":"peer-fsread","engine":"tokio-io-uring","file_bytes":65536,"reads":10,
             "warmup":2,"errors":0,"first_error":null,"bytes_verified":655360,"mean_us":40.0,
@@ -476,20 +304,9 @@ mod tests {
         assert!(p.ok());
         assert_eq!(p.bytes_verified, 655_360);
         assert_eq!(p.p99_us, Some(90.5));
-        let mut h = p.clone();
-        h.engine = "shared";
-        h.mean_us = Some(15.0);
-        let lines = ratio_lines(&[h.clone(), p.clone()]);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(
-            lines[0].contains("64 KiB: shared/tokio-io-uring mean latency 0.38x"),
-            "{lines:?}"
-        );
         let mut bad = p;
         bad.errors = 1;
         assert!(!bad.ok());
-        assert!(ratio_lines(&[h, bad]).is_empty());
-        assert!(table(&[]).starts_with("| engine |"));
     }
 
     #[test]
