@@ -46,7 +46,6 @@ pub mod cancel;
 pub mod compare;
 pub mod echo_client;
 pub mod fanout;
-pub mod file;
 pub mod http;
 pub mod idle;
 pub mod load;

@@ -3,10 +3,11 @@
 use std::io;
 use std::path::PathBuf;
 
+mod file;
 mod fsread;
 
 use hoop_bench::load::count;
-use hoop_bench::{cancel, fanout, file, http, idle, nop, report::suite, side_by_side};
+use hoop_bench::{cancel, fanout, http, idle, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -143,7 +144,9 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
     match args.command {
         Some(BenchCommand::Echo(echo)) => side_by_side::run_echo_command(echo, json),
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
-        Some(BenchCommand::File(f)) => file::run_file_command(f, json),
+        Some(BenchCommand::File(f)) => f
+            .plan()
+            .and_then(|p| hoop_bench::compare::file::run_file(p, json)),
         Some(BenchCommand::Fsread(f)) => f
             .plan()
             .and_then(|p| hoop_bench::compare::fsread::run_fsread(p, json)),

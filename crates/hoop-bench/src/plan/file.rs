@@ -155,6 +155,20 @@ impl FileJob {
     }
 }
 
+/// What `hoop bench file` runs: the job at each queue depth, through which engines, and where
+/// the chart of several depths goes.
+#[derive(Debug, Clone)]
+pub struct FilePlan {
+    /// The job (its `qd` is the first depth).
+    pub job: FileJob,
+    /// The queue depths, ascending; several make a sweep.
+    pub depths: Vec<usize>,
+    /// The engines, in the order given.
+    pub engines: Vec<Engine>,
+    /// With several depths: the directory of `file_qd.svg` [default: `target/hoop-report`].
+    pub out: Option<PathBuf>,
+}
+
 /// Where the test files live unless `--dir` says: `target/hoop-bench-file` next to the binary.
 pub fn default_dir() -> PathBuf {
     crate::machine::target_dir().join("hoop-bench-file")

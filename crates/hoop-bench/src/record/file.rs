@@ -6,6 +6,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::record::fsread::ReadResult;
+
 use crate::measure::latency as stats;
 
 /// Latency figures computed elsewhere (fio's report, a peer's own histogram), microseconds.
@@ -371,5 +373,36 @@ impl FileResult {
     /// Whether this run passes: no error and at least one counted I/O.
     pub fn ok(&self) -> bool {
         self.errors == 0 && self.ios > 0
+    }
+}
+
+/// What the quick run measured.
+#[derive(Debug, Default)]
+pub struct FileSuite {
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+    /// The header of the O_DIRECT part (machine, file, device, pinning, verification), or of
+    /// the buffered part when the O_DIRECT one could not run.
+    pub header: Option<String>,
+    /// Whether fio is on PATH (its engines skip themselves otherwise).
+    pub fio_installed: bool,
+    /// O_DIRECT results.
+    pub direct: Vec<FileResult>,
+    /// Buffered (hot page cache) results.
+    pub buffered: Vec<FileResult>,
+    /// Whole-file read latencies (`hoop bench fsread`'s engines).
+    pub whole: Vec<ReadResult>,
+    /// Whole-file engines skipped, each with why.
+    pub whole_skipped: Vec<String>,
+    /// Parts that could not run, and engines that failed.
+    pub failures: Vec<String>,
+}
+
+impl FileSuite {
+    /// Every result, O_DIRECT first.
+    pub fn all(&self) -> impl Iterator<Item = &FileResult> {
+        self.direct.iter().chain(&self.buffered)
     }
 }

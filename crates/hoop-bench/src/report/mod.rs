@@ -3,6 +3,8 @@
 
 pub mod charts;
 pub mod file;
+pub mod file_quick;
+pub mod file_sweep;
 pub mod fsread;
 pub mod markdown;
 pub mod output;

@@ -1,102 +1,29 @@
-//! `hoop bench file`: random reads and writes on one test file, through each engine in turn —
-//! blocking `pread`/`pwrite` (`sync`), a POSIX-AIO-like thread pool (`threadpool`), the
-//! kernel's AIO (`linux-aio`), hoop's io_uring runtime (`uring`, `uring-fixed`,
-//! `uring-sqpoll`, `uring-iopoll`), a multi-thread tokio runtime's (`tokio-fs`, and hoop's
-//! shared rings from it: `shared`) and fio (`fio`, `fio-fixed`; `fio-psync`, `fio-libaio` on
-//! request) — with the same metrics for each: IOPS, MiB/s, latency percentiles per I/O,
-//! context switches, CPU time and, where known, syscalls per I/O.
-//!
-//! Every read is checked against the file's content ([`content`]); failed, short or wrong I/O
-//! counts as an error, never as I/O. [`run_engines`] is the entry point for other commands.
+//! `hoop bench file`: each engine in turn on one test file, at one queue depth or several, and
+//! the run's verdict. Every read is checked against the file's stamped content; failed, short
+//! or wrong I/O counts as an error, never as I/O.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub(crate) mod quick;
-mod sweep;
-
 use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::load::file::{blocking, linux_aio, peer, raw, shared, testfile, tokio_fs, uring};
-use crate::machine::{self as sysinfo};
-use crate::plan::file::{default_dir, parse_depths, parse_engines, Engine, FileJob, Rw};
-use crate::plan::invalid;
-use crate::plan::size::{fmt_bytes, parse_size};
+use crate::machine as sysinfo;
+use crate::plan::file::{Engine, FileJob, FilePlan, Rw};
+use crate::plan::size::fmt_bytes;
 use crate::record::file::{FileResult, Measured, ResultContext};
-use crate::report::file::{notes, table};
+use crate::report::file::{header, notes, table};
+use crate::report::file_sweep;
 use crate::report::output::Out;
 use crate::target::fio;
 
-/// The exit codes, as `-h` says them.
-const EXIT_CODES: &str = "Exit status: 0 when every engine that ran completed with no error and \
-at least one counted I/O (skipped engines do not fail the run); 1 on bad arguments, when the \
-test file cannot be made or O_DIRECT is refused, or when an engine failed or counted errors \
-(its result is printed all the same).";
-
-/// Arguments of `hoop bench file`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES)]
-pub struct FileArgs {
-    /// Directory of the test file [default: target/hoop-bench-file next to the binary].
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// Size of the test file: bytes, or with a k/m/g/t suffix (powers of 1024).
-    #[arg(long, value_name = "SIZE", default_value = "2G")]
-    pub size: String,
-    /// Block size of every I/O: a multiple of 512 bytes, k/m suffixes allowed.
-    #[arg(long, value_name = "BS", default_value = "4k")]
-    pub bs: String,
-    /// I/Os in flight per engine (sync and fio-psync: 1 by nature); a comma-separated list
-    /// (e.g. 1,4,16,32,128) runs every engine at every depth and draws file_qd.svg (IOPS
-    /// against depth, one line per engine).
-    #[arg(long, value_name = "QD", default_value = "32")]
-    pub qd: String,
-    /// Seconds per engine (issuing stops then; what is in flight is drained).
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
-    pub secs: f64,
-    /// O_DIRECT: bypass the page cache (without it: buffered I/O on a hot page cache).
-    #[arg(long)]
-    pub direct: bool,
-    /// The job: randread, randwrite or randrw (50/50).
-    #[arg(long, value_name = "RW", default_value = "randread")]
-    pub rw: String,
-    /// Engines, comma-separated, run one after another [default: sync, threadpool, linux-aio,
-    /// uring, uring-fixed, uring-sqpoll, uring-iopoll, raw-io-uring, tokio-fs, shared, fio,
-    /// fio-fixed, monoio, compio, tokio-uring, glommio, tokio-io-uring; also fio-psync,
-    /// fio-libaio]. The peers (monoio, compio, tokio-uring, glommio, tokio-io-uring: tokio's own
-    /// io_uring files, buffered only) run in the hoop-peer binary of peers/ (glommio: in
-    /// hoop-peer-glommio), built on demand (HOOP_PEER_BIN: a built one), QD tasks on one thread
-    /// of their own runtime (tokio-io-uring: on a multi-thread tokio runtime, one worker per
-    /// allowed CPU, as tokio-fs and shared), reads checked alike; one that cannot be built or run here is
-    /// skipped with a line saying why. raw-io-uring: the io-uring crate in a plain
-    /// loop (no runtime), the kernel's own ceiling for the job. tokio-fs: tokio::fs::File on a multi-thread tokio runtime, QD
-    /// tasks, seek + read_exact per read; with --direct (which tokio::fs::File cannot do: its
-    /// buffer is not aligned) tokio::task::spawn_blocking + pread into an aligned buffer.
-    /// shared: hoop::shared::File read_at from QD tasks on the same kind of runtime.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub engines: Option<Vec<String>>,
-    /// With several --qd: the directory file_qd.svg is written to [default:
-    /// target/hoop-report next to the binary].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
 /// Runs `hoop bench file`.
-pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
-    let depths = parse_depths(&args.qd)?;
-    let job = FileJob {
-        dir: args.dir.unwrap_or_else(default_dir),
-        size: parse_size("--size", &args.size)?,
-        bs: usize::try_from(parse_size("--bs", &args.bs)?)
-            .map_err(|_| invalid("--bs is too large"))?,
-        qd: depths[0],
-        secs: args.secs,
-        direct: args.direct,
-        rw: Rw::parse(&args.rw)?,
-    };
-    let engines = match &args.engines {
-        Some(list) => parse_engines(list)?,
-        None => Engine::defaults(),
-    };
+pub fn run_file(plan: FilePlan, json: bool) -> io::Result<()> {
+    let FilePlan {
+        job,
+        depths,
+        engines,
+        out: chart_dir,
+    } = plan;
     for &qd in &depths {
         FileJob { qd, ..job.clone() }.check()?;
     }
@@ -128,10 +55,7 @@ pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
         out.human(&format!("{}\n{}", table(&results), notes(&results)));
     }
     if depths.len() > 1 {
-        let dir = args
-            .out
-            .clone()
-            .unwrap_or_else(|| sysinfo::target_dir().join("hoop-report"));
+        let dir = chart_dir.unwrap_or_else(|| sysinfo::target_dir().join("hoop-report"));
         std::fs::create_dir_all(&dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let path = dir.join("file_qd.svg");
@@ -145,11 +69,11 @@ pub fn run_file_command(args: FileArgs, json: bool) -> io::Result<()> {
                 "buffered (hot cache)"
             }
         );
-        let drawn = sweep::draw(&path, &results, &depths, &title)
+        let drawn = file_sweep::draw(&path, &results, &depths, &title)
             .map_err(|e| io::Error::other(format!("cannot draw {}: {e}", path.display())));
         out.human(&format!(
             "## IOPS by queue depth\n\n{}\n{}",
-            sweep::table(&results, &depths),
+            file_sweep::table(&results, &depths),
             match drawn {
                 Ok(()) => format!("chart: {}", path.display()),
                 Err(e) => format!("chart: not drawn: {e}"),
@@ -343,96 +267,4 @@ fn run_one(
         h.join()
             .unwrap_or_else(|_| Err(io::Error::other("the engine's thread panicked")))
     })
-}
-
-/// The header: the job, the machine, the file and its device, pinning, verification, cache.
-fn header(
-    job: &FileJob,
-    tf: &testfile::TestFile,
-    allowed: &[usize],
-    pin: Option<usize>,
-    warmed: Option<Option<f64>>,
-    order: &[Engine],
-    reordered: bool,
-) -> String {
-    let cpus: Vec<String> = allowed.iter().map(usize::to_string).collect();
-    let mode = if job.direct {
-        "O_DIRECT (page cache bypassed)"
-    } else {
-        "buffered (hot page cache)"
-    };
-    let mut s = format!(
-        "## hoop bench file: {}, bs {}, QD {}, {} s per engine, {mode}\n\n",
-        job.rw.name(),
-        fmt_bytes(job.bs as u64),
-        job.qd,
-        job.secs
-    );
-    s.push_str(&format!(
-        "- machine: {}, CPUs allowed: {}; kernel {}\n",
-        sysinfo::cpu_model(),
-        cpus.join(","),
-        sysinfo::kernel()
-    ));
-    s.push_str(&format!(
-        "- file: {} ({}, {}) on {}\n",
-        tf.path.display(),
-        fmt_bytes(tf.size),
-        tf.origin,
-        tf.fs.describe()
-    ));
-    s.push_str(&match pin {
-        Some(cpu) => format!(
-            "- pinning: each engine's submitting thread on CPU {cpu} (fio: --cpus_allowed={cpu}); \
-             threadpool workers and the kernel's threads (io-wq, SQPOLL) unpinned\n"
-        ),
-        None => "- pinning: none (fewer than 2 CPUs allowed)\n".to_string(),
-    });
-    if order.iter().any(|e| e.on_tokio()) {
-        s.push_str(
-            "- tokio engines: a multi-thread tokio runtime, one worker per allowed CPU; its \
-             workers, blocking pool and every thread the engine starts unpinned (tasks migrate)\n",
-        );
-    }
-    if order.iter().any(|e| e.is_peer()) {
-        s.push_str(
-            "- peers (monoio, compio, tokio-uring, glommio, tokio-io-uring): the hoop-peer binary \
-             (peers/, a cargo project of its own, built on demand), a child process per run: QD \
-             tasks on one thread of the peer's own runtime, that thread pinned like ours \
-             (tokio-io-uring: on a multi-thread tokio runtime, one worker per allowed CPU, all \
-             unpinned, as tokio-fs and shared), reads checked by the same code; CPU: the \
-             child's own getrusage over its run\n",
-        );
-    }
-    s.push_str(&format!(
-        "- verification: a read counts only if it returned {} bytes and the first 8 bytes of \
-         every 512-byte sector in it equal that sector's file offset (all sectors checked); \
-         writes ({}) write the same stamped content; failed, short or wrong I/O counts as an \
-         error, never as I/O; fio's results are not verified\n",
-        job.bs,
-        match job.rw {
-            Rw::Read => "none in this job",
-            Rw::Write => "all of them",
-            Rw::Mixed => "half of them",
-        }
-    ));
-    match warmed {
-        Some(pct) => s.push_str(&format!(
-            "- page cache: the file was read once before the engines; resident: {} (mincore)\n",
-            pct.map_or("unknown".to_string(), |p| format!("{p:.1}%"))
-        )),
-        None => s.push_str("- page cache: bypassed (O_DIRECT)\n"),
-    }
-    s.push_str("- latency: per I/O, submit to completion; CPU and context switches: getrusage of the process over each run (io_uring's kernel threads included)\n");
-    let names: Vec<&str> = order.iter().map(|e| e.name()).collect();
-    s.push_str(&format!(
-        "- engines, in order: {}{}\n",
-        names.join(", "),
-        if reordered {
-            " (fio's last: its writes would spoil the stamped content)"
-        } else {
-            ""
-        }
-    ));
-    s
 }
