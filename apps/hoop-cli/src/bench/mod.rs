@@ -3,10 +3,10 @@
 use std::io;
 use std::path::PathBuf;
 
+mod count;
 mod file;
 mod fsread;
 
-use hoop_bench::load::count;
 use hoop_bench::{cancel, fanout, http, idle, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
@@ -151,7 +151,9 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             .plan()
             .and_then(|p| hoop_bench::compare::fsread::run_fsread(p, json)),
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
-        Some(BenchCommand::Count(c)) => count::run_count_command(c),
+        Some(BenchCommand::Count(c)) => c
+            .plan()
+            .and_then(|p| hoop_bench::load::count::run_count(&p)),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),

@@ -53,7 +53,8 @@ const PEERS: [Engine; 4] = [
 pub(crate) const BS: usize = 4096;
 /// Queue depth of the quick run.
 pub(crate) const QD: usize = 32;
-/// File sizes of the whole-file reads (issue 22: PR #8063's shape).
+/// File sizes of the whole-file reads: those tokio's io_uring `fs::read` was measured at when
+/// it came (DESIGN.md, "`hoop bench file`: `tokio-fs` and `shared`").
 pub(crate) const WHOLE_SIZES: [u64; 2] = [64 << 10, 1 << 20];
 /// Timed whole-file reads per engine and size.
 pub(crate) const WHOLE_READS: u64 = 300;
@@ -226,7 +227,9 @@ enum Goal {
     Cpu(f64),
 }
 
-/// The file targets of issues 6, 13 and 15, each evaluated from `s` (one line each).
+/// The file targets, each evaluated from `s` (one line each): hoop's ring against fio,
+/// linux-aio, sync and the bare ring; `shared` against tokio's files and hoop's own ring
+/// (DESIGN.md, "Benchmarks of hoop from tokio").
 pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     let mut lines = Vec::new();
@@ -310,7 +313,7 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     lines
 }
 
-/// Issue 22's whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
+/// The whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
 /// tokio's io_uring `tokio::fs::read`, at 64 KiB and at 1 MiB.
 fn whole_targets(s: &FileSuite) -> Vec<String> {
     WHOLE_SIZES

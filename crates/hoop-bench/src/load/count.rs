@@ -1,16 +1,7 @@
-//! `hoop bench count`: a fixed number of operations and nothing else, for counting the
-//! instructions they take (`scripts/instructions` runs it under `valgrind --tool=callgrind`).
-//!
-//! * `--op nop`: batches of `--batch` no-ops, through hoop (the loop of `hoop bench nop`) or
-//!   through the raw `io-uring` loop.
-//! * `--op read`: `--batch` 4 KiB reads in flight on `--file` (hot in the page cache), through
-//!   hoop (`--batch` tasks, `File::read_at` into an aligned buffer, as the `uring` engine of
-//!   `hoop bench file` does, minus its clock and content check) or through the raw loop of the
-//!   `raw-io-uring` engine (also without clock and check). Every read must return the whole
-//!   block.
-//!
-//! It prints one line, `count: OP ENGINE N ops`, once all of them completed; a run that counted
-//! fewer (an error) fails.
+//! `hoop bench count`: a fixed number of no-ops or hot-cache 4 KiB reads through hoop or the
+//! raw `io-uring` loop (the `raw-io-uring` engine's, with no clock and no check but the
+//! length), and nothing else: what `scripts/instructions` counts instructions of under
+//! callgrind.
 
 use std::cell::Cell;
 use std::io;
@@ -26,60 +17,86 @@ use crate::plan::invalid;
 /// Block size of `--op read`.
 const READ_BS: usize = 4096;
 
-/// Arguments of `hoop bench count`.
-#[derive(Debug, clap::Args)]
-pub struct CountArgs {
-    /// The operation: nop or read.
-    #[arg(long, value_name = "OP")]
-    pub op: String,
-    /// Who runs it: hoop or raw (the io-uring crate in a plain loop).
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: String,
-    /// Operations to complete.
-    #[arg(long, value_name = "N")]
-    pub count: u64,
-    /// No-ops per batch, or reads in flight.
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    pub batch: usize,
-    /// The file `--op read` reads (at least 4 KiB; its size is rounded down to 4 KiB blocks).
-    #[arg(long, value_name = "PATH")]
-    pub file: Option<PathBuf>,
+/// What `hoop bench count` completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CountOp {
+    /// No-ops in batches.
+    Nop,
+    /// 4 KiB reads of this file (hot in the page cache).
+    Read(PathBuf),
 }
 
-/// Runs `hoop bench count`.
-pub fn run_count_command(args: CountArgs) -> io::Result<()> {
-    if args.count == 0 || args.batch == 0 || args.batch > 4096 {
-        return Err(invalid(
-            "--count must be at least 1 and --batch between 1 and 4096",
-        ));
+/// One `hoop bench count` run: `count` operations, `batch` per batch (no-ops) or in flight
+/// (reads), through hoop or through the raw loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountPlan {
+    /// The operation.
+    pub op: CountOp,
+    /// Through hoop (true) or the raw `io-uring` loop (false).
+    pub hoop: bool,
+    /// Operations to complete.
+    pub count: u64,
+    /// No-ops per batch, or reads in flight.
+    pub batch: usize,
+}
+
+impl CountPlan {
+    /// The plan of `--op`, `--engine`, `--count`, `--batch` and `--file`, checked in that
+    /// order of errors: the numbers, the engine, the operation, the file.
+    pub fn new(
+        op: &str,
+        engine: &str,
+        count: u64,
+        batch: usize,
+        file: Option<PathBuf>,
+    ) -> io::Result<CountPlan> {
+        if count == 0 || batch == 0 || batch > 4096 {
+            return Err(invalid(
+                "--count must be at least 1 and --batch between 1 and 4096",
+            ));
+        }
+        let hoop = match engine {
+            "hoop" => true,
+            "raw" => false,
+            other => {
+                return Err(invalid(format!(
+                    "--engine must be hoop or raw (got {other:?})"
+                )))
+            }
+        };
+        let op = match op {
+            "nop" => CountOp::Nop,
+            "read" => CountOp::Read(file.ok_or_else(|| invalid("--op read needs --file"))?),
+            other => return Err(invalid(format!("--op must be nop or read (got {other:?})"))),
+        };
+        Ok(CountPlan {
+            op,
+            hoop,
+            count,
+            batch,
+        })
     }
-    let hoop = match args.engine.as_str() {
-        "hoop" => true,
-        "raw" => false,
-        other => {
-            return Err(invalid(format!(
-                "--engine must be hoop or raw (got {other:?})"
-            )))
-        }
+}
+
+/// Runs `hoop bench count`: prints `count: OP ENGINE N ops` once all of them completed; a run
+/// that completed fewer fails.
+pub fn run_count(plan: &CountPlan) -> io::Result<()> {
+    let done = match &plan.op {
+        CountOp::Nop => count_nops(plan.hoop, plan.count, plan.batch)?,
+        CountOp::Read(path) => count_reads(plan.hoop, plan.count, plan.batch, path)?,
     };
-    let done = match args.op.as_str() {
-        "nop" => count_nops(hoop, args.count, args.batch)?,
-        "read" => {
-            let path = args
-                .file
-                .as_ref()
-                .ok_or_else(|| invalid("--op read needs --file"))?;
-            count_reads(hoop, args.count, args.batch, path)?
-        }
-        other => return Err(invalid(format!("--op must be nop or read (got {other:?})"))),
-    };
-    if done < args.count {
+    if done < plan.count {
         return Err(io::Error::other(format!(
             "only {done} of {} operations completed",
-            args.count
+            plan.count
         )));
     }
-    println!("count: {} {} {done} ops", args.op, args.engine);
+    let op = match plan.op {
+        CountOp::Nop => "nop",
+        CountOp::Read(_) => "read",
+    };
+    let engine = if plan.hoop { "hoop" } else { "raw" };
+    println!("count: {op} {engine} {done} ops");
     Ok(())
 }
 
@@ -173,4 +190,30 @@ fn count_reads(hoop: bool, count: u64, qd: usize, path: &std::path::Path) -> io:
         }
         Ok(done.get())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_are_checked_numbers_first_then_engine_op_and_file() {
+        let p = CountPlan::new("read", "raw", 10, 32, Some(PathBuf::from("f"))).unwrap();
+        assert_eq!(p.op, CountOp::Read(PathBuf::from("f")));
+        assert!(!p.hoop);
+        let err = |op, engine, count, batch, file: Option<&str>| {
+            CountPlan::new(op, engine, count, batch, file.map(PathBuf::from))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err("nosuch", "nosuch", 0, 1, None).starts_with("--count"));
+        assert!(err("nop", "hoop", 1, 4097, None).starts_with("--count"));
+        assert!(err("nosuch", "nosuch", 1, 1, None).starts_with("--engine"));
+        assert!(err("nosuch", "hoop", 1, 1, None).starts_with("--op must"));
+        assert!(err("read", "hoop", 1, 1, None).starts_with("--op read needs --file"));
+        assert_eq!(
+            CountPlan::new("nop", "hoop", 1, 1, None).unwrap().op,
+            CountOp::Nop
+        );
+    }
 }
