@@ -1,8 +1,6 @@
-//! The quick file run of `hoop bench` (the suite): 4 KiB random reads at QD 32 on one test
-//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, then a short
-//! whole-file read latency run (`hoop bench fsread`: 64 KiB and 1 MiB through
-//! `hoop::shared::fs::read`, tokio's io_uring `tokio::fs::read` and `spawn_blocking`), and its
-//! section of the report with the file targets evaluated from the measured numbers.
+//! The quick file run of the `hoop bench` suite: 4 KiB random reads at QD 32, O_DIRECT then
+//! buffered, a few seconds per engine, and short whole-file reads; then its targets, evaluated
+//! from the measured numbers.
 
 use std::io;
 use std::path::PathBuf;

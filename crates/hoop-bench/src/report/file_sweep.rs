@@ -1,7 +1,7 @@
-//! The queue-depth sweep of `hoop bench file --qd 1,4,16,32,128`: every engine at every depth
-//! (the engines whose depth is 1 by nature, sync and fio-psync, once), a table of IOPS by engine
-//! and depth, and `file_qd.svg`: IOPS against depth, one line per engine, depth on a log scale,
-//! so a reader sees where io_uring pulls ahead of linux-aio and the thread pool.
+//! The queue-depth sweep's report: IOPS by engine and depth as a table, and `file_qd.svg`, IOPS
+//! against depth (log scale), one line per engine, so a reader sees where io_uring pulls ahead
+//! of linux-aio and the thread pool. Engines of depth 1 by nature ran once and count at every
+//! depth.
 
 use std::error::Error;
 use std::path::Path;

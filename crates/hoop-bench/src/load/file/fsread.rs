@@ -1,23 +1,8 @@
-//! The engines of `hoop bench fsread`: the latency of reading a whole file (open, size, read to the end,
-//! close) from async code on a multi-thread tokio runtime, one read after another from ONE task
-//! after a warm-up, through
-//!
-//! * `shared`: `hoop::shared::fs::read` on a `hoop::shared::Rings` with `Rings::builder()`'s
-//!   defaults (io_uring rings shared by every thread);
-//! * `tokio-io-uring`: `tokio::fs::read` on a tokio runtime built with `enable_io_uring`
-//!   (tokio's own io_uring files, `--cfg tokio_unstable`): it runs in the `hoop-peer` binary of
-//!   `peers/` (`hoop-peer fsread`), built on demand, and is skipped with a line saying why when
-//!   that binary cannot be built or run here;
-//! * `spawn-blocking`: `tokio::task::spawn_blocking(std::fs::read)` on plain tokio (what
-//!   `tokio::fs::read` does without io_uring).
-//!
-//! Like for like: every engine runs on a multi-thread tokio runtime with one worker per allowed
-//! CPU, every thread unpinned, the reads issued from a task of that runtime (not from
-//! `block_on`'s thread), on the same hot-cache files of hoop's stamped content (read once
-//! before any engine). A read is timed from the call to the bytes in hand and counts only if it
-//! returned the file's size and every byte of it is the file's content
-//! ([`content::verify_full`]); anything else is an error, never a read. Each engine and size
-//! stops at `--reads` timed reads or `--secs`, whichever comes first.
+//! The engines of `hoop bench fsread`: whole-file reads (open, size, read to the end, close)
+//! one after another from ONE task of a multi-thread tokio runtime, through
+//! `hoop::shared::fs::read` (`shared`), tokio's io_uring `tokio::fs::read` (`tokio-io-uring`, in
+//! `hoop-peer`) and `spawn_blocking(std::fs::read)` (`spawn-blocking`); each read timed from the
+//! call to the bytes in hand and counted only if every byte is the file's.
 
 use std::fmt::Write as _;
 use std::io;
@@ -126,7 +111,9 @@ async fn read_once(rings: Option<&hoop::shared::Rings>, path: &Path) -> io::Resu
     }
 }
 
-/// `shared` or `spawn-blocking`, here.
+/// `shared` or `spawn-blocking`, here: like for like with the peer, a multi-thread tokio
+/// runtime with one worker per allowed CPU, every thread unpinned, the reads issued from a task
+/// of it (not from `block_on`'s thread); `shared` on `Rings::builder()`'s defaults.
 pub(crate) fn run_local(
     engine: &'static str,
     path: &Path,

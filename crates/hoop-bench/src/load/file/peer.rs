@@ -1,16 +1,8 @@
 //! The peer engines (`monoio`, `compio`, `tokio-uring`, `glommio`, `tokio-io-uring`): the same
-//! job through another runtime, run by the `hoop-peer` binary as a child process
-//! ([`crate::target::peers`]). Each peer runs QD tasks on ONE thread of its own runtime, pinned to
-//! the CPU hoop's engines run on (the child pins that thread itself, `--cpu`; any other thread
-//! it starts stays unpinned, as hoop's engines leave theirs) — except `tokio-io-uring`, which
-//! runs as hoop's `shared` and `tokio-fs` engines do, like for like: QD tasks on a multi-thread
-//! tokio runtime with one worker per allowed CPU, every thread unpinned (`--workers`) — each
-//! task reading one random block
-//! at a time into its own page-aligned buffer through the peer's own API, every read checked
-//! by the very code hoop's engines use (`content/pattern.rs`, which the peer includes).
-//!
-//! The peer measures itself: counts, latency per I/O (submit to completion) and its own
-//! `getrusage` over the run (start-up and build excluded).
+//! job through another runtime in the `hoop-peer` child process ([`crate::target::peers`]),
+//! every read checked by the very code hoop's engines use (`content/pattern.rs`); the peer
+//! measures itself (counts, latency per I/O, its own `getrusage` over the run, start-up and
+//! build excluded).
 
 use std::io;
 use std::path::Path;
@@ -45,7 +37,12 @@ pub(crate) fn refuses_job(job: &FileJob, engine: Engine) -> Option<String> {
     None
 }
 
-/// Runs `engine` through `bin` (the `hoop-peer` binary) with the job of `cx`.
+/// Runs `engine` through `bin` (the `hoop-peer` binary) with the job of `cx`: QD tasks on ONE
+/// thread of the peer's runtime, pinned to the CPU hoop's engines run on (the child pins it,
+/// `--cpu`; any other thread it starts stays unpinned, as hoop's engines leave theirs), each
+/// reading one random block at a time into its own aligned buffer. `tokio-io-uring` runs as
+/// hoop's `shared` and `tokio-fs` do, like for like: QD tasks on a multi-thread tokio runtime,
+/// one worker per allowed CPU, every thread unpinned (`--workers`).
 pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result<Outcome> {
     if let Some(why) = refuses(cx, engine) {
         return Ok(Outcome::Skipped(why));
