@@ -432,26 +432,15 @@ mod tests {
         };
         let t = targets(&s);
         assert_eq!(t.len(), 15);
-        assert!(
-            t[0].contains("0.94x") && t[0].ends_with("NOT met"),
-            "{}",
-            t[0]
-        );
-        assert!(
-            t[1].contains("1.60x") && t[1].ends_with(": met"),
-            "{}",
-            t[1]
-        );
-        assert!(
-            t[2].contains("5.33x") && t[2].ends_with(": met"),
-            "{}",
-            t[2]
-        );
-        assert!(
-            t[3].contains("0.93x") && t[3].ends_with("NOT met"),
-            "{}",
-            t[3]
-        );
+        let expected = [
+            ("0.94x", "NOT met"),
+            ("1.60x", ": met"),
+            ("5.33x", ": met"),
+            ("0.93x", "NOT met"),
+        ];
+        for (line, (ratio, verdict)) in t.iter().zip(expected) {
+            assert!(line.contains(ratio) && line.ends_with(verdict), "{line}");
+        }
         assert!(t[9].contains("uring/raw-io-uring"), "{}", t[9]);
         assert!(t[4].ends_with("n/a (fio not installed)"), "{}", t[4]);
         let with_fio = FileSuite {

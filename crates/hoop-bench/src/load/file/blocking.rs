@@ -150,8 +150,8 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
             let mut picker = cx.picker(0);
             let start = Instant::now();
             let deadline = start + job.duration();
-            let mut in_flight = 0usize;
-            for mut buf in bufs.drain(..) {
+            // The next random block's request, its buffer prepared, queued now.
+            let mut issue = |mut buf: AlignedBuf| {
                 let (off, write) = picker.next();
                 prepare(&mut buf, write, off);
                 submit(Req {
@@ -159,7 +159,11 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                     write,
                     buf,
                     t0: Instant::now(),
-                })?;
+                })
+            };
+            let mut in_flight = 0usize;
+            for buf in bufs.drain(..) {
+                issue(buf)?;
                 in_flight += 1;
             }
             while in_flight > 0 {
@@ -180,15 +184,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                     lat,
                 );
                 if Instant::now() < deadline {
-                    let mut buf = buf;
-                    let (off, write) = picker.next();
-                    prepare(&mut buf, write, off);
-                    submit(Req {
-                        off,
-                        write,
-                        buf,
-                        t0: Instant::now(),
-                    })?;
+                    issue(buf)?;
                     in_flight += 1;
                 }
             }
