@@ -12,11 +12,11 @@
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
-//!   tokio-uring, glommio, tokio's io_uring files: [`peers`]) and fio ([`file`]).
+//!   tokio-uring, glommio, tokio's io_uring files: [`target::peers`]) and fio ([`compare::file`]).
 //! * `hoop bench fsread [--dir DIR] [--sizes 64k,1m] [--reads 1000] [--warmup 50] [--secs 5]
 //!   [--engines LIST]`: the latency of whole-file reads from one task of a multi-thread tokio
 //!   runtime through `hoop::shared::fs::read`, tokio's own io_uring `tokio::fs::read` (the
-//!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`file::whole`]).
+//!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`compare::fsread`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
 //!   ([`http`]).
@@ -33,7 +33,7 @@
 //!   `hoop bench idle-client` hold them) while active ones load it: RSS per idle connection,
 //!   active req/s and p99 with and without them ([`idle`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
-//!   fixed amount of work for instruction counts under callgrind ([`count`],
+//!   fixed amount of work for instruction counts under callgrind ([`load::count`],
 //!   `scripts/instructions`).
 //! * `hoop bench`: the quick echo matrix (and a 16 KiB cell), the no-op bench, a quick file
 //!   run, a quick HTTP run, a short fan-out run, the cancellation counts, a small idle-connection
@@ -44,16 +44,16 @@
 
 pub mod cancel;
 pub mod compare;
-pub mod count;
 pub mod echo_client;
 pub mod fanout;
-pub mod file;
 pub mod http;
 pub mod idle;
+pub mod load;
 pub mod machine;
 pub mod measure;
 pub mod nop;
 pub mod plan;
+pub mod record;
 pub mod report;
 pub mod side_by_side;
 pub mod target;

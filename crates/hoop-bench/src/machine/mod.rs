@@ -2,6 +2,7 @@
 //! CPUs the benchmarks may pin to.
 
 pub mod fs;
+pub mod pin;
 pub mod proc;
 
 use std::path::PathBuf;

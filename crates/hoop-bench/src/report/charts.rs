@@ -7,8 +7,8 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::file::quick::FileSuite;
 use crate::measure::latency::{median, EchoResult, NopResult};
+use crate::record::file::FileSuite;
 use crate::side_by_side::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;

@@ -5,9 +5,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::file::quick::{self, FileSuite};
+use crate::compare::file_quick as quick;
 use crate::machine::SysInfo;
 use crate::measure::latency::{EchoResult, NopResult};
+use crate::record::file::FileSuite;
+use crate::report::file_quick::section as file_section;
 use crate::side_by_side::{configurations, label, pair_ratio, BIG_CELL, LENS};
 
 /// Everything the report says.
@@ -222,7 +224,7 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     }
 
     if d.file.all().next().is_some() || !d.file.failures.is_empty() {
-        m.push_str(&quick::section(d.file));
+        m.push_str(&file_section(d.file));
     }
 
     if let Some(secs) = d.http_secs {

@@ -2,6 +2,10 @@
 //! and the quick suite that writes them all.
 
 pub mod charts;
+pub mod file;
+pub mod file_quick;
+pub mod file_sweep;
+pub mod fsread;
 pub mod markdown;
 pub mod output;
 pub mod ratio;

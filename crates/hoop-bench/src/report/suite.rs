@@ -13,13 +13,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cancel;
+use crate::compare::file_quick::{self as quick, QuickOptions};
 use crate::fanout;
-use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
 use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
 use crate::nop::{self, NopConfig};
 use crate::plan::{check_rounds, check_secs};
+use crate::record::file::FileSuite;
+use crate::report::file_quick::section as file_section;
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::output::Out;
 use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
@@ -82,8 +84,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let file_opts = (!o.no_file)
         .then(|| -> io::Result<QuickOptions> {
             Ok(QuickOptions {
-                dir: quick::default_dir(),
-                size: quick::parse_size(&o.file_size)?,
+                dir: crate::plan::file::default_dir(),
+                size: crate::plan::size::parse_size("--file-size", &o.file_size)?,
                 secs: o.file_secs,
                 peers: !o.no_peers,
             })
@@ -294,7 +296,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     ));
     out.human(&format!("## No-op batches\n\n{nop_table}"));
     if file_opts.is_some() {
-        out.human(&quick::section(&file));
+        out.human(&file_section(&file));
     }
     let http_table = if http_plan.is_some() {
         http::summary_table(

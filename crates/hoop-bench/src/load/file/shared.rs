@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use hoop::{AlignedBuf, BufResult};
 
-use crate::file::metrics::Measured;
-use crate::file::on_tokio::{self, SendIo};
-use crate::file::{EngineCtx, Rw};
+use crate::load::file::engine::EngineCtx;
+use crate::load::file::on_tokio::{self, SendIo};
+use crate::plan::file::Rw;
+use crate::record::file::Measured;
 use hoop::shared::{File, OpenOptions, Rings};
 
 /// Default SQ entries of a shared ring (more when QD needs them).

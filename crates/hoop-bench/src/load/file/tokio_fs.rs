@@ -1,11 +1,7 @@
-//! `tokio-fs`: what a tokio user has today, on a multi-thread tokio runtime, QD tasks.
-//!
-//! * Buffered: one `tokio::fs::File` per task (the file position belongs to the handle), `seek`
-//!   then `read_exact` (a write: `seek`, `write_all`, `flush`) per I/O. tokio runs each of them
-//!   on its blocking pool and copies through the handle's own buffer.
-//! * O_DIRECT: `tokio::fs::File` cannot do it (its internal buffer is not aligned), so the task
-//!   does what a tokio user does: `tokio::task::spawn_blocking` with `FileExt::read_at`
-//!   (`write_at`) into the task's page-aligned buffer, on one shared `std::fs::File`.
+//! `tokio-fs`: what a tokio user has today, QD tasks on a multi-thread tokio runtime. Buffered:
+//! a `tokio::fs::File` per task, `seek` then `read_exact` per I/O, each on tokio's blocking pool
+//! through the handle's own buffer. O_DIRECT, which `tokio::fs::File` cannot do (its buffer is
+//! not aligned): `spawn_blocking` with `read_at` into the task's aligned buffer.
 
 use std::fs::File;
 use std::future::Future;
@@ -16,9 +12,9 @@ use std::sync::Arc;
 use hoop::{AlignedBuf, BufResult};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::file::metrics::Measured;
-use crate::file::on_tokio::{self, SendIo};
-use crate::file::EngineCtx;
+use crate::load::file::engine::EngineCtx;
+use crate::load::file::on_tokio::{self, SendIo};
+use crate::record::file::Measured;
 
 /// O_DIRECT: `spawn_blocking` + `pread`/`pwrite` on a shared file.
 struct BlockingAt(Arc<File>);

@@ -1,12 +1,8 @@
-//! `raw-io-uring`: the kernel's own ceiling for the job — the `io-uring` crate with nothing
-//! around it, QD reads (or writes) of one random block each in flight on one ring (with the
-//! same `SINGLE_ISSUER | DEFER_TASKRUN` setup hoop's ring gets), reaped and resubmitted in a
-//! plain loop on the (pinned) calling thread: submit and wait for one completion in one
-//! `io_uring_enter`, reap every CQE, resubmit. It does what hoop's `uring` engine does minus the
-//! runtime, so the gap between the two is the framework's cost.
-//!
-//! The same loop, with no clock and no check but the length, is what `hoop bench count`
-//! runs under callgrind as the raw side of the instruction counts.
+//! `raw-io-uring`: the kernel's own ceiling for the job, the `io-uring` crate with nothing
+//! around it: QD I/Os in flight on one ring set up as hoop's (`SINGLE_ISSUER | DEFER_TASKRUN`),
+//! reaped and resubmitted in a plain loop on the calling thread. It is hoop's `uring` engine
+//! minus the runtime, so the gap between the two is the framework's cost; `hoop bench count`
+//! runs the same loop, unclocked, under callgrind.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -14,10 +10,10 @@ use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::file::content::{self, AlignedBuf, Picker};
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::content::{self, AlignedBuf, Picker};
+use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::nop::Stop;
+use crate::record::file::{Measured, Usage, Who};
 
 /// One I/O slot: its buffer, what it does now and since when.
 struct Slot {
@@ -51,7 +47,8 @@ pub(crate) fn ring(entries: u32) -> io::Result<(IoUring, &'static str)> {
 }
 
 /// Runs `qd` block I/Os at a time on `fd` until `stop` (counted in completed I/Os), each from
-/// `picker`. With `m`, every I/O is timed and counted there (reads verified); without it only
+/// `picker`: submit and wait for one completion in one `io_uring_enter`, reap every CQE,
+/// resubmit. With `m`, every I/O is timed and counted there (reads verified); without it only
 /// the length is checked (a short or failed I/O ends the loop with an error).
 pub(crate) fn raw_loop(
     fd: RawFd,

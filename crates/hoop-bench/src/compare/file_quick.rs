@@ -1,16 +1,18 @@
-//! The quick file run of `hoop bench` (the suite): 4 KiB random reads at QD 32 on one test
-//! file, O_DIRECT and then buffered on a hot page cache, a few seconds per engine, then a short
-//! whole-file read latency run (`hoop bench fsread`: 64 KiB and 1 MiB through
-//! `hoop::shared::fs::read`, tokio's io_uring `tokio::fs::read` and `spawn_blocking`), and its
-//! section of the report with the file targets evaluated from the measured numbers.
+//! The quick file run of the `hoop bench` suite: 4 KiB random reads at QD 32, O_DIRECT then
+//! buffered, a few seconds per engine, and short whole-file reads; then its targets, evaluated
+//! from the measured numbers.
 
-use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
-use crate::file::whole::{self, ReadResult};
-use crate::file::{fmt_bytes, metrics, run_engines, Engine, FileJob, FileResult, Rw};
+use crate::compare::file::run_engines;
+use crate::compare::fsread;
+use crate::plan::file::{Engine, FileJob, Rw};
+use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::invalid;
+use crate::plan::size::fmt_bytes;
+use crate::record::file::{FileResult, FileSuite};
+use crate::record::fsread::mean_of;
 use crate::report::output::Out;
 use crate::target::fio;
 
@@ -46,17 +48,18 @@ const PEERS: [Engine; 4] = [
     Engine::TokioIoUring,
 ];
 /// Block size of the quick run.
-const BS: usize = 4096;
+pub(crate) const BS: usize = 4096;
 /// Queue depth of the quick run.
-const QD: usize = 32;
-/// File sizes of the whole-file reads (issue 22: PR #8063's shape).
-const WHOLE_SIZES: [u64; 2] = [64 << 10, 1 << 20];
+pub(crate) const QD: usize = 32;
+/// File sizes of the whole-file reads: those tokio's io_uring `fs::read` was measured at when
+/// it came (DESIGN.md, "`hoop bench file`: `tokio-fs` and `shared`").
+pub(crate) const WHOLE_SIZES: [u64; 2] = [64 << 10, 1 << 20];
 /// Timed whole-file reads per engine and size.
-const WHOLE_READS: u64 = 300;
+pub(crate) const WHOLE_READS: u64 = 300;
 /// Warm-up whole-file reads per engine and size.
-const WHOLE_WARMUP: u64 = 30;
+pub(crate) const WHOLE_WARMUP: u64 = 30;
 /// Longest time per whole-file engine and size, seconds.
-const WHOLE_SECS: f64 = 1.0;
+pub(crate) const WHOLE_SECS: f64 = 1.0;
 
 /// Options of the quick run.
 #[derive(Debug, Clone)]
@@ -80,14 +83,14 @@ impl QuickOptions {
     }
 
     /// The whole-file reads: tokio-io-uring only with the peers.
-    fn whole_plan(&self) -> whole::Plan {
-        whole::Plan {
+    fn whole_plan(&self) -> FsreadPlan {
+        FsreadPlan {
             dir: self.dir.clone(),
             sizes: WHOLE_SIZES.to_vec(),
             reads: WHOLE_READS,
             warmup: WHOLE_WARMUP,
             secs: WHOLE_SECS,
-            engines: whole::ENGINES
+            engines: ENGINES
                 .into_iter()
                 .filter(|&e| self.peers || e != "tokio-io-uring")
                 .collect(),
@@ -136,37 +139,6 @@ impl QuickOptions {
     }
 }
 
-/// What the quick run measured.
-#[derive(Debug, Default)]
-pub(crate) struct FileSuite {
-    /// Test file size.
-    pub size: u64,
-    /// Seconds per engine.
-    pub secs: f64,
-    /// The header of the O_DIRECT part (machine, file, device, pinning, verification), or of
-    /// the buffered part when the O_DIRECT one could not run.
-    pub header: Option<String>,
-    /// Whether fio is on PATH (its engines skip themselves otherwise).
-    pub fio_installed: bool,
-    /// O_DIRECT results.
-    pub direct: Vec<FileResult>,
-    /// Buffered (hot page cache) results.
-    pub buffered: Vec<FileResult>,
-    /// Whole-file read latencies (`hoop bench fsread`'s engines).
-    pub whole: Vec<ReadResult>,
-    /// Whole-file engines skipped, each with why.
-    pub whole_skipped: Vec<String>,
-    /// Parts that could not run, and engines that failed.
-    pub failures: Vec<String>,
-}
-
-impl FileSuite {
-    /// Every result, O_DIRECT first.
-    pub(crate) fn all(&self) -> impl Iterator<Item = &FileResult> {
-        self.direct.iter().chain(&self.buffered)
-    }
-}
-
 /// Runs the quick file run; a part that cannot run (no O_DIRECT, no space) is a failure in
 /// the result, not an error, so the rest of the suite is still reported.
 pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
@@ -210,7 +182,7 @@ pub(crate) fn run_quick(o: &QuickOptions, out: &Out) -> FileSuite {
         out.human(&format!("whole-file reads: {line}"));
         suite.whole_skipped.push(line);
     }
-    match whole::run_plan(&o.whole_plan(), out) {
+    match fsread::run_plan(&o.whole_plan(), out) {
         Ok(w) => {
             for r in w.results.iter().filter(|r| !r.ok()) {
                 suite.failures.push(format!(
@@ -253,7 +225,28 @@ enum Goal {
     Cpu(f64),
 }
 
-/// The file targets of issues 6, 13 and 15, each evaluated from `s` (one line each).
+/// The file targets, in the report's order: (O_DIRECT, ours, theirs, goal). hoop's ring
+/// against fio, linux-aio and sync; buffered at no more CPU per I/O than pread and near the
+/// kernel's own ceiling; `shared` (hoop from a tokio runtime) against tokio's files, tokio's own
+/// io_uring files and hoop's own thread-per-core ring.
+const TARGETS: [(bool, &str, &str, Goal); 13] = [
+    (true, "uring-fixed", "fio-fixed", Goal::Iops(1.0)),
+    (true, "uring-fixed", "linux-aio", Goal::Iops(1.5)),
+    (true, "uring-fixed", "sync", Goal::Iops(3.0)),
+    (false, "uring", "sync", Goal::Iops(1.0)),
+    (false, "uring", "fio", Goal::Iops(1.0)),
+    (true, "shared", "tokio-fs", Goal::Iops(1.0)),
+    (true, "shared", "tokio-fs", Goal::Cpu(0.5)),
+    (false, "shared", "tokio-fs", Goal::Iops(3.0)),
+    (false, "uring", "sync", Goal::Cpu(1.0)),
+    (false, "uring", "raw-io-uring", Goal::Iops(0.95)),
+    (false, "shared", "tokio-io-uring", Goal::Iops(5.0)),
+    (true, "shared", "uring", Goal::Iops(0.95)),
+    (false, "shared", "uring", Goal::Iops(0.9)),
+];
+
+/// The file targets ([`TARGETS`], then the whole-file reads'), each evaluated from `s`, one
+/// line each (DESIGN.md, "Benchmarks of hoop from tokio").
 pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     let mut lines = Vec::new();
@@ -281,63 +274,18 @@ pub(crate) fn targets(s: &FileSuite) -> Vec<String> {
         };
         lines.push(line);
     };
-    ratio(
-        "O_DIRECT",
-        &s.direct,
-        "uring-fixed",
-        "fio-fixed",
-        Goal::Iops(1.0),
-    );
-    ratio(
-        "O_DIRECT",
-        &s.direct,
-        "uring-fixed",
-        "linux-aio",
-        Goal::Iops(1.5),
-    );
-    ratio(
-        "O_DIRECT",
-        &s.direct,
-        "uring-fixed",
-        "sync",
-        Goal::Iops(3.0),
-    );
-    ratio("buffered", &s.buffered, "uring", "sync", Goal::Iops(1.0));
-    ratio("buffered", &s.buffered, "uring", "fio", Goal::Iops(1.0));
-    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Iops(1.0));
-    ratio("O_DIRECT", &s.direct, "shared", "tokio-fs", Goal::Cpu(0.5));
-    ratio(
-        "buffered",
-        &s.buffered,
-        "shared",
-        "tokio-fs",
-        Goal::Iops(3.0),
-    );
-    // Buffered at no more CPU per I/O than pread, and near the kernel's own ceiling.
-    ratio("buffered", &s.buffered, "uring", "sync", Goal::Cpu(1.0));
-    ratio(
-        "buffered",
-        &s.buffered,
-        "uring",
-        "raw-io-uring",
-        Goal::Iops(0.95),
-    );
-    // hoop from a tokio runtime against tokio's own io_uring files, and against
-    // hoop's own thread-per-core ring.
-    ratio(
-        "buffered",
-        &s.buffered,
-        "shared",
-        "tokio-io-uring",
-        Goal::Iops(5.0),
-    );
-    ratio("O_DIRECT", &s.direct, "shared", "uring", Goal::Iops(0.95));
-    ratio("buffered", &s.buffered, "shared", "uring", Goal::Iops(0.9));
+    for &(direct, a, b, goal) in &TARGETS {
+        if direct {
+            ratio("O_DIRECT", &s.direct, a, b, goal);
+        } else {
+            ratio("buffered", &s.buffered, a, b, goal);
+        }
+    }
     lines.extend(whole_targets(s));
     lines
 }
 
-/// Issue 22's whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
+/// The whole-file read targets: `shared::fs::read` at most 0.5x the mean latency of
 /// tokio's io_uring `tokio::fs::read`, at 64 KiB and at 1 MiB.
 fn whole_targets(s: &FileSuite) -> Vec<String> {
     WHOLE_SIZES
@@ -348,8 +296,8 @@ fn whole_targets(s: &FileSuite) -> Vec<String> {
                 fmt_bytes(size)
             );
             match (
-                whole::mean_of(&s.whole, "shared", size),
-                whole::mean_of(&s.whole, "tokio-io-uring", size),
+                mean_of(&s.whole, "shared", size),
+                mean_of(&s.whole, "tokio-io-uring", size),
             ) {
                 (Some(h), Some(t)) if t > 0.0 => {
                     let r = h / t;
@@ -364,146 +312,15 @@ fn whole_targets(s: &FileSuite) -> Vec<String> {
         .collect()
 }
 
-/// hoop's `uring` engine against each peer that ran, IOPS and CPU per I/O, one line per part
-/// and peer, and hoop's `shared` against `tokio-io-uring` (both QD tasks on a multi-thread
-/// tokio runtime) (no target here: the figures, for the reader).
-pub(crate) fn peer_lines(s: &FileSuite) -> Vec<String> {
-    let mut lines = Vec::new();
-    for (part, rs, ours) in [
-        ("O_DIRECT", &s.direct, "uring"),
-        ("buffered", &s.buffered, "uring"),
-        ("buffered", &s.buffered, "shared"),
-    ] {
-        let Some(h) = rs.iter().find(|r| r.engine == ours && r.ok()) else {
-            continue;
-        };
-        for p in rs.iter().filter(|r| {
-            r.ok()
-                && Engine::by_name(r.engine).is_some_and(Engine::is_peer)
-                && (ours == "uring" || r.engine == "tokio-io-uring")
-        }) {
-            let cpu = match (h.cpu_us_per_io, p.cpu_us_per_io) {
-                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-                _ => "-".into(),
-            };
-            lines.push(format!(
-                "- file {part}: {ours}/{} IOPS {:.2}x ({:.0} vs {:.0}), CPU per I/O {cpu}",
-                p.engine,
-                if p.iops > 0.0 { h.iops / p.iops } else { 0.0 },
-                h.iops,
-                p.iops,
-            ));
-        }
-    }
-    lines
-}
-
-/// The report's section: the job, both tables, the CPU per I/O note and the targets.
-pub(crate) fn section(s: &FileSuite) -> String {
-    let mut m = String::new();
-    let _ = writeln!(
-        m,
-        "## File random reads ({} test file, 4 KiB, QD {QD}, {} s per engine)\n",
-        fmt_bytes(s.size),
-        s.secs
-    );
-    if let Some(h) = &s.header {
-        // The header's own title line is replaced by this section's.
-        for line in h.lines().filter(|l| l.starts_with("- ")) {
-            let _ = writeln!(m, "{line}");
-        }
-        m.push('\n');
-    }
-    for (part, rs) in [
-        ("O_DIRECT (page cache bypassed)", &s.direct),
-        ("Buffered, hot page cache", &s.buffered),
-    ] {
-        let _ = writeln!(m, "### {part}\n");
-        if rs.is_empty() {
-            let _ = writeln!(m, "Not measured.\n");
-        } else {
-            let _ = writeln!(m, "{}", metrics::table(rs));
-            if let Some(c) = rs.iter().find_map(|r| r.cached_pct) {
-                if part.starts_with("Buffered") {
-                    let _ = writeln!(m, "Page cache residency of the file: {c:.1}%.\n");
-                }
-            }
-            for r in rs.iter() {
-                if let Some(n) = &r.note {
-                    let _ = writeln!(m, "- {}: {n}", r.engine);
-                }
-            }
-            m.push('\n');
-        }
-    }
-    let _ = writeln!(
-        m,
-        "With O_DIRECT at QD {QD} the device's latency bounds every engine (IOPS ≈ QD / p50 \
-         latency, Little's law), so the engines differ more in CPU µs per I/O than in IOPS.\n"
-    );
-    let peers = peer_lines(s);
-    if !peers.is_empty() {
-        let _ = writeln!(
-            m,
-            "### Peers side by side (hoop's `uring` / each peer, and `shared` / `tokio-io-uring` \
-             on the same multi-thread tokio runtime shape; same reads, same checks)\n"
-        );
-        for l in peers {
-            let _ = writeln!(m, "{l}");
-        }
-        m.push('\n');
-    }
-    let _ = writeln!(
-        m,
-        "### Whole-file reads (hot cache, one task of a multi-thread tokio runtime)\n"
-    );
-    if s.whole.is_empty() {
-        let _ = writeln!(m, "Not measured.");
-    } else {
-        let _ = writeln!(
-            m,
-            "Up to {WHOLE_READS} timed reads after {WHOLE_WARMUP} warm-up per engine and size (at \
-             most {WHOLE_SECS} s each), every byte of every read checked; `hoop bench fsread` \
-             runs more.\n"
-        );
-        let _ = writeln!(m, "{}", whole::table(&s.whole));
-        for r in &s.whole {
-            if !r.setup.is_empty() && r.file_bytes == WHOLE_SIZES[0] {
-                let _ = writeln!(m, "- {}: {}", r.engine, r.setup);
-            }
-        }
-        for l in whole::ratio_lines(&s.whole) {
-            let _ = writeln!(m, "{l}");
-        }
-    }
-    for why in &s.whole_skipped {
-        let _ = writeln!(m, "- {why}");
-    }
-    m.push('\n');
-    let _ = writeln!(m, "### File targets\n");
-    for t in targets(s) {
-        let _ = writeln!(m, "{t}");
-    }
-    m.push('\n');
-    m
-}
-
-/// The quick run's defaults: the `hoop bench file` test file directory.
-pub(crate) fn default_dir() -> PathBuf {
-    crate::machine::target_dir().join("hoop-bench-file")
-}
-
-/// Parses `--file-size`.
-pub(crate) fn parse_size(s: &str) -> io::Result<u64> {
-    crate::file::parse_size("--file-size", s)
-}
-
+/// Results to test the targets and the report's section with.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::file::metrics::{Measured, ResultContext};
+pub(crate) mod fixtures {
+    use super::{BS, QD};
+    use crate::record::file::{FileResult, FileSuite, Measured, ResultContext};
+    use crate::record::fsread::ReadResult;
 
-    fn result(engine: &'static str, iops: f64, direct: bool) -> FileResult {
+    /// A passing result of `engine` at `iops`.
+    pub(crate) fn result(engine: &'static str, iops: f64, direct: bool) -> FileResult {
         let m = Measured::new(QD).unwrap();
         let c = ResultContext {
             rw: "randread",
@@ -520,6 +337,55 @@ mod tests {
         r.ios = 1000;
         r
     }
+
+    /// A passing whole-file read result of `engine` at `mean` µs.
+    pub(crate) fn read(engine: &'static str, size: u64, mean: f64) -> ReadResult {
+        ReadResult {
+            bench: "fsread",
+            engine,
+            file_bytes: size,
+            reads: 10,
+            warmup: 1,
+            errors: 0,
+            first_error: None,
+            bytes_verified: 10 * size,
+            mean_us: Some(mean),
+            p50_us: Some(mean),
+            p99_us: Some(mean * 2.0),
+            max_us: Some(mean * 3.0),
+            secs: 0.1,
+            workers: 2,
+            setup: format!("{engine} setup"),
+        }
+    }
+
+    /// `shared` against `uring` and `tokio-io-uring`, in both parts and in whole-file reads.
+    pub(crate) fn shared_suite() -> FileSuite {
+        FileSuite {
+            direct: vec![
+                result("uring", 100_000.0, true),
+                result("shared", 96_000.0, true),
+            ],
+            buffered: vec![
+                result("uring", 800_000.0, false),
+                result("shared", 700_000.0, false),
+                result("tokio-io-uring", 100_000.0, false),
+            ],
+            whole: vec![
+                read("shared", 64 << 10, 15.0),
+                read("tokio-io-uring", 64 << 10, 38.0),
+                read("shared", 1 << 20, 90.0),
+                read("tokio-io-uring", 1 << 20, 100.0),
+            ],
+            ..FileSuite::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::result;
+    use super::*;
 
     #[test]
     fn targets_follow_the_measured_ratios() {
@@ -540,26 +406,15 @@ mod tests {
         };
         let t = targets(&s);
         assert_eq!(t.len(), 15);
-        assert!(
-            t[0].contains("0.94x") && t[0].ends_with("NOT met"),
-            "{}",
-            t[0]
-        );
-        assert!(
-            t[1].contains("1.60x") && t[1].ends_with(": met"),
-            "{}",
-            t[1]
-        );
-        assert!(
-            t[2].contains("5.33x") && t[2].ends_with(": met"),
-            "{}",
-            t[2]
-        );
-        assert!(
-            t[3].contains("0.93x") && t[3].ends_with("NOT met"),
-            "{}",
-            t[3]
-        );
+        let expected = [
+            ("0.94x", "NOT met"),
+            ("1.60x", ": met"),
+            ("5.33x", ": met"),
+            ("0.93x", "NOT met"),
+        ];
+        for (line, (ratio, verdict)) in t.iter().zip(expected) {
+            assert!(line.contains(ratio) && line.ends_with(verdict), "{line}");
+        }
         assert!(t[9].contains("uring/raw-io-uring"), "{}", t[9]);
         assert!(t[4].ends_with("n/a (fio not installed)"), "{}", t[4]);
         let with_fio = FileSuite {
@@ -568,9 +423,6 @@ mod tests {
         };
         let t = targets(&with_fio);
         assert!(t[4].ends_with("n/a (not measured)"), "{}", t[4]);
-        let md = section(&s);
-        assert!(md.contains("## File random reads"));
-        assert!(md.contains("| uring-fixed | 32 |"), "{md}");
     }
 
     #[test]
@@ -608,25 +460,8 @@ mod tests {
     }
 
     #[test]
-    fn issue_22_targets_follow_shared_against_tokio_io_uring_and_uring() {
-        let s = FileSuite {
-            direct: vec![
-                result("uring", 100_000.0, true),
-                result("shared", 96_000.0, true),
-            ],
-            buffered: vec![
-                result("uring", 800_000.0, false),
-                result("shared", 700_000.0, false),
-                result("tokio-io-uring", 100_000.0, false),
-            ],
-            whole: vec![
-                read("shared", 64 << 10, 15.0),
-                read("tokio-io-uring", 64 << 10, 38.0),
-                read("shared", 1 << 20, 90.0),
-                read("tokio-io-uring", 1 << 20, 100.0),
-            ],
-            ..FileSuite::default()
-        };
+    fn shared_targets_follow_its_ratios_to_tokio_io_uring_and_uring() {
+        let s = fixtures::shared_suite();
         let t = targets(&s);
         let expected = [
             (
@@ -657,40 +492,6 @@ mod tests {
         let none = targets(&FileSuite::default());
         for line in &none[10..] {
             assert!(line.ends_with("n/a (not measured)"), "{line}");
-        }
-        let peers = peer_lines(&s);
-        assert!(
-            peers
-                .iter()
-                .any(|l| l.contains("buffered: shared/tokio-io-uring IOPS 7.00x")),
-            "{peers:?}"
-        );
-        let md = section(&FileSuite {
-            whole_skipped: vec!["tokio-io-uring: skipped: --no-peers".into()],
-            ..s
-        });
-        assert!(md.contains("### Whole-file reads"), "{md}");
-        assert!(md.contains("| shared | 64 KiB |"), "{md}");
-        assert!(md.contains("- tokio-io-uring: skipped: --no-peers"), "{md}");
-    }
-
-    fn read(engine: &'static str, size: u64, mean: f64) -> ReadResult {
-        ReadResult {
-            bench: "fsread",
-            engine,
-            file_bytes: size,
-            reads: 10,
-            warmup: 1,
-            errors: 0,
-            first_error: None,
-            bytes_verified: 10 * size,
-            mean_us: Some(mean),
-            p50_us: Some(mean),
-            p99_us: Some(mean * 2.0),
-            max_us: Some(mean * 3.0),
-            secs: 0.1,
-            workers: 2,
-            setup: format!("{engine} setup"),
         }
     }
 
@@ -734,35 +535,8 @@ mod tests {
             }
             .whole_plan()
             .engines,
-            whole::ENGINES
+            ENGINES
         );
-    }
-
-    #[test]
-    fn uring_is_compared_with_each_peer_that_ran() {
-        let with_cpu = |engine, iops, cpu| {
-            let mut r = result(engine, iops, false);
-            r.cpu_us_per_io = Some(cpu);
-            r
-        };
-        let mut failed = with_cpu("compio", 1.0, 1.0);
-        failed.errors = 1;
-        let s = FileSuite {
-            buffered: vec![
-                with_cpu("uring", 800_000.0, 1.2),
-                with_cpu("monoio", 400_000.0, 2.4),
-                failed,
-                with_cpu("tokio-fs", 100_000.0, 9.0),
-            ],
-            ..FileSuite::default()
-        };
-        let lines = peer_lines(&s);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(
-            lines[0].contains("uring/monoio IOPS 2.00x") && lines[0].contains("CPU per I/O 0.50x"),
-            "{lines:?}"
-        );
-        assert!(section(&s).contains("### Peers side by side"));
     }
 
     #[test]

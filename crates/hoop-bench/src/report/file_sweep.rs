@@ -1,45 +1,16 @@
-//! The queue-depth sweep of `hoop bench file --qd 1,4,16,32,128`: every engine at every depth
-//! (the engines whose depth is 1 by nature, sync and fio-psync, once), a table of IOPS by engine
-//! and depth, and `file_qd.svg`: IOPS against depth, one line per engine, depth on a log scale,
-//! so a reader sees where io_uring pulls ahead of linux-aio and the thread pool.
+//! The queue-depth sweep's report: IOPS by engine and depth as a table, and `file_qd.svg`, IOPS
+//! against depth (log scale), one line per engine, so a reader sees where io_uring pulls ahead
+//! of linux-aio and the thread pool. Engines of depth 1 by nature ran once and count at every
+//! depth.
 
 use std::error::Error;
-use std::io;
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::file::metrics::FileResult;
-use crate::file::Engine;
-use crate::plan::invalid;
+use crate::plan::file::Engine;
+use crate::record::file::FileResult;
 use crate::report::charts::COLORS;
-
-/// Most depths one sweep takes.
-const MAX_DEPTHS: usize = 16;
-
-/// Parses `--qd`: one depth, or several separated by commas (sorted, duplicates dropped).
-pub(crate) fn parse_depths(s: &str) -> io::Result<Vec<usize>> {
-    let mut depths = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        let qd: usize = part.parse().map_err(|_| {
-            invalid(format!(
-                "--qd must be a whole number or a comma-separated list of them, e.g. 32 or \
-                 1,4,16,32,128 (got {s:?})"
-            ))
-        })?;
-        if !depths.contains(&qd) {
-            depths.push(qd);
-        }
-    }
-    if depths.len() > MAX_DEPTHS {
-        return Err(invalid(format!(
-            "--qd takes at most {MAX_DEPTHS} depths (got {})",
-            depths.len()
-        )));
-    }
-    depths.sort_unstable();
-    Ok(depths)
-}
 
 /// Whether the engine named `name` keeps one I/O in flight whatever the depth (one run).
 fn once(name: &str) -> bool {
@@ -155,21 +126,4 @@ pub(crate) fn draw(
         .draw()?;
     root.present()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn depth_lists_parse() {
-        assert_eq!(parse_depths("32").unwrap(), vec![32]);
-        assert_eq!(
-            parse_depths("128, 1,4,16,32,4").unwrap(),
-            vec![1, 4, 16, 32, 128]
-        );
-        for bad in ["", "1,,4", "x", "1;4", "-1"] {
-            assert!(parse_depths(bad).is_err(), "{bad}");
-        }
-    }
 }

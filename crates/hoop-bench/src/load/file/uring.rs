@@ -1,14 +1,7 @@
-//! The hoop engines: one runtime on the (pinned) calling thread, QD tasks spawned, each looping
-//! a read or write of one random block at a time and checking what it read.
-//!
-//! * `uring`: `File::read_at`/`write_at` on a page-aligned [`AlignedBuf`] per task (so
-//!   O_DIRECT works too): what a user writes first.
-//! * `uring-fixed`: the file registered in the ring's file table ([`FixedFile`], with
-//!   `IOSQE_FIXED_FILE`) and registered buffers (`READ_FIXED`/`WRITE_FIXED`), one per task.
-//! * `uring-sqpoll`: as `uring-fixed` on an `IORING_SETUP_SQPOLL` ring.
-//! * `uring-iopoll`: as `uring-fixed` on an `IORING_SETUP_IOPOLL` ring (O_DIRECT only; skipped
-//!   when the device has no poll queues; the kernel refuses the files update there, so the
-//!   file stays a plain fd).
+//! The hoop engines (`uring`, `uring-fixed`, `uring-sqpoll`, `uring-iopoll`): one runtime on
+//! the calling thread, QD tasks each reading or writing one random block at a time and
+//! checking what it read; the flavours ([`Flavor`]) differ in registered files and buffers and
+//! in the ring's setup.
 
 use std::cell::RefCell;
 use std::io;
@@ -18,10 +11,10 @@ use std::time::{Duration, Instant};
 use hoop::fs::{File, FixedFile};
 use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
-use crate::file::content::{Picker, ALIGN};
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::task::{io_loop, BlockBuf, BlockIo};
-use crate::file::{EngineCtx, Outcome};
+use crate::load::file::content::{Picker, ALIGN};
+use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::load::file::task::{io_loop, BlockBuf, BlockIo};
+use crate::record::file::{Measured, Usage, Who};
 
 /// How long the SQ thread spins without work before it sleeps.
 const SQPOLL_IDLE: Duration = Duration::from_millis(100);
@@ -29,13 +22,17 @@ const SQPOLL_IDLE: Duration = Duration::from_millis(100);
 /// Which hoop engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
-    /// Plain reads and writes.
+    /// `uring`: `File::read_at`/`write_at` on a page-aligned [`AlignedBuf`] per task (so
+    /// O_DIRECT works too): what a user writes first.
     Plain,
-    /// Registered file and buffers.
+    /// `uring-fixed`: the file registered in the ring's file table ([`FixedFile`], with
+    /// `IOSQE_FIXED_FILE`) and registered buffers (`READ_FIXED`/`WRITE_FIXED`), one per task.
     Fixed,
-    /// Registered file and buffers, SQPOLL ring.
+    /// `uring-sqpoll`: as `uring-fixed` on an `IORING_SETUP_SQPOLL` ring.
     Sqpoll,
-    /// Registered file and buffers, IOPOLL ring.
+    /// `uring-iopoll`: as `uring-fixed` on an `IORING_SETUP_IOPOLL` ring (O_DIRECT only;
+    /// skipped when the device has no poll queues; the kernel refuses the files update there,
+    /// so the file stays a plain fd).
     Iopoll,
 }
 

@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::file::content::{self, Rng, SECTOR};
+use crate::load::file::content::{self, Rng, SECTOR};
 use crate::machine::fs::FsInfo;
 use crate::report::output::Out;
 

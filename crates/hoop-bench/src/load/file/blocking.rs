@@ -9,9 +9,10 @@ use std::os::unix::fs::FileExt;
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crate::file::content::{self, AlignedBuf};
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::EngineCtx;
+use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::EngineCtx;
+use crate::machine::pin::allow_cpus;
+use crate::record::file::{Measured, Usage, Who};
 
 /// glibc's default `aio_threads`.
 const GLIBC_AIO_THREADS: usize = 20;
@@ -87,21 +88,6 @@ struct Queue {
     closed: bool,
 }
 
-/// Sets the calling thread's affinity to `cpus` (empty: leave it).
-pub(crate) fn set_affinity(cpus: &[usize]) {
-    if cpus.is_empty() {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain old data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: `c` is below CPU_SETSIZE, so CPU_SET writes inside the set.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    // SAFETY: a valid cpu_set_t of the size given; 0 is the calling thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-}
-
 /// `threadpool`: QD requests in flight through a shared queue to min(QD, 20) unpinned workers;
 /// completions come back through a channel to the (pinned) submitting thread.
 pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
@@ -125,7 +111,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
             let allowed = cx.allowed;
             s.spawn(move || {
                 // Threads inherit the creator's affinity: undo the submitter's pinning.
-                set_affinity(allowed);
+                allow_cpus(allowed);
                 let (lock, cv) = &*queue;
                 loop {
                     let mut req = {
@@ -164,8 +150,8 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
             let mut picker = cx.picker(0);
             let start = Instant::now();
             let deadline = start + job.duration();
-            let mut in_flight = 0usize;
-            for mut buf in bufs.drain(..) {
+            // The next random block's request, its buffer prepared, queued now.
+            let mut issue = |mut buf: AlignedBuf| {
                 let (off, write) = picker.next();
                 prepare(&mut buf, write, off);
                 submit(Req {
@@ -173,7 +159,11 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                     write,
                     buf,
                     t0: Instant::now(),
-                })?;
+                })
+            };
+            let mut in_flight = 0usize;
+            for buf in bufs.drain(..) {
+                issue(buf)?;
                 in_flight += 1;
             }
             while in_flight > 0 {
@@ -194,15 +184,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                     lat,
                 );
                 if Instant::now() < deadline {
-                    let mut buf = buf;
-                    let (off, write) = picker.next();
-                    prepare(&mut buf, write, off);
-                    submit(Req {
-                        off,
-                        write,
-                        buf,
-                        t0: Instant::now(),
-                    })?;
+                    issue(buf)?;
                     in_flight += 1;
                 }
             }

@@ -1,24 +1,16 @@
 //! The peer engines (`monoio`, `compio`, `tokio-uring`, `glommio`, `tokio-io-uring`): the same
-//! job through another runtime, run by the `hoop-peer` binary as a child process
-//! ([`crate::target::peers`]). Each peer runs QD tasks on ONE thread of its own runtime, pinned to
-//! the CPU hoop's engines run on (the child pins that thread itself, `--cpu`; any other thread
-//! it starts stays unpinned, as hoop's engines leave theirs) — except `tokio-io-uring`, which
-//! runs as hoop's `shared` and `tokio-fs` engines do, like for like: QD tasks on a multi-thread
-//! tokio runtime with one worker per allowed CPU, every thread unpinned (`--workers`) — each
-//! task reading one random block
-//! at a time into its own page-aligned buffer through the peer's own API, every read checked
-//! by the very code hoop's engines use (`content/pattern.rs`, which the peer includes).
-//!
-//! The peer measures itself: counts, latency per I/O (submit to completion) and its own
-//! `getrusage` over the run (start-up and build excluded).
+//! job through another runtime in the `hoop-peer` child process ([`crate::target::peers`]),
+//! every read checked by the very code hoop's engines use (`content/pattern.rs`); the peer
+//! measures itself (counts, latency per I/O, its own `getrusage` over the run, start-up and
+//! build excluded).
 
 use std::io;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::file::metrics::{Measured, Usage};
-use crate::file::{Engine, EngineCtx, FileJob, Outcome, Rw};
-use crate::target::fio::FioLatency;
+use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::plan::file::{Engine, FileJob, Rw};
+use crate::record::file::{Latencies, Measured, Usage};
 use crate::target::peers::{f64_of, run_json, str_of, u64_of};
 
 /// Why `engine` cannot run this job, if it cannot (said before anything is started).
@@ -45,7 +37,12 @@ pub(crate) fn refuses_job(job: &FileJob, engine: Engine) -> Option<String> {
     None
 }
 
-/// Runs `engine` through `bin` (the `hoop-peer` binary) with the job of `cx`.
+/// Runs `engine` through `bin` (the `hoop-peer` binary) with the job of `cx`: QD tasks on ONE
+/// thread of the peer's runtime, pinned to the CPU hoop's engines run on (the child pins it,
+/// `--cpu`; any other thread it starts stays unpinned, as hoop's engines leave theirs), each
+/// reading one random block at a time into its own aligned buffer. `tokio-io-uring` runs as
+/// hoop's `shared` and `tokio-fs` do, like for like: QD tasks on a multi-thread tokio runtime,
+/// one worker per allowed CPU, every thread unpinned (`--workers`).
 pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result<Outcome> {
     if let Some(why) = refuses(cx, engine) {
         return Ok(Outcome::Skipped(why));
@@ -75,7 +72,7 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
     let multi_thread = engine == Engine::TokioIoUring;
     if multi_thread {
         args.push("--workers".into());
-        args.push(crate::file::on_tokio::workers(cx).to_string());
+        args.push(crate::load::file::on_tokio::workers(cx).to_string());
     } else if let Some(cpu) = cx.pin {
         args.push("--cpu".into());
         args.push(cpu.to_string());
@@ -99,7 +96,7 @@ pub(crate) fn run_peer(cx: &EngineCtx, engine: Engine, bin: &Path) -> io::Result
         u64_of(&v, "ctx_voluntary"),
         u64_of(&v, "ctx_involuntary"),
     );
-    m.external_latency = Some(FioLatency {
+    m.external_latency = Some(Latencies {
         p50: f64_of(&v, "p50_us"),
         p99: f64_of(&v, "p99_us"),
         p999: f64_of(&v, "p999_us"),

@@ -1,16 +1,33 @@
-//! What one engine measured, the JSON record, resource usage deltas and the human table.
+//! The record of `hoop bench file`: what one engine measured (counts, latency, resource usage
+//! over the run) and the JSON line it becomes.
 
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::record::fsread::ReadResult;
+
 use crate::measure::latency as stats;
-use crate::target::fio::FioLatency;
+
+/// Latency figures computed elsewhere (fio's report, a peer's own histogram), microseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latencies {
+    /// 50th percentile.
+    pub p50: Option<f64>,
+    /// 99th.
+    pub p99: Option<f64>,
+    /// 99.9th.
+    pub p999: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+    /// Mean.
+    pub mean: Option<f64>,
+}
 
 /// Resource usage (`getrusage`) at one moment.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Usage {
+pub struct Usage {
     user: Duration,
     sys: Duration,
     voluntary: u64,
@@ -20,7 +37,7 @@ pub(crate) struct Usage {
 /// Whose usage: this process (every thread, io_uring's kernel threads included), or the
 /// children it waited for (fio).
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Who {
+pub enum Who {
     /// `RUSAGE_SELF`.
     Process,
     /// `RUSAGE_CHILDREN`.
@@ -29,7 +46,7 @@ pub(crate) enum Who {
 
 impl Usage {
     /// Now.
-    pub(crate) fn now(who: Who) -> Usage {
+    pub fn now(who: Who) -> Usage {
         let which = match who {
             Who::Process => libc::RUSAGE_SELF,
             Who::Children => libc::RUSAGE_CHILDREN,
@@ -53,12 +70,7 @@ impl Usage {
     }
 
     /// Usage as another process measured it over its own run (a peer's `getrusage`).
-    pub(crate) fn from_parts(
-        user: Duration,
-        sys: Duration,
-        voluntary: u64,
-        involuntary: u64,
-    ) -> Usage {
+    pub fn from_parts(user: Duration, sys: Duration, voluntary: u64, involuntary: u64) -> Usage {
         Usage {
             user,
             sys,
@@ -68,7 +80,7 @@ impl Usage {
     }
 
     /// What happened between `earlier` and `self`.
-    pub(crate) fn since(&self, earlier: &Usage) -> Usage {
+    pub fn since(&self, earlier: &Usage) -> Usage {
         Usage {
             user: self.user.saturating_sub(earlier.user),
             sys: self.sys.saturating_sub(earlier.sys),
@@ -80,7 +92,7 @@ impl Usage {
 
 /// What an engine run measured, before it becomes a [`FileResult`].
 #[derive(Debug)]
-pub(crate) struct Measured {
+pub struct Measured {
     /// Verified reads (full length, every stamp right).
     pub reads: u64,
     /// Complete writes.
@@ -106,7 +118,7 @@ pub(crate) struct Measured {
     /// Whether reads were verified (false for fio).
     pub verified: bool,
     /// Latency figures computed elsewhere (fio's), used instead of `hist`.
-    pub external_latency: Option<FioLatency>,
+    pub external_latency: Option<Latencies>,
     /// Whether the threads that submitted ran unpinned (a multi-thread runtime's workers),
     /// whatever CPU the engine's own thread was pinned to.
     pub unpinned: bool,
@@ -118,7 +130,7 @@ pub(crate) struct Measured {
 
 impl Measured {
     /// An empty measurement (qd `qd`, no I/O yet).
-    pub(crate) fn new(qd: usize) -> std::io::Result<Measured> {
+    pub fn new(qd: usize) -> std::io::Result<Measured> {
         Ok(Measured {
             reads: 0,
             writes: 0,
@@ -140,7 +152,7 @@ impl Measured {
 
     /// Counts one completed I/O of `latency_ns`: a read must have returned `bs` bytes and
     /// verify; a write must have written `bs` bytes.
-    pub(crate) fn complete(
+    pub fn complete(
         &mut self,
         write: bool,
         res: std::io::Result<usize>,
@@ -170,7 +182,7 @@ impl Measured {
     }
 
     /// Adds the counts and latencies of `other` (another task's share of the same run).
-    pub(crate) fn absorb(&mut self, other: Measured) -> std::io::Result<()> {
+    pub fn absorb(&mut self, other: Measured) -> std::io::Result<()> {
         self.reads += other.reads;
         self.writes += other.writes;
         self.errors += other.errors;
@@ -183,7 +195,7 @@ impl Measured {
     }
 
     /// Counts one error.
-    pub(crate) fn error(&mut self, msg: String) {
+    pub fn error(&mut self, msg: String) {
         self.errors += 1;
         if self.first_error.is_none() {
             self.first_error = Some(msg);
@@ -191,14 +203,14 @@ impl Measured {
     }
 
     /// Counted I/O.
-    pub(crate) fn ios(&self) -> u64 {
+    pub fn ios(&self) -> u64 {
         self.reads + self.writes
     }
 }
 
 /// One `hoop bench file` measurement: one engine (a JSON line with `--json`).
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct FileResult {
+pub struct FileResult {
     /// Always "file".
     pub bench: &'static str,
     /// The engine's name (`sync`, `uring-fixed`, `fio`, ...).
@@ -275,7 +287,7 @@ pub(crate) struct FileResult {
 
 /// The context of a result that the engine does not know.
 #[derive(Debug, Clone)]
-pub(crate) struct ResultContext {
+pub struct ResultContext {
     /// randread, randwrite, randrw.
     pub rw: &'static str,
     /// Block size.
@@ -296,11 +308,11 @@ pub(crate) struct ResultContext {
 
 impl FileResult {
     /// The record of `m` for `engine`.
-    pub(crate) fn new(engine: &'static str, m: &Measured, c: &ResultContext) -> FileResult {
+    pub fn new(engine: &'static str, m: &Measured, c: &ResultContext) -> FileResult {
         let ios = m.ios();
         let per_sec = |v: f64| if m.secs > 0.0 { v / m.secs } else { 0.0 };
         let u = &m.usage;
-        let lat = m.external_latency.unwrap_or(FioLatency {
+        let lat = m.external_latency.unwrap_or(Latencies {
             p50: stats::quantile_us(&m.hist, 0.5),
             p99: stats::quantile_us(&m.hist, 0.99),
             p999: stats::quantile_us(&m.hist, 0.999),
@@ -359,42 +371,38 @@ impl FileResult {
     }
 
     /// Whether this run passes: no error and at least one counted I/O.
-    pub(crate) fn ok(&self) -> bool {
+    pub fn ok(&self) -> bool {
         self.errors == 0 && self.ios > 0
     }
 }
 
-/// The human table of `results`.
-pub(crate) fn table(results: &[FileResult]) -> String {
-    let f1 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
-    let mut s = String::from(
-        "| engine | QD | IOPS | MiB/s | p50 µs | p99 µs | p99.9 µs | max µs | ctx vol | ctx invol | CPU usr s | CPU sys s | CPU µs/IO | syscalls/IO | depth | I/Os | errors | verified |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
-    );
-    for r in results {
-        s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
-            r.engine,
-            r.qd_effective,
-            r.iops,
-            r.mib_s,
-            f1(r.p50_us),
-            f1(r.p99_us),
-            f1(r.p999_us),
-            f1(r.max_us),
-            r.ctx_voluntary,
-            r.ctx_involuntary,
-            r.cpu_user_s,
-            r.cpu_sys_s,
-            r.cpu_us_per_io
-                .map_or("-".to_string(), |x| format!("{x:.2}")),
-            r.syscalls_per_io
-                .map_or("-".to_string(), |x| format!("{x:.3}")),
-            f1(r.depth_mean),
-            r.ios,
-            r.errors,
-            if r.verified { "yes" } else { "no (fio)" },
-        ));
+/// What the quick run measured.
+#[derive(Debug, Default)]
+pub struct FileSuite {
+    /// Test file size.
+    pub size: u64,
+    /// Seconds per engine.
+    pub secs: f64,
+    /// The header of the O_DIRECT part (machine, file, device, pinning, verification), or of
+    /// the buffered part when the O_DIRECT one could not run.
+    pub header: Option<String>,
+    /// Whether fio is on PATH (its engines skip themselves otherwise).
+    pub fio_installed: bool,
+    /// O_DIRECT results.
+    pub direct: Vec<FileResult>,
+    /// Buffered (hot page cache) results.
+    pub buffered: Vec<FileResult>,
+    /// Whole-file read latencies (`hoop bench fsread`'s engines).
+    pub whole: Vec<ReadResult>,
+    /// Whole-file engines skipped, each with why.
+    pub whole_skipped: Vec<String>,
+    /// Parts that could not run, and engines that failed.
+    pub failures: Vec<String>,
+}
+
+impl FileSuite {
+    /// Every result, O_DIRECT first.
+    pub fn all(&self) -> impl Iterator<Item = &FileResult> {
+        self.direct.iter().chain(&self.buffered)
     }
-    s
 }

@@ -1,19 +1,16 @@
-//! `linux-aio`: the kernel's native AIO (`io_setup`/`io_submit`/`io_getevents`/`io_destroy`)
-//! by raw `syscall(2)`, without libaio: QD iocbs in flight, every completion batch reaped in
-//! one `io_getevents` and the replacements submitted in one `io_submit`. The syscalls on the
-//! I/O path are counted.
-//!
-//! Only O_DIRECT I/O is asynchronous here: a buffered `io_submit` does the I/O before it
-//! returns.
+//! `linux-aio`: the kernel's native AIO by raw `syscall(2)`, without libaio: QD iocbs in
+//! flight, each completion batch reaped in one `io_getevents` and replaced in one `io_submit`,
+//! the syscalls counted. Only O_DIRECT I/O is asynchronous here: a buffered `io_submit` does
+//! the I/O before it returns.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use crate::file::content::{self, AlignedBuf};
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::EngineCtx;
+use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::EngineCtx;
+use crate::record::file::{Measured, Usage, Who};
 
 /// `IOCB_CMD_PREAD`.
 const IOCB_CMD_PREAD: u16 = 0;

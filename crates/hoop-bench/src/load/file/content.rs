@@ -1,9 +1,7 @@
 //! What the test file holds and how every I/O is checked: each 512-byte sector begins with its
-//! own byte offset (a little-endian u64), the rest of it a fixed non-zero pattern. Writes write
-//! exactly that content, so the file stays valid whatever the engines do; a read counts only
-//! when it returned the whole block and every sector in it carries its offset.
-//!
-//! Also: the page-aligned buffers (hoop's `AlignedBuf`) and the random offsets.
+//! own byte offset and the rest is a fixed pattern, so writes keep the file valid and a read
+//! counts only when every sector carries its offset; also the aligned buffers and the random
+//! offsets.
 
 mod pattern;
 

@@ -10,11 +10,11 @@ use std::time::Instant;
 use hoop::{AlignedBuf, BufResult};
 use tokio::runtime::Runtime;
 
-use crate::file::blocking::set_affinity;
-use crate::file::content;
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::task::{io_loop, BlockIo};
-use crate::file::EngineCtx;
+use crate::load::file::content;
+use crate::load::file::engine::EngineCtx;
+use crate::load::file::task::{io_loop, BlockIo};
+use crate::machine::pin::allow_cpus;
+use crate::record::file::{Measured, Usage, Who};
 
 /// One task's way to the file, with a future that may move between worker threads.
 pub(crate) trait SendIo: Send + 'static {
@@ -46,7 +46,7 @@ impl<I: SendIo> BlockIo<AlignedBuf> for Sendable<I> {
 /// thread it starts inherits every allowed CPU), then builds a multi-thread runtime with one
 /// worker per allowed CPU and tokio's I/O driver.
 pub(crate) fn runtime(cx: &EngineCtx) -> io::Result<Runtime> {
-    set_affinity(cx.allowed);
+    allow_cpus(cx.allowed);
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers(cx))
         .thread_name("hoop-bench-tokio")

@@ -1,11 +1,7 @@
-//! The loop every async engine's task runs: until the deadline, one random block at a time —
-//! stamp the buffer (a write) or poison it (a read), time the I/O, count it only when it is
-//! complete and, for a read, when every sector carries its offset.
-//!
-//! The engines differ only in how one I/O reaches the file ([`BlockIo`]) and where the counts
-//! go ([`Tally`]): hoop's thread-per-core engines share one `Rc<RefCell<Measured>>`; the
-//! engines on a multi-thread tokio runtime give each task its own [`Measured`], merged at the
-//! end.
+//! The loop every async engine's task runs ([`io_loop`]): one random block at a time, stamped
+//! (a write) or poisoned (a read), timed, counted only when it is complete and, for a read,
+//! when every sector carries its offset. The engines differ only in how one I/O reaches the
+//! file ([`BlockIo`]) and where the counts go ([`Tally`]).
 
 use std::cell::RefCell;
 use std::io;
@@ -14,8 +10,8 @@ use std::time::Instant;
 
 use hoop::{AlignedBuf, BufResult, FixedBuf};
 
-use crate::file::content::{self, Picker};
-use crate::file::metrics::Measured;
+use crate::load::file::content::{self, Picker};
+use crate::record::file::Measured;
 
 /// A task's buffer: its full capacity as bytes, and the length an I/O uses.
 pub(crate) trait BlockBuf: Sized {
@@ -64,7 +60,9 @@ pub(crate) trait BlockIo<B> {
     async fn io(&mut self, buf: B, off: u64, write: bool) -> BufResult<usize, Option<B>>;
 }
 
-/// Where a task counts its I/O.
+/// Where a task counts its I/O: hoop's thread-per-core engines share one
+/// `Rc<RefCell<Measured>>`; the engines on a multi-thread tokio runtime give each task its own
+/// [`Measured`], merged at the end.
 pub(crate) trait Tally {
     /// Runs `f` on the counts.
     fn with(&mut self, f: impl FnOnce(&mut Measured));
