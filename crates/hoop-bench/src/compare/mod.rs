@@ -7,6 +7,8 @@
 //! and the median of those ratios is reported, never the ratio of two medians: machine noise
 //! that hits one round hits both sides of its pair.
 
+pub mod http;
+
 use std::io;
 
 use serde::Serialize;

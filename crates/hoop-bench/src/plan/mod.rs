@@ -1,6 +1,8 @@
 //! What a run is asked to do, checked before anything starts: the limits of the flags, the
 //! checks every command shares, server lists and sizes.
 
+pub mod http;
+
 use std::io;
 
 /// Largest payload `-l` accepts: 16 MiB.

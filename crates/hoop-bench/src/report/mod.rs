@@ -1,7 +1,10 @@
 //! What a reader sees: where output goes, the tables' and the report's words, the charts,
 //! and the quick suite that writes them all.
 
+pub mod attack;
 pub mod charts;
+pub mod http;
+pub mod hyper_pair;
 pub mod markdown;
 pub mod output;
 pub mod suite;

@@ -3,6 +3,8 @@
 
 pub mod child;
 pub mod fio;
+pub mod http;
 pub mod netns;
 pub mod nginx;
 pub mod peers;
+pub mod wrk;

@@ -3,7 +3,9 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite, side_by_side};
+use hoop_bench::{cancel, count, fanout, file, idle, nop, report::suite, side_by_side};
+
+mod http;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -142,7 +144,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
-        Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
+        Some(BenchCommand::Http(h)) => hoop_bench::compare::http::run_http(h.into(), json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),

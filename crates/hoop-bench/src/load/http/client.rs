@@ -7,7 +7,7 @@
 //! order, again and again. `--close`: a new connection per request (`Connection: close`), the
 //! latency counted from the connect. Only requests completed inside the window count.
 //!
-//! The static mix ([`crate::http::mix`]): each connection asks for the mix's files in turn, from an
+//! The static mix ([`crate::load::http::mix`]): each connection asks for the mix's files in turn, from an
 //! offset of its own, with `Accept-Encoding: br, gzip`; a response with `Content-Encoding:
 //! gzip` must be exactly the file's `.gz` variant (compared byte for byte, not decompressed),
 //! one without it the file itself. Verified requests are counted by encoding.
@@ -26,7 +26,7 @@ use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
 use crate::echo_client::{thread_cpu, Gate};
-use crate::http::mix::{self, MixFile};
+use crate::load::http::mix::{self, MixFile};
 use crate::measure::latency as stats;
 
 /// How long the connect phase may take before the window opens anyway.
