@@ -43,7 +43,7 @@ pub struct HttpBenchArgs {
     pub servers: Option<Vec<String>>,
     /// Side by side: only these cells, comma-separated, each SIZE-cCONNS[-close] with SIZE
     /// 1k, 64k, 1m or mix (the static mix: 20 files of 3-300 KB with .gz variants, requests
-    /// with `Accept-Encoding: br, gzip`) (e.g. `1k-c50,1k-c500` for issue 22's comparison)
+    /// with `Accept-Encoding: br, gzip`) (e.g. `1k-c50,1k-c500` for the hyper pair's comparison)
     /// [default: the quick matrix: 1k-c50,1k-c500,64k-c50,1m-c50,1k-c50-close,mix-c50].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cells: Option<Vec<String>>,
@@ -52,7 +52,7 @@ pub struct HttpBenchArgs {
     /// with `Accept-Encoding: br, gzip` in the static mix) against every server, right after
     /// the load generator in every cell and round; its req/s in the table's `wrk req/s` column
     /// and the JSON's `wrk_req_per_sec` (needs wrk installed). With hyper-shared and
-    /// hyper-tokio, issue 22's per-round table for wrk too.
+    /// hyper-tokio, the pair's per-round table for wrk too.
     #[arg(long)]
     pub wrk: bool,
     /// Side by side: where the files and nginx's configuration go (default:
@@ -68,7 +68,7 @@ pub struct HttpBenchArgs {
     /// Each server (--servers; default hoop, hoop-epoll, nginx) under a slowloris
     /// and idle keep-alive attack: the legitimate load (-c, default 50 keep-alive, 1 KiB) for
     /// -t seconds (default 5) without attack, then again 1 s after the attackers connected;
-    /// req/s, p99, stalls, RSS before / during / after, connections held (bench/http/attack.rs).
+    /// req/s, p99, stalls, RSS before / during / after, connections held.
     #[arg(long)]
     pub attack: bool,
     /// With --attack: connections sending a request head one byte every 2 s.

@@ -56,7 +56,7 @@ pub(crate) const RUN_OVERHEAD_SECS: f64 = 0.3;
 /// The servers of the side-by-side runs by default (and of the main job), in run order.
 pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "nginx", "hyper"];
 
-/// Every server `--servers` accepts: the default ones and issue 22's pair.
+/// Every server `--servers` accepts: the default ones and the hyper pair.
 pub(crate) const ALL_SERVERS: [&str; 6] = [
     "hoop",
     "hoop-epoll",
@@ -66,7 +66,8 @@ pub(crate) const ALL_SERVERS: [&str; 6] = [
     "hyper-tokio",
 ];
 
-/// Issue 22's pair: hyper on hoop's shared sockets, and the same on tokio's (the baseline).
+/// The hyper pair: hyper on hoop's shared sockets, and the same on tokio's (the baseline;
+/// DESIGN.md, "`hoop bench http`: hyper on shared sockets against hyper on tokio's").
 pub(crate) const HYPER_PAIR: (&str, &str) = ("hyper-shared", "hyper-tokio");
 
 /// How a server is named in tables and charts.

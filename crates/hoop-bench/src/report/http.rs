@@ -107,7 +107,7 @@ pub(crate) fn summary_table(
     s
 }
 
-/// The targets, evaluated from the numbers: one line each, `met`, `MISSED` or
+/// The speed targets of the static server against nginx and tokio+hyper, evaluated from the numbers: one line each, `met`, `MISSED` or
 /// `not measured`.
 pub(crate) fn targets(results: &[HttpResult]) -> Vec<String> {
     let cells = cells_of(results);

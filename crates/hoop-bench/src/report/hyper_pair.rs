@@ -11,7 +11,7 @@ use crate::plan::http::{label, Cell, HYPER_PAIR};
 use crate::record::http::HttpResult;
 use crate::report::http::{cells_of, in_cell, threads_line};
 
-/// Issue 22's comparison, when both hyper-shared and hyper-tokio ran: every round of every
+/// The hyper pair's comparison, when both hyper-shared and hyper-tokio ran: every round of every
 /// cell side by side (req/s, server CPU µs/req, context switches/req, and the two ratios
 /// hyper-shared / hyper-tokio of that round), a median row per cell (medians of each column;
 /// the ratios are medians of the per-round ratios), then the targets: at least 1.0x the

@@ -1,9 +1,6 @@
-//! The static mix of `hoop bench http` (cell `mix-cCONNS`), in the manner of HttpArena's static
-//! test: 20 files with web-like names and extensions, sizes spread geometrically from 3 KB to
-//! 300 KB, each with a precompressed `NAME.gz` next to it (made by the `gzip` binary; without
-//! it, no variants and a line says so). Every request asks for one of them with
-//! `Accept-Encoding: br, gzip`; a response is right when it is the identity file, or, with
-//! `Content-Encoding: gzip`, exactly the `.gz` file's bytes (never decompressed).
+//! The static mix (cell `mix-cCONNS`), in the manner of HttpArena's static test: 20 files with
+//! web-like names, 3 KB to 300 KB, each with a precompressed `NAME.gz` made by `gzip` (none
+//! without it, and a line says so), and the wrk script asking for them in turn.
 
 use std::io;
 use std::path::Path;
