@@ -17,9 +17,9 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::echo_client::thread_cpu;
 use crate::load::http::mix::{self, MixFile};
 use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
 use crate::measure::window::Window;
 
 /// How long the connect phase may take before the window opens anyway.
