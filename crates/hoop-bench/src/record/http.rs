@@ -5,11 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::compare::Sample;
-use crate::load::http::client::{HttpClientConfig, HttpOutcome};
-use crate::measure::latency as stats;
-use crate::measure::usage::{ServerMetrics, ThreadUse};
-use crate::target::netns;
+use crate::measure::usage::ThreadUse;
 
 /// One HTTP measurement: one server, one configuration, one round (a JSON line).
 #[derive(Debug, Clone, Serialize)]
@@ -91,67 +87,57 @@ pub(crate) struct HttpResult {
     pub wrk_req_per_sec: Option<f64>,
 }
 
-impl HttpResult {
-    /// The load generator's measurement of `server` (`cfg`, what it saw, the server's usage).
-    pub(crate) fn of_client(
-        server: &str,
-        url: &str,
-        round: u32,
-        cfg: &HttpClientConfig,
-        o: &HttpOutcome,
-        m: ServerMetrics,
-        pinned: bool,
-    ) -> HttpResult {
-        let secs = cfg.secs.as_secs_f64();
-        let wall = o.wall.as_secs_f64();
-        let client_cpu_pct =
-            (wall > 0.0).then(|| stats::round3(o.cpu.as_secs_f64() / wall * 100.0));
-        HttpResult {
-            bench: "http",
-            server: server.to_string(),
-            client: "hoop",
-            url: url.to_string(),
-            round,
-            file_bytes: cfg.file_bytes,
-            conns: cfg.conns,
-            mode: if cfg.close { "close" } else { "keep-alive" },
-            pipeline: if cfg.close { 1 } else { cfg.pipeline },
-            secs,
-            requests: o.requests,
-            errors: o.error_count(),
-            errors_by_kind: o.errors.clone(),
-            first_error: o.first_error.clone(),
-            verified_bytes: cfg.verify.is_some() || cfg.mix.is_some(),
-            loopback_mtu: netns::loopback_mtu(),
-            rps: stats::round3(o.requests as f64 / secs),
-            mib_s: stats::round3(o.body_bytes as f64 / secs / (1 << 20) as f64),
-            p50_us: stats::quantile_us(&o.hist, 0.5),
-            p99_us: stats::quantile_us(&o.hist, 0.99),
-            p999_us: stats::quantile_us(&o.hist, 0.999),
-            max_us: stats::max_us(&o.hist),
-            client_cpu_pct,
-            server_cpu_pct: m.cpu_pct,
-            server_cpu_us_per_req: m.cpu_us_per_req,
-            syscalls_per_req: m.syscalls_per_req,
-            ctx_switches_per_req: m.ctx_switches_per_req,
-            server_cpus: None,
-            server_threads: m.threads,
-            client_bound: client_cpu_pct.is_some_and(|c| c >= 90.0)
-                && m.cpu_pct.is_none_or(|s| s < 90.0),
-            pinned,
-            connected: o.connected,
-            mix: cfg.mix.is_some(),
-            requests_by_encoding: o.by_encoding.clone(),
-            wrk_req_per_sec: None,
-        }
-    }
-}
-
-impl Sample for HttpResult {
-    fn target(&self) -> &str {
-        &self.server
-    }
-    fn round(&self) -> u32 {
-        self.round
+/// A load generator's result of `server` at 1 KiB keep-alive, for the tests of the tables.
+#[cfg(test)]
+pub(crate) fn test_result(
+    server: &str,
+    round: u32,
+    conns: usize,
+    rps: f64,
+    cpu: f64,
+) -> HttpResult {
+    HttpResult {
+        bench: "http",
+        server: server.into(),
+        client: "hoop",
+        url: String::new(),
+        round,
+        file_bytes: 1024,
+        conns,
+        mode: "keep-alive",
+        pipeline: 1,
+        secs: 1.0,
+        requests: rps as u64,
+        errors: 0,
+        errors_by_kind: BTreeMap::new(),
+        first_error: None,
+        verified_bytes: true,
+        loopback_mtu: Some(65536),
+        rps,
+        mib_s: 1.0,
+        p50_us: None,
+        p99_us: None,
+        p999_us: None,
+        max_us: None,
+        client_cpu_pct: None,
+        server_cpu_pct: None,
+        server_cpu_us_per_req: Some(cpu),
+        syscalls_per_req: None,
+        ctx_switches_per_req: Some(0.5),
+        server_cpus: Some("0,1".into()),
+        server_threads: BTreeMap::from([(
+            "tokio-rt-worker".to_string(),
+            crate::measure::usage::ThreadUse {
+                threads: 2,
+                cpu_us_per_req: cpu,
+                ctx_switches_per_req: 0.5,
+            },
+        )]),
+        client_bound: false,
+        pinned: false,
+        connected: conns,
+        mix: false,
+        requests_by_encoding: None,
+        wrk_req_per_sec: None,
     }
 }

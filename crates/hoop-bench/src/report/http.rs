@@ -272,3 +272,56 @@ pub(crate) fn describe(r: &HttpResult) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::http::test_result as result;
+
+    /// hoop against nginx in one cell over two rounds: req/s paired 1.5x and 0.5x (median
+    /// 1.0x), CPU per request 0.5x and 2x (median 1.25x).
+    fn hoop_and_nginx() -> Vec<HttpResult> {
+        vec![
+            result("hoop", 0, 50, 1200.0, 10.0),
+            result("nginx", 0, 50, 800.0, 20.0),
+            result("hoop", 1, 50, 500.0, 10.0),
+            result("nginx", 1, 50, 1000.0, 5.0),
+        ]
+    }
+
+    #[test]
+    fn targets_are_met_missed_or_not_measured() {
+        let t = targets(&hoop_and_nginx());
+        assert_eq!(
+            t,
+            [
+                "hoop (io_uring) >= 1.0x nginx req/s in every cell: met (worst cell 1 KiB c=50 \
+                 keep-alive: 1.00x)",
+                "hoop (io_uring) server CPU/req <= nginx's in every cell: MISSED (worst cell \
+                 1 KiB c=50 keep-alive: 1.25x)",
+                "hoop (io_uring) >= 1.3x nginx req/s at 10,000 connections: not measured",
+                "hoop (io_uring) >= 1.3x tokio+hyper req/s in every cell: not measured (hyper \
+                 did not run)",
+                "hoop (epoll) >= 0.9x nginx req/s in every cell: not measured (hoop-epoll did \
+                 not run)",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_table_shows_medians_and_paired_ratios() {
+        let rs = hoop_and_nginx();
+        let t = summary_table(&rs, &["hoop".into(), "nginx".into()], &["a note".into()]);
+        assert!(
+            t.contains("| 1 KiB | 50 | keep-alive | hoop (io_uring) | 850 | - |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| 1 KiB | 50 | keep-alive | nginx | 900 | - |"),
+            "{t}"
+        );
+        assert!(t.contains("| 0/2 | 1.00 | 1.25 |\n"), "{t}");
+        assert!(t.ends_with("\na note"), "{t}");
+        assert_eq!(cells_of(&rs).len(), 1);
+    }
+}

@@ -188,55 +188,8 @@ fn thread_medians(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::http::test_result as result;
     use crate::report::http::summary_table;
-    use std::collections::BTreeMap;
-
-    fn result(server: &str, round: u32, conns: usize, rps: f64, cpu: f64) -> HttpResult {
-        HttpResult {
-            bench: "http",
-            server: server.into(),
-            client: "hoop",
-            url: String::new(),
-            round,
-            file_bytes: 1024,
-            conns,
-            mode: "keep-alive",
-            pipeline: 1,
-            secs: 1.0,
-            requests: rps as u64,
-            errors: 0,
-            errors_by_kind: BTreeMap::new(),
-            first_error: None,
-            verified_bytes: true,
-            loopback_mtu: Some(65536),
-            rps,
-            mib_s: 1.0,
-            p50_us: None,
-            p99_us: None,
-            p999_us: None,
-            max_us: None,
-            client_cpu_pct: None,
-            server_cpu_pct: None,
-            server_cpu_us_per_req: Some(cpu),
-            syscalls_per_req: None,
-            ctx_switches_per_req: Some(0.5),
-            server_cpus: Some("0,1".into()),
-            server_threads: BTreeMap::from([(
-                "tokio-rt-worker".to_string(),
-                crate::measure::usage::ThreadUse {
-                    threads: 2,
-                    cpu_us_per_req: cpu,
-                    ctx_switches_per_req: 0.5,
-                },
-            )]),
-            client_bound: false,
-            pinned: false,
-            connected: conns,
-            mix: false,
-            requests_by_encoding: None,
-            wrk_req_per_sec: None,
-        }
-    }
 
     #[test]
     fn hyper_pair_rounds_ratios_and_targets() {

@@ -15,6 +15,7 @@ use crate::target::netns;
 use crate::target::wrk::wrk_path;
 
 pub mod attack;
+pub mod result;
 pub mod run;
 pub mod url;
 pub mod wrk;

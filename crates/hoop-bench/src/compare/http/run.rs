@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::compare::http::result::client_result;
 use crate::compare::http::wrk::{run_wrk, run_wrk_logged, WrkRun};
 use crate::load::http::client::{self, HttpClientConfig};
 use crate::load::http::files::{file_name, make_files, Files};
@@ -243,6 +244,9 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         }
         _ => None,
     };
+    // The matrix loop of `compare::Matrix::run` (cells, rounds, servers in the same order every
+    // round), written out: wrk runs between a load generator's run and its JSON line, which
+    // carries wrk's req/s, and both lines and the run's warning keep this bench's own words.
     for cell in &cells {
         for round in 0..plan.rounds {
             for (name, child) in servers.iter_mut() {
@@ -298,7 +302,7 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                             server_cpu.map_or_else(|| cpu_list(&all_cpus), |c| c.to_string()),
                         )
                     };
-                    let mut r = HttpResult::of_client(name, &url, round, &cfg, &outcome, m, pinned);
+                    let mut r = client_result(name, &url, round, &cfg, &outcome, m, pinned);
                     r.server_cpus = Some(cpus);
                     Ok(r)
                 });

@@ -6,11 +6,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::compare::http::result::client_result;
 use crate::load::http::client::{self, HttpClientConfig};
 use crate::measure::usage::ServerProbe;
 use crate::plan::http::HttpPlan;
 use crate::plan::invalid;
-use crate::record::http::HttpResult;
 use crate::report::http::describe;
 use crate::report::output::Out;
 
@@ -109,7 +109,7 @@ pub(crate) fn run_external(url: &str, args: &HttpPlan, secs: f64, json: bool) ->
         .map(|p| p.finish(outcome.wall, outcome.requests))
         .unwrap_or_default();
     out.finish();
-    let r = HttpResult::of_client("external", url, 0, &cfg, &outcome, metrics, false);
+    let r = client_result("external", url, 0, &cfg, &outcome, metrics, false);
     out.measurement(&r);
     out.human(&describe(&r));
     if r.errors > 0 {
