@@ -1,4 +1,4 @@
-//! The [`HttpResult`] of one run of the load generator, and what the comparison reads of it.
+//! The `HttpResult` of one run of the load generator, and what the comparison reads of it.
 
 use crate::compare::Sample;
 use crate::load::http::client::{HttpClientConfig, HttpOutcome};

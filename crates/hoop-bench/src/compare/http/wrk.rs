@@ -1,5 +1,5 @@
 //! wrk beside the load generator in `hoop bench http`'s side-by-side runs: one run against a
-//! server in a cell, the server measured meanwhile, as an [`HttpResult`] with `client: "wrk"`.
+//! server in a cell, the server measured meanwhile, as an `HttpResult` with `client: "wrk"`.
 
 use std::collections::BTreeMap;
 use std::io;
