@@ -102,7 +102,7 @@ pub(crate) struct Cell {
     pub conns: usize,
     /// Connection per request.
     pub close: bool,
-    /// The static mix ([`crate::load::http::mix`]; `file_bytes` is its mean size).
+    /// The static mix (`file_bytes` is then its mean size).
     pub mix: bool,
 }
 
