@@ -19,7 +19,7 @@
 //!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`file::whole`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
-//!   ([`compare::http`]).
+//!   ([`report::http_command`]).
 //! * `hoop bench fanout [-c CONNS] [-t SECS] [-l LEN] [--window W] [--servers LIST] [--rounds R]
 //!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
 //!   io_uring and on epoll and tokio side by side, every delivery verified in order

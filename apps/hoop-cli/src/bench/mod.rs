@@ -144,7 +144,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Nop(nop)) => nop::run_nop_command(nop, json),
         Some(BenchCommand::File(f)) => file::run_file_command(f, json),
         Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
-        Some(BenchCommand::Http(h)) => hoop_bench::compare::http::run_http(h.into(), json),
+        Some(BenchCommand::Http(h)) => hoop_bench::report::http_command::run_http(h.into(), json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),

@@ -4,6 +4,7 @@
 pub mod attack;
 pub mod charts;
 pub mod http;
+pub mod http_command;
 pub mod hyper_pair;
 pub mod markdown;
 pub mod output;

@@ -18,7 +18,6 @@ use crate::measure::latency as stats;
 use crate::plan::http::HttpPlan;
 use crate::plan::{check_secs, invalid};
 use crate::record::attack::AttackResult;
-use crate::report::attack::attack_table;
 use crate::report::output::Out;
 use crate::target::child::ServerChild;
 use crate::target::http::start_server;
@@ -290,8 +289,8 @@ fn attack_one(
     })
 }
 
-/// `--attack`: every server under attack, a table and one JSON line each.
-pub(crate) fn run_attack_command(args: &HttpPlan, json: bool) -> io::Result<()> {
+/// The plan of `--attack` from the flags, checked.
+pub(crate) fn attack_plan(args: &HttpPlan) -> io::Result<AttackPlan> {
     if args.url.is_some()
         || args.cells.is_some()
         || args.full
@@ -330,10 +329,12 @@ pub(crate) fn run_attack_command(args: &HttpPlan, json: bool) -> io::Result<()> 
             .unwrap_or_else(|| crate::machine::default_out_dir().join("http")),
     };
     plan.check()?;
-    let out = Out::new(json, plan.planned_secs());
-    let (results, failures, notes) = run_attack(&plan, &out);
-    out.finish();
-    out.human(&attack_table(&results, &notes));
+    Ok(plan)
+}
+
+/// The exit status of `--attack`: an error if a server failed, or counted errors or verified
+/// no request without attack.
+pub(crate) fn attack_status(results: &[AttackResult], failures: &[String]) -> io::Result<()> {
     let bad = results
         .iter()
         .filter(|r| r.legit_errors_unattacked > 0 || r.legit_req_per_sec_unattacked <= 0.0)

@@ -11,7 +11,7 @@ use crate::load::http::client::{self, HttpClientConfig};
 use crate::measure::usage::ServerProbe;
 use crate::plan::http::HttpPlan;
 use crate::plan::invalid;
-use crate::report::http::describe;
+use crate::record::http::HttpResult;
 use crate::report::output::Out;
 
 /// `http://HOST:PORT/path` -> (address, host header, path).
@@ -72,8 +72,9 @@ fn probe_length(addr: SocketAddr, host: &str, path: &str) -> io::Result<u64> {
     }
 }
 
-/// `--url`: one measurement.
-pub(crate) fn run_external(url: &str, args: &HttpPlan, secs: f64, json: bool) -> io::Result<()> {
+/// The load generator's configuration for `--url` (the expected body read from `--verify`,
+/// or its length asked of the server).
+pub(crate) fn config(url: &str, args: &HttpPlan, secs: f64) -> io::Result<HttpClientConfig> {
     let (addr, host, path) = parse_url(url)?;
     let verify: Option<Arc<[u8]>> = match &args.verify {
         Some(p) => Some(
@@ -99,19 +100,33 @@ pub(crate) fn run_external(url: &str, args: &HttpPlan, secs: f64, json: bool) ->
         verify,
         mix: None,
     };
-    let out = Out::new(json, secs);
-    out.start(&format!("http {url}"), secs);
+    Ok(cfg)
+}
+
+/// One run of the load generator against `url` (the server measured when its PID is given),
+/// its JSON line printed.
+pub(crate) fn measure(
+    url: &str,
+    cfg: &HttpClientConfig,
+    server_pid: Option<u32>,
+    out: &Out,
+) -> io::Result<HttpResult> {
+    out.start(&format!("http {url}"), cfg.secs.as_secs_f64());
     let mut probe = None;
-    let outcome = client::run_client(&cfg, None, || {
-        probe = args.server_pid.map(|pid| ServerProbe::start(pid, cfg.secs));
+    let outcome = client::run_client(cfg, None, || {
+        probe = server_pid.map(|pid| ServerProbe::start(pid, cfg.secs));
     })?;
     let metrics = probe
         .map(|p| p.finish(outcome.wall, outcome.requests))
         .unwrap_or_default();
     out.finish();
-    let r = client_result("external", url, 0, &cfg, &outcome, metrics, false);
+    let r = client_result("external", url, 0, cfg, &outcome, metrics, false);
     out.measurement(&r);
-    out.human(&describe(&r));
+    Ok(r)
+}
+
+/// The exit status of `--url`: an error if the run counted errors or verified no request.
+pub(crate) fn status(r: &HttpResult) -> io::Result<()> {
     if r.errors > 0 {
         return Err(io::Error::other(format!(
             "{} error(s) during the run (first: {}); {} verified request(s)",
