@@ -19,7 +19,7 @@
 //!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`compare::fsread`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
-//!   ([`http`]).
+//!   ([`report::http_command`]).
 //! * `hoop bench fanout [-c CONNS] [-t SECS] [-l LEN] [--window W] [--servers LIST] [--rounds R]
 //!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
 //!   io_uring and on epoll and tokio side by side, every delivery verified in order
@@ -46,7 +46,6 @@ pub mod cancel;
 pub mod compare;
 pub mod echo_client;
 pub mod fanout;
-pub mod http;
 pub mod idle;
 pub mod load;
 pub mod machine;

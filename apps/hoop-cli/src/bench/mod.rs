@@ -6,8 +6,9 @@ use std::path::PathBuf;
 mod count;
 mod file;
 mod fsread;
+mod http;
 
-use hoop_bench::{cancel, fanout, http, idle, nop, report::suite, side_by_side};
+use hoop_bench::{cancel, fanout, idle, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -150,7 +151,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Fsread(f)) => f
             .plan()
             .and_then(|p| hoop_bench::compare::fsread::run_fsread(p, json)),
-        Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
+        Some(BenchCommand::Http(h)) => hoop_bench::report::http_command::run_http(h.into(), json),
         Some(BenchCommand::Count(c)) => c
             .plan()
             .and_then(|p| hoop_bench::load::count::run_count(&p)),

@@ -10,6 +10,7 @@
 pub mod file;
 pub mod file_quick;
 pub mod fsread;
+pub mod http;
 
 use std::io;
 

@@ -1,4 +1,6 @@
-//! The load generators and engines: what sends the work a bench measures.
+//! The load generators and engines: what sends the work a bench measures and checks every
+//! answer.
 
 pub mod count;
 pub mod file;
+pub mod http;

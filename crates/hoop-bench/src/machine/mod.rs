@@ -128,6 +128,17 @@ pub(crate) fn raise_nofile_limit() {
     let _ = hoop::runtime::raise_nofile_limit();
 }
 
+/// The soft limit on open files (after [`raise_nofile_limit`], the hard one); 0 if unknown.
+pub(crate) fn nofile_limit() -> u64 {
+    // SAFETY: rlimit is plain old data.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes one rlimit into the valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    lim.rlim_cur
+}
+
 /// The exact command line, shell-quoted where needed.
 pub(crate) fn command_line() -> String {
     std::env::args()

@@ -163,6 +163,21 @@ pub(crate) fn parse_perf_count(text: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// CPU time (user + system) of the calling thread.
+pub(crate) fn thread_cpu() -> Duration {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into the valid pointer it is given.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    if r != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

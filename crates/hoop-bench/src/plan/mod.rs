@@ -3,6 +3,7 @@
 
 pub mod file;
 pub mod fsread;
+pub mod http;
 pub mod size;
 
 use std::io;

@@ -1,4 +1,6 @@
-//! The records: one typed record per bench, each a JSON line with `--json`.
+//! One typed record per bench: the JSON lines the benches print with `--json`.
 
+pub mod attack;
 pub mod file;
 pub mod fsread;
+pub mod http;

@@ -35,7 +35,7 @@ pub(crate) struct ReportData<'a> {
     /// The quick file run (empty when skipped).
     pub file: &'a FileSuite,
     /// HTTP measurements (empty when skipped).
-    pub http: &'a [crate::http::HttpResult],
+    pub http: &'a [crate::record::http::HttpResult],
     /// The HTTP table (markdown).
     pub http_table: &'a str,
     /// Seconds per HTTP run (none: skipped).
@@ -388,7 +388,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         }
     }
     if !d.http.is_empty() {
-        for t in crate::http::targets(d.http) {
+        for t in crate::report::http::targets(d.http) {
             let _ = writeln!(m, "- http: {t}");
         }
     }

@@ -5,23 +5,14 @@ use std::path::Path;
 
 use crate::compare::Sample;
 use crate::fanout::FanoutResult;
-use crate::http::HttpResult;
 use crate::measure::latency::EchoResult;
+use crate::record::http::HttpResult;
 use crate::report::ratio::{CellOf, RatioChart};
 
 /// Which samples a cell holds.
 type Pred<R> = Box<dyn Fn(&R) -> bool>;
 
 impl Sample for EchoResult {
-    fn target(&self) -> &str {
-        &self.server
-    }
-    fn round(&self) -> u32 {
-        self.round
-    }
-}
-
-impl Sample for HttpResult {
     fn target(&self) -> &str {
         &self.server
     }
@@ -80,7 +71,7 @@ pub(crate) fn echo(echo: &[EchoResult]) -> RatioChart {
 /// hoop's own client (the one that verifies bodies).
 pub(crate) fn http(http: &[HttpResult]) -> RatioChart {
     let mine: Vec<&HttpResult> = http.iter().filter(|r| r.client == "hoop").collect();
-    let cells_of = crate::http::cells_of(http);
+    let cells_of = crate::report::http::cells_of(http);
     let preds: Vec<Pred<&HttpResult>> = cells_of
         .iter()
         .map(|c| {
@@ -103,7 +94,7 @@ pub(crate) fn http(http: &[HttpResult]) -> RatioChart {
         "hoop / peer",
         &mine,
         "hoop",
-        &peers_of(&mine, crate::http::label),
+        &peers_of(&mine, crate::plan::http::label),
         &cells,
         |r| Some(r.rps),
     )

@@ -14,17 +14,20 @@ use std::time::{Duration, Instant};
 
 use crate::cancel;
 use crate::compare::file_quick::{self as quick, QuickOptions};
+use crate::compare::http::run as http;
 use crate::fanout;
-use crate::http;
 use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
 use crate::nop::{self, NopConfig};
+use crate::plan::http::{quick_cells, SERVERS as HTTP_SERVERS};
 use crate::plan::{check_rounds, check_secs};
 use crate::record::file::FileSuite;
 use crate::report::file_quick::section as file_section;
+use crate::report::http::summary_table;
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::output::Out;
 use crate::side_by_side::{self, Matrix, BIG_CELL, LENS, QUICK_CONNS};
+use crate::target::wrk::{wrk_path, WRK_MISSING};
 
 /// Longest run of each shared-rings no-op row, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;
@@ -132,10 +135,10 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         rings: 1,
     });
     // wrk beside the load generator against hoop and nginx, when installed (a line when not).
-    let wrk_installed = http::wrk_path().is_some();
+    let wrk_installed = wrk_path().is_some();
     let http_plan = (!o.no_http).then(|| http::Plan {
-        cells: http::quick_cells(),
-        servers: http::SERVERS.iter().map(|s| s.to_string()).collect(),
+        cells: quick_cells(),
+        servers: HTTP_SERVERS.iter().map(|s| s.to_string()).collect(),
         secs: o.http_secs,
         rounds: 2,
         pipeline: 1,
@@ -183,7 +186,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         dir.display()
     ));
     if http_plan.is_some() && !wrk_installed {
-        out.note(&format!("http: {}", http::WRK_MISSING));
+        out.note(&format!("http: {}", WRK_MISSING));
     }
 
     if !o.no_peers {
@@ -299,9 +302,9 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         out.human(&file_section(&file));
     }
     let http_table = if http_plan.is_some() {
-        http::summary_table(
+        summary_table(
             &http_outcome.results,
-            &http::SERVERS.map(String::from),
+            &HTTP_SERVERS.map(String::from),
             &http_outcome.notes,
         )
     } else {

@@ -4,6 +4,8 @@
 pub mod captured;
 pub mod child;
 pub mod fio;
+pub mod http;
 pub mod netns;
 pub mod nginx;
 pub mod peers;
+pub mod wrk;

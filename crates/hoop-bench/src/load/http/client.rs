@@ -1,16 +1,8 @@
-//! The HTTP load generator (`hoop bench http`), on a hoop runtime (one thread), in the manner of
-//! wrk but checking every response: status 200, `Content-Length` equal to the file's size, the
-//! whole body read, and with `--verify` every byte of it against the file. Anything else is an
-//! error (counted by kind), never a request; the connection then closes and reconnects.
-//!
-//! Keep-alive: each connection sends `pipeline` requests at once and reads their responses in
-//! order, again and again. `--close`: a new connection per request (`Connection: close`), the
-//! latency counted from the connect. Only requests completed inside the window count.
-//!
-//! The static mix ([`crate::http::mix`]): each connection asks for the mix's files in turn, from an
-//! offset of its own, with `Accept-Encoding: br, gzip`; a response with `Content-Encoding:
-//! gzip` must be exactly the file's `.gz` variant (compared byte for byte, not decompressed),
-//! one without it the file itself. Verified requests are counted by encoding.
+//! The HTTP load generator: keep-alive connections sending `pipeline` requests at a time, or a
+//! connection per request, on one thread's hoop runtime. Every response is checked (status 200,
+//! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
+//! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
+//! only requests completed inside the window count.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -25,9 +17,10 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::echo_client::{thread_cpu, Gate};
-use crate::http::mix::{self, MixFile};
+use crate::load::http::mix::{self, MixFile};
 use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
+use crate::measure::window::Window;
 
 /// How long the connect phase may take before the window opens anyway.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);
@@ -124,9 +117,8 @@ struct Shared {
     cfg: HttpClientConfig,
     /// One target, or the mix's files.
     targets: Vec<Target>,
-    deadline: Cell<Option<Instant>>,
-    stopped: Cell<bool>,
-    gate: Gate,
+    /// When verified requests count.
+    window: Window,
     settled: Cell<usize>,
     alive: Cell<usize>,
     connected: Cell<usize>,
@@ -144,14 +136,6 @@ struct Shared {
 }
 
 impl Shared {
-    fn counts_at(&self, t: Instant) -> bool {
-        !self.stopped.get() && self.deadline.get().is_none_or(|d| t <= d)
-    }
-
-    fn over(&self) -> bool {
-        !self.counts_at(Instant::now())
-    }
-
     /// Counts one verified request, completed at `t1`.
     fn count(&self, body: u64, enc: Encoding, t1: Instant, latency_ns: u128) {
         self.requests.set(self.requests.get() + 1);
@@ -173,7 +157,7 @@ impl Shared {
     }
 
     fn error(&self, kind: &str, what: impl FnOnce() -> String) {
-        if self.over() {
+        if self.window.over() {
             return;
         }
         *self
@@ -257,9 +241,7 @@ where
                 let sh = Rc::new(Shared {
                     targets: targets(&cfg),
                     cfg,
-                    deadline: Cell::new(None),
-                    stopped: Cell::new(false),
-                    gate: Gate::default(),
+                    window: Window::new(),
                     settled: Cell::new(0),
                     alive: Cell::new(0),
                     connected: Cell::new(0),
@@ -295,18 +277,16 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
     }
     on_start();
     let cpu0 = thread_cpu();
-    let start = Instant::now();
-    let deadline = start + sh.cfg.secs;
     *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
-    sh.start.set(Some(start));
-    sh.deadline.set(Some(deadline));
     let connected = sh.connected.get();
-    sh.gate.open();
+    let deadline = sh.window.open(sh.cfg.secs);
+    let start = deadline - sh.cfg.secs;
+    sh.start.set(Some(start));
     while Instant::now() < deadline && sh.alive.get() > 0 {
         let next = (Instant::now() + TICK * 20).min(deadline);
         hoop::time::sleep_until(next).await;
     }
-    sh.stopped.set(true);
+    sh.window.stop();
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
     let hist = sh.hist.borrow().clone();
@@ -344,7 +324,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     let settle = |settled: &mut bool| {
         if !*settled {
             *settled = true;
-            if sh.deadline.get().is_none() {
+            if !sh.window.opened() {
                 sh.connected.set(sh.connected.get() + 1);
             }
             sh.settled.set(sh.settled.get() + 1);
@@ -352,8 +332,8 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     };
     if sh.cfg.close {
         settle(&mut settled);
-        sh.gate.wait().await;
-        while !sh.over() {
+        sh.window.wait_open().await;
+        while !sh.window.over() {
             let t0 = Instant::now();
             let stream = match TcpStream::connect(addr).await {
                 Ok(s) => s,
@@ -374,7 +354,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             }
             if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
                 let t1 = Instant::now();
-                if sh.counts_at(t1) {
+                if sh.window.counts_at(t1) {
                     sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
@@ -383,7 +363,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
         let depth = sh.cfg.pipeline.max(1);
         // One target: the same batch every time.
         let same: Option<Vec<u8>> = (n == 1).then(|| sh.targets[0].request.repeat(depth));
-        while !sh.over() && failures < MAX_FAILURES {
+        while !sh.window.over() && failures < MAX_FAILURES {
             let stream = match TcpStream::connect(addr).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -395,9 +375,9 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             };
             let _ = stream.set_nodelay(true);
             settle(&mut settled);
-            sh.gate.wait().await;
+            sh.window.wait_open().await;
             reader.reset();
-            'conn: while !sh.over() {
+            'conn: while !sh.window.over() {
                 let first = next;
                 let batch = match &same {
                     Some(b) => b.clone(),
@@ -418,13 +398,13 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                         break 'conn;
                     };
                     let t1 = Instant::now();
-                    if !sh.counts_at(t1) {
+                    if !sh.window.counts_at(t1) {
                         break 'conn;
                     }
                     sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
-            if sh.over() {
+            if sh.window.over() {
                 break;
             }
             failures += 1;

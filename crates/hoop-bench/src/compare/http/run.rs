@@ -1,31 +1,27 @@
-//! The side-by-side runs of `hoop bench http`: the test files, the servers (hoop on io_uring
-//! and on epoll, nginx with its own configuration, tokio+hyper) started once and pinned to the
-//! first CPU (issue 22's multi-thread hyper-shared and hyper-tokio unpinned, both on every
-//! allowed CPU), every configuration run `rounds` times in alternating server order by the
-//! client on the second CPU, and one cell with wrk as the client when it is installed. With
-//! [`Plan::wrk`] (`--wrk`; the main job: hoop and nginx), wrk runs right after the load
-//! generator against those servers in every cell and round, its req/s beside the load
-//! generator's (`wrk_req_per_sec`, the table's `wrk req/s`).
+//! The side-by-side runs of `hoop bench http`: the servers started once (pinned to the first
+//! CPU, the multi-thread hyper pair unpinned), every cell run `rounds` times with the servers
+//! in turn by the client on the second CPU, wrk right after the load generator where asked,
+//! and one cell with wrk as a second client.
 
-use crate::target::nginx;
-use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::http::client::{self, HttpClientConfig};
-use crate::http::mix::{self, MixFile};
-use crate::http::{
-    file_content, file_name, label, make_result, unpinned, Cell, HttpResult, FILES,
-    RUN_OVERHEAD_SECS,
-};
-use crate::measure::latency::{self as stats, median};
+use crate::compare::http::result::client_result;
+use crate::compare::http::wrk::{run_wrk, run_wrk_logged, WrkRun};
+use crate::load::http::client::{self, HttpClientConfig};
+use crate::load::http::files::{file_name, make_files, Files};
+use crate::load::http::mix::{self, MixFile};
+use crate::measure::latency::median;
 use crate::measure::usage::ServerProbe;
-use crate::plan::invalid;
+use crate::plan::http::{label, unpinned, Cell, MIX_LABEL, RUN_OVERHEAD_SECS};
+use crate::record::http::HttpResult;
 use crate::report::output::Out;
-use crate::target::child::{Ready, ServerChild};
+use crate::target::child::ServerChild;
+use crate::target::http::start_server;
+use crate::target::nginx;
+use crate::target::wrk::{wrk_path, wrk_secs, WRK_MISSING};
 
 /// A side-by-side plan.
 #[derive(Debug, Clone)]
@@ -102,46 +98,6 @@ pub(crate) fn finish_status(o: &Outcome) -> io::Result<()> {
     Ok(())
 }
 
-/// Starts server `name` pinned to `cpu`, serving `root`.
-pub(super) fn start_server(
-    name: &str,
-    root: &Path,
-    dir: &Path,
-    cpu: Option<usize>,
-) -> io::Result<Option<ServerChild>> {
-    let exe = std::env::current_exe()?;
-    let hoop = |extra: &[&str]| {
-        let mut cmd = Command::new(&exe);
-        cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
-            .arg(root)
-            .args(extra);
-        cmd
-    };
-    let (cmd, ready) = match name {
-        "hoop" => (hoop(&["--driver", "uring"]), Ready::ListeningLine),
-        "hoop-epoll" => (hoop(&["--driver", "epoll"]), Ready::ListeningLine),
-        "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
-        "hyper-shared" => (hoop(&["--server", "hyper-shared"]), Ready::ListeningLine),
-        "hyper-tokio" => (hoop(&["--server", "hyper-tokio"]), Ready::ListeningLine),
-        "nginx" => {
-            let Some(bin) = nginx::find() else {
-                return Ok(None);
-            };
-            let addr = nginx::free_addr()?;
-            let root = std::fs::canonicalize(root)?;
-            (
-                nginx::command(&bin, &dir.join("nginx"), &root, addr)?,
-                Ready::Connect(addr),
-            )
-        }
-        other => return Err(invalid(format!("unknown server {other}"))),
-    };
-    ServerChild::spawn_cmd(name, cmd, cpu, ready).map(Some)
-}
-
-/// The test files' contents by size.
-pub(super) type Files = BTreeMap<u64, Arc<[u8]>>;
-
 /// The test files, and the static mix when a cell asks for it.
 struct TestFiles {
     /// The served root.
@@ -163,33 +119,6 @@ fn make_test_files(dir: &Path, with_mix: bool) -> io::Result<(TestFiles, Option<
         (None, None)
     };
     Ok((TestFiles { root, files, mix }, note))
-}
-
-/// Writes the test files into `dir/root` (kept between runs when already right).
-pub(super) fn make_files(dir: &Path) -> io::Result<(PathBuf, Files)> {
-    let root = dir.join("root");
-    std::fs::create_dir_all(&root)?;
-    let mut files = BTreeMap::new();
-    for &size in &FILES {
-        let data = file_content(size);
-        let path = root.join(file_name(size));
-        if std::fs::read(&path).ok().as_deref() != Some(&data[..]) {
-            std::fs::write(&path, &data)?;
-        }
-        files.insert(size, Arc::from(data));
-    }
-    Ok((root, files))
-}
-
-/// The soft fd limit, after raising it to the hard one.
-pub(super) fn nofile_limit() -> u64 {
-    // SAFETY: rlimit is plain old data.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 0;
-    }
-    lim.rlim_cur
 }
 
 /// The CPUs as a list: "0", "0,1".
@@ -260,7 +189,7 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         }
     };
     let mut cells = plan.cells.clone();
-    let limit = nofile_limit();
+    let limit = crate::machine::nofile_limit();
     if let Some(big) = cells.iter().map(|c| c.conns).max() {
         // Client and server each need one fd per connection (and a few more).
         if (big as u64) + 64 > limit {
@@ -315,13 +244,16 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
         }
         _ => None,
     };
+    // The matrix loop of `compare::Matrix::run` (cells, rounds, servers in the same order every
+    // round), written out: wrk runs between a load generator's run and its JSON line, which
+    // carries wrk's req/s, and both lines and the run's warning keep this bench's own words.
     for cell in &cells {
         for round in 0..plan.rounds {
             for (name, child) in servers.iter_mut() {
                 let what = format!(
                     "http {name}: {}, c={} {} round {}",
                     if cell.mix {
-                        mix::LABEL.to_string()
+                        MIX_LABEL.to_string()
                     } else {
                         format!("{} B", cell.file_bytes)
                     },
@@ -370,7 +302,7 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                             server_cpu.map_or_else(|| cpu_list(&all_cpus), |c| c.to_string()),
                         )
                     };
-                    let mut r = make_result(name, &url, round, &cfg, &outcome, m, pinned);
+                    let mut r = client_result(name, &url, round, &cfg, &outcome, m, pinned);
                     r.server_cpus = Some(cpus);
                     Ok(r)
                 });
@@ -393,7 +325,15 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
                                     .and_then(|r| r.server_cpus.clone()),
                                 pinned: result.as_ref().is_ok_and(|r| r.pinned),
                             };
-                            run_wrk_logged(wrk, child, cell, script.as_deref(), run, out, &mut o)
+                            run_wrk_logged(
+                                wrk,
+                                child,
+                                cell,
+                                script.as_deref(),
+                                run,
+                                out,
+                                &mut o.notes,
+                            )
                         }
                     }
                     _ => None,
@@ -492,10 +432,6 @@ pub(crate) fn run_side_by_side(plan: &Plan, out: &Out) -> Outcome {
     o
 }
 
-/// What the table says when wrk should run beside the load generator but is not installed.
-pub(crate) const WRK_MISSING: &str =
-    "wrk not installed (apt-get install wrk): no wrk run beside the load generator (wrk req/s: -)";
-
 /// The second-client line of the table: wrk against hoop at 1 KiB, 50 keep-alive.
 fn check_note(wrk_rps: f64, errors: u64, hoop_rps: Option<f64>) -> String {
     format!(
@@ -505,201 +441,35 @@ fn check_note(wrk_rps: f64, errors: u64, hoop_rps: Option<f64>) -> String {
     )
 }
 
-/// One wrk run beside the load generator's, with its progress and warnings; `None` (and a
-/// line in the notes) when wrk could not run or be read. wrk's errors never fail the run:
-/// it verifies no body, the load generator does.
-fn run_wrk_logged(
-    wrk: &Path,
-    child: &ServerChild,
-    cell: &Cell,
-    script: Option<&Path>,
-    run: WrkRun<'_>,
-    out: &Out,
-    o: &mut Outcome,
-) -> Option<HttpResult> {
-    let what = format!(
-        "wrk {}: {}, c={} {} round {}",
-        run.server,
-        cell.file_label(),
-        cell.conns,
-        cell.mode(),
-        run.round + 1
-    );
-    let secs = wrk_secs(run.secs) as f64 + RUN_OVERHEAD_SECS;
-    out.start(&what, secs);
-    let r = run_wrk_cell(wrk, child, cell, script, run);
-    out.done(secs);
-    match r {
-        Ok(r) => {
-            if r.errors > 0 || r.requests == 0 {
-                out.note(&format!(
-                    "warning: {what}: {} requests, {} error(s) (wrk: socket errors and non-2xx)",
-                    r.requests, r.errors
-                ));
-            }
-            Some(r)
-        }
-        Err(e) => {
-            out.note(&format!("warning: {what}: {e}"));
-            o.notes.push(format!("{what}: wrk failed: {e}"));
-            None
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::http::{quick_cells, SERVERS};
+
+    #[test]
+    fn planned_secs_count_wrk_beside_the_load_generator() {
+        let plan = |wrk: &[&str]| Plan {
+            cells: quick_cells(),
+            servers: SERVERS.map(String::from).to_vec(),
+            secs: 1.0,
+            rounds: 2,
+            pipeline: 1,
+            dir: PathBuf::from("/nonexistent"),
+            wrk: wrk.iter().map(|s| s.to_string()).collect(),
+        };
+        let runs = (6 * 4 * 2) as f64 * (1.0 + RUN_OVERHEAD_SECS);
+        let one_wrk = 1.0 + RUN_OVERHEAD_SECS;
+        if wrk_path().is_some() {
+            // The quick matrix has 1k-c50: the check against hoop is one of the runs.
+            let with = plan(&["hoop", "nginx"]).planned_secs();
+            assert!(
+                (with - (runs + (6 * 2 * 2) as f64 * one_wrk)).abs() < 1e-9,
+                "{with}"
+            );
+            let without = plan(&[]).planned_secs();
+            assert!((without - (runs + one_wrk)).abs() < 1e-9, "{without}");
+        } else {
+            assert!((plan(&["hoop"]).planned_secs() - runs).abs() < 1e-9);
         }
     }
-}
-
-pub(crate) fn wrk_path() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("wrk"))
-        .find(|p| p.is_file())
-}
-
-/// wrk's window: `secs` rounded up to whole seconds (wrk's `-d` takes no fraction).
-fn wrk_secs(secs: f64) -> u64 {
-    secs.ceil().max(1.0) as u64
-}
-
-/// One wrk run: against which server, how.
-struct WrkRun<'a> {
-    /// The server's name in the results.
-    server: &'a str,
-    /// `-c`.
-    conns: usize,
-    /// The round, for pairing.
-    round: u32,
-    /// Seconds asked (rounded up to whole seconds).
-    secs: f64,
-    /// wrk is pinned there (with `taskset`).
-    client_cpu: Option<usize>,
-    /// The server's CPUs, for the result.
-    server_cpus: Option<String>,
-    /// Server and client pinned to different CPUs.
-    pinned: bool,
-}
-
-/// `wrk -t1 -c50` on the 1 KiB file against hoop (the second-client check of the table).
-fn run_wrk(wrk: &Path, server: &ServerChild, run: WrkRun<'_>) -> io::Result<HttpResult> {
-    run_wrk_cell(wrk, server, &Cell::file(1024, 50, false), None, run)
-}
-
-/// `wrk -t1 -cCONNS -dSECS` on the cell's test file, pinned to the client CPU, the server
-/// measured over the run: `-H 'Connection: close'` in close cells; in the static mix
-/// `-H 'Accept-Encoding: br, gzip'` and `script` (`-s`), cycling over the mix's paths.
-fn run_wrk_cell(
-    wrk: &Path,
-    server: &ServerChild,
-    cell: &Cell,
-    script: Option<&Path>,
-    run: WrkRun<'_>,
-) -> io::Result<HttpResult> {
-    let file_bytes = cell.file_bytes;
-    let url = if cell.mix {
-        format!("http://{}/mix/", server.addr)
-    } else {
-        format!("http://{}/{}", server.addr, file_name(file_bytes))
-    };
-    let secs_whole = wrk_secs(run.secs);
-    let mut cmd = match run.client_cpu {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.arg("-c").arg(cpu.to_string()).arg(wrk);
-            c
-        }
-        None => Command::new(wrk),
-    };
-    cmd.arg("-t1")
-        .arg(format!("-c{}", run.conns))
-        .arg(format!("-d{secs_whole}s"));
-    if cell.close {
-        cmd.args(["-H", "Connection: close"]);
-    }
-    if cell.mix {
-        let script = script.ok_or_else(|| io::Error::other("no wrk script for the static mix"))?;
-        cmd.arg("-H")
-            .arg(format!("Accept-Encoding: {}", mix::ACCEPT_ENCODING))
-            .arg("-s")
-            .arg(script);
-    }
-    cmd.arg(&url);
-    let probe = ServerProbe::start(server.pid(), Duration::from_secs(secs_whole));
-    let outp = cmd.output()?;
-    let text = String::from_utf8_lossy(&outp.stdout).to_string();
-    let (requests, rps, errors) = parse_wrk(&text).ok_or_else(|| {
-        io::Error::other(format!(
-            "cannot read wrk's output: {text}{}",
-            String::from_utf8_lossy(&outp.stderr).trim()
-        ))
-    })?;
-    let m = probe.finish(Duration::from_secs(secs_whole), requests);
-    Ok(HttpResult {
-        bench: "http",
-        server: run.server.into(),
-        client: "wrk",
-        url,
-        round: run.round,
-        file_bytes,
-        conns: run.conns,
-        mode: cell.mode(),
-        pipeline: 1,
-        secs: secs_whole as f64,
-        requests,
-        errors,
-        errors_by_kind: BTreeMap::new(),
-        first_error: None,
-        verified_bytes: false,
-        loopback_mtu: crate::target::netns::loopback_mtu(),
-        rps,
-        mib_s: stats::round3(rps * file_bytes as f64 / (1 << 20) as f64),
-        p50_us: None,
-        p99_us: None,
-        p999_us: None,
-        max_us: None,
-        client_cpu_pct: None,
-        server_cpu_pct: m.cpu_pct,
-        server_cpu_us_per_req: m.cpu_us_per_req,
-        syscalls_per_req: m.syscalls_per_req,
-        ctx_switches_per_req: m.ctx_switches_per_req,
-        server_cpus: run.server_cpus,
-        server_threads: m.threads,
-        client_bound: false,
-        pinned: run.pinned,
-        connected: run.conns,
-        mix: cell.mix,
-        requests_by_encoding: None,
-        wrk_req_per_sec: None,
-    })
-}
-
-/// (requests, requests/s, errors) from wrk's summary.
-pub(super) fn parse_wrk(text: &str) -> Option<(u64, f64, u64)> {
-    let requests = text
-        .lines()
-        .find(|l| l.contains("requests in"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let rps = text
-        .lines()
-        .find(|l| l.starts_with("Requests/sec:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    let mut errors = 0u64;
-    for l in text.lines() {
-        if let Some(v) = l.trim().strip_prefix("Non-2xx or 3xx responses:") {
-            errors += v.trim().parse::<u64>().unwrap_or(0);
-        }
-        if let Some(v) = l.trim().strip_prefix("Socket errors:") {
-            for part in v.split(',') {
-                errors += part
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
-    }
-    Some((requests, rps, errors))
 }

@@ -1,25 +1,18 @@
-//! The static mix of `hoop bench http` (cell `mix-cCONNS`), in the manner of HttpArena's static
-//! test: 20 files with web-like names and extensions, sizes spread geometrically from 3 KB to
-//! 300 KB, each with a precompressed `NAME.gz` next to it (made by the `gzip` binary; without
-//! it, no variants and a line says so). Every request asks for one of them with
-//! `Accept-Encoding: br, gzip`; a response is right when it is the identity file, or, with
-//! `Content-Encoding: gzip`, exactly the `.gz` file's bytes (never decompressed).
+//! The static mix (cell `mix-cCONNS`), in the manner of HttpArena's static test: 20 files with
+//! web-like names, 3 KB to 300 KB, each with a precompressed `NAME.gz` made by `gzip` (none
+//! without it, and a line says so), and the wrk script asking for them in turn.
 
 use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-/// How tables name the mix.
-pub(crate) const LABEL: &str = "static mix (20 files, 3-300 KB)";
+use crate::plan::http::{mix_sizes, MIX_LABEL};
+
 /// The directory of the mix under the served root.
 const DIR: &str = "mix";
 /// The `Accept-Encoding` every request of the mix carries.
 pub(crate) const ACCEPT_ENCODING: &str = "br, gzip";
-/// Smallest and largest file, bytes.
-const MIN_BYTES: f64 = 3_000.0;
-const MAX_BYTES: f64 = 300_000.0;
-
 /// The files' names, smallest first.
 const NAMES: [&str; 20] = [
     "robots.txt",
@@ -55,21 +48,6 @@ pub(crate) struct MixFile {
     pub gzip: Option<Arc<[u8]>>,
 }
 
-/// The sizes of the 20 files, smallest first: geometric from 3 KB to 300 KB.
-pub(crate) fn sizes() -> [u64; 20] {
-    let mut v = [0u64; 20];
-    let n = v.len() as f64 - 1.0;
-    for (i, s) in v.iter_mut().enumerate() {
-        *s = (MIN_BYTES * (MAX_BYTES / MIN_BYTES).powf(i as f64 / n)).round() as u64;
-    }
-    v
-}
-
-/// The mean size (the mix's `file_bytes`).
-pub(crate) fn mean_bytes() -> u64 {
-    sizes().iter().sum::<u64>() / sizes().len() as u64
-}
-
 /// Whether a name is text (compressible content) rather than an image or font.
 fn is_text(name: &str) -> bool {
     [".txt", ".json", ".svg", ".html", ".css", ".js"]
@@ -81,7 +59,7 @@ fn is_text(name: &str) -> bool {
 /// vocabulary, so gzip shrinks it as it shrinks real markup), noise for images and fonts.
 fn content(i: usize, name: &str, size: u64) -> Vec<u8> {
     if !is_text(name) {
-        return crate::http::file_content(size + i as u64 * 7919);
+        return crate::load::http::files::file_content(size + i as u64 * 7919);
     }
     const WORDS: [&str; 24] = [
         "<div",
@@ -162,7 +140,7 @@ pub(crate) fn make(root: &Path) -> io::Result<(Vec<MixFile>, Option<String>)> {
     std::fs::create_dir_all(&dir)?;
     let gzip = gzip_path();
     let mut files = Vec::with_capacity(NAMES.len());
-    for (i, (name, size)) in NAMES.iter().zip(sizes()).enumerate() {
+    for (i, (name, size)) in NAMES.iter().zip(mix_sizes()).enumerate() {
         let data = content(i, name, size);
         let path = dir.join(name);
         let gz_path = dir.join(format!("{name}.gz"));
@@ -202,7 +180,7 @@ pub(crate) fn make(root: &Path) -> io::Result<(Vec<MixFile>, Option<String>)> {
         });
     }
     let note = gzip.is_none().then(|| {
-        format!("{LABEL}: gzip not installed: no precompressed .gz variants, identity only")
+        format!("{MIX_LABEL}: gzip not installed: no precompressed .gz variants, identity only")
     });
     Ok((files, note))
 }
@@ -231,12 +209,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_spread_from_3_to_300_kb() {
-        let s = sizes();
-        assert_eq!((s[0], s[19]), (3_000, 300_000));
-        assert!(s.windows(2).all(|w| w[0] < w[1]), "{s:?}");
-        let mean = mean_bytes();
-        assert!(mean > 50_000 && mean < 100_000, "{mean}");
+    fn contents_and_paths() {
         assert_eq!(content(3, "a.css", 5000), content(3, "a.css", 5000));
         assert_eq!(content(3, "a.css", 5000).len(), 5000);
         assert_eq!(paths().len(), 20);
