@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::load::file::content::SECTOR;
-use crate::plan::invalid;
+use crate::plan::check::invalid;
 use crate::plan::size::fmt_bytes;
 
 /// Largest `--qd`.
@@ -108,7 +108,7 @@ pub struct FileJob {
 impl FileJob {
     /// Checks the numbers.
     pub fn check(&self) -> io::Result<()> {
-        crate::plan::check_secs("--secs", self.secs)?;
+        crate::plan::check::check_secs("--secs", self.secs)?;
         if self.qd == 0 || self.qd > MAX_QD {
             return Err(invalid(format!(
                 "--qd must be between 1 and {MAX_QD} (got {})",

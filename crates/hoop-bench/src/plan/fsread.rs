@@ -5,8 +5,8 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::load::file::content::SECTOR;
+use crate::plan::check::{check_secs, invalid};
 use crate::plan::size::{fmt_bytes, parse_size};
-use crate::plan::{check_secs, invalid};
 
 /// The engines, in the order they run.
 pub const ENGINES: [&str; 3] = ["shared", "tokio-io-uring", "spawn-blocking"];

@@ -5,7 +5,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::plan::{check_conns, invalid};
+use crate::plan::check::{check_conns, invalid};
 
 /// `hoop bench http`'s flags, as the command line gave them (checked by the run).
 #[derive(Debug, Clone, Default)]
@@ -90,7 +90,7 @@ pub(crate) fn unpinned(name: &str) -> bool {
 /// Checks `--servers` and returns it (default: the four of [`SERVERS`]).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
     let list = list.or_else(|| Some(SERVERS.iter().map(|s| s.to_string()).collect()));
-    crate::plan::parse_server_list(list, &ALL_SERVERS)
+    crate::plan::check::parse_server_list(list, &ALL_SERVERS)
 }
 
 /// One side-by-side configuration.

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::plan::invalid;
+use crate::plan::check::invalid;
 
 /// Parses a size given as `flag`: bytes, or a number with a k/m/g/t suffix (powers of 1024;
 /// `KiB`, `KB` and `K` all mean 1024).

@@ -1,6 +1,6 @@
 //! The `HttpResult` of one run of the load generator, and what the comparison reads of it.
 
-use crate::compare::Sample;
+use crate::compare::matrix::Sample;
 use crate::load::http::client::{HttpClientConfig, HttpOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::ServerMetrics;
