@@ -47,7 +47,7 @@ use hdrhistogram::Histogram;
 
 /// The content every read is checked against: the very file hoop's engines use.
 #[allow(dead_code)]
-#[path = "../../apps/hoop-cli/src/bench/file/content/pattern.rs"]
+#[path = "../../crates/hoop-bench/src/load/file/content/pattern.rs"]
 mod pattern;
 
 mod buf;

@@ -3,7 +3,6 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-mod baseline;
 mod bench;
 mod probe;
 mod serve;

@@ -1,17 +1,6 @@
-//! `hoop probe`: what this machine offers hoop, and which driver `auto` picks and why.
-//!
-//! Reads the kernel version (uname), the `kernel.io_uring_disabled` sysctl, the locked-memory
-//! limit, and `HOOP_DRIVER`, then tries to set up a forced io_uring runtime exactly as `auto`
-//! does: when it works, `auto` runs io_uring (its setup flags and ring sizes are shown); when
-//! it fails, `auto` falls back to epoll and the reason is the setup error's explanation.
-//!
-//! With io_uring it also lists the kernel's feature bits (`IORING_FEAT_*`) and supported opcodes
-//! (`IORING_REGISTER_PROBE`), and which of hoop's io_uring features are on here (each one falls
-//! back to a plainer path when off).
-//!
-//! Human output is one `key: value` line per field (lists comma-separated); `--json` prints one
-//! JSON object with the same keys. New facts are new fields of [`Probe`] and new lines in
-//! [`Probe::lines`].
+//! `hoop probe`: what this machine offers hoop (kernel, io_uring limits and features, opcodes)
+//! and which driver `auto` picks and why; one `key: value` line per field of [`Probe`], or one
+//! JSON object with `--json`.
 
 use std::io::{self, Write};
 

@@ -7,6 +7,8 @@
 
 use std::io;
 
+pub(crate) mod baseline;
+pub(crate) mod driver;
 pub mod echo;
 pub mod fanout;
 pub mod http;

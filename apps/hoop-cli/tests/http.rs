@@ -1,6 +1,10 @@
-//! End-to-end tests of `hoop serve http`: the real binary on 127.0.0.1:0, a root made for the
-//! test, raw std clients. Every rule runs on both drivers (`auto`, which is io_uring where the
-//! kernel allows it, and `epoll`).
+//! End-to-end tests of the `hoop serve http` command: the real binary on 127.0.0.1:0, a root
+//! made for the test, raw std clients. What they check is the command's own: its flags
+//! (`--index`, `--access-log`, `--precompressed`/`--no-precompressed`, bad ones), its exit
+//! codes, its stdout lines, and SIGTERM/SIGINT. The server's behaviour (heads, traversal,
+//! limits, bodies, pipelining, precompressed files, listings) is tested in process by
+//! hoop-http's own tests (`crates/hoop-http/tests`). Those that run a server do so on both
+//! drivers (`auto`, which is io_uring where the kernel allows it, and `epoll`).
 //!
 //! Every server is a child process owned by a guard that kills it on drop; every client read
 //! and write has a timeout; every loop is bounded in count.
@@ -11,8 +15,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -95,10 +98,6 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
-        Server::start_env(root, extra, &[])
-    }
-
-    fn start_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
         let mut cmd = common::command(env!("CARGO_BIN_EXE_hoop"));
         cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
@@ -107,9 +106,6 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
         let mut child = cmd.spawn().expect("spawn hoop");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut server = Server {
@@ -158,19 +154,6 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-
-    fn assert_running(&mut self) {
-        let status = self.child.try_wait().expect("try_wait");
-        assert!(status.is_none(), "server exited: {status:?}");
-    }
-
-    /// Open fds of the server process.
-    fn fd_count(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    }
-
     fn connect(&self) -> TcpStream {
         connect(self.addr)
     }
@@ -263,721 +246,11 @@ fn read_response(s: &mut TcpStream, head_only: bool) -> Response {
     }
 }
 
-/// The server closed `s`: end of stream or a reset.
-fn assert_closed(s: &mut TcpStream) {
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        Ok(0) => {}
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
-        other => panic!("expected the server to close, got {other:?}"),
-    }
-}
-
 /// Sends `req` on `s` and reads the response.
 fn ask(s: &mut TcpStream, req: &str) -> Response {
     s.write_all(req.as_bytes()).unwrap();
     read_response(s, req.starts_with("HEAD "))
 }
-
-// ===== header rules =====
-
-fn header_rules(driver: &str) {
-    let (_base, root) = make_root(&format!("rules-{driver}"));
-    let server = Server::start(&root, &["--driver", driver]);
-    let mut s = server.connect();
-
-    let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_eq!(r.status, 200);
-    assert_eq!(r.body, b"hello, world\n");
-    assert_eq!(r.header("content-length"), Some("13"));
-    assert_eq!(r.header("content-type"), Some("text/plain"));
-    assert_eq!(r.header("server"), Some("hoop"));
-    assert_eq!(r.header("connection"), Some("keep-alive"));
-    assert_eq!(r.header("accept-ranges"), Some("bytes"));
-    assert!(r.header("date").is_some_and(|d| d.ends_with(" GMT")));
-    let lm = r
-        .header("last-modified")
-        .expect("Last-Modified")
-        .to_string();
-    let etag = r.header("etag").expect("ETag").to_string();
-    assert!(
-        etag.starts_with('"') && etag.ends_with('"'),
-        "strong ETag {etag}"
-    );
-
-    // HEAD: the same head, no body; the connection goes on.
-    let h = ask(&mut s, "HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert_eq!(h.status, 200);
-    for k in ["content-length", "content-type", "etag", "last-modified"] {
-        assert_eq!(h.header(k), r.header(k), "{k}");
-    }
-
-    // Conditionals.
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-None-Match: {etag}\r\n\r\n"),
-    );
-    assert_eq!(c.status, 304);
-    assert!(c.body.is_empty());
-    assert_eq!(c.header("etag"), Some(etag.as_str()));
-    let c = ask(
-        &mut s,
-        "GET /a.txt HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n",
-    );
-    assert_eq!(c.status, 200);
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {lm}\r\n\r\n"),
-    );
-    assert_eq!(c.status, 304);
-    let old = "Thu, 01 Jan 1970 00:00:01 GMT";
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {old}\r\n\r\n"),
-    );
-    assert_eq!(c.status, 200);
-
-    // Ranges.
-    let range =
-        |s: &mut TcpStream, r: &str| ask(s, &format!("GET /a.txt HTTP/1.1\r\nRange: {r}\r\n\r\n"));
-    let p = range(&mut s, "bytes=0-4");
-    assert_eq!((p.status, p.body.as_slice()), (206, &b"hello"[..]));
-    assert_eq!(p.header("content-range"), Some("bytes 0-4/13"));
-    let p = range(&mut s, "bytes=-6");
-    assert_eq!((p.status, p.body.as_slice()), (206, &b"world\n"[..]));
-    assert_eq!(p.header("content-range"), Some("bytes 7-12/13"));
-    let p = range(&mut s, "bytes=7-");
-    assert_eq!((p.status, p.body.as_slice()), (206, &b"world\n"[..]));
-    let p = range(&mut s, "bytes=7-1000");
-    assert_eq!(p.header("content-range"), Some("bytes 7-12/13"));
-    let p = range(&mut s, "bytes=0-1,3-4");
-    assert_eq!((p.status, p.body.len()), (200, 13));
-    let p = range(&mut s, "bytes=13-");
-    assert_eq!(p.status, 416);
-    assert_eq!(p.header("content-range"), Some("bytes */13"));
-
-    // Methods.
-    let m = ask(&mut s, "DELETE /a.txt HTTP/1.1\r\n\r\n");
-    assert_eq!(m.status, 405);
-    assert_eq!(m.header("allow"), Some("GET, HEAD"));
-
-    // Paths.
-    for (path, status, body) in [
-        ("/", 200, &b"<h1>home</h1>\n"[..]),
-        ("/a.txt?x=1&y=../../etc", 200, b"hello, world\n"),
-        ("/text..txt", 200, b"two dots\n"),
-        ("/docs/", 200, b"docs index\n"),
-        ("/inside-link.txt", 200, b"hello, world\n"),
-        ("/a%2etxt", 200, b"hello, world\n"),
-    ] {
-        let r = ask(&mut s, &format!("GET {path} HTTP/1.1\r\n\r\n"));
-        assert_eq!((r.status, r.body.as_slice()), (status, body), "{path}");
-    }
-    for (path, status) in [
-        ("/empty/", 403),
-        ("/a.txt/", 404),
-        ("/nope", 404),
-        ("/.hidden", 404),
-        ("/.git/config", 404),
-        ("/docs/.%2e/.hidden", 404),
-    ] {
-        let r = ask(&mut s, &format!("GET {path} HTTP/1.1\r\n\r\n"));
-        assert_eq!(r.status, status, "{path}");
-        assert_eq!(r.header("connection"), Some("keep-alive"), "{path}");
-    }
-    let r = ask(&mut s, "GET /docs?q=1 HTTP/1.1\r\n\r\n");
-    assert_eq!(r.status, 301);
-    assert_eq!(r.header("location"), Some("/docs/?q=1"));
-
-    // Content types (nginx's mime.types values, no charset).
-    for (ext, t) in [
-        ("html", "text/html"),
-        ("css", "text/css"),
-        ("js", "application/javascript"),
-        ("jpg", "image/jpeg"),
-        ("jpeg", "image/jpeg"),
-        ("png", "image/png"),
-        ("gif", "image/gif"),
-        ("svg", "image/svg+xml"),
-        ("swf", "application/x-shockwave-flash"),
-        ("txt", "text/plain"),
-        ("json", "application/json"),
-        ("wasm", "application/wasm"),
-        ("pdf", "application/pdf"),
-        ("xyz", "application/octet-stream"),
-    ] {
-        let r = ask(&mut s, &format!("HEAD /types/f.{ext} HTTP/1.1\r\n\r\n"));
-        assert_eq!(r.header("content-type"), Some(t), "{ext}");
-    }
-
-    // Connection: close closes after the response.
-    let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_eq!((r.status, r.header("connection")), (200, Some("close")));
-    assert_closed(&mut s);
-
-    // HTTP/1.0: close unless keep-alive.
-    let mut s = server.connect();
-    let r = ask(&mut s, "GET /a.txt HTTP/1.0\r\n\r\n");
-    assert_eq!((r.status, r.header("connection")), (200, Some("close")));
-    assert_closed(&mut s);
-    let mut s = server.connect();
-    let r = ask(
-        &mut s,
-        "GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-    );
-    assert_eq!(r.header("connection"), Some("keep-alive"));
-    let r = ask(
-        &mut s,
-        "GET /b.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-    );
-    assert_eq!(r.body, b"second file\n");
-
-    // Errors that close the connection.
-    for (req, status) in [
-        ("GET / HTTP/2.0\r\n\r\n", 505),
-        ("GET /a%zz HTTP/1.1\r\n\r\n", 400),
-        ("GET /a%00b HTTP/1.1\r\n\r\n", 400),
-        ("GARBAGE\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nbad header\r\n\r\n", 400),
-    ] {
-        let mut s = server.connect();
-        let r = ask(&mut s, req);
-        assert_eq!(r.status, status, "{req:?}");
-        assert_eq!(r.header("connection"), Some("close"), "{req:?}");
-        assert!(!r.body.is_empty(), "a short text body");
-        assert_closed(&mut s);
-    }
-}
-
-#[test]
-fn header_rules_uring() {
-    header_rules("auto");
-}
-
-#[test]
-fn header_rules_epoll() {
-    header_rules("epoll");
-}
-
-// ===== traversal =====
-
-fn traversal(driver: &str, env: &[(&str, &str)]) {
-    let (base, root) = make_root(&format!("trav-{driver}-{}", env.len()));
-    let server = Server::start_env(&root, &["--driver", driver], env);
-    let outside = base.0.join("outside/secret.txt");
-    let outside = outside.to_str().unwrap();
-    let attempts = [
-        "/../outside/secret.txt".to_string(),
-        "/%2e%2e/outside/secret.txt".into(),
-        "/%2E%2E/outside/secret.txt".into(),
-        "/..%2foutside%2fsecret.txt".into(),
-        "/%2e%2e%2foutside%2fsecret.txt".into(),
-        "/docs/../../outside/secret.txt".into(),
-        "/..\\outside\\secret.txt".into(),
-        "/..%5coutside%5csecret.txt".into(),
-        format!("/{outside}"),
-        format!("//{outside}"),
-        format!("/%2f{}", &outside[1..]),
-        "http://t/../outside/secret.txt".into(),
-        "/out/secret.txt".into(),
-        "/secret-link".into(),
-        "/etc/passwd".into(),
-        "/etc/hostname".into(),
-        "/%252e%252e/outside/secret.txt".into(),
-        "/./../outside/secret.txt".into(),
-    ];
-    for path in &attempts {
-        let mut s = server.connect();
-        let req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut all = Vec::new();
-        let _ = s.read_to_end(&mut all).or_else(|e| {
-            if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut {
-                Ok(0)
-            } else {
-                Err(e)
-            }
-        });
-        let text = String::from_utf8_lossy(&all);
-        assert!(!text.starts_with("HTTP/1.1 200"), "{path}: {text}");
-        assert!(!text.contains(SECRET), "{path}: {text}");
-        assert!(!text.contains("root:"), "{path}: {text}");
-    }
-    // Still serving.
-    assert_eq!(server.get("/a.txt").status, 200);
-}
-
-#[test]
-fn traversal_attempts_never_escape_uring() {
-    traversal("auto", &[]);
-}
-
-#[test]
-fn traversal_attempts_never_escape_epoll() {
-    traversal("epoll", &[]);
-}
-
-/// The check used where openat2 is missing (forced here).
-#[test]
-fn traversal_attempts_never_escape_without_openat2() {
-    traversal("auto", &[("HOOP_HTTP_NO_OPENAT2", "1")]);
-    traversal("epoll", &[("HOOP_HTTP_NO_OPENAT2", "1")]);
-}
-
-// ===== slowloris and idle connections =====
-
-fn timeouts(driver: &str) {
-    let (_base, root) = make_root(&format!("slow-{driver}"));
-    let server = Server::start(
-        &root,
-        &[
-            "--driver",
-            driver,
-            "--header-timeout-ms",
-            "300",
-            "--idle-timeout-ms",
-            "400",
-        ],
-    );
-    // A client that sends its head a byte every 50 ms is cut off after ~300 ms.
-    let mut s = server.connect();
-    let start = Instant::now();
-    let mut closed = false;
-    for b in b"GET /a.txt HTTP/1.1\r\nX-Slow: "
-        .iter()
-        .chain([b'a'; 200].iter())
-    {
-        if s.write_all(&[*b]).is_err() {
-            closed = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        if start.elapsed() > Duration::from_secs(5) {
-            break;
-        }
-    }
-    if !closed {
-        assert_closed(&mut s);
-    }
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "slowloris not cut off"
-    );
-
-    // A connection that sends nothing is closed too.
-    let mut s = server.connect();
-    assert_closed(&mut s);
-
-    // An idle keep-alive connection is closed after the idle timeout.
-    let mut s = server.connect();
-    let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n");
-    assert_eq!(r.status, 200);
-    let idle = Instant::now();
-    assert_closed(&mut s);
-    assert!(
-        idle.elapsed() >= Duration::from_millis(300),
-        "closed too early"
-    );
-
-    // Others are served throughout.
-    assert_eq!(server.get("/a.txt").status, 200);
-}
-
-#[test]
-fn slowloris_and_idle_connections_are_closed_uring() {
-    timeouts("auto");
-}
-
-#[test]
-fn slowloris_and_idle_connections_are_closed_epoll() {
-    timeouts("epoll");
-}
-
-// ===== limits =====
-
-fn limits_then_serves(driver: &str) {
-    let (_base, root) = make_root(&format!("limits-{driver}"));
-    let mut server = Server::start(&root, &["--driver", driver]);
-    let long_uri = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
-    let big_head = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(17_000));
-    let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
-    let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
-    let body = "GET /a.txt HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello".to_string();
-    let chunked = "GET /a.txt HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_string();
-    for (req, status) in [
-        (long_uri, 414),
-        (big_head, 431),
-        (many, 431),
-        (body, 413),
-        (chunked, 413),
-    ] {
-        let mut s = server.connect();
-        let r = ask(&mut s, &req);
-        assert_eq!(r.status, status);
-        assert_eq!(r.header("connection"), Some("close"));
-        assert_closed(&mut s);
-        server.assert_running();
-        assert_eq!(
-            server.get("/a.txt").body,
-            b"hello, world\n",
-            "after {status}"
-        );
-    }
-    // A head bigger than every limit, sent without end: refused, not buffered forever.
-    let mut s = server.connect();
-    let junk = vec![b'x'; 64 * 1024];
-    let _ = s.write_all(b"GET /");
-    let _ = s.write_all(&junk);
-    let r = read_response(&mut s, false);
-    assert_eq!(r.status, 414);
-    assert_eq!(server.get("/a.txt").status, 200);
-}
-
-#[test]
-fn limits_413_414_431_then_still_serves_uring() {
-    limits_then_serves("auto");
-}
-
-#[test]
-fn limits_413_414_431_then_still_serves_epoll() {
-    limits_then_serves("epoll");
-}
-
-// ===== many connections, max-conns =====
-
-/// Sockets in CLOSE_WAIT whose local port is `port` (from /proc/net/tcp).
-fn close_wait_on(port: u16) -> usize {
-    let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3
-                && f[3] == "08"
-                && f[1]
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok())
-                    == Some(port)
-        })
-        .count()
-}
-
-/// 2,000 connections (in waves of 200 open at once), each with one request, half closed by the
-/// client and half by the server (`Connection: close`): afterwards no CLOSE_WAIT and no more
-/// fds than before. (The issue asks for 10,000; 2,000 keeps CI fast and exercises the same
-/// paths: every wave reuses slots of the fixed-file table freed by the previous one.)
-fn many_connections(driver: &str) {
-    let (_base, root) = make_root(&format!("many-{driver}"));
-    let server = Server::start(&root, &["--driver", driver]);
-    assert_eq!(server.get("/a.txt").status, 200);
-    std::thread::sleep(Duration::from_millis(100));
-    let fds_before = server.fd_count();
-    for wave in 0..10 {
-        let mut conns: Vec<TcpStream> = (0..200).map(|_| server.connect()).collect();
-        for (i, s) in conns.iter_mut().enumerate() {
-            let close = if i % 2 == 0 { "close" } else { "keep-alive" };
-            let r = ask(
-                s,
-                &format!("GET /b.txt HTTP/1.1\r\nConnection: {close}\r\n\r\n"),
-            );
-            assert_eq!(r.body, b"second file\n", "wave {wave}");
-        }
-        drop(conns);
-    }
-    // The server closes its side of every connection promptly.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let cw = close_wait_on(server.addr.port());
-        let fds = server.fd_count();
-        if cw == 0 && fds <= fds_before {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{cw} sockets in CLOSE_WAIT, {fds} fds (was {fds_before})"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(server.get("/a.txt").status, 200);
-}
-
-#[test]
-fn many_connections_leave_no_close_wait_uring() {
-    many_connections("auto");
-}
-
-#[test]
-fn many_connections_leave_no_close_wait_epoll() {
-    many_connections("epoll");
-}
-
-fn max_conns(driver: &str) {
-    let (_base, root) = make_root(&format!("max-{driver}"));
-    let server = Server::start(&root, &["--driver", driver, "--max-conns", "4"]);
-    let mut held: Vec<TcpStream> = (0..4).map(|_| server.connect()).collect();
-    for s in &mut held {
-        assert_eq!(ask(s, "GET /a.txt HTTP/1.1\r\n\r\n").status, 200);
-    }
-    // The fifth is accepted and closed at once.
-    let mut extra = server.connect();
-    let _ = extra.write_all(b"GET /a.txt HTTP/1.1\r\n\r\n");
-    assert_closed(&mut extra);
-    // Room again once one closes.
-    drop(held.pop());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let mut s = server.connect();
-        let _ = s.write_all(b"GET /a.txt HTTP/1.1\r\n\r\n");
-        let mut buf = [0u8; 12];
-        if s.read_exact(&mut buf).is_ok() {
-            assert_eq!(&buf, b"HTTP/1.1 200");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no room after a close");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-#[test]
-fn max_conns_accepts_and_closes_uring() {
-    max_conns("auto");
-}
-
-#[test]
-fn max_conns_accepts_and_closes_epoll() {
-    max_conns("epoll");
-}
-
-// ===== bodies =====
-
-const SIZES: [usize; 12] = [
-    0,
-    1,
-    100,
-    4095,
-    4096,
-    4097,
-    65_535,
-    65_536,
-    65_537,
-    1 << 20,
-    (1 << 20) + 1,
-    3 * (1 << 20) + 7,
-];
-
-fn bodies(driver: &str, cache: &str) {
-    let (_base, root) = make_root(&format!("bodies-{driver}-{cache}"));
-    for (i, &n) in SIZES.iter().enumerate() {
-        std::fs::write(root.join(format!("f{n}.bin")), bytes(n, i as u64)).unwrap();
-    }
-    let server = Server::start(&root, &["--driver", driver, "--cache-bytes", cache]);
-    let mut s = server.connect();
-    for round in 0..2 {
-        for (i, &n) in SIZES.iter().enumerate() {
-            let r = ask(&mut s, &format!("GET /f{n}.bin HTTP/1.1\r\n\r\n"));
-            assert_eq!(r.status, 200);
-            assert!(r.body == bytes(n, i as u64), "{n} bytes, round {round}");
-            // A range in the middle.
-            if n > 10 {
-                let (a, b) = (n / 3, n - n / 4);
-                let r = ask(
-                    &mut s,
-                    &format!("GET /f{n}.bin HTTP/1.1\r\nRange: bytes={a}-{b}\r\n\r\n"),
-                );
-                assert_eq!(r.status, 206);
-                assert!(r.body == bytes(n, i as u64)[a..=b], "{n} bytes {a}-{b}");
-            }
-        }
-    }
-}
-
-#[test]
-fn bodies_of_every_size_uring() {
-    bodies("auto", "64M");
-    bodies("auto", "0");
-}
-
-#[test]
-fn bodies_of_every_size_epoll() {
-    bodies("epoll", "64M");
-    bodies("epoll", "0");
-}
-
-/// A file replaced (rename) and rewritten in place while it is served: every response is one
-/// whole version with its own length, never a mix of two lengths or a short body.
-fn changing_file(driver: &str, cache: &str) {
-    let (base, root) = make_root(&format!("change-{driver}-{cache}"));
-    let versions: Vec<Vec<u8>> = [1000usize, 70_000, 2 * (1 << 20) + 3]
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| bytes(n, 100 + i as u64))
-        .collect();
-    std::fs::write(root.join("c.bin"), &versions[0]).unwrap();
-    let server = Server::start(&root, &["--driver", driver, "--cache-bytes", cache]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (stop, root, versions) = (stop.clone(), root.clone(), versions.clone());
-        let tmp = base.0.join("c.tmp");
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) && i < 100_000 {
-                i += 1;
-                std::fs::write(&tmp, &versions[i % versions.len()]).unwrap();
-                std::fs::rename(&tmp, root.join("c.bin")).unwrap();
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        })
-    };
-    let mut seen = [0usize; 3];
-    let mut s = server.connect();
-    for _ in 0..150 {
-        let r = ask(&mut s, "GET /c.bin HTTP/1.1\r\n\r\n");
-        assert_eq!(r.status, 200);
-        let which = versions.iter().position(|v| *v == r.body);
-        let which =
-            which.unwrap_or_else(|| panic!("a body of {} bytes matching no version", r.body.len()));
-        seen[which] += 1;
-    }
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
-    assert!(
-        seen.iter().filter(|&&n| n > 0).count() >= 2,
-        "the file changed under the server: {seen:?}"
-    );
-    // Once it stops changing, the current version is served (the cache noticed).
-    let now = std::fs::read(root.join("c.bin")).unwrap();
-    assert!(ask(&mut s, "GET /c.bin HTTP/1.1\r\n\r\n").body == now);
-}
-
-#[test]
-fn files_changing_while_served_uring() {
-    changing_file("auto", "64M");
-    changing_file("auto", "0");
-}
-
-#[test]
-fn files_changing_while_served_epoll() {
-    changing_file("epoll", "64M");
-    changing_file("epoll", "0");
-}
-
-/// A sparse file over 4 GiB: its length, a range past 4 GiB, and a suffix range, with 64-bit
-/// sizes and offsets throughout (only the ranges' bytes are read).
-fn over_4_gib(driver: &str) {
-    let (_base, root) = make_root(&format!("big-{driver}"));
-    let size: u64 = (5 << 30) + 3;
-    let f = std::fs::File::create(root.join("huge.bin")).unwrap();
-    f.set_len(size).unwrap();
-    use std::os::unix::fs::FileExt;
-    f.write_all_at(b"tail!", size - 5).unwrap();
-    f.write_all_at(b"past4", 1 << 32).unwrap();
-    drop(f);
-    let server = Server::start(&root, &["--driver", driver]);
-    let mut s = server.connect();
-    let r = ask(&mut s, "HEAD /huge.bin HTTP/1.1\r\n\r\n");
-    assert_eq!(r.header("content-length"), Some(size.to_string().as_str()));
-    let r = ask(
-        &mut s,
-        "GET /huge.bin HTTP/1.1\r\nRange: bytes=4294967296-4294967300\r\n\r\n",
-    );
-    assert_eq!((r.status, r.body.as_slice()), (206, &b"past4"[..]));
-    let want = format!("bytes 4294967296-4294967300/{size}");
-    assert_eq!(r.header("content-range"), Some(want.as_str()));
-    let r = ask(&mut s, "GET /huge.bin HTTP/1.1\r\nRange: bytes=-5\r\n\r\n");
-    assert_eq!((r.status, r.body.as_slice()), (206, &b"tail!"[..]));
-}
-
-#[test]
-fn files_over_4_gib_uring() {
-    over_4_gib("auto");
-}
-
-#[test]
-fn files_over_4_gib_epoll() {
-    over_4_gib("epoll");
-}
-
-// ===== pipelining =====
-
-/// Three pipelined requests sent in two writes, split at every byte boundary: the three
-/// responses come back whole and in order.
-fn pipelined(driver: &str) {
-    pipelined_env(driver, &[]);
-}
-
-fn pipelined_env(driver: &str, env: &[(&str, &str)]) {
-    let (_base, root) = make_root(&format!("pipe-{driver}-{}", env.len()));
-    let server = Server::start_env(&root, &["--driver", driver], env);
-    let reqs = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nHEAD /b.txt HTTP/1.1\r\n\r\nGET /b.txt HTTP/1.1\r\nRange: bytes=0-5\r\n\r\n";
-    let bytes = reqs.as_bytes();
-    for cut in 0..=bytes.len() {
-        let mut s = server.connect();
-        s.write_all(&bytes[..cut]).unwrap();
-        if cut > 0 && cut < bytes.len() {
-            // Let the first part arrive alone.
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        s.write_all(&bytes[cut..]).unwrap();
-        let r = read_response(&mut s, false);
-        assert_eq!(
-            (r.status, r.body.as_slice()),
-            (200, &b"hello, world\n"[..]),
-            "cut {cut}"
-        );
-        let r = read_response(&mut s, true);
-        assert_eq!(
-            (r.status, r.header("content-length")),
-            (200, Some("12")),
-            "cut {cut}"
-        );
-        let r = read_response(&mut s, false);
-        assert_eq!(
-            (r.status, r.body.as_slice()),
-            (206, &b"second"[..]),
-            "cut {cut}"
-        );
-    }
-    // Many in one write, the last one closing.
-    let mut s = server.connect();
-    let mut all = String::new();
-    for i in 0..50 {
-        let f = if i % 2 == 0 { "a" } else { "b" };
-        all.push_str(&format!("GET /{f}.txt HTTP/1.1\r\n\r\n"));
-    }
-    all.push_str("GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
-    s.write_all(all.as_bytes()).unwrap();
-    for i in 0..51 {
-        let r = read_response(&mut s, false);
-        let want: &[u8] = if i % 2 == 0 {
-            b"hello, world\n"
-        } else {
-            b"second file\n"
-        };
-        assert_eq!(r.body, want, "response {i}");
-    }
-    assert_closed(&mut s);
-}
-
-#[test]
-fn pipelined_requests_split_at_every_byte_uring() {
-    pipelined("auto");
-}
-
-#[test]
-fn pipelined_requests_split_at_every_byte_epoll() {
-    pipelined("epoll");
-}
-
-/// Past the buffer ring's share of readers (forced to 0 here; half the ring's buffers in a
-/// real server), connections read by readiness into the thread's scratch: requests split at
-/// every byte, pipelined and closing behave the same. On io_uring with ring-mapped buffers
-/// the ring path stays (the setting only matters for a ring in user memory).
-#[test]
-fn readiness_reads_past_the_ring_share_epoll() {
-    pipelined_env("epoll", &[("HOOP_HTTP_RING_READERS_MAX", "0")]);
-}
-
 // ===== process =====
 
 fn graceful_stop(driver: &str, sig: i32) {
@@ -1138,312 +411,63 @@ fn index_option_names_the_directory_file_epoll() {
 
 // ===== precompressed files =====
 
-/// Sets `path`'s modification time to `secs` after the epoch.
-fn set_mtime(path: &Path, secs: u64) {
-    let f = std::fs::File::options().write(true).open(path).unwrap();
-    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
-        .unwrap();
-}
-
-/// `site/` in a test root: `a.css` with fresh `.br` and `.gz` variants, `stale.js` with an
-/// older `.gz`, `plain.css` without any, `img.png` with a `.gz` (not a compressible type),
-/// `dir.css` whose `.gz` is a directory.
-fn make_precompressed(root: &Path) {
-    let site = root.join("site");
-    std::fs::create_dir_all(site.join("dir.css.gz")).unwrap();
-    let t = 1_700_000_000;
-    for (name, data, mtime) in [
-        ("a.css", &b"body { color: red }\n"[..], t),
-        ("a.css.br", b"BR-BYTES", t + 10),
-        ("a.css.gz", b"GZ-BYTES-0123456789", t),
-        ("stale.js", b"let x = 1;\n", t),
-        ("stale.js.gz", b"OLD-GZ", t - 100),
-        ("plain.css", b"p {}\n", t),
-        ("img.png", b"PNG", t),
-        ("img.png.gz", b"PNG-GZ", t + 10),
-        ("dir.css", b"d {}\n", t),
-    ] {
-        std::fs::write(site.join(name), data).unwrap();
-        set_mtime(&site.join(name), mtime);
-    }
-}
-
-/// GET (or HEAD) `path` with extra header lines `headers` (each ending in CRLF).
-fn ask_with(s: &mut TcpStream, method: &str, path: &str, headers: &str) -> Response {
+/// GET `path` with extra header lines `headers` (each ending in CRLF).
+fn ask_with(s: &mut TcpStream, path: &str, headers: &str) -> Response {
     ask(
         s,
-        &format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{headers}\r\n"),
+        &format!("GET {path} HTTP/1.1\r\nHost: t\r\n{headers}\r\n"),
     )
 }
 
-fn precompressed(driver: &str, cache: &str) {
-    let (_base, root) = make_root(&format!("precomp-{driver}-{cache}"));
-    make_precompressed(&root);
-    let server = Server::start(&root, &["--driver", driver, "--cache-bytes", cache]);
-    let mut s = server.connect();
-    let identity = b"body { color: red }\n";
-    let gz = b"GZ-BYTES-0123456789";
-
-    // Twice each, so that the second answer comes from the cache where there is one.
-    for _ in 0..2 {
-        // No Accept-Encoding: the file itself, with Vary (the answer depends on the field).
-        let r = ask_with(&mut s, "GET", "/site/a.css", "");
-        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
-        assert_eq!(r.header("content-encoding"), None);
-        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        let identity_etag = r.header("etag").unwrap().to_string();
-
-        // br first at equal weight.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "Accept-Encoding: gzip, deflate, br\r\n",
-        );
-        assert_eq!((r.status, &r.body[..]), (200, &b"BR-BYTES"[..]));
-        assert_eq!(r.header("content-encoding"), Some("br"));
-        assert_eq!(r.header("content-type"), Some("text/css"));
-        assert_eq!(r.header("content-length"), Some("8"));
-        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        let br_etag = r.header("etag").unwrap().to_string();
-        assert_ne!(br_etag, identity_etag);
-
-        // gzip by weight; the variant's own validators.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "Accept-Encoding: br;q=0.5, gzip;q=0.8\r\n",
-        );
-        assert_eq!((r.status, &r.body[..]), (200, &gz[..]));
-        assert_eq!(r.header("content-encoding"), Some("gzip"));
-        assert_eq!(r.header("content-type"), Some("text/css"));
-        assert_eq!(r.header("content-length"), Some("19"));
-        let gz_etag = r.header("etag").unwrap().to_string();
-        assert!(gz_etag != identity_etag && gz_etag != br_etag);
-
-        // Two fields are one list, names and spaces as they come.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "accept-encoding: GZIP ; q=0.5\r\nACCEPT-ENCODING:\tbr;q=0.1\r\n",
-        );
-        assert_eq!(r.header("content-encoding"), Some("gzip"));
-        let r = ask_with(&mut s, "GET", "/site/a.css", "Accept-Encoding: *\r\n");
-        assert_eq!(r.header("content-encoding"), Some("br"));
-
-        // q=0 refuses both: the file itself.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "Accept-Encoding: br;q=0, gzip;q=0\r\n",
-        );
-        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
-        assert_eq!(r.header("content-encoding"), None);
-        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        assert_eq!(r.header("etag"), Some(identity_etag.as_str()));
-
-        // Range and conditionals apply to the encoded file.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "Accept-Encoding: gzip\r\nRange: bytes=0-3\r\n",
-        );
-        assert_eq!((r.status, &r.body[..]), (206, &b"GZ-B"[..]));
-        assert_eq!(r.header("content-range"), Some("bytes 0-3/19"));
-        assert_eq!(r.header("content-encoding"), Some("gzip"));
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            &format!("Accept-Encoding: gzip\r\nRange: bytes=-4\r\nIf-Range: {gz_etag}\r\n"),
-        );
-        assert_eq!((r.status, &r.body[..]), (206, &b"6789"[..]));
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            &format!("Accept-Encoding: gzip\r\nIf-None-Match: {gz_etag}\r\n"),
-        );
-        assert_eq!(r.status, 304);
-        assert_eq!(r.header("etag"), Some(gz_etag.as_str()));
-        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        // The same validator from a client that takes no coding: not its copy.
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            &format!("If-None-Match: {gz_etag}\r\n"),
-        );
-        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
-
-        // HEAD alike.
-        let r = ask_with(&mut s, "HEAD", "/site/a.css", "Accept-Encoding: br\r\n");
-        assert_eq!(r.status, 200);
-        assert!(r.body.is_empty());
-        assert_eq!(r.header("content-encoding"), Some("br"));
-        assert_eq!(r.header("content-length"), Some("8"));
-        assert_eq!(r.header("etag"), Some(br_etag.as_str()));
-
-        // A variant older than the file is ignored; so is one that is not a regular file.
-        let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
-        assert_eq!((r.status, &r.body[..]), (200, &b"let x = 1;\n"[..]));
-        assert_eq!(r.header("content-encoding"), None);
-        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        let r = ask_with(&mut s, "GET", "/site/dir.css", "Accept-Encoding: gzip\r\n");
-        assert_eq!((r.status, &r.body[..]), (200, &b"d {}\n"[..]));
-        // No variant, identity refused: the file anyway (as nginx; not 406).
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/plain.css",
-            "Accept-Encoding: gzip, identity;q=0\r\n",
-        );
-        assert_eq!((r.status, &r.body[..]), (200, &b"p {}\n"[..]));
-        assert_eq!(r.header("content-encoding"), None);
-        // Not a compressible type: no lookup, no Vary.
-        let r = ask_with(&mut s, "GET", "/site/img.png", "Accept-Encoding: gzip\r\n");
-        assert_eq!((r.status, &r.body[..]), (200, &b"PNG"[..]));
-        assert_eq!(
-            (r.header("content-encoding"), r.header("vary")),
-            (None, None)
-        );
-        // The variant asked for by name: a plain file, as before.
-        let r = ask_with(&mut s, "GET", "/site/a.css.gz", "Accept-Encoding: gzip\r\n");
-        assert_eq!((r.status, &r.body[..]), (200, &gz[..]));
-        assert_eq!(r.header("content-encoding"), None);
-        assert_eq!(r.header("content-type"), Some("application/octet-stream"));
-        assert_ne!(r.header("etag"), Some(gz_etag.as_str()));
+/// `--no-precompressed` turns precompressed files off; of it and `--precompressed`, the last
+/// one given wins. (The variants themselves: hoop-http's `tests/precompressed.rs`.)
+fn precompressed_flags(driver: &str) {
+    let (_base, root) = make_root(&format!("precomp-{driver}"));
+    let site = root.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    // Each variant written after the file: not older than it.
+    for (name, data) in [
+        ("a.css", &b"body { color: red }\n"[..]),
+        ("a.css.br", b"BR-BYTES"),
+        ("a.css.gz", b"GZ-BYTES-0123456789"),
+    ] {
+        std::fs::write(site.join(name), data).unwrap();
     }
-
-    // A variant made fresh again is served (and the cache notices the change).
-    set_mtime(&root.join("site/stale.js.gz"), 1_800_000_000);
-    let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
-    assert_eq!((r.status, &r.body[..]), (200, &b"OLD-GZ"[..]));
-    assert_eq!(r.header("content-type"), Some("application/javascript"));
-    drop(server);
-
-    // --no-precompressed: the file itself, no Vary; the last of the two flags wins.
+    let identity = b"body { color: red }\n";
     for flags in [
         &["--no-precompressed"][..],
         &["--precompressed", "--no-precompressed"],
     ] {
-        let mut args = vec!["--driver", driver, "--cache-bytes", cache];
+        let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
         let server = Server::start(&root, &args);
         let mut s = server.connect();
-        let r = ask_with(
-            &mut s,
-            "GET",
-            "/site/a.css",
-            "Accept-Encoding: br, gzip\r\n",
-        );
+        let r = ask_with(&mut s, "/site/a.css", "Accept-Encoding: br, gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &identity[..]), "{flags:?}");
         assert_eq!(
             (r.header("content-encoding"), r.header("vary")),
             (None, None)
         );
     }
-    let server = Server::start(
-        &root,
-        &["--driver", driver, "--no-precompressed", "--precompressed"],
-    );
-    let r = ask_with(
-        &mut server.connect(),
-        "GET",
-        "/site/a.css",
-        "Accept-Encoding: br\r\n",
-    );
-    assert_eq!(r.header("content-encoding"), Some("br"));
+    for flags in [&[][..], &["--no-precompressed", "--precompressed"]] {
+        let mut args = vec!["--driver", driver];
+        args.extend_from_slice(flags);
+        let server = Server::start(&root, &args);
+        let r = ask_with(
+            &mut server.connect(),
+            "/site/a.css",
+            "Accept-Encoding: br\r\n",
+        );
+        assert_eq!(r.header("content-encoding"), Some("br"), "{flags:?}");
+    }
 }
 
 #[test]
-fn precompressed_variants_uring() {
-    precompressed("auto", "64M");
-    precompressed("auto", "0");
+fn precompressed_flags_the_last_one_wins_uring() {
+    precompressed_flags("auto");
 }
 
 #[test]
-fn precompressed_variants_epoll() {
-    precompressed("epoll", "64M");
-    precompressed("epoll", "0");
-}
-
-// ===== autoindex =====
-
-fn autoindex(driver: &str) {
-    let (_base, root) = make_root(&format!("autoindex-{driver}"));
-    let list = root.join("list");
-    std::fs::create_dir_all(list.join("sub")).unwrap();
-    std::fs::write(list.join("a<b>&\"c'.txt"), b"escaped\n").unwrap();
-    std::fs::write(list.join("z.txt"), b"zz").unwrap();
-    std::fs::write(list.join(".secret"), b"hidden").unwrap();
-
-    // Off by default: 403, as before.
-    let server = Server::start(&root, &["--driver", driver]);
-    assert_eq!(server.get("/list/").status, 403);
-    drop(server);
-
-    let server = Server::start(&root, &["--driver", driver, "--autoindex"]);
-    let mut s = server.connect();
-    let r = ask_with(&mut s, "GET", "/list/", "");
-    assert_eq!(r.status, 200);
-    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
-    let page = String::from_utf8(r.body.clone()).unwrap();
-    assert!(page.contains("Index of /list/"), "{page}");
-    let escaped = "<a href=\"a%3Cb%3E%26%22c%27.txt\">a&lt;b&gt;&amp;&quot;c&#39;.txt</a>";
-    let (a, sub, z) = (
-        page.find(escaped).expect("the escaped name"),
-        page.find("<a href=\"sub/\">sub/</a>")
-            .expect("the subdirectory"),
-        page.find("<a href=\"z.txt\">z.txt</a>").expect("z.txt"),
-    );
-    assert!(a < sub && sub < z, "sorted by name: {page}");
-    assert!(page.contains("<a href=\"../\">"));
-    assert!(!page.contains("secret"), "{page}");
-    assert!(!page.contains('\''), "a raw quote in {page}");
-    // The link works.
-    let r = ask_with(&mut s, "GET", "/list/a%3Cb%3E%26%22c%27.txt", "");
-    assert_eq!((r.status, &r.body[..]), (200, &b"escaped\n"[..]));
-    // HEAD alike.
-    let h = ask_with(&mut s, "HEAD", "/list/", "");
-    assert_eq!(h.status, 200);
-    assert!(h.body.is_empty());
-    assert_eq!(
-        h.header("content-length"),
-        Some(page.len().to_string().as_str())
-    );
-    // An empty directory; a directory with its index still serves the index; no trailing
-    // slash is still 301; a dot-directory is still 404.
-    let r = ask_with(&mut s, "GET", "/empty/", "");
-    assert_eq!(r.status, 200);
-    assert!(String::from_utf8_lossy(&r.body).contains("Index of /empty/"));
-    assert_eq!(ask_with(&mut s, "GET", "/docs/", "").body, b"docs index\n");
-    let r = ask_with(&mut s, "GET", "/list", "");
-    assert_eq!((r.status, r.header("location")), (301, Some("/list/")));
-    assert_eq!(ask_with(&mut s, "GET", "/.git/", "").status, 404);
-    // A link out of the root is listed as a name, never followed.
-    let r = ask_with(&mut s, "GET", "/out/", "");
-    assert_eq!(r.status, 404);
-    std::fs::remove_file(root.join("index.html")).unwrap();
-    let page = String::from_utf8(ask_with(&mut s, "GET", "/", "").body).unwrap();
-    assert!(page.contains("<a href=\"out\">out</a>"), "{page}");
-    assert!(page.contains("<a href=\"list/\">list/</a>"), "{page}");
-    assert!(
-        !page.contains("../") && !page.contains("secret.txt"),
-        "{page}"
-    );
-}
-
-#[test]
-fn autoindex_lists_directories_without_index_uring() {
-    autoindex("auto");
-}
-
-#[test]
-fn autoindex_lists_directories_without_index_epoll() {
-    autoindex("epoll");
+fn precompressed_flags_the_last_one_wins_epoll() {
+    precompressed_flags("epoll");
 }

@@ -12,14 +12,14 @@
 //! * `hoop bench file [--dir DIR] [--size 2G] [--bs 4k] [--qd 32] [--secs 10] [--direct]
 //!   [--rw randread|randwrite|randrw] [--engines LIST]`: random I/O on one test file through
 //!   sync, a thread pool, linux-aio, hoop's io_uring engines, the peers (monoio, compio,
-//!   tokio-uring, glommio, tokio's io_uring files: [`peers`]) and fio ([`file`]).
+//!   tokio-uring, glommio, tokio's io_uring files: [`target::peers`]) and fio ([`compare::file`]).
 //! * `hoop bench fsread [--dir DIR] [--sizes 64k,1m] [--reads 1000] [--warmup 50] [--secs 5]
 //!   [--engines LIST]`: the latency of whole-file reads from one task of a multi-thread tokio
 //!   runtime through `hoop::shared::fs::read`, tokio's own io_uring `tokio::fs::read` (the
-//!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`file::whole`]).
+//!   peers' binary) and `spawn_blocking(std::fs::read)`, every byte checked ([`compare::fsread`]).
 //! * `hoop bench http [--url URL] [-c CONNS] [-t SECS] [--close] [--pipeline N] [--verify FILE]`:
 //!   the HTTP load generator, or hoop, nginx and tokio+hyper static servers side by side
-//!   ([`http`]).
+//!   ([`report::http_command`]).
 //! * `hoop bench fanout [-c CONNS] [-t SECS] [-l LEN] [--window W] [--servers LIST] [--rounds R]
 //!   [--hog]`: a line chat server's broadcast (every message to every connection), hoop on
 //!   io_uring and on epoll and tokio side by side, every delivery verified in order
@@ -33,7 +33,7 @@
 //!   `hoop bench idle-client` hold them) while active ones load it: RSS per idle connection,
 //!   active req/s and p99 with and without them ([`idle`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
-//!   fixed amount of work for instruction counts under callgrind ([`count`],
+//!   fixed amount of work for instruction counts under callgrind ([`load::count`],
 //!   `scripts/instructions`).
 //! * `hoop bench`: the quick echo matrix (and a 16 KiB cell), the no-op bench, a quick file
 //!   run, a quick HTTP run, a short fan-out run, the cancellation counts, a small idle-connection
@@ -44,9 +44,6 @@
 
 pub mod cancel;
 pub mod compare;
-pub mod count;
-pub mod file;
-pub mod http;
 pub mod idle;
 pub mod load;
 pub mod machine;

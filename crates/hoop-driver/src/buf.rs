@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(&v[..], b"abc");
     }
 
-    /// The case: "abc" read into a buffer that held "0123456789" reads back as "abc",
+    /// The case that found it: "abc" read into a buffer that held "0123456789" reads back as "abc",
     /// never "abc3456789".
     #[test]
     fn a_read_sets_the_length_exactly() {

@@ -4,7 +4,8 @@
 //! A [`BufRing`] is registered with the current runtime's ring when the kernel supports it
 //! (multishot recv needs 6.0); otherwise (older kernel, or the epoll driver) the same pool is a
 //! user-space free list and each receive takes a buffer from it. Either way a received buffer is a
-//! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (invariant 15).
+//! [`RingBuf`], which goes back to the pool exactly once, when it is dropped (a buffer id
+//! returned twice would corrupt the ring).
 //!
 //! # Incrementally consumed rings
 //!
@@ -17,14 +18,14 @@
 //!
 //! The offset depends on the order the kernel consumed the buffer in, which is the order it
 //! posts the CQEs; the runtime's tasks see them in another order (each stream polls its own).
-//! So the driver settles each buffer CQE as it reaps it ([`on_cqe`]), in the kernel's order:
+//! So the driver settles each buffer CQE as it reaps it (`book::on_cqe`), in the kernel's order:
 //! the bytes it covers become a record of segments (buffer, offset, length), each holding a
 //! reference on its buffer, and the CQE carries the record's index instead of the buffer id
-//! ([`F_REC`]). The receive turns the record into [`RingBuf`] views. A buffer goes back to the
+//! (`book::F_REC`). The receive turns the record into [`RingBuf`] views. A buffer goes back to the
 //! ring once the kernel is done with it (its last CQE had no `BUF_MORE`) and every view of it
 //! was dropped. The CQE's buffer id alone must name the ring: every kernel ring of a driver
 //! gets its own range of buffer ids. (Ordinary rings are settled the same way: a bundle needs
-//! it, see [`on_cqe`].)
+//! it, see `book::on_cqe`.)
 //!
 //! # Bundles
 //!
@@ -39,309 +40,19 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 
 use io_uring::types::BufRingEntry;
 
+use self::book::{Book, Segs};
+pub(crate) use self::kernel::probe_inc;
+use self::kernel::{register, RingMem, PAGE};
 use crate::buf::IoBuf;
 use crate::driver::Driver;
 
-const PAGE: usize = 4096;
-
-/// `IORING_CQE_F_BUFFER`: the CQE names a buffer (its id in the upper 16 bits).
-pub(crate) const F_BUFFER: u32 = 1;
-/// `IORING_CQE_F_BUF_MORE`: the kernel keeps the (incrementally consumed) buffer.
-pub(crate) const F_BUF_MORE: u32 = 1 << 4;
-/// Set by the driver (a bit the kernel does not use) on a CQE of an incrementally consumed ring
-/// it settled at reaping: the upper 16 bits are then a record index, not a buffer id, and
-/// `F_BUFFER` is cleared.
-pub(crate) const F_REC: u32 = 1 << 14;
-/// The record index of a CQE the driver could not settle (out of step, or no room for a
-/// record): its bytes cannot be located.
-const REC_LOST: u16 = u16::MAX;
-
-/// Memory the kernel ring reads: `entries` ring entries, page-aligned.
-struct RingMem {
-    ptr: NonNull<BufRingEntry>,
-    layout: std::alloc::Layout,
-    /// Our copy of the tail (the kernel only reads the shared one).
-    tail: Cell<u16>,
-}
-
-/// Where one buffer stands.
-#[derive(Debug, Clone, Copy, Default)]
-struct BufState {
-    /// Views of it alive: [`RingBuf`]s, and segments of records not taken yet.
-    refs: u32,
-    /// The kernel may still fill it (incremental: partly consumed, it goes on at `off`).
-    kernel: bool,
-    /// Counted as handed out: the kernel put bytes in it, or a receive took it from the free
-    /// list; until it is provided again.
-    out: bool,
-    /// Bytes of it consumed so far (incremental rings; 0 otherwise).
-    off: u32,
-    /// The ring position it was last provided at.
-    pos: u16,
-}
-
-/// A run of received bytes: `len` bytes of buffer `idx` from `off`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Seg {
-    idx: u16,
-    off: u32,
-    len: u32,
-}
-
-/// The segments one CQE covers, in order (one, unless it was a bundle).
-#[derive(Debug, Default)]
-pub(crate) struct Segs {
-    first: Option<Seg>,
-    rest: Vec<Seg>,
-}
-
-impl Segs {
-    fn push(&mut self, s: Seg) {
-        if self.first.is_none() {
-            self.first = Some(s);
-        } else {
-            self.rest.push(s);
-        }
-    }
-}
-
-/// The bookkeeping of a ring's buffers, shared with the driver (which settles the CQEs of an
-/// incrementally consumed ring as it reaps them). Holds no driver handle, so the driver may
-/// hold it.
-pub(crate) struct Book {
-    /// The buffer id of buffer 0 (every kernel ring of a driver has its own id range).
-    base: u16,
-    entries: u16,
-    buf_len: u32,
-    /// Registered with `IOU_PBUF_RING_INC`.
-    inc: bool,
-    bufs: RefCell<Vec<BufState>>,
-    /// Ring position (masked) -> buffer index, as provided: the order a bundle takes them in.
-    order: RefCell<Vec<u16>>,
-    /// Records of settled CQEs not taken yet, by index; `free` lists the empty places.
-    recs: RefCell<Vec<Option<Segs>>>,
-    free_recs: RefCell<Vec<u16>>,
-    /// Buffers handed out ([`BufState::out`]).
-    out: Cell<usize>,
-    /// Buffers handed out that the kernel still fills (incremental: partly consumed).
-    partial: Cell<usize>,
-    /// CQEs that covered more than one buffer (bundles), for tests.
-    multi: Cell<u64>,
-}
-
-impl Book {
-    fn new(base: u16, entries: u16, buf_len: u32, inc: bool) -> Book {
-        Book {
-            base,
-            entries,
-            buf_len,
-            inc,
-            bufs: RefCell::new(vec![BufState::default(); entries as usize]),
-            order: RefCell::new(vec![0; entries as usize]),
-            recs: RefCell::new(Vec::new()),
-            free_recs: RefCell::new(Vec::new()),
-            out: Cell::new(0),
-            partial: Cell::new(0),
-            multi: Cell::new(0),
-        }
-    }
-
-    /// Sets whether the kernel still fills buffer `b` (handed out), keeping `partial`.
-    fn set_kernel(&self, b: &mut BufState, kernel: bool) {
-        if b.kernel != kernel {
-            if kernel {
-                self.partial.set(self.partial.get() + 1);
-            } else {
-                self.partial.set(self.partial.get().saturating_sub(1));
-            }
-        }
-        b.kernel = kernel;
-    }
-
-    /// The kernel put `res` bytes in the buffers from index `idx` on (one, or several for a
-    /// bundle), `more` when the CQE had `BUF_MORE`: the segments, each holding a reference on
-    /// its buffer. Mirrors the kernel's consumption: a whole buffer per CQE (or per bundle
-    /// step) for an ordinary ring; for an incremental one, as many bytes as arrived from the
-    /// buffer's offset, the buffer kept by the kernel while it has room. `Err` when the CQE
-    /// does not fit what was provided (its bytes cannot be located): the buffers touched stay
-    /// out, never reused.
-    fn consume(&self, idx: u16, res: u32, more: bool) -> Result<Segs, ()> {
-        let mut bufs = self.bufs.borrow_mut();
-        let order = self.order.borrow();
-        let mask = self.entries - 1;
-        let mut segs = Segs::default();
-        let mut n = res;
-        let mut idx = idx;
-        let mut steps = 0u32;
-        let mut last = None;
-        while n > 0 {
-            if idx >= self.entries || steps >= u32::from(self.entries) {
-                return Err(());
-            }
-            let b = &mut bufs[usize::from(idx)];
-            // The kernel can fill only a buffer it holds: provided and untouched, or partly
-            // consumed (incremental).
-            if b.out && !b.kernel {
-                return Err(());
-            }
-            if !b.out {
-                b.out = true;
-                b.kernel = false;
-                self.out.set(self.out.get() + 1);
-            }
-            let this = n.min(self.buf_len - b.off);
-            if this == 0 {
-                return Err(());
-            }
-            b.refs += 1;
-            segs.push(Seg {
-                idx,
-                off: b.off,
-                len: this,
-            });
-            n -= this;
-            if self.inc {
-                b.off += this;
-                self.set_kernel(b, b.off < self.buf_len);
-            } else {
-                self.set_kernel(b, false);
-            }
-            last = Some(idx);
-            if n > 0 {
-                if b.kernel {
-                    return Err(());
-                }
-                idx = order[usize::from(b.pos.wrapping_add(1) & mask)];
-            }
-            steps += 1;
-        }
-        if steps > 1 {
-            self.multi.set(self.multi.get() + 1);
-        }
-        // The kernel says it keeps the last buffer: it does (a buffer given back while the
-        // kernel may write it would be unsound; one kept too long is only idle).
-        if let (true, true, Some(i)) = (self.inc, more, last) {
-            self.set_kernel(&mut bufs[usize::from(i)], true);
-        }
-        Ok(segs)
-    }
-
-    /// Settles a CQE of this (incremental) ring in the kernel's order: its record's index.
-    fn deliver(&self, idx: u16, res: u32, more: bool) -> u16 {
-        let Ok(segs) = self.consume(idx, res, more) else {
-            return REC_LOST;
-        };
-        let mut recs = self.recs.borrow_mut();
-        if let Some(i) = self.free_recs.borrow_mut().pop() {
-            recs[usize::from(i)] = Some(segs);
-            return i;
-        }
-        if recs.len() >= usize::from(REC_LOST) {
-            // No room for another record (65,535 CQEs settled and not received): its
-            // buffers stay referenced, never reused.
-            return REC_LOST;
-        }
-        recs.push(Some(segs));
-        (recs.len() - 1) as u16
-    }
-
-    /// Takes record `i` (once).
-    fn take_rec(&self, i: u16) -> Option<Segs> {
-        if i == REC_LOST {
-            return None;
-        }
-        let segs = self.recs.borrow_mut().get_mut(usize::from(i))?.take()?;
-        self.free_recs.borrow_mut().push(i);
-        Some(segs)
-    }
-
-    /// Drops one reference on buffer `idx`: whether it is now free to provide again (the
-    /// kernel done with it, no view left); it is then no longer counted out.
-    fn release(&self, idx: u16) -> bool {
-        let mut bufs = self.bufs.borrow_mut();
-        let Some(b) = bufs.get_mut(usize::from(idx)) else {
-            return false;
-        };
-        b.refs = b.refs.saturating_sub(1);
-        if b.refs == 0 && !b.kernel && b.out {
-            b.out = false;
-            b.off = 0;
-            self.out.set(self.out.get().saturating_sub(1));
-            return true;
-        }
-        false
-    }
-}
-
-/// A kernel ring of a driver, as the driver tracks it: its group, its buffer id range and its
-/// bookkeeping.
-pub(crate) struct Tracked {
-    pub(crate) bgid: u16,
-    pub(crate) base: u16,
-    pub(crate) entries: u16,
-    pub(crate) book: Rc<Book>,
-}
-
-impl Tracked {
-    /// The incremental flag the ring is registered with (`IOU_PBUF_RING_INC` or 0).
-    pub(crate) fn flags(book: &Book) -> u16 {
-        if book.inc {
-            io_uring::types::IOU_PBUF_RING_INC as u16
-        } else {
-            0
-        }
-    }
-}
-
-/// The first buffer id of a free range of `entries` ids among the tracked rings' ranges, if
-/// any.
-pub(crate) fn free_base(tracked: &[Tracked], entries: u16) -> Option<u16> {
-    let mut ranges: Vec<(u32, u32)> = tracked
-        .iter()
-        .map(|t| (u32::from(t.base), u32::from(t.base) + u32::from(t.entries)))
-        .collect();
-    ranges.sort_unstable();
-    let mut start = 0u32;
-    for (lo, hi) in ranges {
-        if lo >= start + u32::from(entries) {
-            break;
-        }
-        start = start.max(hi);
-    }
-    (start + u32::from(entries) <= 1 << 16).then_some(start as u16)
-}
-
-/// The driver's hook for a reaped CQE that names a buffer of one of its kernel rings: settles
-/// it now, in the kernel's order, and returns the flags carrying its record ([`F_REC`]); other
-/// CQEs' flags come back as they were. (A bundle's next buffers are the next ring positions,
-/// which user space may fill again once those buffers come back: only at reaping, before any
-/// later CQE's buffers can return, are they sure to be the ones the kernel took.)
-pub(crate) fn on_cqe(tracked: &[Tracked], res: i32, flags: u32) -> u32 {
-    let bid = (flags >> 16) as u16;
-    let Some(t) = tracked
-        .iter()
-        .find(|t| bid.wrapping_sub(t.base) < t.entries)
-    else {
-        return flags;
-    };
-    if res <= 0 {
-        // No bytes. An incremental ring's kernel keeps the buffer (the receive recycles it);
-        // an ordinary ring's buffer named so goes back (`give_back_kernel`).
-        return if t.book.inc {
-            flags & !F_BUFFER & 0xffff
-        } else {
-            flags
-        };
-    }
-    let rec = t
-        .book
-        .deliver(bid - t.base, res as u32, flags & F_BUF_MORE != 0);
-    (flags & 0xffff & !F_BUFFER) | F_REC | (u32::from(rec) << 16)
-}
+pub(crate) mod book;
+mod kernel;
+mod wait;
 
 struct Inner {
     bgid: u16,
@@ -479,7 +190,7 @@ impl BufRing {
             None if matches!(mode, Mode::Simulated(_)) => {
                 let inc = mode == Mode::Simulated(true);
                 let book = Rc::new(Book::new(0, entries, buf_len as u32, inc));
-                (Some((ring_mem(entries)?, None)), book, 0)
+                (Some((kernel::ring_mem(entries)?, None)), book, 0)
             }
             None => (
                 None,
@@ -576,84 +287,6 @@ impl BufRing {
     /// Number of buffers.
     pub fn entries(&self) -> u16 {
         self.inner.entries
-    }
-
-    /// `Ready` when a buffer is free; otherwise registers the waker, woken when one returns.
-    /// Every waiter registered so is woken by every returned buffer, and registering scans
-    /// them: for a few waiters. Receives use [`poll_available_queued`](Self::poll_available_queued),
-    /// O(1) per poll and one wake-up per returned buffer.
-    pub fn poll_available(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.available() > 0 {
-            return Poll::Ready(());
-        }
-        let mut w = self.inner.waiters.borrow_mut();
-        if !w.iter().any(|x| x.will_wake(cx.waker())) {
-            w.push(cx.waker().clone());
-        }
-        Poll::Pending
-    }
-
-    /// `Ready` when a buffer is free (the waiter leaves the queue if it was in it); otherwise
-    /// the waiter keeps (or takes) its place in a FIFO queue, woken when a buffer returns: one
-    /// waiter per returned buffer, oldest first, O(1) per poll however many wait. `ticket` is
-    /// the waiter's place, kept across polls; a waiter that stops waiting before it took a
-    /// buffer must call [`leave_queue`](Self::leave_queue) (or the buffer it was woken for
-    /// would wake nobody else).
-    pub fn poll_available_queued(&self, cx: &mut Context<'_>, ticket: &mut WaitTicket) -> Poll<()> {
-        self.inner.work.set(self.inner.work.get() + 1);
-        if self.available() > 0 || self.kernel_has_room() {
-            if let Some(t) = ticket.take() {
-                self.inner.forget(t);
-            }
-            return Poll::Ready(());
-        }
-        let mut q = self.inner.queue.borrow_mut();
-        let head = self.inner.queue_head.get();
-        if let Some(t) = *ticket {
-            if let Some(Some(w)) = t
-                .checked_sub(head)
-                .and_then(|i| usize::try_from(i).ok())
-                .and_then(|i| q.get_mut(i))
-            {
-                // Still queued: refresh the waker in place.
-                if !w.will_wake(cx.waker()) {
-                    *w = cx.waker().clone();
-                }
-                return Poll::Pending;
-            }
-        }
-        // Not queued (new, or woken for a buffer someone else took first): to the back.
-        *ticket = Some(head + q.len() as u64);
-        q.push_back(Some(cx.waker().clone()));
-        Poll::Pending
-    }
-
-    /// An incremental ring whose every buffer is out may still have room in the one the
-    /// kernel is filling: a receive may arm (at worst it ends with `ENOBUFS` and waits).
-    fn kernel_has_room(&self) -> bool {
-        self.inner.book.partial.get() > 0
-    }
-
-    /// The waiter holding `ticket` stops waiting: its place is freed, and if it was woken for
-    /// a buffer that is still free, the next waiter is woken instead.
-    pub fn leave_queue(&self, ticket: &mut WaitTicket) {
-        let Some(t) = ticket.take() else {
-            return;
-        };
-        if !self.inner.forget(t) && self.available() > 0 {
-            self.inner.wake_queued(1);
-        }
-    }
-
-    /// Waiters queued for a buffer right now (places of waiters that left not counted).
-    pub fn queued(&self) -> usize {
-        self.inner.queue.borrow().iter().flatten().count()
-    }
-
-    /// Test hook: queue polls plus wake-ups so far (the work waiting for buffers cost).
-    #[doc(hidden)]
-    pub fn wait_work(&self) -> u64 {
-        self.inner.work.get()
     }
 
     /// The views of `segs`, in order.
@@ -793,61 +426,14 @@ impl Inner {
             None => self.free.borrow_mut().push(idx),
         }
         // Woken outside the `waiters` borrow, and after the drain if this runs inside one
-        // (a received buffer returned by an orphan handler): rule 11.
+        // (a received buffer returned by an orphan handler), so a waker that runs at once
+        // finds nothing borrowed.
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for w in waiters {
             crate::deferred::wake(w);
         }
         // One queued waiter per returned buffer.
         self.wake_queued(1);
-    }
-
-    /// Wakes up to `n` queued waiters, oldest first (their places are freed: a woken waiter
-    /// that finds no buffer queues again at the back).
-    fn wake_queued(&self, n: usize) {
-        for _ in 0..n {
-            let next = {
-                let mut q = self.queue.borrow_mut();
-                let mut found = None;
-                while let Some(slot) = q.pop_front() {
-                    self.queue_head.set(self.queue_head.get() + 1);
-                    if let Some(w) = slot {
-                        found = Some(w);
-                        break;
-                    }
-                }
-                found
-            };
-            match next {
-                Some(w) => {
-                    self.work.set(self.work.get() + 1);
-                    crate::deferred::wake(w);
-                }
-                None => return,
-            }
-        }
-    }
-
-    /// Frees the place of `ticket` if it is still queued; false if it was not (already woken).
-    fn forget(&self, ticket: u64) -> bool {
-        let mut q = self.queue.borrow_mut();
-        let Some(i) = ticket
-            .checked_sub(self.queue_head.get())
-            .and_then(|i| usize::try_from(i).ok())
-        else {
-            return false;
-        };
-        match q.get_mut(i) {
-            Some(slot) if slot.is_some() => {
-                *slot = None;
-                // Trailing empty places go at once (the front ones when reached).
-                while matches!(q.back(), Some(None)) {
-                    q.pop_back();
-                }
-                true
-            }
-            _ => false,
-        }
     }
 }
 
@@ -874,76 +460,6 @@ impl Drop for Inner {
         unsafe { std::alloc::dealloc(self.bufs.as_ptr(), self.bufs_layout) };
         LIVE.with(|n| n.set(n.get().saturating_sub(1)));
     }
-}
-
-/// Ring memory for `entries` entries, zeroed (an empty ring).
-fn ring_mem(entries: u16) -> io::Result<RingMem> {
-    let layout = std::alloc::Layout::from_size_align(
-        entries as usize * std::mem::size_of::<BufRingEntry>(),
-        PAGE,
-    )
-    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: non-zero size; zeroed memory is a valid (empty) ring.
-    let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }.cast::<BufRingEntry>())
-        .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
-    Ok(RingMem {
-        ptr,
-        layout,
-        tail: Cell::new(0),
-    })
-}
-
-/// Registers a ring of `entries` with `driver` (incrementally consumed if `inc` and the kernel
-/// takes it, else ordinary), under a buffer id range of its own.
-fn register(
-    driver: &Driver,
-    entries: u16,
-    buf_len: u32,
-    inc: bool,
-) -> io::Result<(RingMem, u16, Driver, Rc<Book>)> {
-    let mem = ring_mem(entries)?;
-    let free = |mem: RingMem| {
-        // SAFETY: allocated in `ring_mem` with this layout; the kernel does not hold it.
-        unsafe { std::alloc::dealloc(mem.ptr.as_ptr().cast(), mem.layout) };
-    };
-    let Some(base) = driver.free_bid_base(entries) else {
-        free(mem);
-        return Err(io::Error::other("no buffer id range left on this driver"));
-    };
-    let addr = mem.ptr.as_ptr() as u64;
-    let mut try_inc = inc && driver.buf_ring_inc_supported();
-    loop {
-        let book = Rc::new(Book::new(base, entries, buf_len, try_inc));
-        match driver.register_buf_ring(addr, entries, book.clone(), base) {
-            Ok(bgid) => return Ok((mem, bgid, driver.clone(), book)),
-            Err(e) if try_inc && e.raw_os_error() == Some(libc::EINVAL) => try_inc = false,
-            Err(e) => {
-                free(mem);
-                return Err(e);
-            }
-        }
-    }
-}
-
-/// Whether `driver`'s kernel takes an incrementally consumed ring: registers a one-entry one
-/// and unregisters it.
-pub(crate) fn probe_inc(driver: &Driver) -> bool {
-    let Ok(mem) = ring_mem(1) else {
-        return false;
-    };
-    // A group id the driver never hands out (it counts up from 0).
-    const PROBE_BGID: u16 = u16::MAX;
-    let flags = io_uring::types::IOU_PBUF_RING_INC as u16;
-    let ok = driver
-        .register_buf_ring_raw(mem.ptr.as_ptr() as u64, 1, PROBE_BGID, flags)
-        .is_ok();
-    // Unregistered before it is freed; if that fails the memory is leaked, never freed under
-    // the kernel.
-    if !ok || driver.unregister_buf_ring_raw(PROBE_BGID).is_ok() {
-        // SAFETY: allocated in `ring_mem` with this layout; unregistered (or never registered).
-        unsafe { std::alloc::dealloc(mem.ptr.as_ptr().cast(), mem.layout) };
-    }
-    ok
 }
 
 /// A received buffer from a [`BufRing`]. Dereferences to the received bytes; dropping it gives

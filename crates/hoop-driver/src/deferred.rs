@@ -1,6 +1,7 @@
-//! What a drain produces runs after it (rule 11): wakes and drops that happen while the
-//! driver's state is borrowed (inside the CQE drain, or while a dropped stream hands its queued
-//! items to its orphan handler) wait in thread-local lists until the borrow is released.
+//! What a drain produces runs after it, so a waker that runs at once never finds the driver
+//! borrowed: wakes and drops that happen while the driver's state is borrowed (inside the CQE
+//! drain, or while a dropped stream hands its queued items to its orphan handler) wait in
+//! thread-local lists until the borrow is released.
 //!
 //! An orphaned item (a connection accepted or a buffer received after its stream was dropped)
 //! is dropped here rather than in the drain: dropping it closes an fd or returns a buffer to

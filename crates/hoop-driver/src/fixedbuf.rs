@@ -17,7 +17,7 @@
 //! of 4096 wastes nothing. The memory is zeroed when the pool is made, so every byte of a
 //! buffer is always initialized.
 //!
-//! Lifetime (invariant 1): a [`FixedBuf`] holds the pool's memory alive, and an operation owns
+//! Lifetime: a [`FixedBuf`] holds the pool's memory alive, and an operation owns
 //! its `FixedBuf` until its final completion, also when its future is dropped. The memory is
 //! unregistered and freed when the pool and the last buffer are gone; if the driver cannot be
 //! reached at that moment (busy, or gone), it is leaked rather than freed.

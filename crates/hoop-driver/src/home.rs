@@ -1,21 +1,22 @@
-//! The home of an fd: the driver whose SQ may still hold SQEs that name it (rule 17).
+//! The home of an fd: the driver whose SQ may still hold SQEs that name it.
 //!
 //! An fd leaves hoop (closed, or handed out by `into_raw_fd`/`into_std`) only after every SQE
 //! naming it has been submitted; otherwise a reused number gets stale I/O. Each fd owner
 //! (`hoop::net` sockets, `hoop::fs::File`) keeps the [`Home`] of the driver that was current when
 //! it was made:
 //! - on the home thread, a close goes through the ring behind the queued SQEs
-//!   ([`Driver::close_detached`]), and a conversion submits the queued SQEs first;
+//!   ([`Driver::close_detached`](crate::Driver::close_detached)), and a conversion submits the
+//!   queued SQEs first;
 //! - on another thread (the owner is `Send`), a close is sent home: the home driver closes it
 //!   through its ring on its next turn (woken by its eventfd), and a conversion hands out a
 //!   `dup` of the fd while the original goes home to be closed there;
 //! - once the home driver is gone, nothing of it can be queued, and fds are closed at once.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::driver::{Driver, Notifier};
+use crate::notifier::Notifier;
 
 /// A `Send + Sync` handle to a driver's queue of fds to close, usable from any thread.
 #[derive(Debug, Clone)]
@@ -44,74 +45,17 @@ impl Home {
         }))
     }
 
-    /// The home of the driver current on this thread, if any (taken when an fd owner is made).
-    pub fn current() -> Option<Home> {
-        Driver::current().map(|d| d.home())
-    }
-
-    /// Whether this home's driver is the one current on this thread.
-    pub fn is_here(&self) -> bool {
-        Driver::current().is_some_and(|d| d.home_ref().same(self))
-    }
-
     pub(crate) fn same(&self, other: &Home) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    /// Closes `fd`, owned by something made on `home`'s driver (or on none), so that no SQE
-    /// queued there can reach the number after it is reused (see the module docs).
-    pub fn close(home: Option<&Home>, fd: OwnedFd) {
-        let Some(home) = home else {
-            match Driver::current() {
-                Some(d) => d.close_detached(fd),
-                None => drop(fd),
-            }
-            return;
-        };
-        if let Some(d) = Driver::local_with_home(home) {
-            if d.is_current() {
-                d.close_detached(fd);
-            } else {
-                // The home runtime is not running: submit what its SQ holds, then close.
-                d.submit_queued();
-                drop(fd);
-            }
-        } else if home.0.open.load(Ordering::Acquire) {
-            home.send(fd);
-        } else {
-            drop(fd);
-        }
+    /// Whether the home driver still runs.
+    pub(crate) fn is_open(&self) -> bool {
+        self.0.open.load(Ordering::Acquire)
     }
 
-    /// Gives `fd` up (into_raw_fd, into_std): on the home thread after submitting every queued
-    /// SQE; elsewhere as a `dup` of it, the original going home to be closed behind its SQEs.
-    pub fn release(home: Option<&Home>, fd: OwnedFd) -> OwnedFd {
-        let Some(home) = home else {
-            if let Some(d) = Driver::current() {
-                d.submit_queued();
-            }
-            return fd;
-        };
-        if let Some(d) = Driver::local_with_home(home) {
-            d.submit_queued();
-            return fd;
-        }
-        if !home.0.open.load(Ordering::Acquire) {
-            return fd;
-        }
-        // SAFETY: F_DUPFD_CLOEXEC on an fd we own; the result is a new fd or -1.
-        let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            // No fd to spare (EMFILE): hand out the original; the home ring may still hold
-            // an SQE naming it (documented on the conversions).
-            return fd;
-        }
-        home.send(fd);
-        // SAFETY: fcntl returned a new fd that nothing else owns.
-        unsafe { OwnedFd::from_raw_fd(dup) }
-    }
-
-    fn send(&self, fd: OwnedFd) {
+    /// Sends `fd` home, to be closed by the home driver's next turn (which it wakes).
+    pub(crate) fn send(&self, fd: OwnedFd) {
         self.0
             .closes
             .lock()

@@ -22,8 +22,6 @@ use std::task::{Poll, Waker};
 
 use std::collections::VecDeque;
 
-use crate::op::{Orphan, StreamOrphan};
-
 /// The raw outcome of one CQE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
@@ -31,6 +29,22 @@ pub struct Completion {
     pub res: i32,
     /// `flags`: `IORING_CQE_F_*`.
     pub flags: u32,
+}
+
+/// Type-erased data of an operation whose future is gone, kept until the final CQE
+/// (every `OpCode` is one).
+pub(crate) trait Orphan {
+    /// The final completion arrived: release everything the result owns.
+    fn finish(self: Box<Self>, c: Completion);
+}
+
+/// The data of a dropped multi-CQE operation, kept until its final CQE
+/// (every `MultishotCode` is one).
+pub(crate) trait StreamOrphan {
+    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so the
+    /// item it yields (an fd to close, a buffer to return) is dropped after the drain, outside
+    /// the driver's borrow (`deferred`).
+    fn orphan_item(&mut self, c: Completion);
 }
 
 /// Where an operation's slot stands.
@@ -142,7 +156,7 @@ impl Lifecycle {
     /// connection's receive costs the CQ nothing until data comes, and counting it let idle
     /// connections hold the room the next accept needed. Its CQEs can overflow the CQ when
     /// many streams fire at once; the kernel keeps them (`FEAT_NODROP`) and the drain flushes
-    /// them (rule 9).
+    /// them.
     #[inline]
     pub(crate) fn counts_against_cap(&self) -> bool {
         !matches!(self, Lifecycle::Streaming(s) if s.uncapped)

@@ -19,7 +19,7 @@ enum State {
 
 /// A multishot operation as a stream: each CQE becomes an item; when the kernel ends the
 /// operation (a CQE without `IORING_CQE_F_MORE`) it is armed again if the operation says the
-/// user still wants data (invariant 14). On the epoll driver each arm is one single-shot call
+/// user still wants data. On the epoll driver each arm is one single-shot call
 /// (the fallback of a multishot op is a loop of single-shot ops). Dropping the stream cancels
 /// the operation; CQEs that arrive afterwards go to the operation's orphan handler (accepted fds
 /// closed, buffers returned to their ring).

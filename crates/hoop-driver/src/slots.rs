@@ -1,7 +1,8 @@
 //! The preallocated table of operation slots, addressed by `user_data`.
 //!
 //! `user_data` = `generation << 32 | index`. A slot's generation changes every time it is freed,
-//! so a CQE that arrives for a slot that was reused is recognised and dropped (invariant 3).
+//! so a CQE that arrives for a slot that was reused is recognised and dropped: a late CQE
+//! never completes a newer operation.
 //! In this driver a slot is only freed after its final CQE, so that never happens by design; the
 //! generation is the second line of defence.
 

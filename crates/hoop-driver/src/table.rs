@@ -6,8 +6,7 @@ use std::task::{Poll, Waker};
 
 use crate::counters::Counters;
 use crate::lifecycle::{Completion, Lifecycle, OnCqe, OnDrop, OnDropStream, OnItem};
-use crate::op::Orphan;
-use crate::op::StreamOrphan;
+use crate::lifecycle::{Orphan, StreamOrphan};
 use crate::slots::Slots;
 
 /// What became of an operation whose future was dropped.
@@ -26,7 +25,7 @@ pub(crate) struct OpTable {
     /// `cap` slots for the operations the in-flight cap counts, and more for those it does
     /// not (multishots that wait for a peer, `Lifecycle::counts_against_cap`).
     pub(crate) slots: Slots,
-    /// The in-flight cap: most counted operations at once (what the CQ can hold, rule 9).
+    /// The in-flight cap: most counted operations at once (what the CQ can hold).
     cap: usize,
     /// Slots promised to room waiters that have not used them yet.
     granted: usize,
@@ -278,7 +277,7 @@ impl OpTable {
     /// Frees the slot of a dropped stream after its final CQE. Its data (a multishot recv's
     /// `BufRing` handle, say) is dropped after the drain, not inside it: dropping the last
     /// handle of a buffer ring unregisters it from the driver, which the drain has borrowed
-    /// (it used to fail there, and the ring and its buffers were leaked; rule 11).
+    /// (it used to fail there, and the ring and its buffers were leaked).
     fn free_stream_slot(&mut self, user_data: u64) {
         if let Some(state) = self.slots.remove(user_data) {
             crate::deferred::drop_later(Box::new(state));

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use crate::lifecycle::{Completion, Lifecycle, Stream};
-use crate::op::{Orphan, StreamOrphan};
+use crate::lifecycle::{Orphan, StreamOrphan};
 use crate::table::{Dropped, OpTable};
 
 /// `IORING_CQE_F_MORE` (linux/io_uring.h).

@@ -9,7 +9,8 @@ use hoop::sync::CancellationToken;
 
 use crate::access_log::{AccessLog, AccessLogEntry};
 use crate::config::Config;
-use crate::server::{Server, StopOn};
+use crate::server::Server;
+use crate::stop::StopOn;
 
 /// Builds a [`Server`] ([`Server::builder`]): every setter starts from [`Config::default()`]
 /// and [`build`](Builder::build) checks the result ([`Config::validate`]) and opens the root.
@@ -45,8 +46,16 @@ impl std::fmt::Debug for Builder {
     }
 }
 
+impl Server {
+    /// A [`Builder`] for a server of the directory `root`: the common settings, an
+    /// access-log hook and when [`run`](Server::run) stops.
+    pub fn builder(root: impl AsRef<Path>) -> Builder {
+        Builder::new(root.as_ref())
+    }
+}
+
 impl Builder {
-    pub(crate) fn new(root: &Path) -> Builder {
+    fn new(root: &Path) -> Builder {
         Builder {
             root: root.to_path_buf(),
             cfg: Config::default(),

@@ -62,21 +62,23 @@
 //! A request's story, one module per step (private to the crate):
 //! 1. `parse`: received bytes become a request (httparse), or the status that refuses them;
 //! 2. `resolve`: the target is percent-decoded once and opened beneath the root
-//!    (`openat2` with `RESOLVE_BENEATH` through the ring);
+//!    (`openat2` with `RESOLVE_BENEATH` through the ring); `lookup` takes the cached copy
+//!    while a fresh `statx` still shows its identity, else opens the file;
 //! 3. `response`: `statx` (a system call on the thread: the ring would run it in an io-wq
 //!    worker) gives size and validators; conditionals and ranges decide the
 //!    answer, and the head is written; a precompressed variant (`a.css.br`, `a.css.gz`)
 //!    answers instead when the client's `Accept-Encoding` takes it, and a directory without
 //!    an index file gets a listing with [`Config::autoindex`];
-//! 4. `conn`: the body goes out: from the `cache` with the head in one send below 16 KiB,
+//! 4. `conn` (the loop, the file answer, its head, the body senders, the log, one file
+//!    each): the body goes out: from the `cache` with the head in one send below 16 KiB,
 //!    by `sendfile(2)` from the page cache behind the head (sent with `MSG_MORE`) from 16 KiB
 //!    ([`Config::sendfile_min_bytes`]), waiting through the ring while the socket is full;
 //!    pipelined responses in order; the [`access_log`] sees each answered request.
 //!
-//! `server` runs it on a thread: accept, limits ([`config`]) and the graceful stop.
+//! `server` runs it on a thread: accept (paced after failures by
+//! [`hoop::net::AcceptPacing`]), limits ([`config`]) and the graceful stop (`stop`: when
+//! [`Server::run`] stops).
 
-#[doc(hidden)]
-pub mod accept;
 pub mod access_log;
 pub(crate) mod autoindex;
 mod builder;
@@ -86,6 +88,7 @@ pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod deadline;
 pub(crate) mod encoding;
+pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
 pub(crate) mod resolve;
@@ -93,6 +96,7 @@ pub(crate) mod response;
 mod server;
 pub(crate) mod splice;
 pub(crate) mod status;
+pub(crate) mod stop;
 pub(crate) mod trim;
 
 pub use access_log::{AccessLog, AccessLogEntry, RequestLine};

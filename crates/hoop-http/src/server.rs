@@ -23,20 +23,18 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hoop::net::{DirectTcpStream, TcpListener};
-use hoop::signal::{signal, SignalKind};
+use hoop::net::{AcceptPacing, DirectTcpStream, TcpListener};
 use hoop::sync::CancellationToken;
 use hoop::BufRing;
 
-use crate::accept::AcceptPacing;
 use crate::access_log::{stdout_logger, AccessLog, Hook};
-use crate::builder::Builder;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::conn::{self, Shared};
 use crate::date::DateCache;
 use crate::deadline::Deadlines;
 use crate::resolve::Root;
+use crate::stop::{stop_future, StopOn};
 
 /// Buffers in each thread's provided buffer ring, and their size.
 const RING_ENTRIES: u16 = 4096;
@@ -57,13 +55,6 @@ pub struct Server {
     next_thread: Arc<AtomicUsize>,
     log: Option<AccessLog>,
     stop: StopOn,
-}
-
-/// When [`Server::run`] stops.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StopOn {
-    pub(crate) token: Option<CancellationToken>,
-    pub(crate) signals: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -109,12 +100,6 @@ impl Server {
     /// is opened now: a missing or unreadable root is an error here, not at the first request.
     pub fn new(root: impl AsRef<Path>, cfg: Config) -> io::Result<Server> {
         Server::with(root.as_ref(), cfg, None, StopOn::default())
-    }
-
-    /// A [`Builder`] for a server of the directory `root`: the common settings, an
-    /// access-log hook and when [`run`](Server::run) stops.
-    pub fn builder(root: impl AsRef<Path>) -> Builder {
-        Builder::new(root.as_ref())
     }
 
     pub(crate) fn with(
@@ -279,7 +264,7 @@ impl Server {
     }
 
     /// Serves `addr` on [`Config::threads`] runtime threads until the shutdown the builder
-    /// set ([`Builder::shutdown_on`], [`Builder::shutdown_on_signal`]; without either, until
+    /// set ([`Builder::shutdown_on`](crate::Builder::shutdown_on), [`Builder::shutdown_on_signal`](crate::Builder::shutdown_on_signal); without either, until
     /// the process ends); see [`Bound::run`].
     pub fn run(&self, addr: impl ToSocketAddrs) -> io::Result<ServeStats> {
         self.bind(addr)?.run()
@@ -305,8 +290,8 @@ impl Bound {
     /// when it can be set up, else epoll), and returns once every thread finished its
     /// graceful stop, with the counts summed over the threads.
     ///
-    /// It stops when the builder's token is cancelled ([`Builder::shutdown_on`]) or, with
-    /// [`Builder::shutdown_on_signal`], on SIGINT or SIGTERM. `run_per_core` blocks those
+    /// It stops when the builder's token is cancelled ([`Builder::shutdown_on`](crate::Builder::shutdown_on)) or, with
+    /// [`Builder::shutdown_on_signal`](crate::Builder::shutdown_on_signal), on SIGINT or SIGTERM. `run_per_core` blocks those
     /// signals in the calling thread while the threads run (a signal nobody listens for gets
     /// its usual disposition: Ctrl-C still ends a server without `shutdown_on_signal`).
     /// Errors: a runtime or a signal listener that cannot be set up.
@@ -336,35 +321,6 @@ impl Bound {
         }
         Ok(total)
     }
-}
-
-/// Completes when `stop` is cancelled, `on.token` is, or (with `on.signals`) SIGINT or
-/// SIGTERM arrives; then cancels `stop`.
-fn stop_future(on: &StopOn, stop: CancellationToken) -> io::Result<impl Future<Output = ()>> {
-    let mut signals = match on.signals {
-        true => Some((
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-        )),
-        false => None,
-    };
-    let mut theirs = on.token.clone().map(|t| Box::pin(t.cancelled_owned()));
-    let mut ours = Box::pin(stop.clone().cancelled_owned());
-    Ok(std::future::poll_fn(move |cx| {
-        let mut done = ours.as_mut().poll(cx).is_ready();
-        if let Some(t) = &mut theirs {
-            done |= t.as_mut().poll(cx).is_ready();
-        }
-        if let Some((int, term)) = &mut signals {
-            done |= int.poll_recv(cx).is_ready();
-            done |= term.poll_recv(cx).is_ready();
-        }
-        if done {
-            stop.cancel();
-            return Poll::Ready(());
-        }
-        Poll::Pending
-    }))
 }
 
 /// Connections one thread accepted, and refused past the limit.
@@ -415,7 +371,11 @@ async fn accept_loop(
                 }
                 // No TCP_NODELAY per connection: Linux copies it from the listener.
                 counts.accepted.set(counts.accepted.get() + 1);
-                drop(hoop::spawn(conn::serve(stream, ring.clone(), sh.clone())));
+                drop(hoop::spawn(conn::run::serve(
+                    stream,
+                    ring.clone(),
+                    sh.clone(),
+                )));
             }
             Some(Err(e)) => pacing.failed(e).await,
             // The stream ended for good (it is re-armed otherwise): start a new one.

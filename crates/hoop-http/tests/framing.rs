@@ -1,4 +1,4 @@
-//! Malformed framing stays refused, on both drivers: each request the issue checked
+//! Malformed framing stays refused, on both drivers: each request a review checked
 //! by hand, with the status it must get, so that a parser change cannot reopen one. Content-
 //! Length with Transfer-Encoding: 413; two different Content-Lengths: 400; a chunked GET: 413;
 //! an obs-fold line: 400; a NUL in the target: 400; a space in a header name (inside it or

@@ -1,4 +1,4 @@
-//! Helpers every hoop test file uses (a dev-only crate, issue 24): one place for each rule a
+//! Helpers every hoop test file uses (a dev-only crate): one place for each rule a
 //! test relies on, e.g. "settle the fd count before comparing".
 //!
 //! - The driver matrix: every runtime test runs once per driver (io_uring, then epoll).

@@ -160,9 +160,11 @@ fn cq_overflow_loses_nothing() {
     });
 }
 
-/// Invariants 1, 4 and 5: dropping a runtime with reads in flight neither hangs nor leaves a
-/// read armed in the kernel (it would steal later data and write into freed memory): after the
-/// drop, bytes written to the pipe are all still there for a plain read.
+/// Memory handed to the kernel stays owned until its final completion, shutdown cancels and
+/// reaps, results nobody waits for are released: dropping a runtime with reads in flight
+/// neither hangs nor leaves a read armed in the kernel (it would steal later data and write
+/// into freed memory): after the drop, bytes written to the pipe are all still there for a
+/// plain read.
 #[test]
 fn shutdown_with_reads_in_flight_reaps_everything() {
     each_driver(|kind| {
@@ -660,9 +662,10 @@ fn idle_receives_beyond_the_cap_leave_room_for_a_new_client() {
     });
 }
 
-/// Rule 9 with receives outside the cap: on a CQ of 16 (cap 14), 100 connections each wait
-/// in a multishot receive and all get a byte at about the same time; their CQEs may overflow
-/// the CQ (the kernel keeps them, the drain flushes them) and every byte is echoed.
+/// The CQ cap (overflowed CQEs are flushed, none lost) with receives outside the cap: on a CQ
+/// of 16 (cap 14), 100 connections each wait in a multishot receive and all get a byte at
+/// about the same time; their CQEs may overflow the CQ (the kernel keeps them, the drain
+/// flushes them) and every byte is echoed.
 #[test]
 fn uncapped_receives_that_overflow_the_cq_lose_nothing() {
     use std::io::{Read, Write};

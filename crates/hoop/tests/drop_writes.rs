@@ -1,5 +1,5 @@
-//! Writes accepted are written (INVARIANTS rule 5b), on io_uring and on epoll: a `File`, a
-//! `TcpStream`, a `UnixStream` or an owned write half dropped right after
+//! Writes accepted are written (DESIGN.md, "Writes accepted are written"), on io_uring and on
+//! epoll: a `File`, a `TcpStream`, a `UnixStream` or an owned write half dropped right after
 //! `AsyncWriteExt::write_all` (no flush) still writes every byte it accepted, in order, then
 //! closes (a peer reads every byte, then end of stream, while the runtime is idle); a runtime
 //! whose detached writes cannot finish waits for them up to its shutdown timeout and reports
@@ -17,7 +17,8 @@ use hoop::net::{TcpStream, UnixStream};
 use hoop::DriverKind;
 
 /// An injected `ECANCELED` or `ECONNRESET` fails a write with nobody left to report it to: its
-/// bytes are lost, as rule 5b allows (only flush/close report errors).
+/// bytes are lost, as "Writes accepted are written" (DESIGN.md) allows (only flush/close
+/// report errors).
 const WRITE_ERRORS_LOSE_BYTES: &str =
     "an injected error of a detached write drops its bytes (only flush/close report errors)";
 

@@ -262,8 +262,9 @@ fn buffer_exhaustion_loses_no_data() {
     });
 }
 
-/// Invariants 14 and 15: a stream dropped with buffers outstanding and data still arriving
-/// gives every buffer back exactly once.
+/// A multishot stream's late items are released and buffer ids go back exactly once: a stream
+/// dropped with buffers outstanding and data still arriving gives every buffer back exactly
+/// once.
 #[test]
 fn dropped_recv_stream_returns_every_buffer() {
     each_driver(|kind| {

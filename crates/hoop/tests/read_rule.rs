@@ -52,8 +52,8 @@ fn stale() -> Vec<u8> {
     b"0123456789".to_vec()
 }
 
-/// The case on TCP: "abc" into a buffer that held "0123456789" is "abc", not
-/// "abc3456789"; then read_exact into a reused `Vec::with_capacity(4096)` through
+/// The case that showed the stale bytes, on TCP: "abc" into a buffer that held "0123456789" is
+/// "abc", not "abc3456789"; then read_exact into a reused `Vec::with_capacity(4096)` through
 /// `slice(..100)` reads exactly 100 bytes (and does not wait for 4096).
 #[hoop::test]
 async fn tcp_read_never_shows_stale_bytes() {

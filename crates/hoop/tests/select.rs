@@ -1,4 +1,4 @@
-//! `hoop::select!` (tokio's syntax and semantics, issue 25) and the fused types that let
+//! `hoop::select!` (tokio's syntax and semantics) and the fused types that let
 //! `futures::select!` go without `.fuse()`. Each test runs on io_uring and on epoll
 //! (`#[hoop::test]`); loops are bounded by counts and every wait by `LIMIT`, and nothing is
 //! asserted about speed.

@@ -394,7 +394,8 @@ fn constructors_spawn_on_tokio_with_the_rings_and_paths_dropped_after_the_call()
     rt.block_on(async {
         let data = pattern(11, 10_000);
         // Each call borrows a handle and a path that die at the end of their block, before the
-        // spawned task runs (E0597 before issue 22).
+        // spawned task runs: the futures own what they need, or this would not compile
+        // (E0597, a borrow that does not live long enough).
         let write = {
             let rings = rings.clone();
             let path = dir.join("a");

@@ -1,4 +1,5 @@
-//! Regression tests for the six driver defects of issue 10 (INVARIANTS 1, 4, 5-8, 11, 15-19).
+//! Regression tests for six driver defects a review found, each named with the rule it broke
+//! (DESIGN.md, "Invariants: where each is kept and tested").
 //! Each failed on the code before its fix.
 
 use hoop_test_support as common;
@@ -28,10 +29,11 @@ fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("hoop-sound-{}-{name}", std::process::id()))
 }
 
-/// Defect 1 (rules 1, 19): a poisoned ring does not hand back a buffer that a recv still armed
-/// in the kernel may write. The buffer freed after the error is replaced by a canary of the
-/// same size (the allocator hands the same chunk back); data sent afterwards must not land in
-/// it, and must still be in the socket.
+/// Defect 1 (memory handed to the kernel stays owned until its final completion, even on a poisoned
+/// ring): a poisoned ring does not hand back a buffer that a recv still armed in the kernel may
+/// write. The buffer freed after the error is replaced by a canary of the same size (the allocator
+/// hands the same chunk back); data sent afterwards must not land in it, and must still be in the
+/// socket.
 #[test]
 fn poisoned_ring_hands_back_no_memory_the_kernel_may_write() {
     let _serial = serial();
@@ -88,10 +90,10 @@ async fn stale_write(f: &hoop::fs::File) -> hoop::Op<hoop::op::Write<Vec<u8>>> {
     write
 }
 
-/// Rule 17's scenario on io_uring: a file with a stale write in the SQ is given up by
-/// `give_up` (which closes its fd number), a new file is opened, and after a turn of the ring
-/// the new file must be empty. With `must_reuse`, the new file must have the old number (the
-/// giving up closed it at once); otherwise the number is only reported.
+/// An fd leaving hoop before its SQEs are submitted, on io_uring: a file with a stale write in the
+/// SQ is given up by `give_up` (which closes its fd number), a new file is opened, and after a turn
+/// of the ring the new file must be empty. With `must_reuse`, the new file must have the old number
+/// (the giving up closed it at once); otherwise the number is only reported.
 fn stale_write_scenario(name: &str, give_up: fn(hoop::fs::File), must_reuse: bool) {
     let kind = DriverKind::Uring;
     let Ok(rt) = builder(kind).build() else {
@@ -126,16 +128,17 @@ fn stale_write_scenario(name: &str, give_up: fn(hoop::fs::File), must_reuse: boo
     let _ = std::fs::remove_file(p2);
 }
 
-/// Defect 2 (rule 17): `into_std` while a dropped write's SQE is still unsubmitted; the fd
-/// number is closed and reused by a new file, which must not receive the stale write.
+/// Defect 2 (an fd leaves hoop only after its SQEs are submitted): `into_std` while a dropped
+/// write's SQE is still unsubmitted; the fd number is closed and reused by a new file, which must
+/// not receive the stale write.
 #[test]
 fn into_std_after_a_dropped_write_leaves_the_next_file_alone() {
     let _serial = serial();
     stale_write_scenario("into-std", |f| drop(f.into_std()), true);
 }
 
-/// Defect 2 (rule 17): a `Send` file dropped on another thread while a dropped write's SQE is
-/// still unsubmitted on its home ring.
+/// Defect 2 (an fd leaves hoop only after its SQEs are submitted): a `Send` file dropped on another
+/// thread while a dropped write's SQE is still unsubmitted on its home ring.
 #[test]
 fn file_dropped_on_another_thread_leaves_the_next_file_alone() {
     let _serial = serial();
@@ -162,8 +165,8 @@ fn sqpoll_runtime() -> Option<hoop::Runtime> {
     Some(rt)
 }
 
-/// Defect 3 (rule 16): on an SQPOLL ring every LINK_TIMEOUT deadline fires (10,000 of them):
-/// the SQ thread never takes an operation without its timeout.
+/// Defect 3 (a chain's SQEs become visible together): on an SQPOLL ring every LINK_TIMEOUT deadline
+/// fires (10,000 of them): the SQ thread never takes an operation without its timeout.
 #[test]
 fn sqpoll_deadlines_all_fire() {
     let _serial = serial();
@@ -196,8 +199,8 @@ fn sqpoll_deadlines_all_fire() {
     });
 }
 
-/// Defect 3 (rule 16): on an SQPOLL ring, `link(a, b)` never runs `b` after `a` failed
-/// (10,000 chains): the SQ thread takes both SQEs together.
+/// Defect 3 (a chain's SQEs become visible together): on an SQPOLL ring, `link(a, b)` never runs
+/// `b` after `a` failed (10,000 chains): the SQ thread takes both SQEs together.
 #[test]
 fn sqpoll_chains_never_run_b_after_a_failed() {
     let _serial = serial();
@@ -237,8 +240,8 @@ fn sqpoll_chains_never_run_b_after_a_failed() {
     });
 }
 
-/// Defect 4 (rule 7): with 2,000 `op_timeout` reads pending, cancels of 100 other dropped
-/// reads complete within a few driver ticks (counted, not timed).
+/// Defect 4 (a cancel is never dropped, nor starved): with 2,000 `op_timeout` reads pending,
+/// cancels of 100 other dropped reads complete within a few driver ticks (counted, not timed).
 #[test]
 fn cancels_do_not_starve_behind_link_timeouts() {
     let _serial = serial();
@@ -292,8 +295,8 @@ fn cancels_do_not_starve_behind_link_timeouts() {
     });
 }
 
-/// Defect 5 (rule 15): in buffer-ring fallback mode, 200 receive streams dropped while waiting
-/// for room lose no buffer id: a stream still receives afterwards.
+/// Defect 5 (buffer ids are returned exactly once): in buffer-ring fallback mode, 200 receive
+/// streams dropped while waiting for room lose no buffer id: a stream still receives afterwards.
 #[test]
 fn dropped_streams_waiting_for_room_lose_no_buffer() {
     let _serial = serial();
@@ -341,8 +344,8 @@ fn dropped_streams_waiting_for_room_lose_no_buffer() {
     });
 }
 
-/// Defect 6 (rule 18): a sleep on an IOPOLL ring (which refuses timeouts) does not block the
-/// thread: a task beside it keeps running.
+/// Defect 6 (nothing blocks the runtime thread): a sleep on an IOPOLL ring (which refuses timeouts)
+/// does not block the thread: a task beside it keeps running.
 #[test]
 fn sleep_on_iopoll_ring_does_not_block_the_thread() {
     let _serial = serial();
@@ -378,8 +381,9 @@ fn sleep_on_iopoll_ring_does_not_block_the_thread() {
     });
 }
 
-/// Defect 6 (rule 18), both drivers: a sleep beside a busy task, and a sleep polled where no
-/// runtime runs (it completes, woken from hoop's timer thread, without blocking the poller).
+/// Defect 6 (nothing blocks the runtime thread), both drivers: a sleep beside a busy task, and a
+/// sleep polled where no runtime runs (it completes, woken from hoop's timer thread, without
+/// blocking the poller).
 #[test]
 fn sleep_never_blocks_the_thread() {
     let _serial = serial();

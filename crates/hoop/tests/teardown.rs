@@ -1,4 +1,4 @@
-//! Teardown under load (issue 14; also run under AddressSanitizer by `scripts/sanitize`):
+//! Teardown under load (also run under AddressSanitizer by `scripts/sanitize`):
 //! a runtime dropped with 10,000 operations in flight, a runtime dropped from inside another
 //! runtime's waker (and from a waker dropped by a shutdown), and a ring poisoned in the middle
 //! of a load. Each must finish in bounded time, free or deliberately leak every buffer as

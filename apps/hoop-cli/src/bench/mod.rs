@@ -3,11 +3,15 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, file, http, idle, report::suite};
-
+mod count;
 mod echo;
 mod fanout;
+mod file;
+mod fsread;
+mod http;
 mod nop;
+
+use hoop_bench::{cancel, idle, report::suite};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -101,7 +105,7 @@ pub enum BenchCommand {
     /// tokio runtime: hoop::shared::fs::read, tokio's io_uring tokio::fs::read (tokio-io-uring,
     /// in the hoop-peer binary of peers/, built on demand; skipped with a line where it cannot
     /// be) and spawn_blocking(std::fs::read); every byte of every read checked.
-    Fsread(file::whole::FsreadArgs),
+    Fsread(fsread::FsreadArgs),
     /// HTTP: load a static-file server (--url), or run hoop (io_uring and epoll), nginx and
     /// tokio+hyper side by side; every response checked.
     #[command(after_help = EXIT_CODES)]
@@ -138,10 +142,16 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
     match args.command {
         Some(BenchCommand::Echo(a)) => echo::run(a, json),
         Some(BenchCommand::Nop(a)) => nop::run(a, json),
-        Some(BenchCommand::File(f)) => file::run_file_command(f, json),
-        Some(BenchCommand::Fsread(f)) => file::whole::run_fsread_command(f, json),
-        Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
-        Some(BenchCommand::Count(c)) => count::run_count_command(c),
+        Some(BenchCommand::File(f)) => f
+            .plan()
+            .and_then(|p| hoop_bench::compare::file::run_file(p, json)),
+        Some(BenchCommand::Fsread(f)) => f
+            .plan()
+            .and_then(|p| hoop_bench::compare::fsread::run_fsread(p, json)),
+        Some(BenchCommand::Http(h)) => hoop_bench::report::http_command::run_http(h.into(), json),
+        Some(BenchCommand::Count(c)) => c
+            .plan()
+            .and_then(|p| hoop_bench::load::count::run_count(&p)),
         Some(BenchCommand::Fanout(a)) => fanout::run(a, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),

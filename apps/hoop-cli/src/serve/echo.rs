@@ -1,23 +1,7 @@
-//! `hoop serve echo`: a TCP echo server on hoop, or on a baseline runtime (tokio, monoio).
-//!
-//! On hoop: every runtime runs the same driver, chosen by `--driver` (`uring`, `epoll`, or
-//! `auto`, which tries io_uring and falls back to epoll); without the flag, `HOOP_DRIVER` decides
-//! (default `auto`). The driver is settled once on the main thread, before the listeners are
-//! bound, and named in one line on stderr (`hoop serve echo: driver epoll (...)`); a forced
-//! `uring` that cannot start fails there with the kernel's reason and what to do, before
-//! anything is printed on stdout. `listening on IP:PORT` is printed once every runtime is up.
-//!
-//! One runtime per thread, thread `i` pinned to CPU `i % cpus` (counting only the CPUs the
-//! process may use), each with its own listener on the same port (`SO_REUSEPORT` when there is
-//! more than one thread, so the kernel balances connections). Every connection is its own task:
-//! `TCP_NODELAY`, then read up to 64 KiB into one reused buffer and write all of it back, until
-//! end of stream or an error, which closes only that connection.
-//!
-//! Shutdown: SIGINT and SIGTERM listeners (`hoop::signal`) are made before any thread starts,
-//! which blocks the signals in every thread; the main thread waits on them and raises a [`Stop`] flag that every runtime thread awaits next
-//! to its accept loop, so each `block_on` returns, and dropping the runtime cancels the
-//! operations in flight and closes every socket. The main thread joins the threads and the
-//! process exits 0.
+//! `hoop serve echo`: a TCP echo server on hoop (one pinned runtime per thread, a listener
+//! each, every connection a task that writes back what it reads), or on a baseline runtime.
+//! Shutdown on SIGINT/SIGTERM: every runtime's accept loop stops, dropping the runtime cancels
+//! what is in flight and closes every socket, the process exits 0.
 
 use std::future::Future;
 use std::io;
@@ -25,20 +9,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use hoop::net::{TcpListener, TcpStream};
-use hoop::DriverKind;
 
+use super::baseline;
+use super::driver::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
 use super::threads::{
     announce, raise_nofile_limit, run_threads, settle_driver, until_stopped, with_context,
     AcceptPacing,
 };
-use crate::baseline;
 
 /// Per-connection buffer: one read returns at most this many bytes.
 const BUF_SIZE: usize = 64 * 1024;
-
-/// Most runtime threads `--threads` accepts.
-pub(crate) const MAX_THREADS: usize = 1024;
 
 /// Which runtime serves the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,27 +38,6 @@ impl ServerKind {
             ServerKind::Hoop => "hoop",
             ServerKind::Tokio => "tokio",
             ServerKind::Monoio => "monoio",
-        }
-    }
-}
-
-/// The driver hoop's runtimes run on (`--driver`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DriverArg {
-    /// io_uring if it can be set up, else epoll (saying why on stderr).
-    Auto,
-    /// io_uring, or fail with the reason it cannot run.
-    Uring,
-    /// The epoll readiness driver.
-    Epoll,
-}
-
-impl From<DriverArg> for DriverKind {
-    fn from(d: DriverArg) -> DriverKind {
-        match d {
-            DriverArg::Auto => DriverKind::Auto,
-            DriverArg::Uring => DriverKind::Uring,
-            DriverArg::Epoll => DriverKind::Epoll,
         }
     }
 }

@@ -1,31 +1,8 @@
-//! `hoop serve fanout`: a line chat server. Every line a client sends (up to and including its
-//! `\n`) is forwarded to every connected client, the sender included, in the order the server
-//! read them; a line sent before a client was accepted is not forwarded to it.
-//!
-//! Written the way a newcomer would write it, once on hoop and once on tokio, the two as alike
-//! as the runtimes allow, each on one thread:
-//!
-//! * one `tokio::sync::broadcast` channel for the whole server (it works on any executor);
-//!   each accepted connection subscribes to it, then runs two tasks: a reader, which reads into
-//!   an owned buffer and sends every complete line into the channel as an `Arc<[u8]>`, and a
-//!   writer, which waits for the next line, takes every line already queued behind it (up to
-//!   64 KiB) into its buffer and writes them with one `write_all`;
-//! * hoop: `hoop serve fanout --server hoop` on the driver `--driver` picks (io_uring or epoll:
-//!   the same code), one runtime thread (the same thread and shutdown plumbing as `hoop serve
-//!   echo`), `into_split()` halves, the read half's `read` into `buf.slice(buf.len()..)`, and
-//!   the writer as tokio's: `AsyncWriteExt::write_all(&mut write_half, &out)` through the I/O
-//!   traits, no flush (`--writer traits`, the default); `--writer owned` writes the owned
-//!   buffer instead (`write_all(out)` on the stream, shared by the two tasks through an
-//!   `Rc`): measured side by side in DESIGN.md ("The send path");
-//! * tokio: `--server tokio`, tokio's current-thread runtime (one thread, like hoop's),
-//!   `into_split()` halves, `read_buf` and `write_all`.
-//!
-//! A connection that falls more than `--capacity` lines behind loses the oldest ones
-//! (broadcast's rule; the server says so once per connection on stderr); the benchmark's
-//! clients bound what is in flight far below that, and would see the gap. A line longer than
-//! [`MAX_LINE`] closes its connection.
-//!
-//! Prints `listening on IP:PORT` first and exits 0 on SIGINT/SIGTERM, as `hoop serve echo`.
+//! `hoop serve fanout`: a line chat server, every line forwarded to every connected client in
+//! the order read, written the way a newcomer would write it once on hoop and once on tokio
+//! (one thread, one `tokio::sync::broadcast` channel, a reader and a writer task per
+//! connection), the two as alike as the runtimes allow. DESIGN.md, "Fan-out benchmark", says
+//! why each choice is what it is.
 
 use std::future::Future;
 use std::io;
@@ -38,7 +15,8 @@ use hoop::net::{TcpListener, TcpStream};
 use hoop::IoBuf;
 use tokio::sync::broadcast;
 
-use super::echo::{run_baseline, DriverArg};
+use super::driver::DriverArg;
+use super::echo::run_baseline;
 use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, until_stopped, AcceptPacing};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hoop_http::{Config, ConfigError, Server};
 
-use super::echo::{DriverArg, MAX_THREADS};
+use super::driver::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
 

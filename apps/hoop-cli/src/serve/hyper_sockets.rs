@@ -1,17 +1,7 @@
-//! The two servers of issue 22's comparison in `hoop bench http`: one hyper 1.x HTTP/1.1
-//! service inside tokio's multi-thread runtime (one worker per CPU the process may run on),
-//! served on two kinds of socket:
-//!
-//! - `hyper-shared`: `hoop::shared::TcpListener` accepts and each connection is a
-//!   `hoop::shared::TcpStream` (every read and write an io_uring operation on shared rings,
-//!   `Rings::new()`: one ring per CPU);
-//! - `hyper-tokio`: tokio's own `TcpListener` and `TcpStream` (epoll).
-//!
-//! Everything else is the same code: the accept loop ([`accept_loop`], generic over the
-//! accept), the connection ([`serve_conn`], generic over the stream type) and the service
-//! ([`answer`]), which answers from memory: every regular file directly under the root is
-//! read once at start into a map `/name` -> bytes; other paths get 404. No file I/O while
-//! serving, so the comparison is about the sockets.
+//! hyper on two kinds of socket, the same service otherwise: `hyper-shared` (hoop's shared-ring
+//! sockets) and `hyper-tokio` (tokio's), one hyper HTTP/1.1 service in tokio's multi-thread
+//! runtime answering from memory (the files under the root read once at start), so that the
+//! comparison is about the sockets alone.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

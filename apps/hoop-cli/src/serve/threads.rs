@@ -12,9 +12,9 @@ use std::thread::JoinHandle;
 use hoop::net::TcpListener;
 use hoop::DriverKind;
 
-pub(crate) use hoop_http::accept::AcceptPacing;
+pub(crate) use hoop::net::AcceptPacing;
 
-use super::echo::DriverArg;
+use super::driver::DriverArg;
 use super::signal::{Signals, Stop};
 
 /// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
@@ -229,19 +229,7 @@ pub(crate) fn announce(addr: SocketAddr) -> io::Result<()> {
 /// Raises the soft limit on open files to the hard limit (best effort): a server with more
 /// than about a thousand connections needs it.
 pub(crate) fn raise_nofile_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the valid rlimit above.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
-        return;
-    }
-    lim.rlim_cur = lim.rlim_max;
-    // SAFETY: setrlimit reads the valid rlimit above; failure leaves the limit as it was.
-    let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    let _ = hoop::runtime::raise_nofile_limit();
 }
 
 /// `e` with `what` in front of its message, keeping its kind.

@@ -131,4 +131,4 @@ impl Failures {
 }
 
 /// Every load thread draws its actions from the soak's seed (the bench's SplitMix64).
-pub(crate) use hoop_bench::file::content::Rng;
+pub(crate) use hoop_bench::load::file::content::Rng;

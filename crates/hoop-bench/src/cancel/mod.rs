@@ -303,7 +303,7 @@ fn count(flag: &str, n: u64) -> io::Result<u64> {
 }
 
 fn bytes(flag: &str, s: &str) -> io::Result<u64> {
-    let n = crate::file::parse_size(flag, s)?;
+    let n = crate::plan::size::parse_size(flag, s)?;
     if n == 0 || n > MAX_BYTES {
         return Err(crate::plan::invalid(format!(
             "{flag} must be 1 byte to 4 GiB (got {s})"

@@ -6,11 +6,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::compare::{Matrix, Order, Sample, Verified};
+use crate::compare::matrix::{Matrix, Order, Sample, Verified};
 use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
-use crate::plan::{check_conns, check_len, check_rounds, check_secs};
+use crate::plan::check::{check_conns, check_len, check_rounds, check_secs, parse_server_list};
 use crate::record::echo::EchoResult;
 use crate::record::usage::{self, Latency, ServerUse};
 use crate::report::output::Out;
@@ -189,7 +189,7 @@ pub(crate) fn in_cell(conns: usize, len: usize) -> impl Fn(&EchoResult) -> bool 
 
 /// Checks `--servers` and returns it (default: all of them).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    crate::plan::parse_server_list(list, &SERVERS)
+    parse_server_list(list, &SERVERS)
 }
 
 /// The suite's servers: `--servers` checked, the peers' left out with `no_peers`.

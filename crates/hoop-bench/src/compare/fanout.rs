@@ -7,12 +7,12 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::compare::{Matrix, Order, Outcome, Sample, Verified};
+use crate::compare::matrix::{Matrix, Order, Outcome, Sample, Verified};
 use crate::load::fanout::client::{self, FanoutConfig, FanoutOutcome};
 use crate::load::fanout::{hog, verify};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
-use crate::plan::{check_conns, check_secs, invalid};
+use crate::plan::check::{check_conns, check_secs, invalid, parse_server_list};
 use crate::record::fanout::FanoutResult;
 use crate::record::usage::{self, Latency};
 use crate::report::output::Out;
@@ -224,7 +224,7 @@ pub(crate) fn in_load(hog: bool) -> impl Fn(&FanoutResult) -> bool + Copy {
 
 /// Checks `--servers` and returns it (default: all three).
 pub(crate) fn parse_servers(list: Option<Vec<String>>) -> io::Result<Vec<String>> {
-    crate::plan::parse_server_list(list, &SERVERS)
+    parse_server_list(list, &SERVERS)
 }
 
 /// Results that counted errors or verified no delivery.

@@ -490,7 +490,7 @@ fn run_one(
 
 /// A process's resident set, bytes.
 fn rss_bytes(pid: u32) -> Option<u64> {
-    crate::http::attack::rss_bytes(pid)
+    crate::machine::proc::rss_bytes(pid)
 }
 
 /// The open-file hard limit of this process (the servers and helpers inherit it).

@@ -1,7 +1,10 @@
-//! The load generators and engines: what drives a target during a run and counts what it
-//! verified (echo, no-ops, fan-out).
+//! The load generators and engines: what sends the work a bench measures and checks every
+//! answer.
 
+pub mod count;
 pub mod echo;
 pub mod fanout;
+pub mod file;
+pub mod http;
 pub mod nop;
 pub mod thread;

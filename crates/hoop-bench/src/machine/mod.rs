@@ -2,6 +2,7 @@
 //! CPUs the benchmarks may pin to.
 
 pub mod fs;
+pub mod pin;
 pub mod proc;
 
 use std::path::PathBuf;
@@ -121,18 +122,21 @@ pub(crate) fn pin_plan() -> (Option<usize>, Option<usize>) {
     }
 }
 
-/// Raises the soft limit on open files to the hard limit (1000 connections need more than
-/// 1024 descriptors with the server's). Children inherit it.
+/// Raises the soft limit on open files to the hard limit, best effort (1000 connections need
+/// more than 1024 descriptors with the server's). Children inherit it.
 pub(crate) fn raise_nofile_limit() {
+    let _ = hoop::runtime::raise_nofile_limit();
+}
+
+/// The soft limit on open files (after [`raise_nofile_limit`], the hard one); 0 if unknown.
+pub(crate) fn nofile_limit() -> u64 {
     // SAFETY: rlimit is plain old data.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
-    {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit reads one valid rlimit.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
     }
+    lim.rlim_cur
 }
 
 /// The exact command line, shell-quoted where needed.

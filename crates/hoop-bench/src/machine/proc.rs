@@ -1,5 +1,6 @@
-//! What `/proc` says of a process and its threads: CPU time from `/proc/PID/stat`, context
-//! switches from `/proc/PID/task/*/status`, threads grouped by name.
+//! What `/proc` says of a process and of the machine: CPU time from `/proc/PID/stat`, context
+//! switches from `/proc/PID/task/*/status` (threads grouped by name), the resident set from
+//! `/proc/PID/status`, the listen queue overflows from `/proc/net/netstat`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -127,6 +128,45 @@ pub(crate) fn clock_hz() -> u64 {
     }
 }
 
+/// A process's resident set (`VmRSS` of `/proc/PID/status`), bytes.
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_rss(&s)
+}
+
+/// `VmRSS:   77484 kB` -> bytes.
+pub(crate) fn parse_vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line
+        .trim_start_matches("VmRSS:")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// `TcpExt: ListenOverflows` of `/proc/net/netstat`: connections the kernel dropped because
+/// a listener's accept queue was full.
+pub(crate) fn listen_overflows() -> Option<u64> {
+    parse_listen_overflows(&std::fs::read_to_string("/proc/net/netstat").ok()?)
+}
+
+/// The `ListenOverflows` value of `/proc/net/netstat` (a line of names, then one of values).
+pub(crate) fn parse_listen_overflows(netstat: &str) -> Option<u64> {
+    let mut lines = netstat.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "ListenOverflows")?;
+        return values.split_whitespace().nth(i)?.parse().ok();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +221,20 @@ mod tests {
     fn own_threads_are_readable() {
         let me = thread_samples(std::process::id()).unwrap();
         assert!(!me.is_empty());
+    }
+
+    #[test]
+    fn listen_overflows_parse() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 3 54983 54983\n\
+                    IpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(parse_listen_overflows(text), Some(54983));
+        assert_eq!(parse_listen_overflows("IpExt: A\nIpExt: 1\n"), None);
+    }
+
+    #[test]
+    fn vm_rss_parses() {
+        let status = "Name:\thoop\nVmPeak:\t  100 kB\nVmRSS:\t   77484 kB\nThreads:\t1\n";
+        assert_eq!(parse_vm_rss(status), Some(77484 * 1024));
+        assert_eq!(parse_vm_rss("Name: x\n"), None);
     }
 }

@@ -1,8 +1,12 @@
-//! One typed record per bench: the JSON object each measurement prints, one per line. The
-//! fields several records share are one struct each in [`usage`], flattened, so every JSON
-//! line keeps its field names and order.
+//! One typed record per bench: the JSON lines the benches print with `--json`. The fields
+//! several records share are one struct each in [`usage`], flattened, so every JSON line keeps
+//! its field names and order.
 
+pub mod attack;
 pub mod echo;
 pub mod fanout;
+pub mod file;
+pub mod fsread;
+pub mod http;
 pub mod nop;
 pub mod usage;

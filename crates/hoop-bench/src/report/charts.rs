@@ -7,9 +7,9 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::file::quick::FileSuite;
 use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
+use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
 use crate::report::echo::{configurations, label};
 
@@ -46,7 +46,7 @@ pub(crate) fn write_charts(
     servers: &[String],
     nop: &[NopResult],
     file: &FileSuite,
-    http: &[crate::http::HttpResult],
+    http: &[crate::record::http::HttpResult],
 ) -> io::Result<Vec<String>> {
     let mut written = Vec::new();
     let mut go = |name: &str, f: &dyn Fn(&Path) -> Res<()>| -> io::Result<()> {
@@ -144,8 +144,10 @@ fn file_bars(file: &FileSuite) -> Bars<'static> {
 }
 
 /// The HTTP chart: one group per configuration, one bar per server, median requests/s.
-fn http_bars(http: &[crate::http::HttpResult]) -> Bars<'static> {
-    use crate::http::{cells_of, label, med, SERVERS};
+fn http_bars(http: &[crate::record::http::HttpResult]) -> Bars<'static> {
+    use crate::compare::med;
+    use crate::plan::http::{label, SERVERS};
+    use crate::report::http::{cells_of, in_cell};
     let cells = cells_of(http);
     let groups = cells
         .iter()
@@ -164,7 +166,7 @@ fn http_bars(http: &[crate::http::HttpResult]) -> Bars<'static> {
         .map(|s| {
             let vals = cells
                 .iter()
-                .map(|c| med(http, s, c, |r| Some(r.rps)))
+                .map(|c| med(http, s, |r| in_cell(r, c), |r| Some(r.rps)))
                 .collect();
             (label(s).to_string(), vals)
         })

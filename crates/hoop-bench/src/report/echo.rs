@@ -26,7 +26,7 @@ pub fn run_echo(plan: EchoPlan, json: bool) -> io::Result<()> {
     let secs = plan.secs()?;
     crate::machine::raise_nofile_limit();
     if let Some(addr) = &plan.addr {
-        let target = crate::plan::resolve_addr(addr)?;
+        let target = crate::plan::check::resolve_addr(addr)?;
         let out = Out::new(json, secs);
         let r = echo::run_external(target, &plan, secs, &out)?;
         out.finish();

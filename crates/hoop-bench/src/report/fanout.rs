@@ -5,7 +5,7 @@ use std::io;
 
 use crate::compare::fanout::{self, in_load, FanoutMatrix, FanoutPlan};
 use crate::compare::{med, pair_ratio, Outcome};
-use crate::plan::resolve_addr;
+use crate::plan::check::resolve_addr;
 use crate::record::fanout::FanoutResult;
 use crate::report::output::Out;
 

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::compare::echo::{in_cell, BIG_CELL, LENS};
+use crate::compare::file_quick as quick;
 use crate::compare::pair_ratio;
-use crate::file::quick::{self, FileSuite};
 use crate::machine::SysInfo;
 use crate::record::echo::EchoResult;
+use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
 use crate::report::echo::{configurations, label};
+use crate::report::file_quick::section as file_section;
 
 /// Everything the report says.
 pub(crate) struct ReportData<'a> {
@@ -36,7 +38,7 @@ pub(crate) struct ReportData<'a> {
     /// The quick file run (empty when skipped).
     pub file: &'a FileSuite,
     /// HTTP measurements (empty when skipped).
-    pub http: &'a [crate::http::HttpResult],
+    pub http: &'a [crate::record::http::HttpResult],
     /// The HTTP table (markdown).
     pub http_table: &'a str,
     /// Seconds per HTTP run (none: skipped).
@@ -96,11 +98,18 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     std::fs::write(&path, json + "\n")?;
     written.push(path);
 
-    let (charts, chart_error) =
+    let (mut charts, mut chart_error) =
         match crate::report::charts::write_charts(dir, d.echo, d.servers, d.nop, d.file, d.http) {
             Ok(c) => (c, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
+    // Beside the absolute bars, each bench's ratio chart: what a reader compares.
+    match crate::report::ratios::write(dir, d.echo, d.http, d.fanout) {
+        Ok(c) => charts.extend(c),
+        Err(e) => {
+            chart_error = Some(chart_error.map_or(e.clone(), |first| format!("{first}; {e}")))
+        }
+    }
     written.extend(charts.iter().map(|c| dir.join(c)));
 
     let path = dir.join("report.md");
@@ -218,7 +227,7 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     }
 
     if d.file.all().next().is_some() || !d.file.failures.is_empty() {
-        m.push_str(&quick::section(d.file));
+        m.push_str(&file_section(d.file));
     }
 
     if let Some(secs) = d.http_secs {
@@ -382,7 +391,7 @@ fn targets(m: &mut String, d: &ReportData<'_>) {
         }
     }
     if !d.http.is_empty() {
-        for t in crate::http::targets(d.http) {
+        for t in crate::report::http::targets(d.http) {
             let _ = writeln!(m, "- http: {t}");
         }
     }

@@ -1,10 +1,20 @@
 //! What a reader sees: where output goes, the tables' and the report's words, the charts,
 //! and the quick suite that writes them all.
 
+pub mod attack;
 pub mod charts;
 pub mod echo;
 pub mod fanout;
+pub mod file;
+pub mod file_quick;
+pub mod file_sweep;
+pub mod fsread;
+pub mod http;
+pub mod http_command;
+pub mod hyper_pair;
 pub mod markdown;
 pub mod nop;
 pub mod output;
+pub mod ratio;
+pub mod ratios;
 pub mod suite;

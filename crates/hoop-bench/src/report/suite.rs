@@ -15,16 +15,21 @@ use std::time::{Duration, Instant};
 use crate::cancel;
 use crate::compare::echo::{self as echo_compare, EchoMatrix};
 use crate::compare::fanout::{self, FanoutMatrix};
+use crate::compare::file_quick::{self as quick, QuickOptions};
+use crate::compare::http::run as http;
 use crate::compare::nop;
 use crate::compare::Outcome;
-use crate::file::quick::{self, FileSuite, QuickOptions};
-use crate::http;
 use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
+use crate::plan::http::{quick_cells, SERVERS as HTTP_SERVERS};
 use crate::plan::{check_rounds, check_secs};
+use crate::record::file::FileSuite;
+use crate::report::file_quick::section as file_section;
+use crate::report::http::summary_table;
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::nop as nop_report;
 use crate::report::output::Out;
+use crate::target::wrk::{wrk_path, WRK_MISSING};
 
 /// The HTTP servers wrk also loads in the quick HTTP run (when installed).
 const WRK_SERVERS: [&str; 2] = ["hoop", "nginx"];
@@ -80,8 +85,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let file_opts = (!o.no_file)
         .then(|| -> io::Result<QuickOptions> {
             Ok(QuickOptions {
-                dir: quick::default_dir(),
-                size: quick::parse_size(&o.file_size)?,
+                dir: crate::plan::file::default_dir(),
+                size: crate::plan::size::parse_size("--file-size", &o.file_size)?,
                 secs: o.file_secs,
                 peers: !o.no_peers,
             })
@@ -103,10 +108,10 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     let matrix = EchoMatrix::quick(servers.clone(), o.secs, o.rounds);
     let nop_runs = nop::suite_runs(o.nop_secs, !o.no_peers);
     // wrk beside the load generator against hoop and nginx, when installed (a line when not).
-    let wrk_installed = http::wrk_path().is_some();
+    let wrk_installed = wrk_path().is_some();
     let http_plan = (!o.no_http).then(|| http::Plan {
-        cells: http::quick_cells(),
-        servers: http::SERVERS.iter().map(|s| s.to_string()).collect(),
+        cells: quick_cells(),
+        servers: HTTP_SERVERS.iter().map(|s| s.to_string()).collect(),
         secs: o.http_secs,
         rounds: 2,
         pipeline: 1,
@@ -143,7 +148,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         dir.display()
     ));
     if http_plan.is_some() && !wrk_installed {
-        out.note(&format!("http: {}", http::WRK_MISSING));
+        out.note(&format!("http: {}", WRK_MISSING));
     }
 
     if !o.no_peers {
@@ -250,12 +255,12 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     ));
     out.human(&format!("## No-op batches\n\n{nop_table}"));
     if file_opts.is_some() {
-        out.human(&quick::section(&file));
+        out.human(&file_section(&file));
     }
     let http_table = if http_plan.is_some() {
-        http::summary_table(
+        summary_table(
             &http_outcome.results,
-            &http::SERVERS.map(String::from),
+            &HTTP_SERVERS.map(String::from),
             &http_outcome.notes,
         )
     } else {

@@ -3,33 +3,20 @@
 //! metrics. fio does not check what it reads, so these results are not verified; and what it
 //! writes is not the stamped content, so a write job through fio spoils the test file.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::file::metrics::{Measured, Usage, Who};
-use crate::file::{EngineCtx, Outcome, Rw};
+use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::plan::file::Rw;
+use crate::record::file::{Latencies, Measured, Usage, Who};
+use crate::target::captured::run_captured;
 
 /// Extra time fio gets beyond the job's runtime (startup, file checks) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);
-
-/// Latency figures fio computed, microseconds.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct FioLatency {
-    /// 50th percentile.
-    pub p50: Option<f64>,
-    /// 99th.
-    pub p99: Option<f64>,
-    /// 99.9th.
-    pub p999: Option<f64>,
-    /// Largest.
-    pub max: Option<f64>,
-    /// Mean.
-    pub mean: Option<f64>,
-}
 
 /// fio's flavours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,50 +95,15 @@ pub(crate) fn fio_args(cx: &EngineCtx, kind: FioKind) -> Vec<String> {
 pub(crate) fn run_fio(cx: &EngineCtx, fio: &Path, kind: FioKind) -> io::Result<Outcome> {
     let args = fio_args(cx, kind);
     let u0 = Usage::now(Who::Children);
-    let mut child = Command::new(fio)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let run = run_captured(Command::new(fio).args(&args), cx.job.duration() + GRACE)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot run {}: {e}", fio.display())))?;
-    // Both pipes drained on their own threads so fio never blocks on a full pipe.
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_string(&mut s);
-        }
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let limit = Instant::now() + cx.job.duration() + GRACE;
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break Some(st);
-        }
-        if Instant::now() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
     let usage = Usage::now(Who::Children).since(&u0);
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
+    let (stdout, stderr) = (run.stdout, run.stderr);
     let tail = |s: &str| {
         let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
         lines[lines.len().saturating_sub(3)..].join(" / ")
     };
-    let Some(status) = status else {
+    let Some(status) = run.status else {
         return Err(io::Error::other(format!(
             "fio did not finish within {:.0} s of its runtime; killed",
             GRACE.as_secs_f64()
@@ -241,7 +193,7 @@ fn parse_report(stdout: &str, qd: usize) -> io::Result<Measured> {
                     .and_then(Value::as_f64)
                     .map(|ns| crate::measure::latency::round3(ns / 1000.0))
             };
-            m.external_latency = Some(FioLatency {
+            m.external_latency = Some(Latencies {
                 p50: pct("50.000000"),
                 p99: pct("99.000000"),
                 p999: pct("99.900000"),

@@ -14,7 +14,7 @@
 //!
 //! A peer that cannot be built or run here is skipped with one line saying why; the run goes on.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::report::output::Out;
+use crate::target::captured::run_captured;
 
 /// Extra time a peer gets beyond its job (start-up, drain) before it is killed.
 const GRACE: Duration = Duration::from_secs(60);
@@ -161,43 +162,12 @@ fn is_executable(p: &Path) -> bool {
 
 /// What one `hoop-peer` run printed: its JSON line.
 pub(crate) fn run_json(bin: &Path, args: &[String], secs: f64) -> Result<Value, String> {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_string(&mut s);
-        }
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    });
-    let limit = Instant::now() + Duration::from_secs_f64(secs) + GRACE;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if Instant::now() <= limit => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
+    let run = run_captured(
+        Command::new(bin).args(args),
+        Duration::from_secs_f64(secs) + GRACE,
+    )
+    .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let (status, stdout, stderr) = (run.status, run.stdout, run.stderr);
     let last = |s: &str| {
         s.lines()
             .rev()

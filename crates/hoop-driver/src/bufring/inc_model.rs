@@ -1,3 +1,4 @@
+use super::book::{on_cqe, Tracked, F_BUFFER, F_BUF_MORE, F_REC};
 use super::*;
 use proptest::prelude::*;
 

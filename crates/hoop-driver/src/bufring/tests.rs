@@ -1,6 +1,6 @@
 use super::*;
 use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 thread_local! {
     static RING: RefCell<Option<BufRing>> = const { RefCell::new(None) };
@@ -24,7 +24,7 @@ impl Wake for Reenter {
     }
 }
 
-/// Rule 11: a buffer's return wakes its waiters outside the ring's own borrow, so a waker
+/// A buffer's return wakes its waiters outside the ring's own borrow, so a waker
 /// that runs synchronously may use the ring.
 #[test]
 fn returning_a_buffer_wakes_outside_every_borrow() {

@@ -7,14 +7,14 @@
 //! the syscall), so the semantics live here once.
 //!
 //! `complete` also runs when nobody waits any more (the future was dropped): its output is then
-//! dropped, which is how an accepted or opened fd gets closed and a buffer freed (invariant 5).
+//! dropped, which is how an accepted or opened fd gets closed and a buffer freed.
 
 use std::io;
 use std::os::fd::RawFd;
 
 use crate::buf::IoBufMut;
 use crate::error::cvt;
-use crate::lifecycle::Completion;
+use crate::lifecycle::{Completion, Orphan, StreamOrphan};
 
 pub mod direct;
 pub mod fixed;
@@ -72,7 +72,7 @@ pub(crate) const MAX_RESUBMITS: u8 = 16;
 /// than [`MAX_RESUBMITS`] times (counted in `resubmits`). Such a request never ran: the kernel
 /// cancels the requests a thread submitted when that thread exits, and every driver's
 /// `ecanceled` fault makes one up. One rule for the per-thread `Op`, `MultiOp` and the shared
-/// rings' `SharedOp` (issue 24; DESIGN.md, "Faults").
+/// rings' `SharedOp` (DESIGN.md, "Fault injection").
 #[inline]
 pub(crate) fn resubmit_after(c: &Completion, deadline: bool, resubmits: &mut u8) -> bool {
     if c.res != -libc::ECANCELED || deadline || *resubmits >= MAX_RESUBMITS {
@@ -95,12 +95,6 @@ pub trait OpCode: 'static {
     /// Takes ownership of the operation's data and result. Called exactly once, with the final
     /// CQE, whether or not a future still waits for the output.
     fn complete(self, c: Completion) -> Self::Output;
-}
-
-/// Type-erased data of an operation whose future is gone, kept until the final CQE.
-pub(crate) trait Orphan {
-    /// The final completion arrived: release everything the result owns.
-    fn finish(self: Box<Self>, c: Completion);
 }
 
 impl<T: OpCode> Orphan for T {
@@ -149,14 +143,6 @@ pub trait MultishotCode: 'static {
     fn waits_for_peer(&self) -> bool {
         false
     }
-}
-
-/// The data of a dropped multi-CQE operation, kept until its final CQE.
-pub(crate) trait StreamOrphan {
-    /// One CQE arrived for nobody: release what it owns. It runs inside the drain, so the
-    /// item it yields (an fd to close, a buffer to return) is dropped after the drain, outside
-    /// the driver's borrow (`deferred`, rule 11).
-    fn orphan_item(&mut self, c: Completion);
 }
 
 impl<T: MultishotCode> StreamOrphan for T {

@@ -11,7 +11,7 @@ use crate::op::MultishotCode;
 
 /// Accepts connections for as long as it is armed (`IORING_OP_ACCEPT` with
 /// `IORING_ACCEPT_MULTISHOT`, 5.19). Each item owns its fd, so connections accepted after the
-/// stream was dropped are closed (invariant 14).
+/// stream was dropped are closed.
 #[derive(Debug)]
 pub struct AcceptMulti {
     pub(crate) fd: RawFd,
@@ -78,7 +78,7 @@ impl MultishotCode for AcceptMulti {
 /// buffer select (6.0) when the ring is registered with the kernel; otherwise one receive per
 /// arm into a buffer taken from the ring's free list (the fallback). Running out of buffers
 /// (`ENOBUFS`) ends one arm and loses no data: the stream re-arms once a buffer is returned.
-/// Data received after the stream was dropped goes back to the ring (invariant 14).
+/// Data received after the stream was dropped goes back to the ring.
 ///
 /// With bundles ([`BufRing::set_bundles`]) a CQE covers several buffers; on an incrementally
 /// consumed ring ([`BufRing::new_incremental`]) an item is the part of a buffer one receive
@@ -148,7 +148,7 @@ impl RecvMulti {
 
 impl Drop for RecvMulti {
     /// A free-list buffer taken for an arm that never reached a driver (the stream was dropped
-    /// while it waited for room) goes back to the ring (rule 15). While an arm is in flight the
+    /// while it waited for room) goes back to the ring, once. While an arm is in flight the
     /// op is owned by its slot, whose final CQE takes the buffer (`item`) before the op is
     /// dropped; a slot whose op is leaked on purpose never runs this.
     fn drop(&mut self) {
@@ -169,7 +169,7 @@ impl MultishotCode for RecvMulti {
 
     fn item(&mut self, c: Completion) -> Option<Self::Item> {
         self.again = false;
-        if c.flags & crate::bufring::F_REC != 0 {
+        if c.flags & crate::bufring::book::F_REC != 0 {
             // An incremental ring's CQE, settled by the driver as it reaped it.
             let rec = (c.flags >> 16) as u16;
             if !self.ring.take_record(rec, &mut self.queued) {

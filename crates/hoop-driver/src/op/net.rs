@@ -61,7 +61,7 @@ impl OpCode for Connect {
 }
 
 /// Accepts a connection (`accept4` with `SOCK_CLOEXEC`). The new fd is owned by the result, so
-/// an accept whose future was dropped closes the connection it accepted (invariant 5).
+/// an accept whose future was dropped closes the connection it accepted.
 #[derive(Debug)]
 pub struct Accept {
     pub(crate) fd: RawFd,

@@ -36,7 +36,7 @@ impl Timeout {
 impl OpCode for Timeout {
     type Output = io::Result<()>;
     fn complete(self, c: Completion) -> Self::Output {
-        // -ETIME is the timer firing, not an error (invariant 12).
+        // -ETIME is the timer firing, not an error.
         match c.res {
             r if r == -libc::ETIME || r >= 0 => Ok(()),
             r => crate::error::cvt(r).map(drop),

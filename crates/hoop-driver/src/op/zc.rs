@@ -3,7 +3,7 @@
 //! A zero-copy send completes twice: first with its result (bytes sent, or `-errno`) and
 //! `IORING_CQE_F_MORE`, then, once the network stack no longer references the pages (the data
 //! was acknowledged, or copied), with a notification (`IORING_CQE_F_NOTIF`, no `F_MORE`). The
-//! buffer belongs to the kernel until that notification (invariant 1), so [`SendZc`] is a
+//! buffer belongs to the kernel until that notification, so [`SendZc`] is a
 //! multi-CQE operation driven by [`MultiOp`](crate::MultiOp): the stream yields the result,
 //! and only after the final CQE does [`MultiOp::into_data`](crate::MultiOp::into_data) hand the
 //! buffer back. A stream dropped in flight leaves the buffer with the driver, which drops it

@@ -14,8 +14,8 @@ use crate::sys::epoll::EpollOp;
 use crate::sys::uring::{PushError, UringOp};
 
 /// An operation that keeps `keep` alive until its final CQE: an `Arc` of the fd the SQE names,
-/// so that the fd is closed only after the kernel is done with every SQE naming it (rules 5
-/// and 6), whichever thread drops the last handle.
+/// so that the fd is closed only after the kernel is done with every SQE naming it (a reused
+/// fd number never gets stale I/O), whichever thread drops the last handle.
 #[derive(Debug)]
 pub struct Keep<T, K> {
     op: T,
@@ -256,7 +256,7 @@ impl<T: OpCode + UringOp + EpollOp + Send> SharedOp<T> {
             // future is never polled; a shutdown refuses the push). The kernel cancels the
             // requests a thread submitted when that thread exits, and a submit takes every SQE
             // queued on the ring, other threads' too: the request never ran, so it goes in
-            // again (found under fault injection, issue 14;
+            // again (found under fault injection, by
             // `shared.rs::tcp_echo_across_threads`). (An operation with a linked deadline is
             // cancelled by its deadline: that `ECANCELED` is its result.)
             Poll::Ready(c)

@@ -7,8 +7,8 @@
 //! the ring fd with tokio's reactor, so a completion wakes a tokio worker directly, with no
 //! thread of hoop's in between) or, when no reactor is attached, by the ring's reaper thread,
 //! which waits outside the lock and only while something is owed, so an idle ring costs no
-//! CPU. Wakers and orphaned results collected under the lock run after it is released
-//! (rule 11).
+//! CPU. Wakers and orphaned results collected under the lock run after it is released, so a
+//! waker that runs at once never finds the ring locked.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};

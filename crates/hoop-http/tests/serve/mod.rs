@@ -1,4 +1,5 @@
-//! The server thread the library's tests (`api.rs`, `framing.rs`) start on each driver.
+//! The server thread the library's tests start on each driver (`api.rs`, `framing.rs`, and
+//! through `site::TestServer` the behaviour tests).
 
 use std::net::SocketAddr;
 use std::sync::mpsc;

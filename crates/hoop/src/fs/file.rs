@@ -64,7 +64,8 @@ pub struct File {
     /// `Some` for the whole life of the value: only `Drop` and the methods that consume the
     /// file take it.
     fd: Option<OwnedFd>,
-    /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
+    /// The driver whose SQ may hold SQEs naming the fd: the fd leaves hoop only once they
+    /// are submitted, else a reused fd number would get them (see [`Home`]).
     home: Option<Home>,
     /// The state of the poll-based traits (`AsyncRead`/`AsyncWrite`), made on first use.
     io: Option<Box<crate::poll_io::PollIo>>,
@@ -539,7 +540,8 @@ impl FromRawFd for File {
 impl Drop for File {
     fn drop(&mut self) {
         // The write-behind first (finished by a detached writer, or cancelled where none can
-        // run: see `poll_io::finish_then`), then the close behind its operations (rule 5b).
+        // run: see `poll_io::finish_then`), then the close behind its operations (DESIGN.md,
+        // "Writes accepted are written").
         let io = self.io.take();
         let fd = self.fd.take();
         let raw = fd.as_ref().map_or(-1, |f| f.as_raw_fd());

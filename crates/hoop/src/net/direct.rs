@@ -23,6 +23,15 @@ use super::tcp::{Incoming, RecvStream, TcpListener, TcpStream};
 use crate::io_util::until_done;
 
 impl TcpListener {
+    /// A stream of accepted connections on direct descriptors: one multishot accept straight
+    /// into the ring's registered file table (io_uring, Linux 5.19+), so connections have no
+    /// fd; on the epoll driver or older kernels it is [`incoming`](Self::incoming) and the
+    /// connections are plain sockets. See [`DirectTcpStream`].
+    /// Connections accepted after the stream is dropped are closed, and their slots freed.
+    pub fn incoming_direct(&self) -> IncomingDirect<'_> {
+        IncomingDirect::new(self)
+    }
+
     /// Sets `TCP_NODELAY` on the listening socket; Linux copies it to every connection
     /// accepted afterwards (including direct descriptors, which cannot be set one by one).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {

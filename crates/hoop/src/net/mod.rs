@@ -1,5 +1,6 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
+mod accept_pacing;
 mod direct;
 pub(crate) mod kept;
 mod refuse;
@@ -10,6 +11,7 @@ pub mod tcp;
 mod udp;
 pub mod unix;
 
+pub use accept_pacing::AcceptPacing;
 pub use direct::*;
 #[doc(hidden)]
 pub use refuse::keep_reserve as keep_fd_reserve;

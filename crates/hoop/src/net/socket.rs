@@ -20,7 +20,8 @@ pub(crate) struct Socket {
     /// What receives whose futures were dropped left for the next one (`kept`).
     kept: super::kept::Kept,
     fd: Option<OwnedFd>,
-    /// The driver whose SQ may hold SQEs naming the fd (rule 17; see [`Home`]).
+    /// The driver whose SQ may hold SQEs naming the fd: the fd leaves hoop only once they
+    /// are submitted, else a reused fd number would get them (see [`Home`]).
     home: Option<Home>,
     /// Whether [`send_file`](Self::send_file) made the fd non-blocking already.
     nonblocking: std::sync::atomic::AtomicBool,

@@ -496,7 +496,8 @@ macro_rules! split_halves {
             fn drop(&mut self) {
                 // The write-behind first (finished by a detached writer, or cancelled where
                 // none can run), then the write direction: the peer reads every accepted byte,
-                // then end of stream, while the read half reads on (rule 5b).
+                // then end of stream, while the read half reads on (DESIGN.md, "Writes
+                // accepted are written").
                 let io = self.io.take();
                 if io.is_none() && !self.shutdown_on_drop {
                     return;
@@ -512,8 +513,8 @@ macro_rules! split_halves {
 
         impl Drop for $stream {
             fn drop(&mut self) {
-                // Accepted bytes are written before the close (rule 5b): see
-                // `poll_io::finish_then`.
+                // Accepted bytes are written before the close (DESIGN.md, "Writes accepted
+                // are written"): see `poll_io::finish_then`.
                 let io = self.io.take_whole();
                 let socket = self.socket.take();
                 let fd = socket.raw();

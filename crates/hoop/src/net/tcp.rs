@@ -108,15 +108,6 @@ impl TcpListener {
         }
     }
 
-    /// A stream of accepted connections on direct descriptors: one multishot accept straight
-    /// into the ring's registered file table (io_uring, Linux 5.19+), so connections have no
-    /// fd; on the epoll driver or older kernels it is [`incoming`](Self::incoming) and the
-    /// connections are plain sockets. See [`DirectTcpStream`](super::DirectTcpStream).
-    /// Connections accepted after the stream is dropped are closed, and their slots freed.
-    pub fn incoming_direct(&self) -> super::IncomingDirect<'_> {
-        super::direct::IncomingDirect::new(self)
-    }
-
     /// The address the listener is bound to (with the real port when 0 was asked).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         ip_addr(self.socket.local_addr()?)

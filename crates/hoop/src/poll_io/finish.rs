@@ -1,5 +1,5 @@
-//! Dropping a value with write-behind pending (INVARIANTS rule 5b: bytes a write accepted are
-//! written).
+//! Dropping a value with write-behind pending (DESIGN.md, "Writes accepted are written": bytes
+//! a write accepted are written).
 //!
 //! A `poll_write` that returned `Ready(n)` made the `n` bytes the value's responsibility. When
 //! the value (a `File`, a stream, an owned write half) is dropped with such bytes not written
@@ -31,7 +31,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::{Ops, PollIo};
+use super::ops::Ops;
+use super::PollIo;
 use crate::runtime::Writers;
 
 impl<O: Ops> PollIo<O> {

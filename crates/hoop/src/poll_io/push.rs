@@ -26,76 +26,14 @@
 //! direction back to the value the same way, whose drop then finishes it.
 //! `hoop::shared`'s types have no pusher (`Ops::pushes` is false for them).
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::os::fd::RawFd;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::{Kind, Local, Ops, WriteDir};
-
-/// The write direction shared by a value and its pusher.
-pub(crate) type Shared<O> = Rc<RefCell<Push<O>>>;
-
-/// What the value holds of its pusher: the shared state (touched on the owner thread only),
-/// and a flag any thread may set (a value dropped on another thread) that tells the pusher to
-/// send nothing more: the fd is about to be closed, and its number may be reused.
-pub(crate) struct Handle<O: Ops> {
-    pub(super) shared: Shared<O>,
-    gone: Arc<AtomicBool>,
-}
-
-impl<O: Ops> Handle<O> {
-    /// The handle of a pusher starting with `w` (a write in flight).
-    pub(super) fn new(w: WriteDir<O>) -> Handle<O> {
-        Handle {
-            shared: Push::new_shared(w),
-            gone: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// From any thread, without touching the shared state: the pusher sends nothing more
-    /// (what is in flight may still complete; the staged bytes are dropped).
-    pub(super) fn give_up_from_anywhere(&self) {
-        self.gone.store(true, Ordering::Release);
-    }
-}
-
-/// What a value and its pusher share.
-pub(crate) struct Push<O: Ops> {
-    /// The write direction (the value's is empty meanwhile).
-    pub(super) w: WriteDir<O>,
-    /// The pusher has not ended: it owns `w`'s write in flight.
-    pub(super) running: bool,
-    /// The value's task waiting for room or for the end (`poll_write`/`poll_flush`/...).
-    waiter: Option<Waker>,
-    /// The pusher's task, woken when the value gives the writes up.
-    pusher: Option<Waker>,
-}
-
-impl<O: Ops> Push<O> {
-    /// The state of a pusher starting with `w` (a write in flight), no waiter yet.
-    fn new_shared(w: WriteDir<O>) -> Shared<O> {
-        Rc::new(RefCell::new(Push {
-            w,
-            running: true,
-            waiter: None,
-            pusher: None,
-        }))
-    }
-
-    /// Registers `cx`'s waker as the value's waiter.
-    pub(super) fn set_waiter(&mut self, cx: &Context<'_>) {
-        match &self.waiter {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => self.waiter = Some(cx.waker().clone()),
-        }
-    }
-}
-
+use super::ops::{Handle, Kind, Ops, Shared, WriteDir};
 /// The value is dropped without waiting for its pusher: the write in flight is cancelled, the
 /// staged bytes dropped, and the pusher woken to end.
 pub(super) fn abandon<O: Ops>(shared: &Shared<O>) {
@@ -118,23 +56,26 @@ pub(super) fn abandon<O: Ops>(shared: &Shared<O>) {
 }
 
 /// The task that drives a socket's writes until nothing is in flight or staged.
-pub(crate) struct Pusher {
-    shared: Shared<Local>,
+pub(crate) struct Pusher<O: Ops> {
+    shared: Shared<O>,
     gone: Arc<AtomicBool>,
     fd: RawFd,
+    /// How it sends (the runtime's operations, `Local`: the only ones that push).
+    ops: O,
 }
 
-impl Pusher {
-    pub(super) fn new(handle: &Handle<Local>, fd: RawFd) -> Pusher {
+impl<O: Ops> Pusher<O> {
+    pub(super) fn new(handle: &Handle<O>, fd: RawFd, ops: O) -> Pusher<O> {
         Pusher {
             shared: handle.shared.clone(),
             gone: handle.gone.clone(),
             fd,
+            ops,
         }
     }
 }
 
-impl Future for Pusher {
+impl<O: Ops + Unpin> Future for Pusher<O> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
@@ -162,7 +103,7 @@ impl Future for Pusher {
         // and drives the state itself (`drive_in_place`): no hop through this task.
         let waker = both(cx.waker(), st.waiter.as_ref());
         let mut cx2 = Context::from_waker(&waker);
-        let r = st.w.drive(&Local, this.fd, Kind::Socket, &mut cx2);
+        let r = st.w.drive(&this.ops, this.fd, Kind::Socket, &mut cx2);
         // Room made (staged bytes moved into flight) or the end: the value's waiter goes on.
         let progress = r.is_ready() || st.w.write_staging.len() < staged;
         if r.is_ready() {
@@ -178,7 +119,7 @@ impl Future for Pusher {
     }
 }
 
-impl Drop for Pusher {
+impl<O: Ops> Drop for Pusher<O> {
     fn drop(&mut self) {
         // Dropped unfinished (the runtime shuts down, or went away): the write direction,
         // its write in flight included, goes back to the value, whose next poll drives it and

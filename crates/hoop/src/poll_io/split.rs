@@ -3,7 +3,8 @@
 
 use std::io;
 
-use super::{Local, PollIo};
+use super::local::Local;
+use super::PollIo;
 
 /// Splitting the state of a stream into its read and write halves (`into_split`, `split`) and
 /// merging it back (`reunite`, or the stream used whole again after a `split`).

@@ -13,6 +13,7 @@
 mod blocking;
 mod handle;
 mod join;
+mod os;
 mod send_join;
 mod task;
 pub(crate) mod timers;
@@ -34,6 +35,7 @@ pub use blocking::{DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS};
 pub use handle::{spawn_blocking, Handle, WakePath};
 use hoop_driver::task_key::TaskGuard;
 pub use join::{AbortHandle, JoinError, JoinHandle};
+pub use os::{pin_to_cpu, raise_nofile_limit};
 pub use send_join::SendJoinHandle;
 use task::{
     with_local_queue, Header, LocalQueueGuard, Remote, RemoteFuture, Task, TaskId, Tasks, WakeBy,
@@ -55,7 +57,8 @@ struct Inner {
     internal_tasks: Rc<std::cell::Cell<usize>>,
     /// What [`on_shutdown`] registered, called with the report at shutdown.
     on_shutdown: RefCell<Vec<ShutdownHook>>,
-    /// Tasks finishing the write-behind of dropped files and streams (rule 5b).
+    /// Tasks finishing the write-behind of dropped files and streams (bytes a write accepted
+    /// are written: DESIGN.md, "Writes accepted are written").
     writers: Rc<Writers>,
     /// How long `block_on`'s end and the shutdown wait for `writers` (the builder's
     /// shutdown timeout).
@@ -63,8 +66,8 @@ struct Inner {
 }
 
 /// The detached writers of a runtime: tasks that finish the write-behind of a file, stream or
-/// write half dropped with writes pending, then close it (INVARIANTS rule 5b; see
-/// `crate::poll_io`).
+/// write half dropped with writes pending, then close it (DESIGN.md, "Writes accepted are
+/// written"; see `crate::poll_io`).
 #[derive(Debug, Default)]
 pub(crate) struct Writers {
     /// The writer tasks' keys (`TaskId::key`; a key names one task, as slot generations
@@ -405,7 +408,8 @@ impl Runtime {
                     if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                         // Writes of values the program dropped go out before this returns,
                         // and so do their closes: a peer waiting for the end of a stream
-                        // does not wait for the runtime's next run (rule 5b, rule 6).
+                        // does not wait for the runtime's next run (bytes a write accepted
+                        // are written, and a close is submitted on the tick of the drop).
                         self.finish_writers();
                         inner.driver.submit_queued();
                         return v;
@@ -444,7 +448,8 @@ impl Runtime {
             if wait.is_some() {
                 let now = std::time::Instant::now();
                 inner.timers.borrow_mut().expire(now, &mut due);
-                // Woken after the turn, outside every borrow (rule 11).
+                // Woken after the turn, outside every borrow: a waker may run code that
+                // reaches the runtime again.
                 if !due.is_empty() {
                     for w in due.drain(..) {
                         w.wake();
@@ -577,7 +582,8 @@ impl Runtime {
         self.inner.remote.blocking.shut();
         let writers = &self.inner.writers;
         // The program's tasks first: files and streams they hold with writes pending become
-        // detached writers as they drop, which then run until done or the timeout (rule 5b).
+        // detached writers as they drop, which then run until done or the timeout (DESIGN.md,
+        // "Writes accepted are written").
         for _ in 0..64 {
             let drained = self
                 .inner
@@ -826,22 +832,6 @@ pub async fn yield_now() {
         }
     })
     .await
-}
-
-/// Pins the calling thread to CPU `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain old data; all-zero is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes inside the set; `cpu` is checked against its capacity first.
-    unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        libc::CPU_SET(cpu, &mut set);
-    }
-    // SAFETY: passes a valid cpu_set_t of the size given; 0 means the calling thread.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    hoop_driver::error::cvt_libc(r).map(drop)
 }
 
 /// Runs `f(i)` on `threads` threads, each with its own runtime (its own ring) and pinned to CPU

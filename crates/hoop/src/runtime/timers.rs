@@ -5,7 +5,7 @@
 //! deadline (`io_uring_enter` with `IORING_ENTER_EXT_ARG`, `epoll_wait`'s timeout) and wakes
 //! the expired timers after each turn, outside every borrow. So timers work on every ring,
 //! IOPOLL rings (which refuse timeout operations) and poisoned rings included, and never block
-//! the thread (rule 18).
+//! the thread: nothing on a runtime thread may block it, or every task on it stalls.
 
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, OnceLock};

@@ -12,11 +12,11 @@ use hoop_driver::shared::{Keep, Route, SharedOp};
 use hoop_driver::{BufResult, IoBuf, IoBufMut};
 
 use super::poll::{file_state, FileOps};
-use super::Rings;
 use crate::fs::file::advance;
 use crate::fs::Metadata;
 use crate::io_util::{fill_exact, until_done};
 use crate::poll_io::PollIo;
+use hoop_driver::shared::Rings;
 
 /// A file whose operations run on shared [`Rings`]: `Send + Sync`, and every operation is a
 /// `Send + 'static` future, so it can be awaited from tokio's multi-thread scheduler or any
@@ -48,8 +48,9 @@ pub struct File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
-        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        // Bytes `AsyncWrite` accepted are written, even by a dropped value (DESIGN.md,
+        // "Writes accepted are written"): a self-driven writer finishes them, holding the
+        // fd's `Arc` (see `poll_io::finish_shared`).
         let fd = self.fd.as_raw_fd();
         crate::poll_io::finish_shared(self.io.take(), fd);
     }
@@ -114,7 +115,7 @@ impl File {
     }
 
     fn from_owned(rings: &Rings, fd: OwnedFd, direct: bool) -> File {
-        super::install_reactor();
+        super::poll::install_reactor();
         File {
             fd: Arc::new(fd),
             rings: rings.clone(),

@@ -123,16 +123,11 @@
 //! ```
 
 mod fs_impl;
+mod io_traits;
 mod net;
 mod poll;
 #[cfg(feature = "tokio")]
 mod reactor;
-
-/// Lets shared rings hand their waiting to tokio's reactor (feature `tokio`).
-pub(crate) fn install_reactor() {
-    #[cfg(feature = "tokio")]
-    reactor::install();
-}
 
 pub use hoop_driver::shared::{submit_deferred, Keep, Rings, RingsBuilder, Route, SharedOp};
 pub use hoop_driver::ShutdownReport;

@@ -12,11 +12,11 @@ use hoop_driver::shared::{Keep, Route};
 use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
 use super::poll::{socket_state, SocketOps};
-use super::Rings;
 use crate::io_util::{fill_exact, until_done};
 use crate::net::kept::{Keep as KeepRecv, Kept, Shared};
 use crate::net::socket::{domain_of, ip_addr, lookup};
 use crate::poll_io::PollIo;
+use hoop_driver::shared::Rings;
 
 /// A TCP listener whose accepts run on shared [`Rings`] (`Send + Sync`; `accept` is a
 /// `Send + 'static` future). A connection the kernel accepted for a dropped `accept` future
@@ -54,7 +54,7 @@ impl TcpListener {
 
     /// Wraps a std listener (blocking or not: io_uring does not care).
     pub fn from_std(rings: &Rings, listener: std::net::TcpListener) -> TcpListener {
-        super::install_reactor();
+        super::poll::install_reactor();
         TcpListener {
             fd: Arc::new(OwnedFd::from(listener)),
             rings: rings.clone(),
@@ -148,8 +148,9 @@ pub struct TcpStream {
 
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        // Bytes `AsyncWrite` accepted are written (rule 5b): a self-driven writer finishes
-        // them, holding the fd's `Arc` (see `poll_io::finish_shared`).
+        // Bytes `AsyncWrite` accepted are written, even by a dropped value (DESIGN.md,
+        // "Writes accepted are written"): a self-driven writer finishes them, holding the
+        // fd's `Arc` (see `poll_io::finish_shared`).
         let fd = self.raw();
         crate::poll_io::finish_shared(self.io.take(), fd);
     }
@@ -213,7 +214,7 @@ impl TcpStream {
     }
 
     pub(crate) fn from_owned(rings: &Rings, fd: OwnedFd) -> TcpStream {
-        super::install_reactor();
+        super::poll::install_reactor();
         TcpStream {
             fd: Arc::new(fd),
             rings: rings.clone(),

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::op::Call;
+use super::call::Call;
 
 struct Queue {
     jobs: VecDeque<(u64, Call)>,

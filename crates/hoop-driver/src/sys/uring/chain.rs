@@ -3,8 +3,8 @@
 //!
 //! A link only holds between SQEs the kernel takes in one go, so the SQEs of a chain are put
 //! in the SQ together and its tail is published once, after the last (`Uring::push_sqes`):
-//! neither an `io_uring_enter` nor an SQPOLL thread can see the head without the rest
-//! (rule 16).
+//! neither an `io_uring_enter` nor an SQPOLL thread (which may consume a published tail at any
+//! moment) can see the head without the rest.
 
 use io_uring::{opcode, squeue::Entry, squeue::Flags, types};
 
@@ -33,7 +33,8 @@ impl Uring {
     ///
     /// The timeout's own CQE gets a slot of its own (an orphan that finishes with nothing), so
     /// it is counted against the in-flight budget like any operation, and the room reserved for
-    /// cancels stays theirs (rule 7). Both SQEs become visible to the kernel together (rule 16).
+    /// cancels stays theirs (a cancel is never dropped for want of room). Both SQEs become
+    /// visible to the kernel together (`push_sqes`).
     pub(crate) fn push_with_timeout(
         &mut self,
         entry: Entry,

@@ -1,11 +1,8 @@
 //! The opcode probe and the feature tables: which `IORING_OP_*` and `IORING_FEAT_*` this kernel
 //! has, by kernel name.
 
-use std::io;
-
 use io_uring::{opcode, IoUring};
 
-use super::Uring;
 use crate::setup::SetupError;
 
 /// The opcodes every hoop operation needs, by name.
@@ -56,35 +53,26 @@ pub(super) fn probe_opcodes(ring: &IoUring) -> Result<Box<io_uring::Probe>, Setu
     }
 }
 
-impl Uring {
-    /// Every `IORING_FEAT_*` bit hoop knows, by kernel name, and whether this kernel set it.
-    pub(crate) fn features(&self) -> Vec<(&'static str, bool)> {
-        let bits = feature_bits(self.ring.params());
-        FEATURES
-            .iter()
-            .map(|&(bit, name)| (name, bits & bit != 0))
-            .collect()
-    }
+/// Every `IORING_FEAT_*` bit hoop knows, by kernel name, and whether the kernel that set up a
+/// ring with `params` set it.
+pub(super) fn feature_names(params: &io_uring::Parameters) -> Vec<(&'static str, bool)> {
+    let bits = feature_bits(params);
+    FEATURES
+        .iter()
+        .map(|&(bit, name)| (name, bits & bit != 0))
+        .collect()
+}
 
-    /// The names of the opcodes the probe says this kernel supports, in opcode order; opcodes
-    /// newer than hoop's table are named `OP_<number>`.
-    pub(crate) fn opcodes(&self) -> Vec<&'static str> {
-        (0..=u8::MAX)
-            .filter(|&op| self.probe.is_supported(op))
-            .map(|op| match OPCODES.get(usize::from(op)) {
-                Some(name) => *name,
-                None => intern(format!("OP_{op}")),
-            })
-            .collect()
-    }
-
-    /// The io-wq worker limits now in force (bounded, unbounded), read with
-    /// `IORING_REGISTER_IOWQ_MAX_WORKERS` and zeros (which change nothing).
-    pub(crate) fn iowq_max_workers(&self) -> io::Result<(u32, u32)> {
-        let mut max = [0u32; 2];
-        self.ring.submitter().register_iowq_max_workers(&mut max)?;
-        Ok((max[0], max[1]))
-    }
+/// The names of the opcodes `probe` says the kernel supports, in opcode order; opcodes newer
+/// than hoop's table are named `OP_<number>`.
+pub(super) fn opcode_names(probe: &io_uring::Probe) -> Vec<&'static str> {
+    (0..=u8::MAX)
+        .filter(|&op| probe.is_supported(op))
+        .map(|op| match OPCODES.get(usize::from(op)) {
+            Some(name) => *name,
+            None => intern(format!("OP_{op}")),
+        })
+        .collect()
 }
 
 /// `IORING_FEAT_*` (linux/io_uring.h) by kernel name.

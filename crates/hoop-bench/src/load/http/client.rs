@@ -1,0 +1,583 @@
+//! The HTTP load generator: keep-alive connections sending `pipeline` requests at a time, or a
+//! connection per request, on one thread's hoop runtime. Every response is checked (status 200,
+//! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
+//! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
+//! only requests completed inside the window count.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hoop::net::TcpStream;
+use hoop::time::{sleep, Instant};
+use hoop::IoBuf;
+
+use crate::load::http::mix::{self, MixFile};
+use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
+use crate::measure::window::Window;
+
+/// How long the connect phase may take before the window opens anyway.
+const CONNECT_PHASE: Duration = Duration::from_secs(5);
+/// Failures after which a connection gives up (keep-alive mode).
+const MAX_FAILURES: u32 = 1000;
+/// Pause before reconnecting after a failure.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(1);
+/// How often the coordinating task looks at the clock.
+const TICK: Duration = Duration::from_millis(5);
+/// Bytes one read asks for.
+const READ_BYTES: usize = 64 * 1024;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpClientConfig {
+    /// The server.
+    pub addr: SocketAddr,
+    /// `Host` header value.
+    pub host: String,
+    /// The request path.
+    pub path: String,
+    /// Connections.
+    pub conns: usize,
+    /// Length of the window.
+    pub secs: Duration,
+    /// A connection per request.
+    pub close: bool,
+    /// Requests in flight per connection (keep-alive).
+    pub pipeline: usize,
+    /// The expected body size.
+    pub file_bytes: u64,
+    /// The expected body, when verifying.
+    pub verify: Option<Arc<[u8]>>,
+    /// The static mix: its files requested in turn (`path`, `file_bytes` and `verify` then
+    /// only name the run: every body is verified against the mix's files).
+    pub mix: Option<Arc<[MixFile]>>,
+}
+
+/// What the client saw.
+#[derive(Debug)]
+pub(crate) struct HttpOutcome {
+    /// Verified requests inside the window.
+    pub requests: u64,
+    /// Body bytes of verified requests.
+    pub body_bytes: u64,
+    /// Errors by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// The first error, for the report.
+    pub first_error: Option<String>,
+    /// Latency of verified requests, nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Wall time of the window.
+    pub wall: Duration,
+    /// Client thread CPU over the window.
+    pub cpu: Duration,
+    /// Connections established when the window opened.
+    pub connected: usize,
+    /// The static mix: verified requests by response encoding ("identity", "gzip").
+    pub by_encoding: Option<BTreeMap<String, u64>>,
+    /// Verified requests completed in each whole second of the window (the last entry may
+    /// be a partial second).
+    pub per_second: Vec<u64>,
+    /// Latency of the requests completed in the window's first second, nanoseconds.
+    pub hist_first_second: Histogram<u64>,
+}
+
+impl HttpOutcome {
+    /// All errors.
+    pub(crate) fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+/// What one request asks for, and how its response is checked.
+struct Target {
+    /// The request bytes.
+    request: Vec<u8>,
+    /// The identity body's length.
+    len: u64,
+    /// The identity body, when verifying.
+    identity: Option<Arc<[u8]>>,
+    /// The `.gz` variant, the body of a `Content-Encoding: gzip` response.
+    gzip: Option<Arc<[u8]>>,
+}
+
+/// How a verified response was encoded.
+#[derive(Clone, Copy)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+struct Shared {
+    cfg: HttpClientConfig,
+    /// One target, or the mix's files.
+    targets: Vec<Target>,
+    /// When verified requests count.
+    window: Window,
+    settled: Cell<usize>,
+    alive: Cell<usize>,
+    connected: Cell<usize>,
+    requests: Cell<u64>,
+    gzip_requests: Cell<u64>,
+    body_bytes: Cell<u64>,
+    errors: RefCell<BTreeMap<String, u64>>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+    /// When the window opened.
+    start: Cell<Option<Instant>>,
+    /// Verified requests by second of the window.
+    per_second: RefCell<Vec<u64>>,
+    hist_first_second: RefCell<Histogram<u64>>,
+}
+
+impl Shared {
+    /// Counts one verified request, completed at `t1`.
+    fn count(&self, body: u64, enc: Encoding, t1: Instant, latency_ns: u128) {
+        self.requests.set(self.requests.get() + 1);
+        if let Some(start) = self.start.get() {
+            let sec = t1.saturating_duration_since(start).as_secs() as usize;
+            let mut v = self.per_second.borrow_mut();
+            if let Some(n) = v.get_mut(sec) {
+                *n += 1;
+            }
+            if sec == 0 {
+                stats::record_ns(&mut self.hist_first_second.borrow_mut(), latency_ns);
+            }
+        }
+        if let Encoding::Gzip = enc {
+            self.gzip_requests.set(self.gzip_requests.get() + 1);
+        }
+        self.body_bytes.set(self.body_bytes.get() + body);
+        stats::record_ns(&mut self.hist.borrow_mut(), latency_ns);
+    }
+
+    fn error(&self, kind: &str, what: impl FnOnce() -> String) {
+        if self.window.over() {
+            return;
+        }
+        *self
+            .errors
+            .borrow_mut()
+            .entry(kind.to_string())
+            .or_insert(0) += 1;
+        let mut first = self.first_error.borrow_mut();
+        if first.is_none() {
+            *first = Some(format!("{kind}: {}", what()));
+        }
+    }
+}
+
+/// The request bytes for `path` on `host`.
+pub(crate) fn request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
+    let conn = if close { "close" } else { "keep-alive" };
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: {conn}\r\n\r\n").into_bytes()
+}
+
+/// The request bytes of one file of the static mix (with `Accept-Encoding: br, gzip`).
+pub(crate) fn mix_request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
+    let conn = if close { "close" } else { "keep-alive" };
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: {}\r\nConnection: {conn}\r\n\r\n",
+        mix::ACCEPT_ENCODING
+    )
+    .into_bytes()
+}
+
+/// The targets of a run: the one file, or every file of the mix.
+fn targets(cfg: &HttpClientConfig) -> Vec<Target> {
+    match &cfg.mix {
+        Some(files) => files
+            .iter()
+            .map(|f| Target {
+                request: mix_request_bytes(&cfg.host, &f.path, cfg.close),
+                len: f.identity.len() as u64,
+                identity: Some(f.identity.clone()),
+                gzip: f.gzip.clone(),
+            })
+            .collect(),
+        None => vec![Target {
+            request: request_bytes(&cfg.host, &cfg.path, cfg.close),
+            len: cfg.file_bytes,
+            identity: cfg.verify.clone(),
+            gzip: None,
+        }],
+    }
+}
+
+/// Runs the client on a new thread (pinned to `pin` if given) with its own hoop runtime;
+/// `on_start` runs there right before the window opens.
+pub(crate) fn run_client<F>(
+    cfg: &HttpClientConfig,
+    pin: Option<usize>,
+    on_start: F,
+) -> io::Result<HttpOutcome>
+where
+    F: FnOnce() + Send,
+{
+    std::net::TcpStream::connect_timeout(&cfg.addr, Duration::from_secs(3))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", cfg.addr)))?;
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("hoop-bench-http".into())
+            .spawn_scoped(s, move || -> io::Result<HttpOutcome> {
+                if let Some(cpu) = pin {
+                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
+                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
+                    })?;
+                }
+                let cfg = cfg.clone();
+                let entries = (cfg.conns * cfg.pipeline.max(1)).clamp(256, 4096);
+                let rt = hoop::Runtime::builder()
+                    .entries(entries.next_power_of_two() as u32)
+                    .build()?;
+                if cfg.mix.as_ref().is_some_and(|m| m.is_empty()) {
+                    return Err(io::Error::other("the static mix has no file"));
+                }
+                let sh = Rc::new(Shared {
+                    targets: targets(&cfg),
+                    cfg,
+                    window: Window::new(),
+                    settled: Cell::new(0),
+                    alive: Cell::new(0),
+                    connected: Cell::new(0),
+                    requests: Cell::new(0),
+                    gzip_requests: Cell::new(0),
+                    body_bytes: Cell::new(0),
+                    errors: RefCell::new(BTreeMap::new()),
+                    first_error: RefCell::new(None),
+                    hist: RefCell::new(stats::new_histogram()?),
+                    start: Cell::new(None),
+                    per_second: RefCell::new(Vec::new()),
+                    hist_first_second: RefCell::new(stats::new_histogram()?),
+                });
+                let outcome = rt.block_on(drive(sh, on_start));
+                drop(rt);
+                Ok(outcome)
+            })?;
+        handle
+            .join()
+            .map_err(|_| io::Error::other("the http client thread panicked"))?
+    })
+}
+
+async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
+    let conns = sh.cfg.conns;
+    for id in 0..conns {
+        sh.alive.set(sh.alive.get() + 1);
+        drop(hoop::spawn(connection(id, sh.clone())));
+    }
+    let connect_deadline = Instant::now() + CONNECT_PHASE;
+    while sh.settled.get() < conns && Instant::now() < connect_deadline {
+        sleep(TICK).await;
+    }
+    on_start();
+    let cpu0 = thread_cpu();
+    *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
+    let connected = sh.connected.get();
+    let deadline = sh.window.open(sh.cfg.secs);
+    let start = deadline - sh.cfg.secs;
+    sh.start.set(Some(start));
+    while Instant::now() < deadline && sh.alive.get() > 0 {
+        let next = (Instant::now() + TICK * 20).min(deadline);
+        hoop::time::sleep_until(next).await;
+    }
+    sh.window.stop();
+    let cpu = thread_cpu().saturating_sub(cpu0);
+    let wall = start.elapsed();
+    let hist = sh.hist.borrow().clone();
+    let by_encoding = sh.cfg.mix.as_ref().map(|_| {
+        let gzip = sh.gzip_requests.get();
+        BTreeMap::from([
+            ("gzip".to_string(), gzip),
+            ("identity".to_string(), sh.requests.get() - gzip),
+        ])
+    });
+    HttpOutcome {
+        requests: sh.requests.get(),
+        body_bytes: sh.body_bytes.get(),
+        errors: sh.errors.borrow().clone(),
+        first_error: sh.first_error.borrow().clone(),
+        hist,
+        wall,
+        cpu,
+        connected,
+        by_encoding,
+        per_second: sh.per_second.borrow().clone(),
+        hist_first_second: sh.hist_first_second.borrow().clone(),
+    }
+}
+
+/// One connection task: keep-alive (reconnecting after failures) or a connection per request.
+async fn connection(id: usize, sh: Rc<Shared>) {
+    let addr = sh.cfg.addr;
+    // The next target: the mix's files in turn, from an offset of this connection's.
+    let n = sh.targets.len();
+    let mut next = id % n;
+    let mut reader = Reader::default();
+    let mut failures = 0;
+    let mut settled = false;
+    let settle = |settled: &mut bool| {
+        if !*settled {
+            *settled = true;
+            if !sh.window.opened() {
+                sh.connected.set(sh.connected.get() + 1);
+            }
+            sh.settled.set(sh.settled.get() + 1);
+        }
+    };
+    if sh.cfg.close {
+        settle(&mut settled);
+        sh.window.wait_open().await;
+        while !sh.window.over() {
+            let t0 = Instant::now();
+            let stream = match TcpStream::connect(addr).await {
+                Ok(s) => s,
+                Err(e) => {
+                    sh.error("connect", || format!("{addr}: {e}"));
+                    sleep(RECONNECT_BACKOFF).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            reader.reset();
+            let target = &sh.targets[next];
+            next = (next + 1) % n;
+            let (res, _) = stream.write_all(target.request.clone()).await;
+            if let Err(e) = res {
+                sh.error("write", || e.to_string());
+                continue;
+            }
+            if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
+                let t1 = Instant::now();
+                if sh.window.counts_at(t1) {
+                    sh.count(body, enc, t1, (t1 - t0).as_nanos());
+                }
+            }
+        }
+    } else {
+        let depth = sh.cfg.pipeline.max(1);
+        // One target: the same batch every time.
+        let same: Option<Vec<u8>> = (n == 1).then(|| sh.targets[0].request.repeat(depth));
+        while !sh.window.over() && failures < MAX_FAILURES {
+            let stream = match TcpStream::connect(addr).await {
+                Ok(s) => s,
+                Err(e) => {
+                    sh.error("connect", || format!("{addr}: {e}"));
+                    failures += 1;
+                    sleep(RECONNECT_BACKOFF).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            settle(&mut settled);
+            sh.window.wait_open().await;
+            reader.reset();
+            'conn: while !sh.window.over() {
+                let first = next;
+                let batch = match &same {
+                    Some(b) => b.clone(),
+                    None => (0..depth)
+                        .flat_map(|k| sh.targets[(first + k) % n].request.iter().copied())
+                        .collect(),
+                };
+                let t0 = Instant::now();
+                let (res, _) = stream.write_all(batch).await;
+                if let Err(e) = res {
+                    sh.error("write", || e.to_string());
+                    break;
+                }
+                for k in 0..depth {
+                    let target = &sh.targets[(first + k) % n];
+                    next = (first + k + 1) % n;
+                    let Some((body, enc)) = reader.response(&stream, &sh, target).await else {
+                        break 'conn;
+                    };
+                    let t1 = Instant::now();
+                    if !sh.window.counts_at(t1) {
+                        break 'conn;
+                    }
+                    sh.count(body, enc, t1, (t1 - t0).as_nanos());
+                }
+            }
+            if sh.window.over() {
+                break;
+            }
+            failures += 1;
+            sleep(RECONNECT_BACKOFF).await;
+        }
+    }
+    settle(&mut settled);
+    sh.alive.set(sh.alive.get() - 1);
+}
+
+/// A connection's receive buffer: bytes `start..len` are unread.
+#[derive(Default)]
+struct Reader {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Reader {
+    fn reset(&mut self) {
+        self.buf.clear();
+        self.start = 0;
+    }
+
+    /// Reads more; false at end of stream or on an error (counted).
+    async fn fill(&mut self, stream: &TcpStream, sh: &Shared, what: &str) -> bool {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.buf.capacity() - self.buf.len() < READ_BYTES / 4 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.reserve(READ_BYTES);
+        let at = self.buf.len();
+        let cap = self.buf.capacity();
+        let buf = std::mem::take(&mut self.buf);
+        let (res, slice) = stream.read(buf.slice(at..cap)).await;
+        self.buf = slice.into_inner();
+        match res {
+            Ok(0) => {
+                sh.error("eof", || {
+                    format!("the server closed the connection in {what}")
+                });
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                sh.error("read", || e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Reads and checks one response to `target`; returns its body length and encoding, or
+    /// `None` after an error (counted).
+    async fn response(
+        &mut self,
+        stream: &TcpStream,
+        sh: &Shared,
+        target: &Target,
+    ) -> Option<(u64, Encoding)> {
+        // The head.
+        let (status, len, coding, head_len) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&self.buf[self.start..]) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let len = resp
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                        .and_then(|h| std::str::from_utf8(h.value).ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    let coding = resp
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-encoding"))
+                        .map(|h| String::from_utf8_lossy(h.value).trim().to_ascii_lowercase());
+                    break (resp.code.unwrap_or(0), len, coding, n);
+                }
+                Ok(httparse::Status::Partial) => {
+                    if self.buf.len() - self.start > 64 * 1024 {
+                        sh.error("parse", || "a response head over 64 KiB".into());
+                        return None;
+                    }
+                    if !self.fill(stream, sh, "a response head").await {
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    sh.error("parse", || format!("bad response head: {e}"));
+                    return None;
+                }
+            }
+        };
+        self.start += head_len;
+        if status != 200 {
+            sh.error("status", || format!("status {status}, not 200"));
+            return None;
+        }
+        let (expected, verify, enc) = match coding.as_deref() {
+            None | Some("identity") => (target.len, &target.identity, Encoding::Identity),
+            Some("gzip") => match &target.gzip {
+                Some(gz) => (gz.len() as u64, &target.gzip, Encoding::Gzip),
+                None => {
+                    sh.error("encoding", || {
+                        "Content-Encoding gzip, but no .gz variant to compare with".into()
+                    });
+                    return None;
+                }
+            },
+            Some(other) => {
+                sh.error("encoding", || {
+                    format!("Content-Encoding {other}: no variant to compare with")
+                });
+                return None;
+            }
+        };
+        match len {
+            Some(l) if l == expected => {}
+            Some(l) => {
+                sh.error("length", || {
+                    let what = match enc {
+                        Encoding::Identity => "the file",
+                        Encoding::Gzip => "its .gz variant",
+                    };
+                    format!("Content-Length {l}, {what} has {expected}")
+                });
+                return None;
+            }
+            None => {
+                sh.error("length", || "no Content-Length".into());
+                return None;
+            }
+        }
+        // The body.
+        let mut got: u64 = 0;
+        while got < expected {
+            if self.start == self.buf.len() && !self.fill(stream, sh, "a body").await {
+                return None;
+            }
+            let avail = (self.buf.len() - self.start) as u64;
+            let take = avail.min(expected - got) as usize;
+            if let Some(file) = verify {
+                let want = &file[got as usize..got as usize + take];
+                if &self.buf[self.start..self.start + take] != want {
+                    sh.error("body", || {
+                        let what = match enc {
+                            Encoding::Identity => "the file",
+                            Encoding::Gzip => "its .gz variant",
+                        };
+                        format!("body differs from {what} near byte {got}")
+                    });
+                    return None;
+                }
+            }
+            self.start += take;
+            got += take as u64;
+        }
+        Some((expected, enc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_bytes;
+
+    #[test]
+    fn requests_name_host_and_connection() {
+        let r = String::from_utf8(request_bytes("h:1", "/f", true)).unwrap();
+        assert_eq!(
+            r,
+            "GET /f HTTP/1.1\r\nHost: h:1\r\nConnection: close\r\n\r\n"
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The HTTP load: the verifying client, the static mix, the test files, and the attackers and
+//! fresh client of the attack.
+
+pub mod attack;
+pub mod client;
+pub mod files;
+pub mod fresh;
+pub mod mix;

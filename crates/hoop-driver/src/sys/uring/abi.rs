@@ -1,0 +1,109 @@
+//! The raw `io_uring_enter(2)` ABI: the flags, the `io_uring_getevents_arg` that bounds a
+//! blocking wait, and the system call itself (the io-uring crate's `enter` takes no timeout
+//! and no registered ring index).
+
+use std::io;
+use std::time::Duration;
+
+/// `IORING_ENTER_GETEVENTS` (linux/io_uring.h): wait for or collect completions, and run deferred
+/// task work.
+pub(super) const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// `IORING_ENTER_EXT_ARG` (linux/io_uring.h, 5.11): the argument is an `io_uring_getevents_arg`.
+const IORING_ENTER_EXT_ARG: u32 = 8;
+
+/// `struct __kernel_timespec`.
+#[repr(C)]
+struct KernelTimespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// `struct io_uring_getevents_arg` (linux/io_uring.h).
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+/// Waits (without submitting) until the CQ of the ring `ring_fd` holds a CQE, or `timeout`
+/// passed, or a signal came: a shared ring's reaper, outside the ring's lock.
+pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io::Result<()> {
+    // SAFETY: nothing is submitted (`to_submit` 0), so no SQE memory is handed over; a wrong
+    // fd only makes the call fail.
+    unsafe {
+        sys_enter(
+            libc::c_long::from(ring_fd),
+            0,
+            1,
+            IORING_ENTER_GETEVENTS,
+            Some(timeout),
+        )
+    }
+    .map(drop)
+}
+
+/// `io_uring_enter(2)` on `fd` (a ring fd, or a registered index with
+/// `IORING_ENTER_REGISTERED_RING` in `flags`). With `wait` the call passes an
+/// `io_uring_getevents_arg` whose timeout bounds a blocking wait (`IORING_ENTER_EXT_ARG`); a
+/// wait that timed out returns `Ok(to_submit)`.
+///
+/// # Safety
+/// `fd` must name a ring the caller keeps open, and every SQE among the `to_submit` queued ones
+/// must point to memory its operation owns until the final CQE.
+pub(super) unsafe fn sys_enter(
+    fd: libc::c_long,
+    to_submit: u32,
+    want: u32,
+    mut flags: u32,
+    wait: Option<Duration>,
+) -> io::Result<usize> {
+    {
+        let ts = wait.map(|d| KernelTimespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        let arg = ts.as_ref().map(|ts| GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 8,
+            min_wait_usec: 0,
+            ts: ts as *const KernelTimespec as u64,
+        });
+        let (argp, argsz) = match &arg {
+            Some(a) => {
+                flags |= IORING_ENTER_EXT_ARG;
+                (
+                    a as *const GeteventsArg as *const libc::c_void,
+                    std::mem::size_of::<GeteventsArg>() as libc::c_long,
+                )
+            }
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: the argument is null (size 0) or an io_uring_getevents_arg on this stack
+        // frame pointing to a timespec on this stack frame, both alive for the call; `fd` names
+        // a ring the caller keeps open, and every SQE it submits points to memory its operation
+        // owns until the final CQE (the callers' contracts).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                fd,
+                libc::c_long::from(to_submit),
+                libc::c_long::from(want),
+                libc::c_long::from(flags),
+                argp,
+                argsz,
+            )
+        };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if wait.is_some() && e.raw_os_error() == Some(libc::ETIME) {
+            // The wait timed out: the SQEs were submitted all the same.
+            return Ok(to_submit as usize);
+        }
+        Err(e)
+    }
+}

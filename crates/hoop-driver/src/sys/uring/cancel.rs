@@ -1,0 +1,93 @@
+//! Operations whose owner let go: a dropped future or stream hands its data to its slot and
+//! its operation is cancelled; the cancels wait in a queue and go into the SQ as room and the
+//! cancel budget allow.
+
+use io_uring::opcode;
+
+use super::Uring;
+use crate::lifecycle::Completion;
+use crate::lifecycle::{Orphan, StreamOrphan};
+use crate::slots::tag;
+use crate::table::Dropped;
+
+impl Uring {
+    /// The future of slot `user_data` was dropped with its data. Returns the data and its result
+    /// if the operation already completed (the caller finishes it after releasing the driver).
+    pub(crate) fn drop_slot(
+        &mut self,
+        user_data: u64,
+        data: Box<dyn Orphan>,
+    ) -> Option<(Box<dyn Orphan>, Completion)> {
+        match self.table.drop_slot(user_data, data) {
+            Dropped::Finished(data, c) => Some((data, c)),
+            Dropped::Gone => None,
+            Dropped::Cancel => {
+                if self.shut_down {
+                    // Shutdown already gave up on this operation: leak its memory on purpose.
+                    let _ = self.table.leak_slot(user_data);
+                } else {
+                    self.cancels.push_back(user_data);
+                    self.urgent = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// The stream of slot `user_data` was dropped with its data: cancel it if still armed.
+    pub(crate) fn drop_stream(&mut self, user_data: u64, data: Box<dyn StreamOrphan>) {
+        if self.table.drop_stream(user_data, data) {
+            if self.shut_down {
+                let _ = self.table.leak_slot(user_data);
+            } else {
+                self.cancels.push_back(user_data);
+                self.urgent = true;
+            }
+        }
+    }
+
+    /// Asks the kernel to end the operation of slot `user_data`, whose future or stream still
+    /// waits for what it brings (a stream that takes the items already on their way and then
+    /// ends).
+    pub(crate) fn request_cancel(&mut self, user_data: u64) {
+        if !self.shut_down {
+            self.cancels.push_back(user_data);
+            self.urgent = true;
+        }
+    }
+
+    /// Hands a just-pushed operation's data to its slot: nobody will wait for the result, and
+    /// nothing is cancelled (used for closes from `Drop`).
+    pub(crate) fn detach(&mut self, user_data: u64, data: Box<dyn Orphan>) {
+        self.table.detach(user_data, data);
+        self.urgent = true;
+    }
+
+    /// Pushes queued cancels while the SQ and the cancel budget allow (a cancel is never
+    /// dropped: one that does not fit stays queued and is retried on the next turn).
+    pub(super) fn flush_cancels(&mut self) {
+        while let Some(&target) = self.cancels.front() {
+            let live = self
+                .table
+                .slots
+                .get_mut(target)
+                .is_some_and(|s| !s.is_completed());
+            if !live {
+                self.cancels.pop_front();
+                continue;
+            }
+            if self.cancels_in_flight >= self.cancel_budget {
+                break;
+            }
+            let entry = opcode::AsyncCancel::new(target)
+                .build()
+                .user_data(tag::CANCEL);
+            if !self.push_sqe(&entry) {
+                break;
+            }
+            self.cancels.pop_front();
+            self.cancels_in_flight += 1;
+            self.table.counters.cancels_submitted += 1;
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The answer to a file target, as nginx's static handler: the target decoded and looked up
+//! beneath the root (the cache first), `/dir/` to its index or listing, a precompressed
+//! variant the client takes, then how the body goes out (cached and sent in one send, by
+//! `sendfile(2)`, spliced, or read a chunk at a time).
+
+use std::os::fd::OwnedFd;
+
+use super::body::read_whole;
+use super::head::Rep;
+use super::Conn;
+use crate::cache::{variant_key, Cache, FdEntry};
+use crate::lookup::{find, Found};
+use crate::parse::Request;
+use crate::resolve::{decode, open_error_status};
+use crate::response::{decide, write_status, FileMeta, Head};
+use crate::status::Status;
+
+impl Conn<'_> {
+    /// Serves the file the request names. `Ok(Some(status))`: a response was written;
+    /// `Ok(None)`: the connection failed; `Err(status)`: answer with that error instead.
+    pub(super) async fn respond_file(
+        &mut self,
+        req: &Request,
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Result<Option<Status>, Status> {
+        let target = decode(&req.target)?;
+        let rel = target.file_rel(self.sh.cfg.index.as_bytes());
+        let sh = self.sh;
+        let content_type = crate::mime::content_type(&rel);
+        // Whether a precompressed variant may answer for this file (and so `Vary`).
+        let negotiable = sh.cfg.precompressed && crate::mime::compressible(content_type);
+        let mut rep = Rep {
+            content_type,
+            coding: None,
+            vary: negotiable,
+        };
+
+        let mut found = match find(&sh.root, &sh.cache, &rel, &rel).await {
+            Ok(found) => found,
+            Err(status) => {
+                // `/dir/` without an index: a listing with --autoindex, else 403 if the
+                // directory exists.
+                if target.dir_form && status == Status::NotFound {
+                    if let Ok(dir) = sh.root.open_beneath(&target.rel, true).await {
+                        if sh.cfg.autoindex {
+                            return self
+                                .send_listing(dir, &target.rel, date, keep, head_only)
+                                .await;
+                        }
+                        return Err(Status::Forbidden);
+                    }
+                }
+                return Err(status);
+            }
+        };
+        if let Found::Opened(_, meta) = &found {
+            if meta.is_dir() {
+                if target.dir_form {
+                    return Err(Status::Forbidden);
+                }
+                let head = Head {
+                    location: Some((&target.raw_path, &target.raw_query)),
+                    ..Head::new(Status::MovedPermanently, date, keep)
+                };
+                write_status(&mut self.out, head, head_only);
+                return Ok(Some(Status::MovedPermanently));
+            }
+            if !meta.is_file() {
+                return Err(Status::NotFound);
+            }
+        }
+
+        // A precompressed variant the client takes, best first: `rel.br`, `rel.gz`, opened
+        // beneath the root as the file itself, a regular file not older than it.
+        if negotiable {
+            let original = found.meta();
+            for coding in req.accept_encoding.preferred() {
+                let mut variant = rel.clone();
+                variant.extend_from_slice(coding.suffix());
+                let key = variant_key(&rel, coding);
+                if sh.missing.borrow().is_missing(&key) {
+                    continue;
+                }
+                match find(&sh.root, &sh.cache, &variant, &key).await {
+                    Ok(v) if v.meta().is_file() && v.meta().not_older_than(&original) => {
+                        found = v;
+                        rep.coding = Some(coding);
+                        break;
+                    }
+                    Err(Status::NotFound) => sh.missing.borrow_mut().note(key),
+                    _ => {}
+                }
+            }
+        }
+
+        let (file, meta) = match found {
+            Found::Cached(entry) => {
+                return Ok(self
+                    .send_cached(req, &entry, rep, date, keep, head_only)
+                    .await);
+            }
+            Found::Fd(entry) => {
+                return Ok(self
+                    .send_by_fd(req, &entry, rep, date, keep, head_only)
+                    .await);
+            }
+            Found::Opened(file, meta) => (file, meta),
+        };
+        let key = match rep.coding {
+            Some(coding) => variant_key(&rel, coding),
+            None => rel,
+        };
+        let sendfile =
+            meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
+        let splice = !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        if sendfile {
+            let entry = FdEntry::new(file, meta, rep.coding);
+            sh.cache.borrow_mut().insert_fd(key, entry.clone());
+            return Ok(self
+                .send_by_fd(req, &entry, rep, date, keep, head_only)
+                .await);
+        }
+        let cacheable = !splice
+            && meta.size <= sh.cfg.cache_max_file_bytes
+            && sh.cache.borrow().fits(meta.size);
+        if cacheable {
+            let Some(body) = read_whole(&file, meta.size).await else {
+                return Err(Status::InternalServerError);
+            };
+            let entry = if body.len() as u64 == meta.size {
+                sh.cache
+                    .borrow_mut()
+                    .insert(key, meta, body.into(), rep.coding)
+            } else {
+                // The file changed size while it was read: serve what was read, keep nothing.
+                let meta = FileMeta {
+                    size: body.len() as u64,
+                    ..meta
+                };
+                Cache::new(0).insert(key, meta, body.into(), rep.coding)
+            };
+            return Ok(self
+                .send_cached(req, &entry, rep, date, keep, head_only)
+                .await);
+        }
+        let etag = meta.etag_for(rep.coding);
+        let last_modified = crate::date::format(meta.mtime_secs);
+        let decision = decide(req, &meta, &etag);
+        let validators = (&*etag, &*last_modified);
+        let (status, range) =
+            self.write_file_head(decision, &meta, date, (keep, head_only), validators, rep);
+        if head_only || range.1 == 0 {
+            return Ok(Some(status));
+        }
+        if let (true, Some(pipes)) = (splice, &sh.pipes) {
+            if !self.flush().await {
+                return Ok(None);
+            }
+            let idle = sh.cfg.idle_timeout;
+            let sent = crate::splice::send_file(
+                pipes,
+                self.stream,
+                &file,
+                range.0,
+                range.1,
+                self.timer,
+                idle,
+            )
+            .await;
+            return Ok(sent.then_some(status));
+        }
+        if self.stream_file(&file, range.0, range.1).await {
+            Ok(Some(status))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Answers a directory target without an index file with its listing (`--autoindex`).
+    pub(super) async fn send_listing(
+        &mut self,
+        dir: OwnedFd,
+        rel: &[u8],
+        date: &str,
+        keep: bool,
+        head_only: bool,
+    ) -> Result<Option<Status>, Status> {
+        let max = crate::autoindex::MAX_ENTRIES;
+        let listing = match hoop::spawn_blocking(move || crate::autoindex::read(dir, max)).await {
+            Ok(Ok(listing)) => listing,
+            Ok(Err(e)) if open_error_status(&e) == Status::Forbidden => {
+                return Err(Status::Forbidden)
+            }
+            _ => return Err(Status::InternalServerError),
+        };
+        let body = crate::autoindex::html(rel, &listing);
+        Head {
+            content_type: "text/html; charset=utf-8",
+            content_length: Some(body.len() as u64),
+            ..Head::new(Status::Ok, date, keep)
+        }
+        .write(&mut self.out);
+        if !head_only {
+            self.out.extend_from_slice(&body);
+            self.file_body.set(body.len() as u64);
+        }
+        Ok(Some(Status::Ok))
+    }
+}

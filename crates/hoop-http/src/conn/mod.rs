@@ -1,0 +1,120 @@
+//! One connection, from its first byte to its close: read, parse every complete request,
+//! answer them in order (pipelined responses gathered into one send), wait for more under the
+//! header or idle deadline, and close cleanly.
+//!
+//! Memory per connection is bounded: the unparsed input never exceeds one request head's limits
+//! plus one received buffer (a longer head is refused with 414 or 431), and responses are sent
+//! before more input is parsed, so a client that stops reading holds at most the responses
+//! that fit its socket buffers and one batch, then its connection is closed at the idle
+//! deadline.
+//!
+//! Split by idea: the loop (`run`: read, parse, answer in order,
+//! linger), the file answer (`file`: the target looked up, a precompressed variant chosen, how
+//! the body goes out), the file response head (`head`: conditionals and ranges decided), the
+//! body senders (`body`: one send, `sendfile(2)`, chunks, `MSG_MORE`) and the access log
+//! (`log`). The lookups of a file under the root live beside `resolve` (`crate::lookup`).
+//! This file holds what they all share: the thread's `Shared` state and one `Conn`.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hoop::net::DirectTcpStream;
+
+use crate::access_log::Hook;
+use crate::cache::{Cache, Missing};
+use crate::config::Config;
+use crate::date::DateCache;
+use crate::deadline::{Deadlines, Timer};
+use crate::resolve::Root;
+use crate::splice::PipePool;
+
+mod body;
+mod file;
+mod head;
+mod log;
+pub(crate) mod run;
+
+/// What the connections of one server thread share.
+#[derive(Debug)]
+pub struct Shared {
+    /// Limits and timeouts.
+    pub cfg: Arc<Config>,
+    /// The served directory.
+    pub root: Arc<Root>,
+    /// This thread's file cache.
+    pub cache: RefCell<Cache>,
+    /// This thread's connection deadlines.
+    pub deadlines: Rc<Deadlines>,
+    /// The formatted `Date`.
+    pub date: RefCell<DateCache>,
+    /// Connections of this thread answering a request right now (shutdown waits for them).
+    pub busy: Cell<usize>,
+    /// Shutdown began: answer what is in hand with `Connection: close`, take nothing new.
+    pub stopping: Cell<bool>,
+    /// Connections of this thread waiting for a request with none begun (idle keep-alive
+    /// connections, and new ones that sent nothing yet): the shutdown closes them.
+    pub idle: Cell<usize>,
+    /// Open connections over every thread (for `--max-conns`).
+    pub open_conns: Arc<AtomicUsize>,
+    /// Pipes for splicing big files; `None` where splice is not used (an io_uring without
+    /// `IORING_OP_SPLICE`, or `HOOP_HTTP_NO_SPLICE` set).
+    pub pipes: Option<PipePool>,
+    /// The access-log hook, if any.
+    pub log: Option<Hook>,
+    /// Requests answered on this thread.
+    pub requests: Cell<u64>,
+    /// Precompressed variants found missing lately (not looked for again for a second).
+    pub missing: RefCell<Missing>,
+    /// Connections of this thread reading through the buffer ring right now.
+    pub ring_readers: Cell<usize>,
+    /// Past this many ring readers, a connection on a buffer ring in user memory reads by
+    /// readiness instead (half the ring's buffers; `HOOP_HTTP_RING_READERS_MAX` for tests).
+    pub ring_readers_max: usize,
+    /// Where readiness reads land before they are appended to a connection's input (only
+    /// borrowed during one `recv(2)`, never across an await).
+    pub scratch: RefCell<Vec<u8>>,
+}
+
+/// Counts the connection as open until dropped.
+struct OpenGuard(Arc<AtomicUsize>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts the connection in a per-thread tally (busy, reading through the ring) until dropped.
+struct CountGuard<'a>(&'a Cell<usize>);
+
+impl<'a> CountGuard<'a> {
+    fn new(c: &'a Cell<usize>) -> Self {
+        c.set(c.get() + 1);
+        CountGuard(c)
+    }
+}
+
+impl Drop for CountGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Bytes one single read asks for.
+pub(crate) const READ_BYTES: usize = 16 * 1024;
+
+/// One connection's state while it is served.
+struct Conn<'a> {
+    sh: &'a Shared,
+    stream: &'a DirectTcpStream,
+    timer: &'a Timer,
+    /// Responses not sent yet.
+    out: Vec<u8>,
+    /// The client's address, where known and logged.
+    remote: Option<SocketAddr>,
+    /// Body bytes of the file response being answered (for the access log).
+    file_body: Cell<u64>,
+}

@@ -1,0 +1,269 @@
+//! The connection loop: read, parse every complete request, answer them in order, wait for
+//! more under the header or idle deadline, and close (lingering after a final response whose
+//! request bytes may be unread).
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::Shutdown;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use hoop::net::{DirectRecvStream, DirectTcpStream};
+use hoop::BufRing;
+
+use super::{Conn, CountGuard, OpenGuard, Shared, READ_BYTES};
+use crate::parse::{parse, Method, Parsed, Request};
+use crate::response::{write_status, Head};
+use crate::status::Status;
+
+/// Where received bytes come from: a multishot recv on the thread's buffer ring (the best
+/// path), or single reads into a buffer of the connection's own.
+enum Reader<'a> {
+    Ring(DirectRecvStream<'a>),
+    Plain(&'a DirectTcpStream, Vec<u8>),
+    /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch.
+    Ready(i32, &'a RefCell<Vec<u8>>),
+}
+
+impl Reader<'_> {
+    /// Appends what arrives next to `input`; 0 at end of stream.
+    async fn read_into(&mut self, input: &mut Vec<u8>) -> io::Result<usize> {
+        match self {
+            Reader::Ring(rx) => match rx.next().await {
+                Some(Ok(buf)) => {
+                    input.extend_from_slice(&buf);
+                    Ok(buf.len())
+                }
+                Some(Err(e)) => Err(e),
+                None => Ok(0),
+            },
+            Reader::Ready(fd, scratch) => loop {
+                let r = {
+                    let mut b = scratch.borrow_mut();
+                    // SAFETY: `b` is valid for writes of its length for the call; `fd` is the
+                    // connection's socket, open while the stream is borrowed.
+                    let r = unsafe {
+                        libc::recv(*fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT)
+                    };
+                    if r >= 0 {
+                        input.extend_from_slice(&b[..r as usize]);
+                    }
+                    r
+                };
+                if r >= 0 {
+                    return Ok(r as usize);
+                }
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => {
+                        let readable = hoop::driver::op::PollOnce::new(*fd, libc::POLLIN as u32);
+                        hoop::driver::Op::new(readable).await?;
+                    }
+                    Some(libc::EINTR) => {}
+                    _ => return Err(e),
+                }
+            },
+            Reader::Plain(stream, buf) => {
+                let mut b = std::mem::take(buf);
+                b.clear();
+                let (res, b) = stream.read(b).await;
+                *buf = b;
+                let n = res?;
+                input.extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+        }
+    }
+}
+
+/// Serves one accepted connection until it closes. `ring`: the thread's buffer ring, if any.
+pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared>) {
+    let _open = OpenGuard(sh.open_conns.clone());
+    let timer = sh.deadlines.register();
+    let mut conn = Conn {
+        sh: &sh,
+        stream: &stream,
+        timer: &timer,
+        out: Vec::with_capacity(4096),
+        remote: sh.log.as_ref().and_then(|_| stream.peer_addr().ok()),
+        file_body: Cell::new(0),
+    };
+    // A buffer ring in user memory (the epoll driver, or a kernel without ring-mapped
+    // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
+    // readability with no buffer and reads into the thread's scratch instead (nginx's way with
+    // idle keep-alive connections), so thousands of idle connections never drain the ring.
+    let ring = ring.filter(|r| r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max);
+    let _ring_reader = ring.as_ref().map(|_| CountGuard::new(&sh.ring_readers));
+    let mut reader = match (&ring, stream.as_tcp_stream()) {
+        (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
+        (None, Some(tcp)) => {
+            use std::os::fd::AsRawFd;
+            Reader::Ready(tcp.as_raw_fd(), &sh.scratch)
+        }
+        (None, None) => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
+    };
+    let linger = conn.run(&mut reader).await;
+    drop(reader);
+    if linger {
+        conn.linger().await;
+    }
+}
+
+impl Conn<'_> {
+    /// The request loop. Returns whether the close should linger: the connection ends with a
+    /// response the client should read while request bytes may still be unread (an error
+    /// status, a body not taken, pipelined requests after a `Connection: close`); a clean
+    /// close, a timeout, an error or the client's close return false.
+    async fn run(&mut self, reader: &mut Reader<'_>) -> bool {
+        let cfg = self.sh.cfg.clone();
+        let mut input: Vec<u8> = Vec::new();
+        // The head being received must be complete by this time (the first one counts from
+        // the connection's start, later ones from their first byte).
+        let mut head_deadline = Instant::now() + cfg.header_timeout;
+        let mut awaiting_first = true;
+        loop {
+            let had_request = start_of_request(&input);
+            let deadline = if awaiting_first || had_request {
+                head_deadline
+            } else {
+                Instant::now() + cfg.idle_timeout
+            };
+            // Waiting with no request begun is idle: the shutdown ends the wait (through the
+            // timer, `Deadlines::expire_idle`), and one that began before this wait is not
+            // waited for at all.
+            let idle = (!had_request).then(|| CountGuard::new(&self.sh.idle));
+            if idle.is_some() {
+                if self.sh.stopping.get() {
+                    return false;
+                }
+                self.timer.set_idle(deadline);
+            } else {
+                self.timer.set(deadline);
+            }
+            let read = self.timer.run(reader.read_into(&mut input)).await;
+            drop(idle);
+            match read {
+                Some(Ok(n)) if n > 0 => {}
+                // End of stream, an error, the deadline passed, or the shutdown (idle).
+                _ => return false,
+            }
+            if !had_request && !awaiting_first && start_of_request(&input) {
+                head_deadline = Instant::now() + cfg.header_timeout;
+            }
+            let busy = CountGuard::new(&self.sh.busy);
+            let mut start = 0;
+            let mut close = false;
+            let mut unread = false;
+            loop {
+                match parse(&input[start..]) {
+                    Parsed::Complete { request, len_bytes } => {
+                        start += len_bytes;
+                        awaiting_first = false;
+                        let keep = match self.respond(&request).await {
+                            Some(k) => k,
+                            None => return false,
+                        };
+                        if !keep {
+                            close = true;
+                            unread = request.has_body || start < input.len();
+                            break;
+                        }
+                        if self.out.len() >= cfg.out_batch_bytes && !self.flush().await {
+                            return false;
+                        }
+                    }
+                    Parsed::Partial => break,
+                    Parsed::Invalid(status) => {
+                        let date = self.sh.date.borrow_mut().now().to_string();
+                        write_status(&mut self.out, Head::new(status, &date, false), false);
+                        self.log_line(status);
+                        close = true;
+                        unread = true;
+                        break;
+                    }
+                }
+            }
+            if start > 0 {
+                input.drain(..start);
+                if start_of_request(&input) {
+                    head_deadline = Instant::now() + cfg.header_timeout;
+                }
+            }
+            let flushed = if close {
+                self.out.is_empty() || self.flush_last().await
+            } else {
+                self.out.is_empty() || self.flush().await
+            };
+            if !flushed {
+                return false;
+            }
+            drop(busy);
+            if close {
+                return unread;
+            }
+            if self.sh.stopping.get() {
+                return false;
+            }
+        }
+    }
+
+    /// After a final response: stop sending, and read (and drop) what the client still sends
+    /// for a moment, so that unread request bytes do not make the kernel reset the connection
+    /// before the client has read the response.
+    async fn linger(&mut self) {
+        if self.stream.shutdown_with(Shutdown::Write).await.is_err() {
+            return;
+        }
+        self.timer.set(Instant::now() + LINGER);
+        let mut left = LINGER_BYTES;
+        while left > 0 {
+            let buf = Vec::with_capacity(READ_BYTES);
+            match self.timer.run(self.stream.read(buf)).await {
+                Some((Ok(n), _)) if n > 0 => left = left.saturating_sub(n),
+                _ => return,
+            }
+        }
+    }
+
+    /// Answers one request: appends the response to `out` (sending first whatever must go
+    /// before a large body). Returns whether the connection stays open, or `None` if it failed.
+    async fn respond(&mut self, req: &Request) -> Option<bool> {
+        let keep = req.keep_alive && !self.sh.stopping.get();
+        let head_only = req.method == Method::Head;
+        let date = self.sh.date.borrow_mut().now().to_string();
+        if req.method == Method::Other {
+            let keep = keep && !req.has_body;
+            let head = Head::new(Status::MethodNotAllowed, &date, keep);
+            write_status(&mut self.out, head, false);
+            self.log(req, Status::MethodNotAllowed);
+            return Some(keep);
+        }
+        if req.has_body {
+            let head = Head::new(Status::PayloadTooLarge, &date, false);
+            write_status(&mut self.out, head, head_only);
+            self.log(req, Status::PayloadTooLarge);
+            return Some(false);
+        }
+        let status = match self.respond_file(req, &date, keep, head_only).await {
+            Ok(Some(status)) => {
+                self.log(req, status);
+                return Some(keep);
+            }
+            Ok(None) => return None,
+            Err(status) => status,
+        };
+        let keep = keep && !status.closes_connection();
+        write_status(&mut self.out, Head::new(status, &date, keep), head_only);
+        self.log(req, status);
+        Some(keep)
+    }
+}
+
+/// How long a closing connection keeps reading, and how much.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Whether `input` holds only the start of a request (not just empty lines).
+fn start_of_request(input: &[u8]) -> bool {
+    input.iter().any(|&b| b != b'\r' && b != b'\n')
+}

@@ -1,0 +1,93 @@
+//! Directory listings (`autoindex`), on both drivers: off by default, then sorted, escaped,
+//! without dotfiles, HEAD alike, and links out of the root listed but never followed.
+//!
+//! The server runs in this process (`site::TestServer`); every client read and write has a
+//! timeout; every loop is bounded in count.
+
+mod serve;
+mod site;
+use hoop::DriverKind;
+use hoop_http::Config;
+use site::{ask_with, make_root, TestServer};
+
+fn autoindex(kind: DriverKind) {
+    let (_base, root) = make_root(&format!("autoindex-{kind}"));
+    let list = root.join("list");
+    std::fs::create_dir_all(list.join("sub")).unwrap();
+    std::fs::write(list.join("a<b>&\"c'.txt"), b"escaped\n").unwrap();
+    std::fs::write(list.join("z.txt"), b"zz").unwrap();
+    std::fs::write(list.join(".secret"), b"hidden").unwrap();
+
+    // Off by default: 403, as before.
+    let Some(server) = TestServer::start(kind, &root) else {
+        return;
+    };
+    assert_eq!(server.get("/list/").status, 403);
+    drop(server);
+
+    let cfg = Config {
+        autoindex: true,
+        ..Config::default()
+    };
+    let Some(server) = TestServer::start_with(kind, &root, cfg) else {
+        return;
+    };
+    let mut s = server.connect();
+    let r = ask_with(&mut s, "GET", "/list/", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let page = String::from_utf8(r.body.clone()).unwrap();
+    assert!(page.contains("Index of /list/"), "{page}");
+    let escaped = "<a href=\"a%3Cb%3E%26%22c%27.txt\">a&lt;b&gt;&amp;&quot;c&#39;.txt</a>";
+    let (a, sub, z) = (
+        page.find(escaped).expect("the escaped name"),
+        page.find("<a href=\"sub/\">sub/</a>")
+            .expect("the subdirectory"),
+        page.find("<a href=\"z.txt\">z.txt</a>").expect("z.txt"),
+    );
+    assert!(a < sub && sub < z, "sorted by name: {page}");
+    assert!(page.contains("<a href=\"../\">"));
+    assert!(!page.contains("secret"), "{page}");
+    assert!(!page.contains('\''), "a raw quote in {page}");
+    // The link works.
+    let r = ask_with(&mut s, "GET", "/list/a%3Cb%3E%26%22c%27.txt", "");
+    assert_eq!((r.status, &r.body[..]), (200, &b"escaped\n"[..]));
+    // HEAD alike.
+    let h = ask_with(&mut s, "HEAD", "/list/", "");
+    assert_eq!(h.status, 200);
+    assert!(h.body.is_empty());
+    assert_eq!(
+        h.header("content-length"),
+        Some(page.len().to_string().as_str())
+    );
+    // An empty directory; a directory with its index still serves the index; no trailing
+    // slash is still 301; a dot-directory is still 404.
+    let r = ask_with(&mut s, "GET", "/empty/", "");
+    assert_eq!(r.status, 200);
+    assert!(String::from_utf8_lossy(&r.body).contains("Index of /empty/"));
+    assert_eq!(ask_with(&mut s, "GET", "/docs/", "").body, b"docs index\n");
+    let r = ask_with(&mut s, "GET", "/list", "");
+    assert_eq!((r.status, r.header("location")), (301, Some("/list/")));
+    assert_eq!(ask_with(&mut s, "GET", "/.git/", "").status, 404);
+    // A link out of the root is listed as a name, never followed.
+    let r = ask_with(&mut s, "GET", "/out/", "");
+    assert_eq!(r.status, 404);
+    std::fs::remove_file(root.join("index.html")).unwrap();
+    let page = String::from_utf8(ask_with(&mut s, "GET", "/", "").body).unwrap();
+    assert!(page.contains("<a href=\"out\">out</a>"), "{page}");
+    assert!(page.contains("<a href=\"list/\">list/</a>"), "{page}");
+    assert!(
+        !page.contains("../") && !page.contains("secret.txt"),
+        "{page}"
+    );
+}
+
+#[test]
+fn autoindex_lists_directories_without_index_uring() {
+    autoindex(DriverKind::Uring);
+}
+
+#[test]
+fn autoindex_lists_directories_without_index_epoll() {
+    autoindex(DriverKind::Epoll);
+}

@@ -1,0 +1,249 @@
+//! Precompressed variants (`a.css.br`, `a.css.gz`), on both drivers, with and without the
+//! cache: negotiation by `Accept-Encoding`, `Vary`, the variant's own validators, ranges and
+//! conditionals on the encoded file, stale and non-regular variants ignored, and
+//! `precompressed: false`.
+//!
+//! The server runs in this process (`site::TestServer`); every client read and write has a
+//! timeout; every loop is bounded in count.
+
+mod serve;
+mod site;
+use std::path::Path;
+use std::time::Duration;
+
+use hoop::DriverKind;
+use hoop_http::Config;
+use site::{ask_with, make_root, TestServer};
+
+/// Sets `path`'s modification time to `secs` after the epoch.
+fn set_mtime(path: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// `site/` in a test root: `a.css` with fresh `.br` and `.gz` variants, `stale.js` with an
+/// older `.gz`, `plain.css` without any, `img.png` with a `.gz` (not a compressible type),
+/// `dir.css` whose `.gz` is a directory.
+fn make_precompressed(root: &Path) {
+    let site = root.join("site");
+    std::fs::create_dir_all(site.join("dir.css.gz")).unwrap();
+    let t = 1_700_000_000;
+    for (name, data, mtime) in [
+        ("a.css", &b"body { color: red }\n"[..], t),
+        ("a.css.br", b"BR-BYTES", t + 10),
+        ("a.css.gz", b"GZ-BYTES-0123456789", t),
+        ("stale.js", b"let x = 1;\n", t),
+        ("stale.js.gz", b"OLD-GZ", t - 100),
+        ("plain.css", b"p {}\n", t),
+        ("img.png", b"PNG", t),
+        ("img.png.gz", b"PNG-GZ", t + 10),
+        ("dir.css", b"d {}\n", t),
+    ] {
+        std::fs::write(site.join(name), data).unwrap();
+        set_mtime(&site.join(name), mtime);
+    }
+}
+
+fn precompressed(kind: DriverKind, cache: u64) {
+    let (_base, root) = make_root(&format!("precomp-{kind}-{cache}"));
+    make_precompressed(&root);
+    let cfg = Config {
+        cache_bytes: cache,
+        ..Config::default()
+    };
+    let Some(server) = TestServer::start_with(kind, &root, cfg) else {
+        return;
+    };
+    let mut s = server.connect();
+    let identity = b"body { color: red }\n";
+    let gz = b"GZ-BYTES-0123456789";
+
+    // Twice each, so that the second answer comes from the cache where there is one.
+    for _ in 0..2 {
+        // No Accept-Encoding: the file itself, with Vary (the answer depends on the field).
+        let r = ask_with(&mut s, "GET", "/site/a.css", "");
+        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
+        assert_eq!(r.header("content-encoding"), None);
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        let identity_etag = r.header("etag").unwrap().to_string();
+
+        // br first at equal weight.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            "Accept-Encoding: gzip, deflate, br\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (200, &b"BR-BYTES"[..]));
+        assert_eq!(r.header("content-encoding"), Some("br"));
+        assert_eq!(r.header("content-type"), Some("text/css"));
+        assert_eq!(r.header("content-length"), Some("8"));
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        let br_etag = r.header("etag").unwrap().to_string();
+        assert_ne!(br_etag, identity_etag);
+
+        // gzip by weight; the variant's own validators.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            "Accept-Encoding: br;q=0.5, gzip;q=0.8\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (200, &gz[..]));
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        assert_eq!(r.header("content-type"), Some("text/css"));
+        assert_eq!(r.header("content-length"), Some("19"));
+        let gz_etag = r.header("etag").unwrap().to_string();
+        assert!(gz_etag != identity_etag && gz_etag != br_etag);
+
+        // Two fields are one list, names and spaces as they come.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            "accept-encoding: GZIP ; q=0.5\r\nACCEPT-ENCODING:\tbr;q=0.1\r\n",
+        );
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        let r = ask_with(&mut s, "GET", "/site/a.css", "Accept-Encoding: *\r\n");
+        assert_eq!(r.header("content-encoding"), Some("br"));
+
+        // q=0 refuses both: the file itself.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            "Accept-Encoding: br;q=0, gzip;q=0\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
+        assert_eq!(r.header("content-encoding"), None);
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        assert_eq!(r.header("etag"), Some(identity_etag.as_str()));
+
+        // Range and conditionals apply to the encoded file.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            "Accept-Encoding: gzip\r\nRange: bytes=0-3\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (206, &b"GZ-B"[..]));
+        assert_eq!(r.header("content-range"), Some("bytes 0-3/19"));
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            &format!("Accept-Encoding: gzip\r\nRange: bytes=-4\r\nIf-Range: {gz_etag}\r\n"),
+        );
+        assert_eq!((r.status, &r.body[..]), (206, &b"6789"[..]));
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            &format!("Accept-Encoding: gzip\r\nIf-None-Match: {gz_etag}\r\n"),
+        );
+        assert_eq!(r.status, 304);
+        assert_eq!(r.header("etag"), Some(gz_etag.as_str()));
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        // The same validator from a client that takes no coding: not its copy.
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/a.css",
+            &format!("If-None-Match: {gz_etag}\r\n"),
+        );
+        assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
+
+        // HEAD alike.
+        let r = ask_with(&mut s, "HEAD", "/site/a.css", "Accept-Encoding: br\r\n");
+        assert_eq!(r.status, 200);
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("content-encoding"), Some("br"));
+        assert_eq!(r.header("content-length"), Some("8"));
+        assert_eq!(r.header("etag"), Some(br_etag.as_str()));
+
+        // A variant older than the file is ignored; so is one that is not a regular file.
+        let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"let x = 1;\n"[..]));
+        assert_eq!(r.header("content-encoding"), None);
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        let r = ask_with(&mut s, "GET", "/site/dir.css", "Accept-Encoding: gzip\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"d {}\n"[..]));
+        // No variant, identity refused: the file anyway (as nginx; not 406).
+        let r = ask_with(
+            &mut s,
+            "GET",
+            "/site/plain.css",
+            "Accept-Encoding: gzip, identity;q=0\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (200, &b"p {}\n"[..]));
+        assert_eq!(r.header("content-encoding"), None);
+        // Not a compressible type: no lookup, no Vary.
+        let r = ask_with(&mut s, "GET", "/site/img.png", "Accept-Encoding: gzip\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"PNG"[..]));
+        assert_eq!(
+            (r.header("content-encoding"), r.header("vary")),
+            (None, None)
+        );
+        // The variant asked for by name: a plain file, as before.
+        let r = ask_with(&mut s, "GET", "/site/a.css.gz", "Accept-Encoding: gzip\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &gz[..]));
+        assert_eq!(r.header("content-encoding"), None);
+        assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+        assert_ne!(r.header("etag"), Some(gz_etag.as_str()));
+    }
+
+    // A variant made fresh again is served (and the cache notices the change).
+    set_mtime(&root.join("site/stale.js.gz"), 1_800_000_000);
+    let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"OLD-GZ"[..]));
+    assert_eq!(r.header("content-type"), Some("application/javascript"));
+    drop(server);
+
+    // Off (`--no-precompressed`): the file itself, no Vary.
+    let cfg = Config {
+        cache_bytes: cache,
+        precompressed: false,
+        ..Config::default()
+    };
+    let Some(server) = TestServer::start_with(kind, &root, cfg) else {
+        return;
+    };
+    let mut s = server.connect();
+    let r = ask_with(
+        &mut s,
+        "GET",
+        "/site/a.css",
+        "Accept-Encoding: br, gzip\r\n",
+    );
+    assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
+    assert_eq!(
+        (r.header("content-encoding"), r.header("vary")),
+        (None, None)
+    );
+    drop(server);
+    // On again (the default).
+    let Some(server) = TestServer::start(kind, &root) else {
+        return;
+    };
+    let r = ask_with(
+        &mut server.connect(),
+        "GET",
+        "/site/a.css",
+        "Accept-Encoding: br\r\n",
+    );
+    assert_eq!(r.header("content-encoding"), Some("br"));
+}
+
+#[test]
+fn precompressed_variants_uring() {
+    precompressed(DriverKind::Uring, 64 << 20);
+    precompressed(DriverKind::Uring, 0);
+}
+
+#[test]
+fn precompressed_variants_epoll() {
+    precompressed(DriverKind::Epoll, 64 << 20);
+    precompressed(DriverKind::Epoll, 0);
+}
