@@ -18,6 +18,7 @@ use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
 use crate::load::http::mix::{self, MixFile};
+use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
 use crate::measure::window::Window;
@@ -221,47 +222,35 @@ where
 {
     std::net::TcpStream::connect_timeout(&cfg.addr, Duration::from_secs(3))
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", cfg.addr)))?;
-    std::thread::scope(|s| {
-        let handle = std::thread::Builder::new()
-            .name("hoop-bench-http".into())
-            .spawn_scoped(s, move || -> io::Result<HttpOutcome> {
-                if let Some(cpu) = pin {
-                    hoop::runtime::pin_to_cpu(cpu).map_err(|e| {
-                        io::Error::new(e.kind(), format!("cannot pin the client to CPU {cpu}: {e}"))
-                    })?;
-                }
-                let cfg = cfg.clone();
-                let entries = (cfg.conns * cfg.pipeline.max(1)).clamp(256, 4096);
-                let rt = hoop::Runtime::builder()
-                    .entries(entries.next_power_of_two() as u32)
-                    .build()?;
-                if cfg.mix.as_ref().is_some_and(|m| m.is_empty()) {
-                    return Err(io::Error::other("the static mix has no file"));
-                }
-                let sh = Rc::new(Shared {
-                    targets: targets(&cfg),
-                    cfg,
-                    window: Window::new(),
-                    settled: Cell::new(0),
-                    alive: Cell::new(0),
-                    connected: Cell::new(0),
-                    requests: Cell::new(0),
-                    gzip_requests: Cell::new(0),
-                    body_bytes: Cell::new(0),
-                    errors: RefCell::new(BTreeMap::new()),
-                    first_error: RefCell::new(None),
-                    hist: RefCell::new(stats::new_histogram()?),
-                    start: Cell::new(None),
-                    per_second: RefCell::new(Vec::new()),
-                    hist_first_second: RefCell::new(stats::new_histogram()?),
-                });
-                let outcome = rt.block_on(drive(sh, on_start));
-                drop(rt);
-                Ok(outcome)
-            })?;
-        handle
-            .join()
-            .map_err(|_| io::Error::other("the http client thread panicked"))?
+    run_pinned("hoop-bench-http", "http client", pin, || {
+        let cfg = cfg.clone();
+        let entries = (cfg.conns * cfg.pipeline.max(1)).clamp(256, 4096);
+        let rt = hoop::Runtime::builder()
+            .entries(entries.next_power_of_two() as u32)
+            .build()?;
+        if cfg.mix.as_ref().is_some_and(|m| m.is_empty()) {
+            return Err(io::Error::other("the static mix has no file"));
+        }
+        let sh = Rc::new(Shared {
+            targets: targets(&cfg),
+            cfg,
+            window: Window::new(),
+            settled: Cell::new(0),
+            alive: Cell::new(0),
+            connected: Cell::new(0),
+            requests: Cell::new(0),
+            gzip_requests: Cell::new(0),
+            body_bytes: Cell::new(0),
+            errors: RefCell::new(BTreeMap::new()),
+            first_error: RefCell::new(None),
+            hist: RefCell::new(stats::new_histogram()?),
+            start: Cell::new(None),
+            per_second: RefCell::new(Vec::new()),
+            hist_first_second: RefCell::new(stats::new_histogram()?),
+        });
+        let outcome = rt.block_on(drive(sh, on_start));
+        drop(rt);
+        Ok(outcome)
     })
 }
 
