@@ -131,7 +131,7 @@ pub enum BenchCommand {
     /// The helper that holds idle connections for `hoop bench idle` (one process per
     /// open-file limit's worth).
     #[command(hide = true)]
-    IdleClient(idle::holder::IdleClientArgs),
+    IdleClient(hoop_bench::load::idle::IdleClientArgs),
 }
 
 /// Runs `hoop bench`.
@@ -147,7 +147,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
         Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
-        Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),
+        Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

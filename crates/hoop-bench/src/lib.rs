@@ -50,6 +50,7 @@ pub mod fanout;
 pub mod file;
 pub mod http;
 pub mod idle;
+pub mod load;
 pub mod machine;
 pub mod measure;
 pub mod nop;

@@ -30,13 +30,8 @@ use serde::Serialize;
 
 use crate::report::output::Out;
 
-mod dgram;
-mod hoop;
-pub(crate) mod load;
-mod sink;
-mod tokio;
-
-use load::{Counts, Sizes};
+use crate::load::cancel::load::{self, Counts, Sizes};
+use crate::load::cancel::{hoop, tokio};
 
 /// Every runtime, in run order.
 pub(crate) const RUNTIMES: [&str; 6] = [

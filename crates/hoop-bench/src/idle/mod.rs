@@ -21,12 +21,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::echo_client::{self, ClientConfig, ClientOutcome};
+use crate::load::idle as holder;
 use crate::measure::latency as stats;
 use crate::plan::{check_conns, check_len, check_secs, invalid};
 use crate::report::output::Out;
 use crate::target::child::ServerChild;
 
-pub mod holder;
 mod table;
 
 pub(crate) use crate::side_by_side::label;

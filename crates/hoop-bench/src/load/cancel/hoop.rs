@@ -7,7 +7,7 @@ use std::io;
 
 use hoop::{DriverKind, Runtime};
 
-use crate::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
 
 /// Runs `scenario` on a hoop runtime of driver `kind`, named `runtime` (for the files' dir).
 pub(crate) fn run(
@@ -140,7 +140,7 @@ fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
 /// The datagram scenarios' loop: `recv` (one receive call of the socket) in `select!` against
 /// the timer, until the sender is done and the timer finds nothing more to drain.
 async fn receive_datagrams<F, Fut>(
-    sender: &crate::cancel::dgram::Sender,
+    sender: &crate::load::cancel::dgram::Sender,
     datagrams: u64,
     recv: F,
 ) -> (load::Seen, u64)

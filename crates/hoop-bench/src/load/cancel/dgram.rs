@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::cancel::load::{retryable, Counts, BUDGET, DGRAM, WINDOW};
+use crate::load::cancel::load::{retryable, Counts, BUDGET, DGRAM, WINDOW};
 
 /// The longest the sender waits for the receiving queue to empty before it gives up.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);

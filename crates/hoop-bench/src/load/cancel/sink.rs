@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::cancel::load::{Counts, Verifier, BUDGET, CHUNK, CLIENT_WAIT};
+use crate::load::cancel::load::{Counts, Verifier, BUDGET, CHUNK, CLIENT_WAIT};
 
 /// The reader of stream_drop_after_write, on a thread of its own.
 pub(crate) struct StreamReader {

@@ -1,5 +1,5 @@
 //! The scenarios on tokio (a current-thread runtime), the reference: the same loops as
-//! [`crate::cancel::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
+//! [`crate::load::cancel::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
 //! `recv_from`/`recv`, and `tokio::fs::File` and `TcpStream` with `AsyncWriteExt::write_all`,
 //! dropped unflushed.
 
@@ -8,7 +8,7 @@ use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 
-use crate::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
 
 /// Runs `scenario` on a current-thread tokio runtime.
 pub(crate) fn run(scenario: &str, sizes: &Sizes) -> Result<Counts, String> {
