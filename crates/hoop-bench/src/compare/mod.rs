@@ -14,6 +14,8 @@ use serde::Serialize;
 use crate::measure::latency::median;
 use crate::report::output::Out;
 
+pub mod idle;
+
 /// One measurement of a comparison: which target it measured, in which round.
 pub trait Sample {
     /// The target's name (`hoop`, `tokio`, `nginx`, ...).

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use crate::plan::idle::IdleClientPlan;
+
 /// Connections per 127.0.0.x source address (a fifth of Linux's default ephemeral range).
 pub(crate) const PER_SOURCE: usize = 5000;
 /// Connects in flight at a time in one helper (the listen backlog never overflows).
@@ -34,26 +36,6 @@ pub(crate) const CONNECT_PHASE: Duration = Duration::from_secs(60);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a helper may take to answer `check`, or to exit once its stdin ended.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Arguments of the hidden `hoop bench idle-client`.
-#[derive(Debug, clap::Args)]
-pub struct IdleClientArgs {
-    /// The echo server.
-    #[arg(long, value_name = "IP:PORT")]
-    pub addr: SocketAddr,
-    /// Connections to open and hold.
-    #[arg(long, value_name = "N")]
-    pub count: usize,
-    /// Last byte of the first 127.0.0.x source address (the next ones follow).
-    #[arg(long, value_name = "X")]
-    pub source: u8,
-    /// Open connections whose echo is checked (evenly spread, the last one included).
-    #[arg(long, value_name = "N")]
-    pub sample: usize,
-    /// CPU to pin the helper to.
-    #[arg(long, value_name = "CPU")]
-    pub cpu: Option<usize>,
-}
 
 /// What a helper opened (its first line).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -121,7 +103,7 @@ fn probe_message(i: usize) -> [u8; 16] {
 }
 
 /// `hoop bench idle-client`: open, check, hold, close.
-pub fn run_idle_client(args: IdleClientArgs) -> io::Result<()> {
+pub fn run_idle_client(args: IdleClientPlan) -> io::Result<()> {
     crate::machine::raise_nofile_limit();
     if let Some(cpu) = args.cpu {
         hoop::runtime::pin_to_cpu(cpu)?;
@@ -149,7 +131,7 @@ pub fn run_idle_client(args: IdleClientArgs) -> io::Result<()> {
     Ok(())
 }
 
-async fn open_all(args: &IdleClientArgs) -> (Vec<tokio::net::TcpStream>, Opened) {
+async fn open_all(args: &IdleClientPlan) -> (Vec<tokio::net::TcpStream>, Opened) {
     let t0 = Instant::now();
     let give_up = tokio::time::Instant::now() + CONNECT_PHASE;
     let addr = args.addr;

@@ -2,7 +2,10 @@
 //! CPUs the benchmarks may pin to.
 
 pub mod fs;
+pub mod nofile;
 pub mod proc;
+
+pub(crate) use nofile::{nofile_hard_limit, raise_nofile_limit};
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -118,20 +121,6 @@ pub(crate) fn pin_plan() -> (Option<usize>, Option<usize>) {
     match allowed_cpus().as_slice() {
         [a, b, ..] => (Some(*a), Some(*b)),
         _ => (None, None),
-    }
-}
-
-/// Raises the soft limit on open files to the hard limit (1000 connections need more than
-/// 1024 descriptors with the server's). Children inherit it.
-pub(crate) fn raise_nofile_limit() {
-    // SAFETY: rlimit is plain old data.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 && lim.rlim_cur < lim.rlim_max
-    {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit reads one valid rlimit.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::io;
 
+pub mod idle;
+
 /// Largest payload `-l` accepts: 16 MiB.
 pub const MAX_LEN: usize = 16 * 1024 * 1024;
 /// Most connections `-c` accepts.

@@ -47,7 +47,7 @@ pub(crate) struct ReportData<'a> {
     /// The cancellation section (markdown; none: skipped).
     pub cancel_section: Option<&'a str>,
     /// Idle-connection measurements (empty when skipped).
-    pub idle: &'a [crate::idle::IdleResult],
+    pub idle: &'a [crate::record::idle::IdleResult],
     /// The idle-connection section (markdown; none: skipped).
     pub idle_section: Option<&'a str>,
     /// Runs that could not be measured.

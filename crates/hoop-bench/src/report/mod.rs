@@ -2,6 +2,7 @@
 //! and the quick suite that writes them all.
 
 pub mod charts;
+pub mod idle;
 pub mod markdown;
 pub mod output;
 pub mod suite;

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cancel;
+use crate::compare::idle;
 use crate::fanout;
 use crate::file::quick::{self, FileSuite, QuickOptions};
 use crate::http;
-use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
 use crate::nop::{self, NopConfig};
 use crate::plan::{check_rounds, check_secs};
@@ -324,7 +324,9 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if let Some(s) = &cancel_section {
         out.human(s);
     }
-    let idle_section = idle_plan.as_ref().map(|p| idle::section(p, &idle_outcome));
+    let idle_section = idle_plan
+        .as_ref()
+        .map(|p| crate::report::idle::section(p, &idle_outcome));
     if let Some(s) = &idle_section {
         out.human(s);
     }

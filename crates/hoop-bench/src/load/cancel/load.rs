@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-pub(crate) use crate::load::cancel::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen};
+pub(crate) use crate::load::cancel::dgram::{
+    datagrams, finish_datagrams, udp_pair, unix_pair, Seen,
+};
 pub(crate) use crate::load::cancel::sink::{
     count_files, file_path, files_dir, stream_counts, stream_reader,
 };

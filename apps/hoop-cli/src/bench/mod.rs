@@ -3,7 +3,9 @@
 use std::io;
 use std::path::PathBuf;
 
-use hoop_bench::{cancel, count, fanout, file, http, idle, nop, report::suite, side_by_side};
+mod idle;
+
+use hoop_bench::{cancel, count, fanout, file, http, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -131,7 +133,7 @@ pub enum BenchCommand {
     /// The helper that holds idle connections for `hoop bench idle` (one process per
     /// open-file limit's worth).
     #[command(hide = true)]
-    IdleClient(hoop_bench::load::idle::IdleClientArgs),
+    IdleClient(idle::IdleClientArgs),
 }
 
 /// Runs `hoop bench`.
@@ -146,8 +148,8 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
         Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
-        Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
-        Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c),
+        Some(BenchCommand::Idle(i)) => hoop_bench::report::idle::run_idle(i.plan(), json),
+        Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c.plan()),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

@@ -1,0 +1,3 @@
+//! The records: one typed record per bench, each one JSON line of `--json`.
+
+pub mod idle;
