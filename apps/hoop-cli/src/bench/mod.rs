@@ -3,9 +3,10 @@
 use std::io;
 use std::path::PathBuf;
 
+mod cancel;
 mod idle;
 
-use hoop_bench::{cancel, count, fanout, file, http, nop, report::suite, side_by_side};
+use hoop_bench::{count, fanout, file, http, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -147,7 +148,7 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Http(h)) => http::run_http_command(h, json),
         Some(BenchCommand::Count(c)) => count::run_count_command(c),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
-        Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
+        Some(BenchCommand::Cancel(c)) => hoop_bench::report::cancel::run_cancel(c.plan(), json),
         Some(BenchCommand::Idle(i)) => hoop_bench::report::idle::run_idle(i.plan(), json),
         Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c.plan()),
         None => suite::run_suite(suite::SuiteOptions {

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::measure::latency::median;
 use crate::report::output::Out;
 
+pub mod cancel;
 pub mod idle;
 
 /// One measurement of a comparison: which target it measured, in which round.

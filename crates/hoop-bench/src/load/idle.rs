@@ -1,16 +1,6 @@
-//! The idle connections: held by helper processes (`hoop bench idle-client`, this very binary
-//! re-invoked), as many as one process's open-file limit allows each.
-//!
-//! A helper connects its COUNT connections from its own 127.0.0.x source addresses
-//! ([`PER_SOURCE`] per address, so no address runs short of ephemeral ports, and each server
-//! of a run gets fresh addresses so the previous one's TIME_WAIT sockets are never in the way),
-//! at most [`CONNECT_IN_FLIGHT`] connects at a time, each bounded by [`CONNECT_TIMEOUT`], the
-//! whole phase by [`CONNECT_PHASE`]. Then it checks a sample of the open ones: a unique
-//! 16-byte message each, whose echo must come back whole within [`REPLY_TIMEOUT`]. It prints
-//! one JSON line ([`Opened`]) and holds every connection, silent, until its stdin says
-//! `check` (it answers with the connections still open: [`Still`]) or ends (it closes them
-//! all and exits). A connection that could not be opened, or a sampled one that got no reply,
-//! is counted, never waited for without bound.
+//! The idle connections of `hoop bench idle`: held by helper processes (`hoop bench
+//! idle-client`, this very binary re-invoked), as many as one process's open-file limit allows
+//! each; the helper's side ([`run_idle_client`]) and the bench's (`Holders`).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -103,6 +93,17 @@ fn probe_message(i: usize) -> [u8; 16] {
 }
 
 /// `hoop bench idle-client`: open, check, hold, close.
+///
+/// The helper connects its `count` connections from its own 127.0.0.x source addresses
+/// (`PER_SOURCE` per address, so no address runs short of ephemeral ports, and each server
+/// of a run gets fresh addresses so the previous one's TIME_WAIT sockets are never in the way),
+/// at most `CONNECT_IN_FLIGHT` connects at a time, each bounded by `CONNECT_TIMEOUT`, the
+/// whole phase by `CONNECT_PHASE`. Then it checks a sample of the open ones: a unique
+/// 16-byte message each, whose echo must come back whole within `REPLY_TIMEOUT`. It prints
+/// one JSON line (`Opened`) and holds every connection, silent, until its stdin says `check`
+/// (it answers with the connections still open: `Still`) or ends (it closes them all and
+/// exits). A connection that could not be opened, or a sampled one that got no reply, is
+/// counted, never waited for without bound.
 pub fn run_idle_client(args: IdleClientPlan) -> io::Result<()> {
     crate::machine::raise_nofile_limit();
     if let Some(cpu) = args.cpu {

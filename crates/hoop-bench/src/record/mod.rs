@@ -1,3 +1,4 @@
 //! The records: one typed record per bench, each one JSON line of `--json`.
 
+pub mod cancel;
 pub mod idle;

@@ -12,7 +12,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::cancel;
+use crate::compare::cancel;
 use crate::compare::idle;
 use crate::fanout;
 use crate::file::quick::{self, FileSuite, QuickOptions};
@@ -320,7 +320,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     }
     let cancel_section = cancel_plan
         .as_ref()
-        .map(|p| cancel::section(p, &cancel_outcome));
+        .map(|p| crate::report::cancel::section(p, &cancel_outcome));
     if let Some(s) = &cancel_section {
         out.human(s);
     }

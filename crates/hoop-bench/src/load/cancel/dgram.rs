@@ -1,6 +1,6 @@
 //! The datagram scenarios' load (udp_recv_from, unix_recv): numbered datagrams from a std
 //! socket, paced so the receiving queue never overflows, and the distinct numbers that arrived.
-//! A sibling of `load.rs`, which re-exports it (the peers include it too).
+//! std and libc only: the peers' binary includes it too.
 
 use std::io;
 use std::net::UdpSocket;

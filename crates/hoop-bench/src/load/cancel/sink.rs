@@ -1,7 +1,6 @@
 //! The load of the scenarios that write and drop (drop_after_write,
 //! stream_drop_after_write): where the files go and what reached them, and the reader at the
-//! other end of the streams. A sibling of `load.rs`, which re-exports it (the peers include it
-//! too).
+//! other end of the streams. std and libc only: the peers' binary includes it too.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener};
