@@ -13,20 +13,10 @@ pub struct IdleArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_IDLE)]
     pub idle: usize,
     /// Active connections, each with one request in flight.
-    #[arg(
-        short = 'c',
-        long = "conns",
-        value_name = "CONNS",
-        default_value_t = 50
-    )]
+    #[arg(short = 'c', long, value_name = "CONNS", default_value_t = 50)]
     pub conns: usize,
     /// Payload bytes per active request.
-    #[arg(
-        short = 'l',
-        long = "len",
-        value_name = "LEN_BYTES",
-        default_value_t = 128
-    )]
+    #[arg(short = 'l', long, value_name = "LEN_BYTES", default_value_t = 128)]
     pub len: usize,
     /// Seconds of each active run (without, then with the idle connections).
     #[arg(short = 't', long = "secs", value_name = "SECS", default_value_t = 3.0)]
