@@ -252,19 +252,6 @@ fn scenario_on(runtime: &str, scenario: &str, s: &Sizes) -> io::Result<Option<Co
     }
 }
 
-/// drop_after_write's count, once the runtime is gone.
-fn file_counts(dir: &std::path::Path, sent: u64, err: Option<io::Error>, len: u64) -> Counts {
-    let mut c = Counts {
-        sent,
-        ..Counts::default()
-    };
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    sink::count_files(dir, len, &mut c);
-    c
-}
-
 fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
     use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
     let mut rt = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
@@ -347,7 +334,7 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }
@@ -423,7 +410,7 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }
@@ -497,7 +484,7 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }

@@ -107,6 +107,21 @@ pub(crate) fn stream_counts(
     c
 }
 
+/// drop_after_write's count, once the runtime is gone: `sent` bytes written, the writing's
+/// error if it stopped early, and what reached the files of `dir` (each `len` bytes; `dir` is
+/// removed).
+pub(crate) fn file_counts(dir: &Path, sent: u64, err: Option<io::Error>, len: u64) -> Counts {
+    let mut c = Counts {
+        sent,
+        ..Counts::default()
+    };
+    if let Some(e) = err {
+        c.add_note(format!("writing stopped early: {e}"));
+    }
+    count_files(dir, len, &mut c);
+    c
+}
+
 /// A fresh directory for `runtime`'s files inside `base`.
 pub(crate) fn files_dir(base: &Path, runtime: &str) -> io::Result<PathBuf> {
     let dir = base.join(format!("hoop-cancel-{}-{runtime}", std::process::id()));

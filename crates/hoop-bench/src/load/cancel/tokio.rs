@@ -189,15 +189,7 @@ fn files(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
     });
     // As at the end of `main`: tokio's drop waits for the blocking pool's writes.
     drop(rt);
-    let mut c = Counts {
-        sent,
-        ..Counts::default()
-    };
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    sink::count_files(&dir, sizes.file_bytes, &mut c);
-    Ok(c)
+    Ok(sink::file_counts(&dir, sent, err, sizes.file_bytes))
 }
 
 fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
