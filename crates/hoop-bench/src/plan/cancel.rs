@@ -57,3 +57,45 @@ pub(crate) fn check_bytes(flag: &str, s: &str) -> io::Result<u64> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{parse_names, parse_server_list};
+
+    #[test]
+    fn name_lists_are_checked_deduplicated_and_kept_in_order() {
+        let known = ["a", "b", "c"];
+        let given = Some(vec![" B".to_string(), "a".into(), "b".into()]);
+        assert_eq!(
+            parse_names("--x", "name", given, &known).unwrap(),
+            ["b", "a"]
+        );
+        assert_eq!(
+            parse_names("--x", "name", None, &known).unwrap(),
+            ["a", "b", "c"]
+        );
+        let e = parse_names("--runtimes", "name", Some(vec!["z".into()]), &known).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown name \"z\" in --runtimes (known: a, b, c)"
+        );
+        let e = parse_server_list(Some(vec!["z".into()]), &known).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown server \"z\" in --servers (known: a, b, c)"
+        );
+        let e = parse_names("--runtimes", "name", Some(Vec::new()), &known).unwrap_err();
+        assert_eq!(e.to_string(), "--runtimes needs at least one name");
+    }
+
+    #[test]
+    fn counts_and_sizes_are_bounded() {
+        assert!(check_count("--files", 0).is_err());
+        assert_eq!(check_count("--files", MAX_COUNT).unwrap(), MAX_COUNT);
+        assert!(check_count("--files", MAX_COUNT + 1).is_err());
+        assert_eq!(check_bytes("--bytes", "20M").unwrap(), 20 << 20);
+        assert!(check_bytes("--bytes", "0").is_err());
+        assert!(check_bytes("--bytes", "5G").is_err());
+    }
+}

@@ -77,3 +77,46 @@ pub(crate) fn section(plan: &Plan, o: &Outcome) -> String {
         table(o)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::cancel::load::Counts;
+    use crate::record::cancel::CancelResult;
+
+    #[test]
+    fn rows_have_as_many_columns_as_the_header() {
+        let counts = Counts {
+            sent: 10,
+            received: 7,
+            note: Some("a | b".into()),
+        };
+        let o = Outcome {
+            results: vec![
+                CancelResult::counted("hoop", "read", counts),
+                CancelResult::unsupported("compio", "unix_recv", "no socket".into()),
+            ],
+            skipped: vec!["monoio: skipped: no binary".into()],
+            failures: vec!["tokio: accept: boom".into()],
+        };
+        let t = table(&o);
+        let rows: Vec<&str> = t.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(rows.len(), 4, "{t}");
+        let cols = rows[0].matches('|').count();
+        for r in &rows {
+            assert_eq!(r.matches('|').count(), cols, "{r}");
+        }
+        assert_eq!(
+            rows[2], "| hoop | read | 10 | 7 | 3 | bytes | a / b |",
+            "{t}"
+        );
+        assert_eq!(
+            rows[3], "| compio | unix_recv | - | - | - | datagrams | not supported: no socket |",
+            "{t}"
+        );
+        assert!(
+            t.ends_with("- monoio: skipped: no binary\n- failed: tokio: accept: boom\n"),
+            "{t}"
+        );
+    }
+}
