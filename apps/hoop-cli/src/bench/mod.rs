@@ -3,12 +3,14 @@
 use std::io;
 use std::path::PathBuf;
 
+mod cancel;
 mod count;
 mod file;
 mod fsread;
 mod http;
+mod idle;
 
-use hoop_bench::{cancel, fanout, idle, nop, report::suite, side_by_side};
+use hoop_bench::{fanout, nop, report::suite, side_by_side};
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -136,7 +138,7 @@ pub enum BenchCommand {
     /// The helper that holds idle connections for `hoop bench idle` (one process per
     /// open-file limit's worth).
     #[command(hide = true)]
-    IdleClient(idle::holder::IdleClientArgs),
+    IdleClient(idle::IdleClientArgs),
 }
 
 /// Runs `hoop bench`.
@@ -156,9 +158,9 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             .plan()
             .and_then(|p| hoop_bench::load::count::run_count(&p)),
         Some(BenchCommand::Fanout(f)) => fanout::run_fanout_command(f, json),
-        Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
-        Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
-        Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),
+        Some(BenchCommand::Cancel(c)) => hoop_bench::report::cancel::run_cancel(c.plan(), json),
+        Some(BenchCommand::Idle(i)) => hoop_bench::report::idle::run_idle(i.plan(), json),
+        Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c.plan()),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

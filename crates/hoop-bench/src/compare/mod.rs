@@ -1,10 +1,12 @@
 //! The comparisons: one runner for every bench (targets x cells x rounds, medians, ratios
 //! paired within a round) in [`matrix`], and each bench's targets, cells and run.
 
+pub mod cancel;
 pub mod file;
 pub mod file_quick;
 pub mod fsread;
 pub mod http;
+pub mod idle;
 pub mod matrix;
 
 pub use matrix::{med, pair_ratio, pair_ratios, Matrix, Order, Outcome, Sample, Verified};

@@ -1,6 +1,8 @@
-//! The load generators and engines: what sends the work a bench measures and checks every
-//! answer.
+//! The load generators and engines: what each bench does to the thing it measures, and what it
+//! counts while doing it (every answer checked).
 
+pub mod cancel;
 pub mod count;
 pub mod file;
 pub mod http;
+pub mod idle;

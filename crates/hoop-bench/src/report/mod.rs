@@ -2,6 +2,7 @@
 //! and the quick suite that writes them all.
 
 pub mod attack;
+pub mod cancel;
 pub mod charts;
 pub mod file;
 pub mod file_quick;
@@ -10,6 +11,7 @@ pub mod fsread;
 pub mod http;
 pub mod http_command;
 pub mod hyper_pair;
+pub mod idle;
 pub mod markdown;
 pub mod output;
 pub mod ratio;
