@@ -83,7 +83,7 @@ impl Builder {
     /// How long dropping the runtime waits for cancelled operations' completions before leaking
     /// their memory (default 5 s). It also bounds how long the end of `block_on`, and the
     /// shutdown, wait for the writes of files and streams dropped with write-behind pending
-    /// (see [`ShutdownReport::unfinished_writes`]).
+    /// (see [`ShutdownReport::unfinished_writes`](crate::ShutdownReport::unfinished_writes)).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Builder {
         self.cfg.shutdown_timeout = timeout;
         self
@@ -148,6 +148,8 @@ impl Builder {
 
     /// Bound on the threads of this runtime's [`spawn_blocking`] pool (default
     /// [`DEFAULT_MAX_BLOCKING_THREADS`], at least 1). Calls beyond it wait in a FIFO queue.
+    ///
+    /// [`spawn_blocking`]: super::spawn_blocking
     pub fn max_blocking_threads(mut self, threads: usize) -> Builder {
         self.max_blocking_threads = Some(threads.max(1));
         self
@@ -165,6 +167,9 @@ impl Builder {
     /// (`IORING_REGISTER_SEND_MSG_RING`, Linux 6.13+) rather than with the driver's eventfd.
     /// Default true; the epoll driver and older kernels always use the eventfd, and a message
     /// the kernel refuses falls back to it. [`Handle::wake_path`] says which one runs.
+    ///
+    /// [`Handle::spawn`]: super::Handle::spawn
+    /// [`Handle::wake_path`]: super::Handle::wake_path
     pub fn msg_ring_wake(mut self, on: bool) -> Builder {
         self.msg_ring_wake = Some(on);
         self

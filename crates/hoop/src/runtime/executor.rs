@@ -17,6 +17,8 @@ use super::task::{Header, RemoteFuture, TaskId, MAIN};
 use super::{poll, spawn};
 
 /// A single-threaded io_uring runtime. Not `Send`: build one per thread (see [`run_per_core`]).
+///
+/// [`run_per_core`]: super::run_per_core
 pub struct Runtime {
     pub(super) inner: Rc<Inner>,
 }

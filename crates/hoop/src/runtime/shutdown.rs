@@ -96,6 +96,8 @@ impl Drop for Runtime {
 ///
 /// # Panics
 /// Outside a hoop runtime.
+///
+/// [`run_per_core`]: super::run_per_core
 pub fn on_shutdown(hook: impl FnOnce(ShutdownReport) + 'static) {
     let inner = CONTEXT.with(|c| c.borrow().clone()).unwrap_or_else(|| {
         panic!("hoop::runtime::on_shutdown must be called from inside a hoop runtime")
