@@ -25,17 +25,8 @@ use std::time::Duration;
 
 use crate::{invalid, json_str, Flags};
 
-#[allow(dead_code)]
-#[path = "../../apps/hoop-cli/src/bench/cancel/dgram.rs"]
-mod dgram;
-#[allow(dead_code)]
-#[path = "../../apps/hoop-cli/src/bench/cancel/load.rs"]
-mod load;
-#[allow(dead_code)]
-#[path = "../../apps/hoop-cli/src/bench/cancel/sink.rs"]
-mod sink;
-
-use load::{Counts, Sizes};
+use crate::load::cancel::load::{self, Counts, Sizes};
+use crate::load::cancel::{dgram, sink};
 
 /// The runtimes.
 pub(crate) const CANCEL_RUNTIMES: [&str; 3] = ["monoio", "compio", "tokio-uring"];
@@ -139,7 +130,7 @@ macro_rules! read_loop {
 macro_rules! recv_loop {
     ($sleep:expr, $sender:expr, $n:expr, |$buf:ident| $recv:expr) => {{
         let sender = $sender;
-        let mut seen = load::Seen::new($n);
+        let mut seen = dgram::Seen::new($n);
         let mut errors = 0u64;
         let mut spare: Option<Vec<u8>> = None;
         loop {
@@ -162,7 +153,7 @@ macro_rules! recv_loop {
                 }
             }
         }
-        load::finish_datagrams(sender, &seen, errors)
+        dgram::finish_datagrams(sender, &seen, errors)
     }};
 }
 
@@ -261,19 +252,6 @@ fn scenario_on(runtime: &str, scenario: &str, s: &Sizes) -> io::Result<Option<Co
     }
 }
 
-/// drop_after_write's count, once the runtime is gone.
-fn file_counts(dir: &std::path::Path, sent: u64, err: Option<io::Error>, len: u64) -> Counts {
-    let mut c = Counts {
-        sent,
-        ..Counts::default()
-    };
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    load::count_files(dir, len, &mut c);
-    c
-}
-
 fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
     use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
     let mut rt = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
@@ -282,7 +260,7 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
         .map_err(|e| io::Error::new(e.kind(), format!("monoio's io_uring runtime: {e}")))?;
     let sleep = monoio::time::sleep;
     if scenario == "stream_drop_after_write" {
-        let reader = load::stream_reader(s.stream_bytes)?;
+        let reader = sink::stream_reader(s.stream_bytes)?;
         let (reader, made, sent, err) = rt.block_on(async {
             streams_loop!(
                 s,
@@ -292,7 +270,7 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             )
         });
         drop(rt);
-        return Ok(load::stream_counts(reader, made, sent, err));
+        return Ok(sink::stream_counts(reader, made, sent, err));
     }
     match scenario {
         "accept" => {
@@ -320,30 +298,30 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             Ok(v.counts(writer.join().unwrap_or(0), note))
         }
         "udp_recv_from" => {
-            let (rx, tx) = load::udp_pair()?;
+            let (rx, tx) = dgram::udp_pair()?;
             let fd = rx.as_raw_fd();
             rt.block_on(async {
                 let sock = monoio::net::udp::UdpSocket::from_std(rx)?;
-                let sender = load::datagrams(s.datagrams, fd, move |b| tx.send(b));
+                let sender = dgram::datagrams(s.datagrams, fd, move |b| tx.send(b));
                 Ok(recv_loop!(sleep, sender, s.datagrams, |buf| sock.recv_from(buf)))
             })
         }
         "unix_recv" => {
-            let (rx, tx) = load::unix_pair()?;
+            let (rx, tx) = dgram::unix_pair()?;
             let fd = rx.as_raw_fd();
             rt.block_on(async {
                 let sock = monoio::net::unix::UnixDatagram::from_std(rx)?;
-                let sender = load::datagrams(s.datagrams, fd, move |b| tx.send(b));
+                let sender = dgram::datagrams(s.datagrams, fd, move |b| tx.send(b));
                 Ok(recv_loop!(sleep, sender, s.datagrams, |buf| sock.recv(buf)))
             })
         }
         _ => {
-            let dir = load::files_dir(&s.dir, "monoio")?;
+            let dir = sink::files_dir(&s.dir, "monoio")?;
             let data = load::file_data(s.file_bytes);
             let (sent, err) = rt.block_on(async {
                 let mut sent = 0u64;
                 for i in 0..s.files {
-                    let f = match monoio::fs::File::create(load::file_path(&dir, i)).await {
+                    let f = match monoio::fs::File::create(sink::file_path(&dir, i)).await {
                         Ok(f) => f,
                         Err(e) => return (sent, Some(e)),
                     };
@@ -356,7 +334,7 @@ fn monoio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }
@@ -367,7 +345,7 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
         .map_err(|e| io::Error::new(e.kind(), format!("compio's runtime: {e}")))?;
     let sleep = compio::time::sleep;
     if scenario == "stream_drop_after_write" {
-        let reader = load::stream_reader(s.stream_bytes)?;
+        let reader = sink::stream_reader(s.stream_bytes)?;
         let (reader, made, sent, err) = rt.block_on(async {
             streams_loop!(
                 s,
@@ -377,7 +355,7 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             )
         });
         drop(rt);
-        return Ok(load::stream_counts(reader, made, sent, err));
+        return Ok(sink::stream_counts(reader, made, sent, err));
     }
     match scenario {
         "accept" => {
@@ -405,21 +383,21 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             Ok(v.counts(writer.join().unwrap_or(0), note))
         }
         "udp_recv_from" => {
-            let (rx, tx) = load::udp_pair()?;
+            let (rx, tx) = dgram::udp_pair()?;
             let fd = rx.as_raw_fd();
             rt.block_on(async {
                 let sock = compio::net::UdpSocket::from_std(rx)?;
-                let sender = load::datagrams(s.datagrams, fd, move |b| tx.send(b));
+                let sender = dgram::datagrams(s.datagrams, fd, move |b| tx.send(b));
                 Ok(recv_loop!(sleep, sender, s.datagrams, |buf| sock.recv_from(buf)))
             })
         }
         _ => {
-            let dir = load::files_dir(&s.dir, "compio")?;
+            let dir = sink::files_dir(&s.dir, "compio")?;
             let data = load::file_data(s.file_bytes);
             let (sent, err) = rt.block_on(async {
                 let mut sent = 0u64;
                 for i in 0..s.files {
-                    let mut f = match compio::fs::File::create(load::file_path(&dir, i)).await {
+                    let mut f = match compio::fs::File::create(sink::file_path(&dir, i)).await {
                         Ok(f) => f,
                         Err(e) => return (sent, Some(e)),
                     };
@@ -432,7 +410,7 @@ fn compio_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }
@@ -442,7 +420,7 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
         .map_err(|e| io::Error::new(e.kind(), format!("tokio-uring's runtime: {e}")))?;
     let sleep = |d: Duration| tokio::time::sleep(d);
     if scenario == "stream_drop_after_write" {
-        let reader = load::stream_reader(s.stream_bytes)?;
+        let reader = sink::stream_reader(s.stream_bytes)?;
         let (reader, made, sent, err) = rt.block_on(async {
             streams_loop!(
                 s,
@@ -452,7 +430,7 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             )
         });
         drop(rt);
-        return Ok(load::stream_counts(reader, made, sent, err));
+        return Ok(sink::stream_counts(reader, made, sent, err));
     }
     match scenario {
         "accept" => {
@@ -479,21 +457,21 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
             Ok(v.counts(writer.join().unwrap_or(0), note))
         }
         "udp_recv_from" => {
-            let (rx, tx) = load::udp_pair()?;
+            let (rx, tx) = dgram::udp_pair()?;
             let fd = rx.as_raw_fd();
             rt.block_on(async {
                 let sock = tokio_uring::net::UdpSocket::from_std(rx);
-                let sender = load::datagrams(s.datagrams, fd, move |b| tx.send(b));
+                let sender = dgram::datagrams(s.datagrams, fd, move |b| tx.send(b));
                 Ok(recv_loop!(sleep, sender, s.datagrams, |buf| sock.recv_from(buf)))
             })
         }
         _ => {
-            let dir = load::files_dir(&s.dir, "tokio-uring")?;
+            let dir = sink::files_dir(&s.dir, "tokio-uring")?;
             let data = load::file_data(s.file_bytes);
             let (sent, err) = rt.block_on(async {
                 let mut sent = 0u64;
                 for i in 0..s.files {
-                    let f = match tokio_uring::fs::File::create(load::file_path(&dir, i)).await {
+                    let f = match tokio_uring::fs::File::create(sink::file_path(&dir, i)).await {
                         Ok(f) => f,
                         Err(e) => return (sent, Some(e)),
                     };
@@ -506,7 +484,7 @@ fn tokio_uring_run(scenario: &str, s: &Sizes) -> io::Result<Counts> {
                 (sent, None)
             });
             drop(rt);
-            Ok(file_counts(&dir, sent, err, s.file_bytes))
+            Ok(sink::file_counts(&dir, sent, err, s.file_bytes))
         }
     }
 }

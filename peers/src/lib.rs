@@ -57,6 +57,27 @@ mod file;
 mod fsread;
 mod nop;
 
+/// hoop-bench's files the peers share, std and libc only, at the module paths they have in
+/// hoop-bench, so that their `crate::` paths resolve here too: the load and counting of
+/// `hoop bench cancel`, and the open-file limit they raise.
+#[path = "../../crates/hoop-bench/src/load"]
+mod load {
+    pub(crate) mod cancel {
+        #[allow(dead_code)]
+        pub(crate) mod dgram;
+        #[allow(dead_code)]
+        pub(crate) mod load;
+        #[allow(dead_code)]
+        pub(crate) mod sink;
+    }
+}
+#[path = "../../crates/hoop-bench/src/machine"]
+mod machine {
+    #[allow(dead_code)]
+    mod nofile;
+    pub(crate) use nofile::raise_nofile_limit;
+}
+
 use pattern::Picker;
 
 /// The file engines.

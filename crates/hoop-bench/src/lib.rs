@@ -27,11 +27,11 @@
 //! * `hoop bench cancel [--runtimes LIST] [--scenarios LIST] [--clients N] [--bytes SIZE]
 //!   [--datagrams N] [--files N] [--file-bytes SIZE] [--no-peers]`: what an I/O future dropped in
 //!   `select!` loses, counted side by side on hoop (io_uring and epoll), tokio and the peers
-//!   ([`cancel`]).
+//!   ([`compare::cancel`]).
 //! * `hoop bench idle [--idle N] [-c CONNS] [-l LEN] [-t SECS] [--servers LIST] [--sample N]
 //!   [--per-client N]`: idle connections held against each echo server (helper processes
 //!   `hoop bench idle-client` hold them) while active ones load it: RSS per idle connection,
-//!   active req/s and p99 with and without them ([`idle`]).
+//!   active req/s and p99 with and without them ([`compare::idle`]).
 //! * `hoop bench count --op nop|read --engine hoop|raw --count N [--batch B] [--file PATH]`: a
 //!   fixed amount of work for instruction counts under callgrind ([`load::count`],
 //!   `scripts/instructions`).
@@ -42,9 +42,7 @@
 //! With `--json`, every command prints one JSON object per measurement, one per line, on stdout,
 //! and its human output goes to stderr.
 
-pub mod cancel;
 pub mod compare;
-pub mod idle;
 pub mod load;
 pub mod machine;
 pub mod measure;

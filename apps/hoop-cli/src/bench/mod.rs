@@ -3,15 +3,17 @@
 use std::io;
 use std::path::PathBuf;
 
+mod cancel;
 mod count;
 mod echo;
 mod fanout;
 mod file;
 mod fsread;
 mod http;
+mod idle;
 mod nop;
 
-use hoop_bench::{cancel, idle, report::suite};
+use hoop_bench::report::suite;
 
 /// The exit codes, as `-h` says them.
 const EXIT_CODES: &str = "Exit status: 0 when every measurement completed and every request was \
@@ -133,7 +135,7 @@ pub enum BenchCommand {
     /// The helper that holds idle connections for `hoop bench idle` (one process per
     /// open-file limit's worth).
     #[command(hide = true)]
-    IdleClient(idle::holder::IdleClientArgs),
+    IdleClient(idle::IdleClientArgs),
 }
 
 /// Runs `hoop bench`.
@@ -153,9 +155,9 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
             .plan()
             .and_then(|p| hoop_bench::load::count::run_count(&p)),
         Some(BenchCommand::Fanout(a)) => fanout::run(a, json),
-        Some(BenchCommand::Cancel(c)) => cancel::run_cancel_command(c, json),
-        Some(BenchCommand::Idle(i)) => idle::run_idle_command(i, json),
-        Some(BenchCommand::IdleClient(c)) => idle::holder::run_idle_client(c),
+        Some(BenchCommand::Cancel(c)) => hoop_bench::report::cancel::run_cancel(c.plan(), json),
+        Some(BenchCommand::Idle(i)) => hoop_bench::report::idle::run_idle(i.plan(), json),
+        Some(BenchCommand::IdleClient(c)) => hoop_bench::load::idle::run_idle_client(c.plan()),
         None => suite::run_suite(suite::SuiteOptions {
             json,
             out: args.out,

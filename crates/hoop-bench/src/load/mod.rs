@@ -1,10 +1,12 @@
-//! The load generators and engines: what sends the work a bench measures and checks every
-//! answer.
+//! The load generators and engines: what each bench does to the thing it measures, and what it
+//! counts while doing it (every answer checked).
 
+pub mod cancel;
 pub mod count;
 pub mod echo;
 pub mod fanout;
 pub mod file;
 pub mod http;
+pub mod idle;
 pub mod nop;
 pub mod thread;

@@ -2,8 +2,11 @@
 //! CPUs the benchmarks may pin to.
 
 pub mod fs;
+pub mod nofile;
 pub mod pin;
 pub mod proc;
+
+pub(crate) use nofile::{nofile_hard_limit, nofile_limit, raise_nofile_limit};
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -120,23 +123,6 @@ pub(crate) fn pin_plan() -> (Option<usize>, Option<usize>) {
         [a, b, ..] => (Some(*a), Some(*b)),
         _ => (None, None),
     }
-}
-
-/// Raises the soft limit on open files to the hard limit, best effort (1000 connections need
-/// more than 1024 descriptors with the server's). Children inherit it.
-pub(crate) fn raise_nofile_limit() {
-    let _ = hoop::runtime::raise_nofile_limit();
-}
-
-/// The soft limit on open files (after [`raise_nofile_limit`], the hard one); 0 if unknown.
-pub(crate) fn nofile_limit() -> u64 {
-    // SAFETY: rlimit is plain old data.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 0;
-    }
-    lim.rlim_cur
 }
 
 /// The exact command line, shell-quoted where needed.

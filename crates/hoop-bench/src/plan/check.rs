@@ -73,13 +73,25 @@ pub fn check_rounds(rounds: u32) -> io::Result<()> {
 /// Checks a `--servers` list against `known` (case and spaces ignored, repeats dropped, in the
 /// order given) and returns it; `None`: every known server.
 pub fn parse_server_list(list: Option<Vec<String>>, known: &[&str]) -> io::Result<Vec<String>> {
+    parse_names("--servers", "server", list, known)
+}
+
+/// Checks the list of names given as `flag` against `known` (case and spaces ignored, repeats
+/// dropped, in the order given) and returns it; `None`: every known name. The errors call an
+/// entry a `noun` ("server", "name").
+pub fn parse_names(
+    flag: &str,
+    noun: &str,
+    list: Option<Vec<String>>,
+    known: &[&str],
+) -> io::Result<Vec<String>> {
     let list = list.unwrap_or_else(|| known.iter().map(|s| s.to_string()).collect());
     let mut out: Vec<String> = Vec::new();
     for s in list {
         let s = s.trim().to_ascii_lowercase();
         if !known.contains(&s.as_str()) {
             return Err(invalid(format!(
-                "unknown server {s:?} in --servers (known: {})",
+                "unknown {noun} {s:?} in {flag} (known: {})",
                 known.join(", ")
             )));
         }
@@ -88,7 +100,7 @@ pub fn parse_server_list(list: Option<Vec<String>>, known: &[&str]) -> io::Resul
         }
     }
     if out.is_empty() {
-        return Err(invalid("--servers needs at least one server"));
+        return Err(invalid(format!("{flag} needs at least one {noun}")));
     }
     Ok(out)
 }

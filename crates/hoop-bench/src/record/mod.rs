@@ -3,10 +3,12 @@
 //! its field names and order.
 
 pub mod attack;
+pub mod cancel;
 pub mod echo;
 pub mod fanout;
 pub mod file;
 pub mod fsread;
 pub mod http;
+pub mod idle;
 pub mod nop;
 pub mod usage;

@@ -48,11 +48,11 @@ pub(crate) struct ReportData<'a> {
     /// The fan-out section (markdown; none: skipped).
     pub fanout_section: Option<&'a str>,
     /// Cancellation counts (empty when skipped).
-    pub cancel: &'a [crate::cancel::CancelResult],
+    pub cancel: &'a [crate::record::cancel::CancelResult],
     /// The cancellation section (markdown; none: skipped).
     pub cancel_section: Option<&'a str>,
     /// Idle-connection measurements (empty when skipped).
-    pub idle: &'a [crate::idle::IdleResult],
+    pub idle: &'a [crate::record::idle::IdleResult],
     /// The idle-connection section (markdown; none: skipped).
     pub idle_section: Option<&'a str>,
     /// Runs that could not be measured.

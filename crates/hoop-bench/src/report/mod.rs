@@ -2,6 +2,7 @@
 //! and the quick suite that writes them all.
 
 pub mod attack;
+pub mod cancel;
 pub mod charts;
 pub mod echo;
 pub mod fanout;
@@ -12,6 +13,7 @@ pub mod fsread;
 pub mod http;
 pub mod http_command;
 pub mod hyper_pair;
+pub mod idle;
 pub mod markdown;
 pub mod nop;
 pub mod output;

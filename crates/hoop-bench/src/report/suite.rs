@@ -12,14 +12,14 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::cancel;
+use crate::compare::cancel;
 use crate::compare::echo::{self as echo_compare, EchoMatrix};
 use crate::compare::fanout::{self, FanoutMatrix};
 use crate::compare::file_quick::{self as quick, QuickOptions};
 use crate::compare::http::run as http;
+use crate::compare::idle;
 use crate::compare::nop;
 use crate::compare::Outcome;
-use crate::idle;
 use crate::machine::{self as sysinfo, SysInfo};
 use crate::plan::http::{quick_cells, SERVERS as HTTP_SERVERS};
 use crate::plan::{check_rounds, check_secs};
@@ -281,11 +281,13 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     }
     let cancel_section = cancel_plan
         .as_ref()
-        .map(|p| cancel::section(p, &cancel_outcome));
+        .map(|p| crate::report::cancel::section(p, &cancel_outcome));
     if let Some(s) = &cancel_section {
         out.human(s);
     }
-    let idle_section = idle_plan.as_ref().map(|p| idle::section(p, &idle_outcome));
+    let idle_section = idle_plan
+        .as_ref()
+        .map(|p| crate::report::idle::section(p, &idle_outcome));
     if let Some(s) = &idle_section {
         out.human(s);
     }

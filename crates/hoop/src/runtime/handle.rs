@@ -64,7 +64,7 @@ impl Handle {
 
     /// The handle of the runtime running on this thread, if any.
     pub fn try_current() -> Option<Handle> {
-        super::current_remote().map(Handle::new)
+        super::context::current_remote().map(Handle::new)
     }
 
     /// Spawns `future` on the runtime's thread, from any thread. See the type's docs for what
@@ -76,9 +76,9 @@ impl Handle {
     {
         let cell = JoinCell::new();
         let task = RemoteTask::new(future, cell.clone());
-        if super::current_id() == Some(self.remote.runtime_id) {
+        if super::context::current_id() == Some(self.remote.runtime_id) {
             // On the runtime's own thread: a plain local spawn, no queue, no wake-up.
-            drop(super::spawn(task));
+            drop(super::spawn::spawn(task));
         } else if let Err(task) = self.remote.push_spawn(Box::pin(task)) {
             drop(task); // the runtime is gone: the handle resolves cancelled
         }
@@ -129,7 +129,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    match super::current_remote() {
+    match super::context::current_remote() {
         Some(remote) => remote.blocking.spawn(f),
         None => BlockingPool::global().spawn(f),
     }

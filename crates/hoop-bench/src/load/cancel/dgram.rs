@@ -1,6 +1,6 @@
 //! The datagram scenarios' load (udp_recv_from, unix_recv): numbered datagrams from a std
 //! socket, paced so the receiving queue never overflows, and the distinct numbers that arrived.
-//! A sibling of `load.rs`, which re-exports it (the peers include it too).
+//! std and libc only: the peers' binary includes it too.
 
 use std::io;
 use std::net::UdpSocket;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::cancel::load::{retryable, Counts, BUDGET, DGRAM, WINDOW};
+use crate::load::cancel::load::{retryable, Counts, BUDGET, DGRAM, WINDOW};
 
 /// The longest the sender waits for the receiving queue to empty before it gives up.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);

@@ -1,16 +1,6 @@
-//! The idle connections: held by helper processes (`hoop bench idle-client`, this very binary
-//! re-invoked), as many as one process's open-file limit allows each.
-//!
-//! A helper connects its COUNT connections from its own 127.0.0.x source addresses
-//! ([`PER_SOURCE`] per address, so no address runs short of ephemeral ports, and each server
-//! of a run gets fresh addresses so the previous one's TIME_WAIT sockets are never in the way),
-//! at most [`CONNECT_IN_FLIGHT`] connects at a time, each bounded by [`CONNECT_TIMEOUT`], the
-//! whole phase by [`CONNECT_PHASE`]. Then it checks a sample of the open ones: a unique
-//! 16-byte message each, whose echo must come back whole within [`REPLY_TIMEOUT`]. It prints
-//! one JSON line ([`Opened`]) and holds every connection, silent, until its stdin says
-//! `check` (it answers with the connections still open: [`Still`]) or ends (it closes them
-//! all and exits). A connection that could not be opened, or a sampled one that got no reply,
-//! is counted, never waited for without bound.
+//! The idle connections of `hoop bench idle`: held by helper processes (`hoop bench
+//! idle-client`, this very binary re-invoked), as many as one process's open-file limit allows
+//! each; the helper's side ([`run_idle_client`]) and the bench's (`Holders`).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -21,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+
+use crate::plan::idle::IdleClientPlan;
 
 /// Connections per 127.0.0.x source address (a fifth of Linux's default ephemeral range).
 pub(crate) const PER_SOURCE: usize = 5000;
@@ -34,26 +26,6 @@ pub(crate) const CONNECT_PHASE: Duration = Duration::from_secs(60);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a helper may take to answer `check`, or to exit once its stdin ended.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Arguments of the hidden `hoop bench idle-client`.
-#[derive(Debug, clap::Args)]
-pub struct IdleClientArgs {
-    /// The echo server.
-    #[arg(long, value_name = "IP:PORT")]
-    pub addr: SocketAddr,
-    /// Connections to open and hold.
-    #[arg(long, value_name = "N")]
-    pub count: usize,
-    /// Last byte of the first 127.0.0.x source address (the next ones follow).
-    #[arg(long, value_name = "X")]
-    pub source: u8,
-    /// Open connections whose echo is checked (evenly spread, the last one included).
-    #[arg(long, value_name = "N")]
-    pub sample: usize,
-    /// CPU to pin the helper to.
-    #[arg(long, value_name = "CPU")]
-    pub cpu: Option<usize>,
-}
 
 /// What a helper opened (its first line).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -121,7 +93,18 @@ fn probe_message(i: usize) -> [u8; 16] {
 }
 
 /// `hoop bench idle-client`: open, check, hold, close.
-pub fn run_idle_client(args: IdleClientArgs) -> io::Result<()> {
+///
+/// The helper connects its `count` connections from its own 127.0.0.x source addresses
+/// (`PER_SOURCE` per address, so no address runs short of ephemeral ports, and each server
+/// of a run gets fresh addresses so the previous one's TIME_WAIT sockets are never in the way),
+/// at most `CONNECT_IN_FLIGHT` connects at a time, each bounded by `CONNECT_TIMEOUT`, the
+/// whole phase by `CONNECT_PHASE`. Then it checks a sample of the open ones: a unique
+/// 16-byte message each, whose echo must come back whole within `REPLY_TIMEOUT`. It prints
+/// one JSON line (`Opened`) and holds every connection, silent, until its stdin says `check`
+/// (it answers with the connections still open: `Still`) or ends (it closes them all and
+/// exits). A connection that could not be opened, or a sampled one that got no reply, is
+/// counted, never waited for without bound.
+pub fn run_idle_client(args: IdleClientPlan) -> io::Result<()> {
     crate::machine::raise_nofile_limit();
     if let Some(cpu) = args.cpu {
         hoop::runtime::pin_to_cpu(cpu)?;
@@ -149,7 +132,7 @@ pub fn run_idle_client(args: IdleClientArgs) -> io::Result<()> {
     Ok(())
 }
 
-async fn open_all(args: &IdleClientArgs) -> (Vec<tokio::net::TcpStream>, Opened) {
+async fn open_all(args: &IdleClientPlan) -> (Vec<tokio::net::TcpStream>, Opened) {
     let t0 = Instant::now();
     let give_up = tokio::time::Instant::now() + CONNECT_PHASE;
     let addr = args.addr;

@@ -1,17 +1,8 @@
-//! The std side of `hoop bench cancel`'s scenarios, on plain threads, and the counting: shared
-//! by the runtimes of the `hoop` binary (hoop, hoop-epoll, tokio) and by the peers
-//! (`hoop-peer cancel`, which includes this very file), so every runtime meets the same load
-//! and is counted the same way. std and libc only; with its siblings `dgram.rs` (the
-//! datagrams) and `sink.rs` (the files and streams written then dropped), whose items it
-//! re-exports, so the peers include the three files as siblings too.
-//!
-//! * accept: [`accept_clients`], clients one after another, each waiting for one byte.
-//! * read: [`tcp_writer`], a writer of a verifiable byte stream, and [`Verifier`].
-//! * udp_recv_from, unix_recv: [`datagrams`], numbered datagrams paced so that the receiving
-//!   socket's queue never overflows, and [`Seen`].
-//! * drop_after_write: [`file_data`] and [`count_files`], the bytes that reached the files.
-//! * stream_drop_after_write: [`stream_reader`], the bytes that reached the other end of TCP
-//!   streams dropped right after their write-all.
+//! The std side of `hoop bench cancel`'s scenarios, on plain threads, and their counting: the
+//! scenarios and their sizes, [`Counts`], the accept clients ([`accept_clients`]), the read
+//! scenario's writer ([`tcp_writer`]) and [`Verifier`]. std and libc only: the peers' binary
+//! includes it (with `dgram.rs` and `sink.rs`, which use it), so every runtime meets the same
+//! load and is counted the same way.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -21,12 +12,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-pub(crate) use crate::cancel::dgram::{datagrams, finish_datagrams, udp_pair, unix_pair, Seen};
-pub(crate) use crate::cancel::sink::{
-    count_files, file_path, files_dir, stream_counts, stream_reader,
-};
-
-/// The timer every select loop races its I/O against (as in the trial).
+/// The timer every select loop races its I/O against.
 pub(crate) const TICK: Duration = Duration::from_micros(50);
 /// The buffer of each read and receive.
 pub(crate) const CHUNK: usize = 64 * 1024;
@@ -203,7 +189,7 @@ pub(crate) fn accept_clients(addr: SocketAddr, n: u64) -> Clients {
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
     // The clients left waiting and the connections a runtime keeps are two descriptors each.
-    raise_nofile_limit();
+    crate::machine::raise_nofile_limit();
     let handle = thread::spawn(move || {
         let start = Instant::now();
         let mut c = Counts::default();
@@ -292,19 +278,6 @@ impl Clients {
             note: Some("the client thread panicked".into()),
             ..Counts::default()
         })
-    }
-}
-
-/// Raises the soft limit on open descriptors to the hard limit (best effort).
-fn raise_nofile_limit() {
-    // SAFETY: rlimit is plain old data; all-zero is valid.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into a valid pointer; setrlimit reads one.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
     }
 }
 

@@ -1,6 +1,41 @@
-//! The idle bench's table, and its section of the suite's report.
+//! `hoop bench idle`'s report: the command's run (plan, comparison, table, exit status), its
+//! table, and its section of the suite's report.
 
-use crate::idle::{label, IdleResult, Outcome, Plan};
+use std::io;
+
+use crate::compare::idle::{run_plan, Outcome, Plan};
+use crate::plan::idle::IdlePlan;
+use crate::record::idle::IdleResult;
+use crate::report::echo::label;
+use crate::report::output::Out;
+
+/// Runs `hoop bench idle`.
+pub fn run_idle(plan: IdlePlan, json: bool) -> io::Result<()> {
+    let plan = Plan::check(plan)?;
+    let out = Out::new(json, plan.planned_secs());
+    if let Some(n) = &plan.cap_note {
+        out.note(n);
+    }
+    let outcome = run_plan(&plan, &out);
+    out.finish();
+    out.human(&table(&plan, &outcome));
+    if !outcome.failures.is_empty() {
+        return Err(io::Error::other(format!(
+            "{} server(s) could not be measured; first: {}",
+            outcome.failures.len(),
+            outcome.failures[0]
+        )));
+    }
+    let bad = outcome.bad();
+    if !bad.is_empty() {
+        return Err(io::Error::other(format!(
+            "{}: idle connections failed, or the active load counted errors or verified nothing \
+             (see the table)",
+            bad.join(", ")
+        )));
+    }
+    Ok(())
+}
 
 fn mib(b: Option<u64>) -> String {
     b.map_or("-".into(), |b| {

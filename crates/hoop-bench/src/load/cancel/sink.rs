@@ -1,7 +1,6 @@
 //! The load of the scenarios that write and drop (drop_after_write,
 //! stream_drop_after_write): where the files go and what reached them, and the reader at the
-//! other end of the streams. A sibling of `load.rs`, which re-exports it (the peers include it
-//! too).
+//! other end of the streams. std and libc only: the peers' binary includes it too.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener};
@@ -12,7 +11,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::cancel::load::{Counts, Verifier, BUDGET, CHUNK, CLIENT_WAIT};
+use crate::load::cancel::load::{Counts, Verifier, BUDGET, CHUNK, CLIENT_WAIT};
 
 /// The reader of stream_drop_after_write, on a thread of its own.
 pub(crate) struct StreamReader {
@@ -105,6 +104,21 @@ pub(crate) fn stream_counts(
     if let Some(e) = err {
         c.add_note(format!("writing stopped early: {e}"));
     }
+    c
+}
+
+/// drop_after_write's count, once the runtime is gone: `sent` bytes written, the writing's
+/// error if it stopped early, and what reached the files of `dir` (each `len` bytes; `dir` is
+/// removed).
+pub(crate) fn file_counts(dir: &Path, sent: u64, err: Option<io::Error>, len: u64) -> Counts {
+    let mut c = Counts {
+        sent,
+        ..Counts::default()
+    };
+    if let Some(e) = err {
+        c.add_note(format!("writing stopped early: {e}"));
+    }
+    count_files(dir, len, &mut c);
     c
 }
 

@@ -1,5 +1,5 @@
 //! The scenarios on tokio (a current-thread runtime), the reference: the same loops as
-//! [`crate::cancel::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
+//! [`crate::load::cancel::hoop`] with `tokio::select!`, `AsyncReadExt::read` into a borrowed buffer,
 //! `recv_from`/`recv`, and `tokio::fs::File` and `TcpStream` with `AsyncWriteExt::write_all`,
 //! dropped unflushed.
 
@@ -8,7 +8,9 @@ use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 
-use crate::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::dgram;
+use crate::load::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::sink;
 
 /// Runs `scenario` on a current-thread tokio runtime.
 pub(crate) fn run(scenario: &str, sizes: &Sizes) -> Result<Counts, String> {
@@ -82,46 +84,65 @@ fn read(rt: Runtime, bytes: u64) -> io::Result<Counts> {
 }
 
 fn udp(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
-    use std::os::fd::AsRawFd;
-    let (rx, tx) = load::udp_pair()?;
-    let fd = rx.as_raw_fd();
-    let (seen, errors, sender) = rt.block_on(async {
-        let sock = tokio::net::UdpSocket::from_std(rx)?;
-        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let mut seen = load::Seen::new(datagrams);
-        let mut errors = 0u64;
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            let done = sender.done();
-            tokio::select! {
-                biased;
-                _ = tokio::time::sleep(if done { DRAIN } else { TICK }) => {
-                    if done {
-                        break;
-                    }
-                }
-                res = sock.recv_from(&mut buf) => match res {
-                    Ok((n, _)) => seen.record(&buf[..n]),
-                    Err(e) if load::retryable(&e) => {}
-                    Err(_) => errors += 1,
-                },
-            }
-        }
-        Ok::<_, io::Error>((seen, errors, sender))
-    })?;
-    let c = load::finish_datagrams(sender, &seen, errors);
-    drop(rt);
-    Ok(c)
+    let (rx, tx) = dgram::udp_pair()?;
+    datagram_scenario(
+        rt,
+        datagrams,
+        rx,
+        tokio::net::UdpSocket::from_std,
+        move |b| tx.send(b),
+    )
 }
 
 fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
-    use std::os::fd::AsRawFd;
-    let (rx, tx) = load::unix_pair()?;
+    let (rx, tx) = dgram::unix_pair()?;
+    datagram_scenario(
+        rt,
+        datagrams,
+        rx,
+        tokio::net::UnixDatagram::from_std,
+        move |b| tx.send(b),
+    )
+}
+
+/// The receive call a datagram scenario races against the timer: `recv_from` for UDP, `recv`
+/// for a Unix datagram socket.
+trait Receive {
+    /// One receive into `buf`: the datagram's length.
+    async fn receive(&self, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+impl Receive for tokio::net::UdpSocket {
+    async fn receive(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv_from(buf).await.map(|(n, _)| n)
+    }
+}
+
+impl Receive for tokio::net::UnixDatagram {
+    async fn receive(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.recv(buf).await
+    }
+}
+
+/// A datagram scenario: the std socket `rx` taken over by the runtime (`adopt`), `datagrams`
+/// numbered datagrams sent to it through `send` from a std thread, each receive call raced
+/// against the timer until the sender is done and the timer finds nothing more to drain.
+fn datagram_scenario<R, S>(
+    rt: Runtime,
+    datagrams: u64,
+    rx: R,
+    adopt: impl FnOnce(R) -> io::Result<S>,
+    send: impl FnMut(&[u8]) -> io::Result<usize> + Send + 'static,
+) -> io::Result<Counts>
+where
+    R: std::os::fd::AsRawFd,
+    S: Receive,
+{
     let fd = rx.as_raw_fd();
     let (seen, errors, sender) = rt.block_on(async {
-        let sock = tokio::net::UnixDatagram::from_std(rx)?;
-        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let mut seen = load::Seen::new(datagrams);
+        let sock = adopt(rx)?;
+        let sender = dgram::datagrams(datagrams, fd, send);
+        let mut seen = dgram::Seen::new(datagrams);
         let mut errors = 0u64;
         let mut buf = vec![0u8; CHUNK];
         loop {
@@ -133,7 +154,7 @@ fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
                         break;
                     }
                 }
-                res = sock.recv(&mut buf) => match res {
+                res = sock.receive(&mut buf) => match res {
                     Ok(n) => seen.record(&buf[..n]),
                     Err(e) if load::retryable(&e) => {}
                     Err(_) => errors += 1,
@@ -142,18 +163,18 @@ fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
         }
         Ok::<_, io::Error>((seen, errors, sender))
     })?;
-    let c = load::finish_datagrams(sender, &seen, errors);
+    let c = dgram::finish_datagrams(sender, &seen, errors);
     drop(rt);
     Ok(c)
 }
 
 fn files(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
-    let dir = load::files_dir(&sizes.dir, "tokio")?;
+    let dir = sink::files_dir(&sizes.dir, "tokio")?;
     let data = load::file_data(sizes.file_bytes);
     let (sent, err) = rt.block_on(async {
         let mut sent = 0u64;
         for i in 0..sizes.files {
-            let mut f = match tokio::fs::File::create(load::file_path(&dir, i)).await {
+            let mut f = match tokio::fs::File::create(sink::file_path(&dir, i)).await {
                 Ok(f) => f,
                 Err(e) => return (sent, Some(e)),
             };
@@ -168,19 +189,11 @@ fn files(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
     });
     // As at the end of `main`: tokio's drop waits for the blocking pool's writes.
     drop(rt);
-    let mut c = Counts {
-        sent,
-        ..Counts::default()
-    };
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    load::count_files(&dir, sizes.file_bytes, &mut c);
-    Ok(c)
+    Ok(sink::file_counts(&dir, sent, err, sizes.file_bytes))
 }
 
 fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
-    let (addr, reader) = load::stream_reader(sizes.stream_bytes)?;
+    let (addr, reader) = sink::stream_reader(sizes.stream_bytes)?;
     let data = load::file_data(sizes.stream_bytes);
     let (made, sent, err) = rt.block_on(async {
         let (mut made, mut sent) = (0u64, 0u64);
@@ -200,5 +213,5 @@ fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
         (made, sent, None)
     });
     drop(rt);
-    Ok(load::stream_counts(reader, made, sent, err))
+    Ok(sink::stream_counts(reader, made, sent, err))
 }

@@ -1,43 +1,26 @@
-//! `hoop bench idle`: many idle connections held against an echo server while a few active
-//! ones load it, side by side (hoop on io_uring, hoop on epoll, tokio, monoio).
-//!
-//! Per server (a child process pinned like `hoop bench echo`'s, started fresh): the active
-//! load (`-c` connections of the echo client, every reply verified) for `-t` seconds with no
-//! idle connection; the server's RSS; then N idle connections opened by helper processes
-//! ([`holder`]; as many as one process's open-file limit allows each) from their own
-//! 127.0.0.x source addresses, a sample of them checked for an echo once all are open; RSS
-//! again; the same active load with the idle connections held; how many of them the server
-//! still holds; then they leave, and RSS is read once more [`AFTER`] later.
-//!
-//! N is capped, with a line, at the servers' open-file hard limit less [`SERVER_FD_SLACK`]
-//! (every server raises its soft limit to the hard one). Connections that could not be opened
-//! or, sampled, got no echo are counted (`idle_failed`): every connect and every read is
-//! bounded in time, so a server that stops serving new clients is seen, not waited for.
+//! `hoop bench idle`'s comparison: the servers, the checked plan, and one server's run (its
+//! active load alone, its idle connections opened by helper processes, the same load with them
+//! held, then RSS once they left).
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
+use crate::load::idle as holder;
+use crate::machine::nofile_hard_limit;
+use crate::machine::proc::rss_bytes;
 use crate::measure::latency as stats;
+use crate::plan::idle::{IdlePlan, DEFAULT_IDLE};
 use crate::plan::{check_conns, check_len, check_secs, invalid};
+use crate::record::idle::IdleResult;
 use crate::report::output::Out;
 use crate::target::child::ServerChild;
-
-pub mod holder;
-mod table;
-
-pub(crate) use crate::report::echo::label;
-pub(crate) use table::{section, table};
 
 /// The servers by default, in run order.
 pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "tokio", "monoio"];
 /// The servers `--servers` accepts.
 const KNOWN: [&str; 5] = ["hoop", "hoop-basic", "hoop-epoll", "tokio", "monoio"];
-/// Idle connections by default.
-pub(crate) const DEFAULT_IDLE: usize = 100_000;
 /// The quick suite's size: idle connections and seconds of each active run.
 pub(crate) const QUICK_IDLE: usize = 2000;
 /// Descriptors a server needs beyond its idle connections (the active ones, its listener, its
@@ -52,44 +35,6 @@ const AFTER: Duration = Duration::from_secs(1);
 const FIRST_SOURCE: usize = 2;
 /// Planned overhead per server (start, connects, checks, stop), for the progress bar.
 const OVERHEAD_SECS: f64 = 3.0;
-
-/// Arguments of `hoop bench idle`.
-#[derive(Debug, clap::Args)]
-pub struct IdleArgs {
-    /// Idle connections held against each server; capped, with a line, at the servers'
-    /// open-file hard limit less 500.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_IDLE)]
-    pub idle: usize,
-    /// Active connections, each with one request in flight.
-    #[arg(
-        short = 'c',
-        long = "conns",
-        value_name = "CONNS",
-        default_value_t = 50
-    )]
-    pub conns: usize,
-    /// Payload bytes per active request.
-    #[arg(
-        short = 'l',
-        long = "len",
-        value_name = "LEN_BYTES",
-        default_value_t = 128
-    )]
-    pub len: usize,
-    /// Seconds of each active run (without, then with the idle connections).
-    #[arg(short = 't', long = "secs", value_name = "SECS", default_value_t = 3.0)]
-    pub secs: f64,
-    /// The servers, comma-separated (hoop = io_uring, hoop-basic, hoop-epoll, tokio, monoio).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub servers: Option<Vec<String>>,
-    /// Idle connections whose echo is checked once all are open (evenly spread, the last
-    /// opened included).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub sample: usize,
-    /// Idle connections per helper process [default: its open-file hard limit less 256].
-    #[arg(long, value_name = "N")]
-    pub per_client: Option<usize>,
-}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -115,6 +60,25 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// The plan of `hoop bench idle`: the servers checked, the open-file limit raised (every
+    /// server and helper inherits it), the rest as [`Plan::new`] checks it.
+    pub(crate) fn check(p: IdlePlan) -> io::Result<Plan> {
+        let asked = p
+            .servers
+            .unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
+        let servers = crate::plan::parse_server_list(Some(asked), &KNOWN)?;
+        crate::machine::raise_nofile_limit();
+        Plan::new(
+            servers,
+            p.idle,
+            p.conns,
+            p.len,
+            p.secs,
+            p.sample,
+            p.per_client,
+        )
+    }
+
     /// A plan: `idle` capped at the fd limit (the note says so).
     pub(crate) fn new(
         servers: Vec<String>,
@@ -203,70 +167,6 @@ impl Plan {
     }
 }
 
-/// One server's figures (a JSON line).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct IdleResult {
-    /// Always "idle".
-    pub bench: &'static str,
-    /// "hoop" (io_uring), "hoop-basic", "hoop-epoll", "tokio", "monoio".
-    pub server: String,
-    /// Idle connections asked for (before the cap).
-    pub idle_asked: usize,
-    /// Idle connections tried (after the cap).
-    pub idle_tried: usize,
-    /// Idle connections open (held) while the active load ran.
-    pub idle_conns: usize,
-    /// Idle connections that could not be opened, plus sampled ones with no or a wrong echo.
-    pub idle_failed: usize,
-    /// Of those, the ones that could not be opened.
-    pub idle_connect_failed: usize,
-    /// Idle connections checked for an echo once all were open.
-    pub idle_sampled: usize,
-    /// Of those, the ones with no or a wrong echo within 5 s.
-    pub idle_sample_failed: usize,
-    /// The first idle failure.
-    pub idle_first_error: Option<String>,
-    /// Idle connections still open after the active run with them (the rest the server
-    /// closed).
-    pub idle_still_open: usize,
-    /// Seconds the idle connections took to connect.
-    pub idle_connect_secs: f64,
-    /// Helper processes holding them.
-    pub idle_clients: usize,
-    /// Active connections.
-    pub active_conns: usize,
-    /// Payload bytes per active request.
-    pub len_bytes: usize,
-    /// Seconds of each active run.
-    pub secs: f64,
-    /// Server RSS before the idle connections, bytes (`VmRSS`).
-    pub rss_bytes_before: Option<u64>,
-    /// Server RSS with them open.
-    pub rss_bytes_with_idle: Option<u64>,
-    /// Server RSS 1 s after they left.
-    pub rss_bytes_after: Option<u64>,
-    /// (with - before) / idle connections held: user memory per idle connection.
-    pub rss_bytes_per_idle_conn: Option<f64>,
-    /// Verified active requests per second with the idle connections.
-    pub active_rps: f64,
-    /// The same without them.
-    pub active_rps_no_idle: f64,
-    /// active_rps / active_rps_no_idle.
-    pub active_rps_ratio: Option<f64>,
-    /// p99 latency of the active requests with the idle connections, µs.
-    pub p99_us: Option<f64>,
-    /// The same without them.
-    pub p99_us_no_idle: Option<f64>,
-    /// Active errors with the idle connections.
-    pub active_errors: u64,
-    /// Active errors without them.
-    pub active_errors_no_idle: u64,
-    /// The first active error (or why the active run could not run).
-    pub active_first_error: Option<String>,
-    /// Server and clients on two CPUs.
-    pub pinned: bool,
-}
-
 /// What a plan produced.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
@@ -290,47 +190,6 @@ impl Outcome {
             .map(|r| r.server.clone())
             .collect()
     }
-}
-
-/// Runs `hoop bench idle`.
-pub fn run_idle_command(args: IdleArgs, json: bool) -> io::Result<()> {
-    let asked = args
-        .servers
-        .unwrap_or_else(|| SERVERS.iter().map(|s| s.to_string()).collect());
-    let servers = crate::plan::parse_server_list(Some(asked), &KNOWN)?;
-    crate::machine::raise_nofile_limit();
-    let plan = Plan::new(
-        servers,
-        args.idle,
-        args.conns,
-        args.len,
-        args.secs,
-        args.sample,
-        args.per_client,
-    )?;
-    let out = Out::new(json, plan.planned_secs());
-    if let Some(n) = &plan.cap_note {
-        out.note(n);
-    }
-    let outcome = run_plan(&plan, &out);
-    out.finish();
-    out.human(&table(&plan, &outcome));
-    if !outcome.failures.is_empty() {
-        return Err(io::Error::other(format!(
-            "{} server(s) could not be measured; first: {}",
-            outcome.failures.len(),
-            outcome.failures[0]
-        )));
-    }
-    let bad = outcome.bad();
-    if !bad.is_empty() {
-        return Err(io::Error::other(format!(
-            "{}: idle connections failed, or the active load counted errors or verified nothing \
-             (see the table)",
-            bad.join(", ")
-        )));
-    }
-    Ok(())
 }
 
 /// Runs every server in turn; failures are recorded, the plan goes on.
@@ -486,20 +345,4 @@ fn run_one(
         active_first_error: first_error.or(calm.first_error),
         pinned: false,
     })
-}
-
-/// A process's resident set, bytes.
-fn rss_bytes(pid: u32) -> Option<u64> {
-    crate::machine::proc::rss_bytes(pid)
-}
-
-/// The open-file hard limit of this process (the servers and helpers inherit it).
-pub(crate) fn nofile_hard_limit() -> u64 {
-    // SAFETY: rlimit is plain old data.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes one rlimit into the valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    lim.rlim_max
 }

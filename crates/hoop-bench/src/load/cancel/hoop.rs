@@ -7,7 +7,9 @@ use std::io;
 
 use hoop::{DriverKind, Runtime};
 
-use crate::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::dgram;
+use crate::load::cancel::load::{self, Counts, Sizes, CHUNK, DRAIN, TICK};
+use crate::load::cancel::sink;
 
 /// Runs `scenario` on a hoop runtime of driver `kind`, named `runtime` (for the files' dir).
 pub(crate) fn run(
@@ -100,88 +102,104 @@ fn read(rt: Runtime, bytes: u64) -> io::Result<Counts> {
 }
 
 fn udp(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
-    use std::os::fd::AsRawFd;
-    let (rx, tx) = load::udp_pair()?;
-    let fd = rx.as_raw_fd();
-    let (seen, errors, sender) = rt.block_on(async {
-        let sock = hoop::net::UdpSocket::from_std(rx);
-        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let (seen, errors) = receive_datagrams(&sender, datagrams, |buf| async {
-            let (res, buf) = sock.recv_from(buf).await;
-            (res.map(drop), buf)
-        })
-        .await;
-        (seen, errors, sender)
-    });
-    let c = load::finish_datagrams(sender, &seen, errors);
-    drop(rt);
-    Ok(c)
+    let (rx, tx) = dgram::udp_pair()?;
+    datagram_scenario(
+        rt,
+        datagrams,
+        rx,
+        hoop::net::UdpSocket::from_std,
+        move |b| tx.send(b),
+    )
 }
 
 fn unix(rt: Runtime, datagrams: u64) -> io::Result<Counts> {
-    use std::os::fd::AsRawFd;
-    let (rx, tx) = load::unix_pair()?;
-    let fd = rx.as_raw_fd();
-    let (seen, errors, sender) = rt.block_on(async {
-        let sock = hoop::net::UnixDatagram::from_std(rx);
-        let sender = load::datagrams(datagrams, fd, move |b| tx.send(b));
-        let (seen, errors) = receive_datagrams(&sender, datagrams, |buf| async {
-            let (res, buf) = sock.recv(buf).await;
-            (res.map(drop), buf)
-        })
-        .await;
-        (seen, errors, sender)
-    });
-    let c = load::finish_datagrams(sender, &seen, errors);
-    drop(rt);
-    Ok(c)
+    let (rx, tx) = dgram::unix_pair()?;
+    datagram_scenario(
+        rt,
+        datagrams,
+        rx,
+        hoop::net::UnixDatagram::from_std,
+        move |b| tx.send(b),
+    )
 }
 
-/// The datagram scenarios' loop: `recv` (one receive call of the socket) in `select!` against
-/// the timer, until the sender is done and the timer finds nothing more to drain.
-async fn receive_datagrams<F, Fut>(
-    sender: &crate::cancel::dgram::Sender,
+/// The receive call a datagram scenario races against the timer: `recv_from` for UDP, `recv`
+/// for a Unix datagram socket.
+trait Receive {
+    /// One receive into `buf`, handed back with the result.
+    async fn receive(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>);
+}
+
+impl Receive for hoop::net::UdpSocket {
+    async fn receive(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let (res, buf) = self.recv_from(buf).await;
+        (res.map(drop), buf)
+    }
+}
+
+impl Receive for hoop::net::UnixDatagram {
+    async fn receive(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
+        let (res, buf) = self.recv(buf).await;
+        (res.map(drop), buf)
+    }
+}
+
+/// A datagram scenario: the std socket `rx` taken over by the runtime (`adopt`), `datagrams`
+/// numbered datagrams sent to it through `send` from a std thread, each receive call raced
+/// against the timer until the sender is done and the timer finds nothing more to drain.
+fn datagram_scenario<R, S>(
+    rt: Runtime,
     datagrams: u64,
-    recv: F,
-) -> (load::Seen, u64)
+    rx: R,
+    adopt: impl FnOnce(R) -> S,
+    send: impl FnMut(&[u8]) -> io::Result<usize> + Send + 'static,
+) -> io::Result<Counts>
 where
-    F: Fn(Vec<u8>) -> Fut,
-    Fut: std::future::Future<Output = (io::Result<()>, Vec<u8>)>,
+    R: std::os::fd::AsRawFd,
+    S: Receive,
 {
-    let mut seen = load::Seen::new(datagrams);
-    let mut errors = 0u64;
-    let mut spare: Option<Vec<u8>> = None;
-    loop {
-        let done = sender.done();
-        let buf = spare.take().unwrap_or_else(|| Vec::with_capacity(CHUNK));
-        hoop::select! {
-            biased;
-            _ = hoop::time::sleep(if done { DRAIN } else { TICK }) => {
-                if done {
-                    break;
+    let fd = rx.as_raw_fd();
+    let (seen, errors, sender) = rt.block_on(async {
+        let sock = adopt(rx);
+        let sender = dgram::datagrams(datagrams, fd, send);
+        let mut seen = dgram::Seen::new(datagrams);
+        let mut errors = 0u64;
+        let mut spare: Option<Vec<u8>> = None;
+        loop {
+            let done = sender.done();
+            let buf = spare.take().unwrap_or_else(|| Vec::with_capacity(CHUNK));
+            hoop::select! {
+                biased;
+                _ = hoop::time::sleep(if done { DRAIN } else { TICK }) => {
+                    if done {
+                        break;
+                    }
                 }
-            }
-            (res, buf) = recv(buf) => {
-                match res {
-                    Ok(()) => seen.record(&buf),
-                    Err(e) if load::retryable(&e) => {}
-                    Err(_) => errors += 1,
+                (res, buf) = sock.receive(buf) => {
+                    match res {
+                        Ok(()) => seen.record(&buf),
+                        Err(e) if load::retryable(&e) => {}
+                        Err(_) => errors += 1,
+                    }
+                    spare = Some(buf);
                 }
-                spare = Some(buf);
             }
         }
-    }
-    (seen, errors)
+        (seen, errors, sender)
+    });
+    let c = dgram::finish_datagrams(sender, &seen, errors);
+    drop(rt);
+    Ok(c)
 }
 
 fn files(rt: Runtime, runtime: &str, sizes: &Sizes) -> io::Result<Counts> {
     use tokio::io::AsyncWriteExt;
-    let dir = load::files_dir(&sizes.dir, runtime)?;
+    let dir = sink::files_dir(&sizes.dir, runtime)?;
     let data = load::file_data(sizes.file_bytes);
     let (sent, err) = rt.block_on(async {
         let mut sent = 0u64;
         for i in 0..sizes.files {
-            let mut f = match hoop::fs::File::create(load::file_path(&dir, i)).await {
+            let mut f = match hoop::fs::File::create(sink::file_path(&dir, i)).await {
                 Ok(f) => f,
                 Err(e) => return (sent, Some(e)),
             };
@@ -196,20 +214,12 @@ fn files(rt: Runtime, runtime: &str, sizes: &Sizes) -> io::Result<Counts> {
     });
     // As at the end of `main`.
     drop(rt);
-    let mut c = Counts {
-        sent,
-        ..Counts::default()
-    };
-    if let Some(e) = err {
-        c.add_note(format!("writing stopped early: {e}"));
-    }
-    load::count_files(&dir, sizes.file_bytes, &mut c);
-    Ok(c)
+    Ok(sink::file_counts(&dir, sent, err, sizes.file_bytes))
 }
 
 fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
     use tokio::io::AsyncWriteExt;
-    let (addr, reader) = load::stream_reader(sizes.stream_bytes)?;
+    let (addr, reader) = sink::stream_reader(sizes.stream_bytes)?;
     let data = load::file_data(sizes.stream_bytes);
     let (made, sent, err) = rt.block_on(async {
         let (mut made, mut sent) = (0u64, 0u64);
@@ -229,5 +239,5 @@ fn streams(rt: Runtime, sizes: &Sizes) -> io::Result<Counts> {
         (made, sent, None)
     });
     drop(rt);
-    Ok(load::stream_counts(reader, made, sent, err))
+    Ok(sink::stream_counts(reader, made, sent, err))
 }

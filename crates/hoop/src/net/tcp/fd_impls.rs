@@ -1,0 +1,52 @@
+//! The fd traits every net type implements over its `socket` field (`AsRawFd`, `AsFd`,
+//! `IntoRawFd`, `FromRawFd`, `From<_> for OwnedFd`).
+
+macro_rules! fd_traits {
+    ($t:ident, stream) => {
+        $crate::net::tcp::fd_traits!(@common $t);
+        impl FromRawFd for $t {
+            /// # Safety
+            /// `fd` must be an open socket of the right kind that the caller owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                // SAFETY: the caller gives up ownership of an open fd.
+                Self::from_socket(Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }))
+            }
+        }
+    };
+    ($t:ident) => {
+        $crate::net::tcp::fd_traits!(@common $t);
+        impl FromRawFd for $t {
+            /// # Safety
+            /// `fd` must be an open socket of the right kind that the caller owns.
+            unsafe fn from_raw_fd(fd: RawFd) -> Self {
+                Self {
+                    // SAFETY: the caller gives up ownership of an open fd.
+                    socket: Socket::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }),
+                }
+            }
+        }
+    };
+    (@common $t:ident) => {
+        impl AsRawFd for $t {
+            fn as_raw_fd(&self) -> RawFd {
+                self.socket.as_raw_fd()
+            }
+        }
+        impl AsFd for $t {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.socket.as_fd()
+            }
+        }
+        impl IntoRawFd for $t {
+            fn into_raw_fd(mut self) -> RawFd {
+                self.socket.take().into_raw_fd()
+            }
+        }
+        impl From<$t> for OwnedFd {
+            fn from(mut s: $t) -> OwnedFd {
+                s.socket.take().into_owned()
+            }
+        }
+    };
+}
+pub(crate) use fd_traits;
