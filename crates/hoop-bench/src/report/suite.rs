@@ -1,12 +1,6 @@
-//! `hoop bench` with no subcommand: the quick echo matrix and its 16 KiB cell, the no-op bench (with short rows of
-//! shared rings at 1 and 4 threads), a quick file run
-//! (4 KiB random reads, O_DIRECT and buffered), a quick HTTP run (hoop, nginx, tokio+hyper
-//! static servers side by side, the static mix included; wrk beside the load generator against
-//! hoop and nginx when installed), a short fan-out run (200 chat clients, hoop io_uring, hoop
-//! epoll and tokio, unloaded and with a CPU hog on the server's core), the cancellation counts
-//! (`hoop bench cancel` at a small size), a small idle-connection run (`hoop bench idle` at
-//! 2,000 idle connections, 1 s of load), tables, and the report in `target/hoop-report/`.
-//! Every phase is timed.
+//! `hoop bench` with no subcommand: every bench at a quick size (echo matrix and its 16 KiB cell,
+//! no-ops, file reads, HTTP, fan-out, cancellation counts, idle connections), each phase timed,
+//! then the tables and the report in `target/hoop-report/`.
 
 use std::io;
 use std::path::PathBuf;

@@ -26,7 +26,7 @@ pub enum Ready {
     Connect(SocketAddr),
 }
 
-/// A running echo server (`hoop serve echo --addr 127.0.0.1:0` with [`serve_args`]). Dropping it
+/// A running echo server (`hoop serve echo --addr 127.0.0.1:0` with `serve_args`). Dropping it
 /// stops the process (SIGTERM, then SIGKILL) and waits for it.
 pub struct ServerChild {
     child: Child,

@@ -1,6 +1,6 @@
 //! The std side of `hoop bench cancel`'s scenarios, on plain threads, and their counting: the
-//! scenarios and their sizes, [`Counts`], the accept clients ([`accept_clients`]), the read
-//! scenario's writer ([`tcp_writer`]) and [`Verifier`]. std and libc only: the peers' binary
+//! scenarios and their sizes, `Counts`, the accept clients (`accept_clients`), the read
+//! scenario's writer (`tcp_writer`) and `Verifier`. std and libc only: the peers' binary
 //! includes it (with `dgram.rs` and `sink.rs`, which use it), so every runtime meets the same
 //! load and is counted the same way.
 
