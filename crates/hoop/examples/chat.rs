@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p hoop --example chat -- 127.0.0.1:7070 [THREADS]
 //! cargo run --release -p hoop --example chat -- --self-test [CLIENTS] [LINES]
-//! cargo run --release -p hoop --example chat -- --self-test-rate CLIENTS SECS [WINDOW]
+//! cargo run --release -p hoop --example chat -- --self-test-rate CLIENTS SECS [WINDOW] [LAG]
 //! ```
 //!
 //! Serve mode prints `listening on ADDR` and serves until SIGTERM or SIGINT, then writes
@@ -26,12 +26,14 @@
 //! every client must read `bye` and end of stream. It prints `verified N of M lines`,
 //! `bye to N of N clients` and `idle client cut`, and exits non-zero if anything failed.
 //!
-//! `--self-test-rate CLIENTS SECS [WINDOW]` (window default 4) measures: the server in this
-//! process, CLIENTS clients on another thread, each sending numbered lines for SECS seconds
-//! with at most WINDOW of them in flight (sent and not yet back: the sender receives its own
-//! lines too); then every client must have received every line, in order per sender. It
-//! prints `messages/s N`, `deliveries/s N` and `verified N of M deliveries, E errors`, and
-//! exits non-zero on any loss or reordering.
+//! `--self-test-rate CLIENTS SECS [WINDOW] [LAG]` (window default 4, lag default 256)
+//! measures: the server in this process, CLIENTS clients on another thread, each sending
+//! numbered lines for SECS seconds with at most WINDOW of them in flight (sent and not yet
+//! back: the sender receives its own lines too) and at most LAG not yet received by every
+//! client (the server's backlog is CLIENTS x LAG lines, so no client is ever cut for falling
+//! behind); then every client must have received every line, in order per sender. It prints
+//! `messages/s N`, `deliveries/s N` and `verified N of M deliveries, E errors`, and exits
+//! non-zero on any loss or reordering.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -443,27 +445,74 @@ struct Rate {
     errors: u64,
 }
 
+/// One rate sender's lines in flight, shared by every reader of the rate test (one thread).
+struct InFlight {
+    /// Its lines its own client received (the window counts these).
+    echoed: Cell<u64>,
+    /// Its lines every client received (the lag counts these).
+    everywhere: Cell<u64>,
+    /// How many clients received line `seq`, at `seq % lag` (at most `lag` lines of a sender
+    /// are ever in flight, so a slot is free again before its next line is sent).
+    receivers: Vec<Cell<usize>>,
+    /// Woken when `echoed` or `everywhere` moves.
+    room: tokio::sync::Notify,
+}
+
+impl InFlight {
+    fn new(lag: u64) -> Self {
+        InFlight {
+            echoed: Cell::new(0),
+            everywhere: Cell::new(0),
+            receivers: (0..lag).map(|_| Cell::new(0)).collect(),
+            room: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// One more client received line `seq` (each client receives a sender's lines in order);
+    /// `own` if that client is the sender.
+    fn received(&self, seq: u64, clients: usize, own: bool) {
+        if own {
+            self.echoed.set(seq + 1);
+            self.room.notify_one();
+        }
+        let slot = &self.receivers[(seq % self.receivers.len() as u64) as usize];
+        slot.set(slot.get() + 1);
+        if slot.get() == clients {
+            // The last client to receive `seq` has every line before it too.
+            slot.set(0);
+            self.everywhere.set(seq + 1);
+            self.room.notify_one();
+        }
+    }
+}
+
 /// One rate client's reader: checks every chat line (`c<sender> <seq>`) against the next
 /// sequence number expected from that sender, counts the verified ones in `delivered`, and
-/// moves `echoed` (its own lines seen back) so its writer may send more.
+/// records each one in its sender's [`InFlight`] so that sender may send more.
 async fn rate_reader(
     rd: OwnedReadHalf,
     me: usize,
-    clients: usize,
-    echoed: Rc<Cell<u64>>,
-    room: Rc<tokio::sync::Notify>,
+    in_flight: Rc<Vec<InFlight>>,
     delivered: Rc<Cell<u64>>,
     errors: Rc<Cell<u64>>,
 ) {
+    let clients = in_flight.len();
     let mut next = vec![0u64; clients];
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = Vec::with_capacity(64 * 1024);
+    let mut said_bye = false;
     loop {
         let (res, b) = rd.read_timeout(buf, Duration::from_secs(30)).await;
         buf = b;
-        match res {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        if !matches!(res, Ok(n) if n > 0) {
+            if !said_bye {
+                // The server cut this client (or it failed): its missing lines say so too.
+                eprintln!(
+                    "chat: client {me}'s connection ended before the bye ({res:?}) after {} deliveries",
+                    delivered.get()
+                );
+            }
+            return;
         }
         pending.extend_from_slice(&buf);
         let mut start = 0;
@@ -471,6 +520,7 @@ async fn rate_reader(
             let line = &pending[start..start + n];
             start += n + 1;
             if line == b"bye" {
+                said_bye = true;
                 continue;
             }
             let parsed = std::str::from_utf8(line).ok().and_then(|l| {
@@ -481,10 +531,7 @@ async fn rate_reader(
                 Some((who, seq)) if who < clients && seq == next[who] => {
                     next[who] += 1;
                     delivered.set(delivered.get() + 1);
-                    if who == me {
-                        echoed.set(seq + 1);
-                        room.notify_one();
-                    }
+                    in_flight[who].received(seq, clients, who == me);
                 }
                 _ => errors.set(errors.get() + 1),
             }
@@ -494,13 +541,21 @@ async fn rate_reader(
 }
 
 /// The rate test's clients: each keeps at most `window` of its lines in flight (sent and not
-/// yet back from the server: the sender is among the receivers) for `secs`, then every
-/// receiver must get every line sent, in order per sender.
+/// yet back from the server: the sender is among the receivers) and at most `lag` not yet
+/// received by every client, for `secs`; then every receiver must get every line sent, in
+/// order per sender.
+///
+/// The window alone would not do: the server's writers run on two threads, and the senders
+/// served by one thread could run ahead of the other thread's writers without bound (when
+/// the machine gives that thread less CPU), until those writers fell past the broadcast's
+/// backlog and were cut. With the lag, no writer is ever more than `clients * lag` lines
+/// behind, and that is the server's backlog.
 async fn rate_clients(
     addr: SocketAddr,
     clients: usize,
     secs: u64,
     window: u64,
+    lag: u64,
 ) -> io::Result<Rate> {
     let mut conns = Vec::new();
     for _ in 0..clients {
@@ -510,27 +565,28 @@ async fn rate_clients(
     let delivered: Vec<Rc<Cell<u64>>> = (0..clients).map(|_| Rc::default()).collect();
     let sent: Vec<Rc<Cell<u64>>> = (0..clients).map(|_| Rc::default()).collect();
     let errors: Rc<Cell<u64>> = Rc::default();
+    let in_flight: Rc<Vec<InFlight>> = Rc::new((0..clients).map(|_| InFlight::new(lag)).collect());
     let mut readers = Vec::new();
     let mut writers = Vec::new();
     for (me, (rd, wr)) in conns.into_iter().enumerate() {
-        let echoed: Rc<Cell<u64>> = Rc::default();
-        let room = Rc::new(tokio::sync::Notify::new());
         readers.push(hoop::spawn(rate_reader(
             rd,
             me,
-            clients,
-            echoed.clone(),
-            room.clone(),
+            in_flight.clone(),
             delivered[me].clone(),
             errors.clone(),
         )));
-        let (stop, sent) = (stop.clone(), sent[me].clone());
+        let (stop, sent, in_flight) = (stop.clone(), sent[me].clone(), in_flight.clone());
         writers.push(hoop::spawn(async move {
+            let mine = &in_flight[me];
             while !stop.get() {
-                if sent.get() - echoed.get() >= window {
-                    // The reader says when one of its own lines came back (a bounded wait:
-                    // the window's end is checked at least every 10 ms).
-                    let _ = hoop::time::timeout(Duration::from_millis(10), room.notified()).await;
+                if sent.get() - mine.echoed.get() >= window
+                    || sent.get() - mine.everywhere.get() >= lag
+                {
+                    // The readers say when a line came back or reached the last client (a
+                    // bounded wait: the window's end is checked at least every 10 ms).
+                    let _ =
+                        hoop::time::timeout(Duration::from_millis(10), mine.room.notified()).await;
                     continue;
                 }
                 let line = format!("c{me} {}\n", sent.get()).into_bytes();
@@ -569,12 +625,16 @@ async fn rate_clients(
     })
 }
 
-/// `--self-test-rate CLIENTS SECS [WINDOW]`: the server in this process, CLIENTS clients on
-/// another thread, each sending lines with at most WINDOW in flight for SECS; prints
-/// `messages/s`, `deliveries/s` and `verified N of M deliveries`, and fails on any loss.
-fn rate_test(clients_n: usize, secs: u64, window: u64) -> io::Result<()> {
+/// `--self-test-rate CLIENTS SECS [WINDOW] [LAG]`: the server in this process, CLIENTS
+/// clients on another thread, each sending lines with at most WINDOW in flight and LAG not
+/// yet everywhere for SECS; prints `messages/s`, `deliveries/s` and `verified N of M
+/// deliveries`, and fails on any loss.
+fn rate_test(clients_n: usize, secs: u64, window: u64, lag: u64) -> io::Result<()> {
     let config = Config {
         idle: Duration::from_secs(secs + 60),
+        // The lag keeps every writer within this many lines of the broadcast (see
+        // `rate_clients`), so no client is ever cut for falling behind.
+        backlog_lines: clients_n.max(1) * lag as usize,
         ..CONFIG
     };
     let group = ReuseportGroup::bind_n("127.0.0.1:0", 2)?;
@@ -590,7 +650,7 @@ fn rate_test(clients_n: usize, secs: u64, window: u64) -> io::Result<()> {
             libc::sigaddset(&mut set, libc::SIGINT);
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         }
-        hoop::Runtime::new()?.block_on(rate_clients(addr, clients_n, secs, window))
+        hoop::Runtime::new()?.block_on(rate_clients(addr, clients_n, secs, window, lag))
     });
     serve(group, 2, config)?;
     let rate = client_thread
@@ -622,8 +682,9 @@ fn main() -> io::Result<()> {
     };
     match args.as_slice() {
         [flag, clients, secs, rest @ ..] if flag == "--self-test-rate" => {
-            let window = rest.first().map_or(Ok(4), |s| num(s))?;
-            rate_test(num(clients)?, num(secs)? as u64, window.max(1) as u64)
+            let window = rest.first().map_or(Ok(4), |s| num(s))?.max(1);
+            let lag = rest.get(1).map_or(Ok(256), |s| num(s))?.max(window);
+            rate_test(num(clients)?, num(secs)? as u64, window as u64, lag as u64)
         }
         [flag, rest @ ..] if flag == "--self-test" => {
             let clients = rest.first().map_or(Ok(200), |s| num(s))?;
@@ -641,7 +702,7 @@ fn main() -> io::Result<()> {
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "usage: chat ADDR [THREADS] | chat --self-test [CLIENTS] [LINES] \
-             | chat --self-test-rate CLIENTS SECS [WINDOW]",
+             | chat --self-test-rate CLIENTS SECS [WINDOW] [LAG]",
         )),
     }
 }
