@@ -23,23 +23,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 // ===== the root =====
 
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("hoop-http-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::TempDir;
 
 /// Deterministic bytes (xorshift64*), different for each seed.
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -59,7 +43,7 @@ const SECRET: &str = "the secret outside the root";
 
 /// `base/www` (the root) and `base/outside/secret.txt` next to it.
 fn make_root(name: &str) -> (TempDir, PathBuf) {
-    let base = TempDir::new(name);
+    let base = TempDir::new("http-test", name);
     let root = base.0.join("www");
     let w = |p: &str, data: &[u8]| {
         let path = root.join(p);
@@ -112,15 +96,8 @@ impl Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let res = reader.read_line(&mut line).map(|_| line);
-            let _ = tx.send(res);
-            // Keep draining (access log lines) so the server never blocks on a full pipe.
-            let _ = io::copy(&mut reader, &mut io::sink());
-        });
+        // The rest (access log lines) is drained so the server never blocks on a full pipe.
+        let rx = common::first_line(stdout);
         let line = rx
             .recv_timeout(START_TIMEOUT)
             .expect("no `listening on` line in time")

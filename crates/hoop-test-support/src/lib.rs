@@ -515,3 +515,41 @@ pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
 pub fn stderr_text(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// A directory of the test's own under the system's temp dir (`hoop-{prefix}-{pid}-{name}`),
+/// emptied when made and removed on drop.
+#[derive(Debug)]
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// Makes (or empties) the directory.
+    pub fn new(prefix: &str, name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("hoop-{prefix}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads a child's stdout on a thread: the first line goes to the receiver, the rest is drained
+/// so that the child never blocks on a full pipe.
+pub fn first_line(
+    stdout: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<std::io::Result<String>> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        let res = reader.read_line(&mut line).map(|_| line);
+        let _ = tx.send(res);
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    rx
+}

@@ -244,7 +244,7 @@ fn buffer_exhaustion_loses_no_data() {
                         }
                     }
                     if held.len() == 4 || ring.available() == 0 {
-                        hoop::time::sleep(Duration::from_millis(20)).await;
+                        hoop::time::sleep(Duration::from_millis(5)).await;
                         for b in held.drain(..) {
                             got.extend_from_slice(&b);
                         }

@@ -41,6 +41,23 @@ pub trait Verified: Sample + Serialize {
     fn first_error(&self) -> Option<&str>;
 }
 
+/// The exit status of a single measurement: an error if it counted errors (with the first one
+/// and what it verified all the same) or verified nothing (`none` says what that means).
+pub fn single_status<R: Verified>(r: &R, none: &str) -> io::Result<()> {
+    if r.errors() > 0 {
+        return Err(io::Error::other(format!(
+            "{} error(s) during the run (first: {}); {} verified request(s)",
+            r.errors(),
+            r.first_error().unwrap_or("?"),
+            r.verified()
+        )));
+    }
+    if r.verified() == 0 {
+        return Err(io::Error::other(none.to_string()));
+    }
+    Ok(())
+}
+
 /// The order of the targets within a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
@@ -183,16 +200,18 @@ impl<C> Matrix<'_, C> {
     }
 }
 
+/// Samples for the unit tests of the comparisons and their reports.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixture {
     use super::*;
 
+    /// A sample of target `target` in round `round` of cell `cell`, measuring `v`.
     #[derive(Debug, Serialize)]
-    struct R {
-        target: &'static str,
-        round: u32,
-        cell: u32,
-        v: f64,
+    pub(crate) struct R {
+        pub target: &'static str,
+        pub round: u32,
+        pub cell: u32,
+        pub v: f64,
     }
 
     impl Sample for R {
@@ -216,7 +235,8 @@ mod tests {
         }
     }
 
-    fn r(target: &'static str, round: u32, cell: u32, v: f64) -> R {
+    /// An [`R`].
+    pub(crate) fn r(target: &'static str, round: u32, cell: u32, v: f64) -> R {
         R {
             target,
             round,
@@ -224,6 +244,12 @@ mod tests {
             v,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{r, R};
+    use super::*;
 
     #[test]
     fn ratios_pair_within_a_round_and_a_cell() {

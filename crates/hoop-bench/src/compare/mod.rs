@@ -12,4 +12,6 @@ pub mod idle;
 pub mod matrix;
 pub mod nop;
 
-pub use matrix::{med, pair_ratio, pair_ratios, Matrix, Order, Outcome, Sample, Verified};
+pub use matrix::{
+    med, pair_ratio, pair_ratios, single_status, Matrix, Order, Outcome, Sample, Verified,
+};

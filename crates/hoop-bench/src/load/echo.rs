@@ -147,11 +147,9 @@ async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> C
     let deadline = sh.window.open(cfg.secs);
     let start = deadline - cfg.secs;
     // Wait for the deadline; stop early only if every connection gave up.
-    while Instant::now() < deadline && sh.alive.get() > 0 {
-        let next = (Instant::now() + TICK * 20).min(deadline);
-        hoop::time::sleep_until(next).await;
-    }
-    sh.window.stop();
+    sh.window
+        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
+        .await;
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
     let enter_calls = match (counters0, hoop::runtime::current_counters()) {

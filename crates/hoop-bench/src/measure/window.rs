@@ -60,6 +60,15 @@ impl Window {
         !self.counts_at(Instant::now())
     }
 
+    /// Waits for `deadline`, or until `running` says every connection gave up (checked every
+    /// `tick`), then stops counting.
+    pub async fn wait_out(&self, deadline: Instant, tick: Duration, running: impl Fn() -> bool) {
+        while Instant::now() < deadline && running() {
+            hoop::time::sleep_until((Instant::now() + tick).min(deadline)).await;
+        }
+        self.stop();
+    }
+
     /// Waits until the window opens.
     pub async fn wait_open(&self) {
         self.gate.wait().await

@@ -283,15 +283,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
         .x_label_area_size(36)
         .y_label_area_size(80)
         .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
-    let groups = bars.groups.clone();
-    let label = move |x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < groups.len() {
-            groups[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
+    let label = category_label(bars.groups.clone());
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -322,6 +314,19 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
         .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     Ok(())
+}
+
+/// The x labels of a category axis where category `i` is centred on x = `i`: its name at the
+/// integer key points, nothing between them.
+pub(crate) fn category_label(names: Vec<String>) -> impl Fn(&f64) -> String {
+    move |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+            names[i as usize].clone()
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// 1234567 -> "1.23M".

@@ -4,7 +4,7 @@
 use std::io;
 
 use crate::compare::echo::{self, in_cell, EchoPlan};
-use crate::compare::{med, pair_ratio};
+use crate::compare::{med, pair_ratio, single_status};
 use crate::record::echo::EchoResult;
 use crate::report::output::Out;
 
@@ -48,21 +48,11 @@ pub fn run_echo(plan: EchoPlan, json: bool) -> io::Result<()> {
 
 /// The exit status of a single measurement: an error if it counted errors or verified nothing.
 fn external_status(r: &EchoResult) -> io::Result<()> {
-    if r.errors > 0 {
-        return Err(io::Error::other(format!(
-            "{} error(s) during the run (first: {}); {} verified request(s)",
-            r.errors,
-            r.first_error.as_deref().unwrap_or("?"),
-            r.requests
-        )));
-    }
-    if r.requests == 0 {
-        return Err(io::Error::other(
-            "no request was verified in the window: the server accepted connections but never \
-             answered in time",
-        ));
-    }
-    Ok(())
+    single_status(
+        r,
+        "no request was verified in the window: the server accepted connections but never \
+         answered in time",
+    )
 }
 
 /// Human lines for one measurement.

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::compare::{pair_ratios, Sample};
 use crate::measure::latency::median;
-use crate::report::charts::COLORS;
+use crate::report::charts::{category_label, COLORS};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -117,15 +117,7 @@ impl RatioChart {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..self.y_max())?;
-        let cells = self.cells.clone();
-        let label = move |x: &f64| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < cells.len() {
-                cells[i as usize].clone()
-            } else {
-                String::new()
-            }
-        };
+        let label = category_label(self.cells.clone());
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -175,32 +167,7 @@ impl RatioChart {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug)]
-    struct R {
-        target: &'static str,
-        round: u32,
-        cell: u32,
-        v: f64,
-    }
-
-    impl Sample for R {
-        fn target(&self) -> &str {
-            self.target
-        }
-        fn round(&self) -> u32 {
-            self.round
-        }
-    }
-
-    fn r(target: &'static str, round: u32, cell: u32, v: f64) -> R {
-        R {
-            target,
-            round,
-            cell,
-            v,
-        }
-    }
+    use crate::compare::matrix::fixture::{r, R};
 
     #[test]
     fn spreads_are_the_median_and_range_of_paired_ratios() {

@@ -27,23 +27,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 // ===== the root =====
 
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("hoop-http-test-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use hoop_test_support::TempDir;
 
 /// Deterministic bytes (xorshift64*), different for each seed.
 pub fn bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -63,7 +47,7 @@ pub const SECRET: &str = "the secret outside the root";
 
 /// `base/www` (the root) and `base/outside/secret.txt` next to it.
 pub fn make_root(name: &str) -> (TempDir, PathBuf) {
-    let base = TempDir::new(name);
+    let base = TempDir::new("http-test", name);
     let root = base.0.join("www");
     let w = |p: &str, data: &[u8]| {
         let path = root.join(p);

@@ -1,6 +1,6 @@
 //! The `HttpResult` of one run of the load generator, and what the comparison reads of it.
 
-use crate::compare::matrix::Sample;
+use crate::compare::matrix::{Sample, Verified};
 use crate::load::http::client::{HttpClientConfig, HttpOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::ServerMetrics;
@@ -66,5 +66,17 @@ impl Sample for HttpResult {
     }
     fn round(&self) -> u32 {
         self.round
+    }
+}
+
+impl Verified for HttpResult {
+    fn verified(&self) -> u64 {
+        self.requests
+    }
+    fn errors(&self) -> u64 {
+        self.errors
+    }
+    fn first_error(&self) -> Option<&str> {
+        self.first_error.as_deref()
     }
 }

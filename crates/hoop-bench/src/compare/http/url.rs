@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::compare::http::result::client_result;
+use crate::compare::matrix::single_status;
 use crate::load::http::client::{self, HttpClientConfig};
 use crate::measure::usage::ServerProbe;
 use crate::plan::http::HttpPlan;
@@ -127,18 +128,7 @@ pub(crate) fn measure(
 
 /// The exit status of `--url`: an error if the run counted errors or verified no request.
 pub(crate) fn status(r: &HttpResult) -> io::Result<()> {
-    if r.errors > 0 {
-        return Err(io::Error::other(format!(
-            "{} error(s) during the run (first: {}); {} verified request(s)",
-            r.errors,
-            r.first_error.as_deref().unwrap_or("?"),
-            r.requests
-        )));
-    }
-    if r.requests == 0 {
-        return Err(io::Error::other("no request was verified in the window"));
-    }
-    Ok(())
+    single_status(r, "no request was verified in the window")
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use tokio::runtime::Runtime;
 
 use crate::load::file::content;
 use crate::load::file::engine::EngineCtx;
-use crate::load::file::task::{io_loop, BlockIo};
+use crate::load::file::task::{io_loop, Block, BlockIo};
 use crate::machine::pin::allow_cpus;
 use crate::record::file::{Measured, Usage, Who};
 
@@ -20,24 +20,14 @@ use crate::record::file::{Measured, Usage, Who};
 pub(crate) trait SendIo: Send + 'static {
     /// Reads (`write` false) or writes the whole of `buf` at byte `off`; the buffer comes back
     /// with the result (`None`: lost, which ends the task).
-    fn io(
-        &mut self,
-        buf: AlignedBuf,
-        off: u64,
-        write: bool,
-    ) -> impl Future<Output = BufResult<usize, Option<AlignedBuf>>> + Send;
+    fn io(&mut self, buf: AlignedBuf, off: u64, write: bool) -> impl Future<Output = Block> + Send;
 }
 
 /// A [`SendIo`] as the task loop takes it.
 struct Sendable<I>(I);
 
 impl<I: SendIo> BlockIo<AlignedBuf> for Sendable<I> {
-    async fn io(
-        &mut self,
-        buf: AlignedBuf,
-        off: u64,
-        write: bool,
-    ) -> BufResult<usize, Option<AlignedBuf>> {
+    async fn io(&mut self, buf: AlignedBuf, off: u64, write: bool) -> Block {
         self.0.io(buf, off, write).await
     }
 }

@@ -2,6 +2,7 @@
 //! file handle (`read_at`/`write_at` take `&self` and an owned buffer), on a `Rings` with
 //! `Rings::builder()`'s defaults: io_uring for a tokio user, beside what `tokio-fs` gives.
 
+use crate::load::file::task::Block;
 use std::io;
 use std::sync::Arc;
 
@@ -20,12 +21,7 @@ const DEFAULT_ENTRIES: u32 = 256;
 struct SharedAt(Arc<File>);
 
 impl SendIo for SharedAt {
-    async fn io(
-        &mut self,
-        buf: AlignedBuf,
-        off: u64,
-        write: bool,
-    ) -> BufResult<usize, Option<AlignedBuf>> {
+    async fn io(&mut self, buf: AlignedBuf, off: u64, write: bool) -> Block {
         let (r, buf) = if write {
             self.0.write_at(buf, off).await
         } else {

@@ -57,8 +57,11 @@ block_buf!(AlignedBuf, FixedBuf);
 /// ends the task.
 pub(crate) trait BlockIo<B> {
     /// Reads (`write` false) or writes one block of `buf` at byte `off`.
-    async fn io(&mut self, buf: B, off: u64, write: bool) -> BufResult<usize, Option<B>>;
+    async fn io(&mut self, buf: B, off: u64, write: bool) -> Block<B>;
 }
+
+/// What one block's I/O gives back: the bytes done, and the buffer unless it was lost.
+pub(crate) type Block<B = AlignedBuf> = BufResult<usize, Option<B>>;
 
 /// Where a task counts its I/O: hoop's thread-per-core engines share one
 /// `Rc<RefCell<Measured>>`; the engines on a multi-thread tokio runtime give each task its own

@@ -3,6 +3,7 @@
 //! through the handle's own buffer. O_DIRECT, which `tokio::fs::File` cannot do (its buffer is
 //! not aligned): `spawn_blocking` with `read_at` into the task's aligned buffer.
 
+use crate::load::file::task::Block;
 use std::fs::File;
 use std::future::Future;
 use std::io::{self, SeekFrom};
@@ -25,7 +26,7 @@ impl SendIo for BlockingAt {
         mut buf: AlignedBuf,
         off: u64,
         write: bool,
-    ) -> impl Future<Output = BufResult<usize, Option<AlignedBuf>>> + Send {
+    ) -> impl Future<Output = Block> + Send {
         let file = self.0.clone();
         async move {
             let done = tokio::task::spawn_blocking(move || {

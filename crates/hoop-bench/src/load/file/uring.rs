@@ -13,7 +13,7 @@ use hoop::{AlignedBuf, BufResult, FixedBuf, FixedBufPool};
 
 use crate::load::file::content::{Picker, ALIGN};
 use crate::load::file::engine::{EngineCtx, Outcome};
-use crate::load::file::task::{io_loop, BlockBuf, BlockIo};
+use crate::load::file::task::{io_loop, Block, BlockBuf, BlockIo};
 use crate::record::file::{Measured, Usage, Who};
 
 /// How long the SQ thread spins without work before it sleeps.
@@ -43,12 +43,7 @@ enum Target {
 }
 
 impl BlockIo<AlignedBuf> for Rc<Target> {
-    async fn io(
-        &mut self,
-        buf: AlignedBuf,
-        off: u64,
-        write: bool,
-    ) -> BufResult<usize, Option<AlignedBuf>> {
+    async fn io(&mut self, buf: AlignedBuf, off: u64, write: bool) -> Block {
         let (res, buf) = match (&**self, write) {
             (Target::Plain(f), false) => f.read_at(buf, off).await,
             (Target::Plain(f), true) => f.write_at(buf, off).await,

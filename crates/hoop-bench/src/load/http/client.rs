@@ -271,11 +271,9 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
     let deadline = sh.window.open(sh.cfg.secs);
     let start = deadline - sh.cfg.secs;
     sh.start.set(Some(start));
-    while Instant::now() < deadline && sh.alive.get() > 0 {
-        let next = (Instant::now() + TICK * 20).min(deadline);
-        hoop::time::sleep_until(next).await;
-    }
-    sh.window.stop();
+    sh.window
+        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
+        .await;
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
     let hist = sh.hist.borrow().clone();
