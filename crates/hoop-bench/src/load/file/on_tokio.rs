@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io;
 use std::time::Instant;
 
-use hoop::{AlignedBuf, BufResult};
+use hoop::AlignedBuf;
 use tokio::runtime::Runtime;
 
 use crate::load::file::content;

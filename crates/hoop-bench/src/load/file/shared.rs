@@ -6,7 +6,7 @@ use crate::load::file::task::Block;
 use std::io;
 use std::sync::Arc;
 
-use hoop::{AlignedBuf, BufResult};
+use hoop::AlignedBuf;
 
 use crate::load::file::engine::EngineCtx;
 use crate::load::file::on_tokio::{self, SendIo};
