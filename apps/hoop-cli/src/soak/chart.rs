@@ -5,7 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::Sample;
+use super::sample::Sample;
 
 const COLORS: [RGBColor; 4] = [
     RGBColor(31, 119, 180),

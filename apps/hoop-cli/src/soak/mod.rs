@@ -11,6 +11,7 @@ mod echo;
 mod files;
 mod growth;
 mod http;
+mod sample;
 mod tally;
 
 use std::io;
@@ -23,6 +24,7 @@ use clap::Args;
 use hoop::DriverKind;
 use serde::Serialize;
 
+use self::sample::{ChildSample, Sample};
 use self::tally::{Failures, LoadSummary, Rng, Tally};
 use hoop_bench::machine;
 
@@ -47,28 +49,6 @@ pub struct SoakArgs {
 const SETTLE: Duration = Duration::from_secs(5);
 /// Past the run's end, how long the loads may take to stop before the soak calls it a hang.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(60);
-
-/// One sample of a child server process.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ChildSample {
-    pub name: String,
-    pub fds: usize,
-    pub rss_kib: u64,
-}
-
-/// One sample of the whole soak.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Sample {
-    pub t_secs: f64,
-    /// Open fds of this process (in-process echo servers, file loads and all clients).
-    pub fds: usize,
-    pub rss_kib: u64,
-    /// Operations in flight in the in-process runtimes (echo servers and file loads).
-    pub in_flight: usize,
-    /// Operations completed per second since the previous sample, all loads together.
-    pub ops_per_sec: f64,
-    pub children: Vec<ChildSample>,
-}
 
 #[derive(Debug, Serialize)]
 struct Machine {
