@@ -17,6 +17,8 @@
 //!
 //! Test files use it as `use hoop_test_support as common;`.
 
+pub mod http;
+
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
