@@ -9,12 +9,10 @@
 // Each test file uses a part of it.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{self, TryRecvError};
-use std::time::Duration;
 
 use hoop::sync::CancellationToken;
 use hoop::DriverKind;
