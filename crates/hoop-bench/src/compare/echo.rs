@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::compare::matrix::{Matrix, Order, Sample, Verified};
+use crate::compare::matrix::{Matrix, Order};
 use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
@@ -161,26 +161,7 @@ pub(crate) struct EchoOutcome {
     pub skipped: Vec<String>,
 }
 
-impl Sample for EchoResult {
-    fn target(&self) -> &str {
-        &self.server
-    }
-    fn round(&self) -> u32 {
-        self.round
-    }
-}
-
-impl Verified for EchoResult {
-    fn verified(&self) -> u64 {
-        self.requests
-    }
-    fn errors(&self) -> u64 {
-        self.errors
-    }
-    fn first_error(&self) -> Option<&str> {
-        self.first_error.as_deref()
-    }
-}
+crate::compare::matrix::measured!(EchoResult, requests);
 
 /// Whether a result is of cell (`conns`, `len`).
 pub(crate) fn in_cell(conns: usize, len: usize) -> impl Fn(&EchoResult) -> bool + Copy {

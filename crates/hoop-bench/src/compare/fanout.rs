@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::compare::matrix::{Matrix, Order, Outcome, Sample, Verified};
+use crate::compare::matrix::{Matrix, Order, Outcome};
 use crate::load::fanout::client::{self, FanoutConfig, FanoutOutcome};
 use crate::load::fanout::{hog, verify};
 use crate::measure::latency as stats;
@@ -196,26 +196,7 @@ impl FanoutMatrix {
     }
 }
 
-impl Sample for FanoutResult {
-    fn target(&self) -> &str {
-        &self.server
-    }
-    fn round(&self) -> u32 {
-        self.round
-    }
-}
-
-impl Verified for FanoutResult {
-    fn verified(&self) -> u64 {
-        self.deliveries
-    }
-    fn errors(&self) -> u64 {
-        self.errors
-    }
-    fn first_error(&self) -> Option<&str> {
-        self.first_error.as_deref()
-    }
-}
+crate::compare::matrix::measured!(FanoutResult, deliveries);
 
 /// Whether a result ran under load `hog`.
 pub(crate) fn in_load(hog: bool) -> impl Fn(&FanoutResult) -> bool + Copy {

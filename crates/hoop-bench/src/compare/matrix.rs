@@ -41,6 +41,34 @@ pub trait Verified: Sample + Serialize {
     fn first_error(&self) -> Option<&str>;
 }
 
+/// Implements [`Sample`] and [`Verified`] for a record with the fields every bench's record
+/// has (`server`, `round`, `errors`, `first_error`), verifying `$verified`.
+macro_rules! measured {
+    ($record:ty, $verified:ident) => {
+        impl $crate::compare::matrix::Sample for $record {
+            fn target(&self) -> &str {
+                &self.server
+            }
+            fn round(&self) -> u32 {
+                self.round
+            }
+        }
+
+        impl $crate::compare::matrix::Verified for $record {
+            fn verified(&self) -> u64 {
+                self.$verified
+            }
+            fn errors(&self) -> u64 {
+                self.errors
+            }
+            fn first_error(&self) -> Option<&str> {
+                self.first_error.as_deref()
+            }
+        }
+    };
+}
+pub(crate) use measured;
+
 /// The exit status of a single measurement: an error if it counted errors (with the first one
 /// and what it verified all the same) or verified nothing (`none` says what that means).
 pub fn single_status<R: Verified>(r: &R, none: &str) -> io::Result<()> {

@@ -1,6 +1,5 @@
 //! The `HttpResult` of one run of the load generator, and what the comparison reads of it.
 
-use crate::compare::matrix::{Sample, Verified};
 use crate::load::http::client::{HttpClientConfig, HttpOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::ServerMetrics;
@@ -60,23 +59,4 @@ pub(crate) fn client_result(
     }
 }
 
-impl Sample for HttpResult {
-    fn target(&self) -> &str {
-        &self.server
-    }
-    fn round(&self) -> u32 {
-        self.round
-    }
-}
-
-impl Verified for HttpResult {
-    fn verified(&self) -> u64 {
-        self.requests
-    }
-    fn errors(&self) -> u64 {
-        self.errors
-    }
-    fn first_error(&self) -> Option<&str> {
-        self.first_error.as_deref()
-    }
-}
+crate::compare::matrix::measured!(HttpResult, requests);
