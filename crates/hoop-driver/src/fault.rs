@@ -341,6 +341,16 @@ pub fn opt_out_because(kinds: &[&str], reason: &str) -> OptOut {
     guard
 }
 
+/// Whether faults of the kind called `name` are injected on this thread: a plan is in force,
+/// it has the kind, and the thread has not opted out of it (what a test's client asks before it
+/// treats an error of that kind as injected rather than real). Unknown names are never injected.
+pub fn injects(name: &str) -> bool {
+    let (Some(plan), Some(kind)) = (current_plan(), Kind::from_name(name)) else {
+        return false;
+    };
+    plan.has(kind) && OPTED_OUT.with(Cell::get) & kind.bit() == 0
+}
+
 /// The plan in force on this thread without the kinds it opted out of, spelled as
 /// `HOOP_FAULTS` takes it: what a child process this thread starts should get, so an
 /// opt-out covers the programs a test runs. `None` when no plan is in force.
