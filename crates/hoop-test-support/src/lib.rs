@@ -467,7 +467,7 @@ pub fn faults_off(kinds: &[&str], reason: &str) -> hoop::fault::OptOut {
     hoop::fault::opt_out_because(kinds, reason)
 }
 
-/// Opts the calling thread out of what the driver matrix opts out of (`setup`, `econnreset`:
+/// Opts the calling thread out of what the driver matrix opts out of (`setup`:
 /// see `hoop::__private::each_driver`), quietly (the matrix says it once per run): for a
 /// test's own loop over named drivers, such as a server thread per driver.
 #[must_use = "the opt-out ends when the guard drops"]
