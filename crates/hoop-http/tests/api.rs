@@ -4,7 +4,9 @@
 //! `Server::run` on threads of its own, and the builder's checks.
 //!
 //! Every read and write has a timeout, every wait on the server thread is bounded, and every
-//! loop is bounded in count; nothing measures speed.
+//! loop is bounded in count; nothing measures speed. Under injected resets
+//! (`hoop_test_support::resets`) a request a reset ended goes again on a new connection, and
+//! a scenario whose subject is one server's connections and counts runs again on a new server.
 
 use hoop_test_support as common;
 mod serve;

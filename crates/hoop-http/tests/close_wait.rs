@@ -34,12 +34,11 @@ fn close_wait_on(port: u16) -> usize {
 }
 
 /// 2,000 connections (in waves of 200 open at once), each with one request, half closed by the
-/// client and half by the server (`Connection: close`; and any a reset ended, by the server):
-/// afterwards no CLOSE_WAIT and no more
-/// fds than before. (2,000 rather than 10,000 keeps CI fast and exercises the same paths:
-/// every wave reuses slots of the fixed-file table freed by the previous one.) The server and
-/// the clients are this process: the fds counted are both sides', and no other test runs
-/// meanwhile.
+/// client and half by the server (`Connection: close`; and any that a reset ended, by the
+/// server): afterwards no CLOSE_WAIT and no more fds than before. (2,000 rather than 10,000
+/// keeps CI fast and exercises the same paths: every wave reuses slots of the fixed-file table
+/// freed by the previous one.) The server and the clients are this process: the fds counted
+/// are both sides', and no other test runs meanwhile.
 fn many_connections(kind: DriverKind) {
     let _serial = common::serial();
     let (_base, root) = make_root(&format!("many-{kind}"));

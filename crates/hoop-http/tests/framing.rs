@@ -5,9 +5,10 @@
 //! before the colon): 400; a thousand ranges, and overlapping ranges: 200 with the whole file
 //! exactly once (no amplification); `bytes=-0`: 416.
 //!
-//! The server thread is `serve::spawn_server_for`, shared with `api.rs`; one request per connection
-//! is read to its end. Every read has a timeout, every loop is
-//! bounded; nothing measures speed.
+//! The server thread is `serve::spawn_server_for`, shared with `api.rs`; one request per
+//! connection is read to its end (under injected resets, sent again on a new connection when
+//! a reset ended it first). Every read has a timeout, every loop is bounded; nothing measures
+//! speed.
 
 mod serve;
 use serve::{spawn_server_for, THREAD_TIMEOUT};

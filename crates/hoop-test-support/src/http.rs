@@ -1,6 +1,13 @@
 //! What the HTTP tests share, std only: a root made for the test (files of every kind, a
 //! secret outside it, symlinks in and out), deterministic bytes, and a raw client with
 //! timeouts that reads one response at a time.
+//!
+//! Under injected resets (`HOOP_FAULTS` with `econnreset`) the server closes a connection
+//! as on a real reset, so a client sees `ECONNRESET`, `EPIPE` or an end of stream before the
+//! whole answer. The `try_` functions return those (an early end as
+//! [`closed_early`](crate::resets::closed_early)) for [`resets::retry`](crate::resets::retry)
+//! to run the exchange again on a new connection; [`exchange`], [`exchange_until_closed`]
+//! and [`Client`] do that themselves. The functions without `try_` fail the test on them.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -223,15 +230,29 @@ pub fn request(method: &str, path: &str, headers: &str) -> String {
     format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{headers}\r\n")
 }
 
-/// The first line of `req`, to name an exchange in a failure or a retry.
-fn first_line(req: &str) -> &str {
-    req.split("\r\n").next().unwrap_or(req)
+/// The first line of `req`, to name an exchange in a failure or a retry: printable (a control
+/// byte is written `\xNN`: the line goes to a log that tools read as text) and at most 100
+/// characters.
+fn first_line(req: &str) -> String {
+    let line = req.split("\r\n").next().unwrap_or(req);
+    let mut out = String::new();
+    for c in line.chars().take(100) {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    if line.chars().count() > 100 {
+        out.push_str("...");
+    }
+    out
 }
 
 /// One request on a fresh connection, retried on a new one while a reset ends it (see
 /// [`resets::retry`](crate::resets::retry)); `req` must be one a client may repeat.
 pub fn exchange(addr: SocketAddr, req: &str) -> Response {
-    crate::resets::retry(first_line(req), |_| try_ask(&mut try_connect(addr)?, req))
+    crate::resets::retry(&first_line(req), |_| try_ask(&mut try_connect(addr)?, req))
 }
 
 /// A client that survives resets: it keeps one connection open between requests (keep-alive),
@@ -264,7 +285,7 @@ impl Client {
 
     /// Sends `req` and reads its answer (see the type's docs).
     pub fn ask(&mut self, req: &str) -> Response {
-        let r = crate::resets::retry(first_line(req), |attempt| {
+        let r = crate::resets::retry(&first_line(req), |attempt| {
             if attempt > 0 {
                 self.retries += 1;
                 self.stream = None;
@@ -364,7 +385,7 @@ fn split_response(got: &[u8], head_only: bool) -> Option<(Response, usize)> {
 /// [`resets::retry`](crate::resets::retry)); `req` must be one a client may repeat.
 pub fn exchange_until_closed(addr: SocketAddr, req: &[u8]) -> (Response, Vec<u8>) {
     let text = String::from_utf8_lossy(req);
-    crate::resets::retry(first_line(&text), |_| {
+    crate::resets::retry(&first_line(&text), |_| {
         let mut s = try_connect(addr)?;
         s.write_all(req)?;
         try_read_to_close(&mut s, req.starts_with(b"HEAD "))
