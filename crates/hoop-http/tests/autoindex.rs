@@ -8,7 +8,7 @@ mod serve;
 mod site;
 use hoop::DriverKind;
 use hoop_http::Config;
-use site::{ask_with, make_root, TestServer};
+use site::{make_root, TestServer};
 
 fn autoindex(kind: DriverKind) {
     let (_base, root) = make_root(&format!("autoindex-{kind}"));
@@ -32,8 +32,8 @@ fn autoindex(kind: DriverKind) {
     let Some(server) = TestServer::start_with(kind, &root, cfg) else {
         return;
     };
-    let mut s = server.connect();
-    let r = ask_with(&mut s, "GET", "/list/", "");
+    let mut s = server.client();
+    let r = s.ask_with("GET", "/list/", "");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     let page = String::from_utf8(r.body.clone()).unwrap();
@@ -50,10 +50,10 @@ fn autoindex(kind: DriverKind) {
     assert!(!page.contains("secret"), "{page}");
     assert!(!page.contains('\''), "a raw quote in {page}");
     // The link works.
-    let r = ask_with(&mut s, "GET", "/list/a%3Cb%3E%26%22c%27.txt", "");
+    let r = s.ask_with("GET", "/list/a%3Cb%3E%26%22c%27.txt", "");
     assert_eq!((r.status, &r.body[..]), (200, &b"escaped\n"[..]));
     // HEAD alike.
-    let h = ask_with(&mut s, "HEAD", "/list/", "");
+    let h = s.ask_with("HEAD", "/list/", "");
     assert_eq!(h.status, 200);
     assert!(h.body.is_empty());
     assert_eq!(
@@ -62,18 +62,18 @@ fn autoindex(kind: DriverKind) {
     );
     // An empty directory; a directory with its index still serves the index; no trailing
     // slash is still 301; a dot-directory is still 404.
-    let r = ask_with(&mut s, "GET", "/empty/", "");
+    let r = s.ask_with("GET", "/empty/", "");
     assert_eq!(r.status, 200);
     assert!(String::from_utf8_lossy(&r.body).contains("Index of /empty/"));
-    assert_eq!(ask_with(&mut s, "GET", "/docs/", "").body, b"docs index\n");
-    let r = ask_with(&mut s, "GET", "/list", "");
+    assert_eq!(s.ask_with("GET", "/docs/", "").body, b"docs index\n");
+    let r = s.ask_with("GET", "/list", "");
     assert_eq!((r.status, r.header("location")), (301, Some("/list/")));
-    assert_eq!(ask_with(&mut s, "GET", "/.git/", "").status, 404);
+    assert_eq!(s.ask_with("GET", "/.git/", "").status, 404);
     // A link out of the root is listed as a name, never followed.
-    let r = ask_with(&mut s, "GET", "/out/", "");
+    let r = s.ask_with("GET", "/out/", "");
     assert_eq!(r.status, 404);
     std::fs::remove_file(root.join("index.html")).unwrap();
-    let page = String::from_utf8(ask_with(&mut s, "GET", "/", "").body).unwrap();
+    let page = String::from_utf8(s.ask_with("GET", "/", "").body).unwrap();
     assert!(page.contains("<a href=\"out\">out</a>"), "{page}");
     assert!(page.contains("<a href=\"list/\">list/</a>"), "{page}");
     assert!(

@@ -7,19 +7,19 @@
 
 mod serve;
 mod site;
-use std::net::TcpStream;
-
 use hoop::DriverKind;
-use site::{ask, assert_closed, make_root, TestServer};
+use site::{make_root, Client, TestServer};
 
 fn header_rules(kind: DriverKind) {
     let (_base, root) = make_root(&format!("rules-{kind}"));
     let Some(server) = TestServer::start(kind, &root) else {
         return;
     };
-    let mut s = server.connect();
+    // Keep-alive throughout; a reset (injected) ends the connection and the request goes again
+    // on a new one.
+    let mut s = server.client();
 
-    let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = s.ask("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"hello, world\n");
     assert_eq!(r.header("content-length"), Some("13"));
@@ -39,40 +39,34 @@ fn header_rules(kind: DriverKind) {
     );
 
     // HEAD: the same head, no body; the connection goes on.
-    let h = ask(&mut s, "HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    let h = s.ask("HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(h.status, 200);
     for k in ["content-length", "content-type", "etag", "last-modified"] {
         assert_eq!(h.header(k), r.header(k), "{k}");
     }
 
     // Conditionals.
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-None-Match: {etag}\r\n\r\n"),
-    );
+    let c = s.ask(&format!(
+        "GET /a.txt HTTP/1.1\r\nIf-None-Match: {etag}\r\n\r\n"
+    ));
     assert_eq!(c.status, 304);
     assert!(c.body.is_empty());
     assert_eq!(c.header("etag"), Some(etag.as_str()));
-    let c = ask(
-        &mut s,
-        "GET /a.txt HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n",
-    );
+    let c = s.ask("GET /a.txt HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n");
     assert_eq!(c.status, 200);
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {lm}\r\n\r\n"),
-    );
+    let c = s.ask(&format!(
+        "GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {lm}\r\n\r\n"
+    ));
     assert_eq!(c.status, 304);
     let old = "Thu, 01 Jan 1970 00:00:01 GMT";
-    let c = ask(
-        &mut s,
-        &format!("GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {old}\r\n\r\n"),
-    );
+    let c = s.ask(&format!(
+        "GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {old}\r\n\r\n"
+    ));
     assert_eq!(c.status, 200);
 
     // Ranges.
     let range =
-        |s: &mut TcpStream, r: &str| ask(s, &format!("GET /a.txt HTTP/1.1\r\nRange: {r}\r\n\r\n"));
+        |s: &mut Client, r: &str| s.ask(&format!("GET /a.txt HTTP/1.1\r\nRange: {r}\r\n\r\n"));
     let p = range(&mut s, "bytes=0-4");
     assert_eq!((p.status, p.body.as_slice()), (206, &b"hello"[..]));
     assert_eq!(p.header("content-range"), Some("bytes 0-4/13"));
@@ -90,7 +84,7 @@ fn header_rules(kind: DriverKind) {
     assert_eq!(p.header("content-range"), Some("bytes */13"));
 
     // Methods.
-    let m = ask(&mut s, "DELETE /a.txt HTTP/1.1\r\n\r\n");
+    let m = s.ask("DELETE /a.txt HTTP/1.1\r\n\r\n");
     assert_eq!(m.status, 405);
     assert_eq!(m.header("allow"), Some("GET, HEAD"));
 
@@ -103,7 +97,7 @@ fn header_rules(kind: DriverKind) {
         ("/inside-link.txt", 200, b"hello, world\n"),
         ("/a%2etxt", 200, b"hello, world\n"),
     ] {
-        let r = ask(&mut s, &format!("GET {path} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("GET {path} HTTP/1.1\r\n\r\n"));
         assert_eq!((r.status, r.body.as_slice()), (status, body), "{path}");
     }
     for (path, status) in [
@@ -114,11 +108,11 @@ fn header_rules(kind: DriverKind) {
         ("/.git/config", 404),
         ("/docs/.%2e/.hidden", 404),
     ] {
-        let r = ask(&mut s, &format!("GET {path} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("GET {path} HTTP/1.1\r\n\r\n"));
         assert_eq!(r.status, status, "{path}");
         assert_eq!(r.header("connection"), Some("keep-alive"), "{path}");
     }
-    let r = ask(&mut s, "GET /docs?q=1 HTTP/1.1\r\n\r\n");
+    let r = s.ask("GET /docs?q=1 HTTP/1.1\r\n\r\n");
     assert_eq!(r.status, 301);
     assert_eq!(r.header("location"), Some("/docs/?q=1"));
 
@@ -139,30 +133,24 @@ fn header_rules(kind: DriverKind) {
         ("pdf", "application/pdf"),
         ("xyz", "application/octet-stream"),
     ] {
-        let r = ask(&mut s, &format!("HEAD /types/f.{ext} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("HEAD /types/f.{ext} HTTP/1.1\r\n\r\n"));
         assert_eq!(r.header("content-type"), Some(t), "{ext}");
     }
 
     // Connection: close closes after the response.
-    let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let r = s.ask("GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.header("connection")), (200, Some("close")));
-    assert_closed(&mut s);
+    s.assert_closed();
 
     // HTTP/1.0: close unless keep-alive.
-    let mut s = server.connect();
-    let r = ask(&mut s, "GET /a.txt HTTP/1.0\r\n\r\n");
+    let mut s = server.client();
+    let r = s.ask("GET /a.txt HTTP/1.0\r\n\r\n");
     assert_eq!((r.status, r.header("connection")), (200, Some("close")));
-    assert_closed(&mut s);
-    let mut s = server.connect();
-    let r = ask(
-        &mut s,
-        "GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-    );
+    s.assert_closed();
+    let mut s = server.client();
+    let r = s.ask("GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     assert_eq!(r.header("connection"), Some("keep-alive"));
-    let r = ask(
-        &mut s,
-        "GET /b.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-    );
+    let r = s.ask("GET /b.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     assert_eq!(r.body, b"second file\n");
 
     // Errors that close the connection.
@@ -173,12 +161,12 @@ fn header_rules(kind: DriverKind) {
         ("GARBAGE\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nbad header\r\n\r\n", 400),
     ] {
-        let mut s = server.connect();
-        let r = ask(&mut s, req);
+        let mut s = server.client();
+        let r = s.ask(req);
         assert_eq!(r.status, status, "{req:?}");
         assert_eq!(r.header("connection"), Some("close"), "{req:?}");
         assert!(!r.body.is_empty(), "a short text body");
-        assert_closed(&mut s);
+        s.assert_closed();
     }
 }
 

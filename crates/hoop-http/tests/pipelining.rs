@@ -11,10 +11,12 @@ use std::io::Write;
 use std::time::Duration;
 
 use hoop::DriverKind;
-use site::{assert_closed, make_root, read_response, TestServer};
+use hoop_test_support::resets;
+use site::{assert_closed, make_root, try_connect, try_read_response, TestServer};
 
 /// Three pipelined requests sent in two writes, split at every byte boundary: the three
-/// responses come back whole and in order.
+/// responses come back whole and in order. Pipelining is the subject, so when a reset
+/// (injected) ends a connection the whole split runs again on a new one.
 fn pipelined(kind: DriverKind) {
     let (_base, root) = make_root(&format!("pipe-{kind}"));
     let Some(server) = TestServer::start(kind, &root) else {
@@ -23,51 +25,57 @@ fn pipelined(kind: DriverKind) {
     let reqs = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nHEAD /b.txt HTTP/1.1\r\n\r\nGET /b.txt HTTP/1.1\r\nRange: bytes=0-5\r\n\r\n";
     let bytes = reqs.as_bytes();
     for cut in 0..=bytes.len() {
-        let mut s = server.connect();
-        s.write_all(&bytes[..cut]).unwrap();
-        if cut > 0 && cut < bytes.len() {
-            // Let the first part arrive alone.
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        s.write_all(&bytes[cut..]).unwrap();
-        let r = read_response(&mut s, false);
-        assert_eq!(
-            (r.status, r.body.as_slice()),
-            (200, &b"hello, world\n"[..]),
-            "cut {cut}"
-        );
-        let r = read_response(&mut s, true);
-        assert_eq!(
-            (r.status, r.header("content-length")),
-            (200, Some("12")),
-            "cut {cut}"
-        );
-        let r = read_response(&mut s, false);
-        assert_eq!(
-            (r.status, r.body.as_slice()),
-            (206, &b"second"[..]),
-            "cut {cut}"
-        );
+        resets::retry(&format!("three pipelined requests cut at {cut}"), |_| {
+            let mut s = try_connect(server.addr)?;
+            s.write_all(&bytes[..cut])?;
+            if cut > 0 && cut < bytes.len() {
+                // Let the first part arrive alone.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            s.write_all(&bytes[cut..])?;
+            let r = try_read_response(&mut s, false)?;
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, &b"hello, world\n"[..]),
+                "cut {cut}"
+            );
+            let r = try_read_response(&mut s, true)?;
+            assert_eq!(
+                (r.status, r.header("content-length")),
+                (200, Some("12")),
+                "cut {cut}"
+            );
+            let r = try_read_response(&mut s, false)?;
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (206, &b"second"[..]),
+                "cut {cut}"
+            );
+            Ok(())
+        });
     }
     // Many in one write, the last one closing.
-    let mut s = server.connect();
     let mut all = String::new();
     for i in 0..50 {
         let f = if i % 2 == 0 { "a" } else { "b" };
         all.push_str(&format!("GET /{f}.txt HTTP/1.1\r\n\r\n"));
     }
     all.push_str("GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
-    s.write_all(all.as_bytes()).unwrap();
-    for i in 0..51 {
-        let r = read_response(&mut s, false);
-        let want: &[u8] = if i % 2 == 0 {
-            b"hello, world\n"
-        } else {
-            b"second file\n"
-        };
-        assert_eq!(r.body, want, "response {i}");
-    }
-    assert_closed(&mut s);
+    resets::retry("51 pipelined requests in one write", |_| {
+        let mut s = try_connect(server.addr)?;
+        s.write_all(all.as_bytes())?;
+        for i in 0..51 {
+            let r = try_read_response(&mut s, false)?;
+            let want: &[u8] = if i % 2 == 0 {
+                b"hello, world\n"
+            } else {
+                b"second file\n"
+            };
+            assert_eq!(r.body, want, "response {i}");
+        }
+        assert_closed(&mut s);
+        Ok(())
+    });
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use hoop::DriverKind;
 use hoop_http::Config;
-use site::{ask_with, make_root, TestServer};
+use site::{make_root, TestServer};
 
 /// Sets `path`'s modification time to `secs` after the epoch.
 fn set_mtime(path: &Path, secs: u64) {
@@ -55,22 +55,21 @@ fn precompressed(kind: DriverKind, cache: u64) {
     let Some(server) = TestServer::start_with(kind, &root, cfg) else {
         return;
     };
-    let mut s = server.connect();
+    let mut s = server.client();
     let identity = b"body { color: red }\n";
     let gz = b"GZ-BYTES-0123456789";
 
     // Twice each, so that the second answer comes from the cache where there is one.
     for _ in 0..2 {
         // No Accept-Encoding: the file itself, with Vary (the answer depends on the field).
-        let r = ask_with(&mut s, "GET", "/site/a.css", "");
+        let r = s.ask_with("GET", "/site/a.css", "");
         assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
         assert_eq!(r.header("content-encoding"), None);
         assert_eq!(r.header("vary"), Some("Accept-Encoding"));
         let identity_etag = r.header("etag").unwrap().to_string();
 
         // br first at equal weight.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             "Accept-Encoding: gzip, deflate, br\r\n",
@@ -84,8 +83,7 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_ne!(br_etag, identity_etag);
 
         // gzip by weight; the variant's own validators.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             "Accept-Encoding: br;q=0.5, gzip;q=0.8\r\n",
@@ -98,19 +96,17 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert!(gz_etag != identity_etag && gz_etag != br_etag);
 
         // Two fields are one list, names and spaces as they come.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             "accept-encoding: GZIP ; q=0.5\r\nACCEPT-ENCODING:\tbr;q=0.1\r\n",
         );
         assert_eq!(r.header("content-encoding"), Some("gzip"));
-        let r = ask_with(&mut s, "GET", "/site/a.css", "Accept-Encoding: *\r\n");
+        let r = s.ask_with("GET", "/site/a.css", "Accept-Encoding: *\r\n");
         assert_eq!(r.header("content-encoding"), Some("br"));
 
         // q=0 refuses both: the file itself.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             "Accept-Encoding: br;q=0, gzip;q=0\r\n",
@@ -121,8 +117,7 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!(r.header("etag"), Some(identity_etag.as_str()));
 
         // Range and conditionals apply to the encoded file.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             "Accept-Encoding: gzip\r\nRange: bytes=0-3\r\n",
@@ -130,15 +125,13 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!((r.status, &r.body[..]), (206, &b"GZ-B"[..]));
         assert_eq!(r.header("content-range"), Some("bytes 0-3/19"));
         assert_eq!(r.header("content-encoding"), Some("gzip"));
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             &format!("Accept-Encoding: gzip\r\nRange: bytes=-4\r\nIf-Range: {gz_etag}\r\n"),
         );
         assert_eq!((r.status, &r.body[..]), (206, &b"6789"[..]));
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             &format!("Accept-Encoding: gzip\r\nIf-None-Match: {gz_etag}\r\n"),
@@ -147,8 +140,7 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!(r.header("etag"), Some(gz_etag.as_str()));
         assert_eq!(r.header("vary"), Some("Accept-Encoding"));
         // The same validator from a client that takes no coding: not its copy.
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/a.css",
             &format!("If-None-Match: {gz_etag}\r\n"),
@@ -156,7 +148,7 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
 
         // HEAD alike.
-        let r = ask_with(&mut s, "HEAD", "/site/a.css", "Accept-Encoding: br\r\n");
+        let r = s.ask_with("HEAD", "/site/a.css", "Accept-Encoding: br\r\n");
         assert_eq!(r.status, 200);
         assert!(r.body.is_empty());
         assert_eq!(r.header("content-encoding"), Some("br"));
@@ -164,15 +156,14 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!(r.header("etag"), Some(br_etag.as_str()));
 
         // A variant older than the file is ignored; so is one that is not a regular file.
-        let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
+        let r = s.ask_with("GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &b"let x = 1;\n"[..]));
         assert_eq!(r.header("content-encoding"), None);
         assert_eq!(r.header("vary"), Some("Accept-Encoding"));
-        let r = ask_with(&mut s, "GET", "/site/dir.css", "Accept-Encoding: gzip\r\n");
+        let r = s.ask_with("GET", "/site/dir.css", "Accept-Encoding: gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &b"d {}\n"[..]));
         // No variant, identity refused: the file anyway (as nginx; not 406).
-        let r = ask_with(
-            &mut s,
+        let r = s.ask_with(
             "GET",
             "/site/plain.css",
             "Accept-Encoding: gzip, identity;q=0\r\n",
@@ -180,14 +171,14 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!((r.status, &r.body[..]), (200, &b"p {}\n"[..]));
         assert_eq!(r.header("content-encoding"), None);
         // Not a compressible type: no lookup, no Vary.
-        let r = ask_with(&mut s, "GET", "/site/img.png", "Accept-Encoding: gzip\r\n");
+        let r = s.ask_with("GET", "/site/img.png", "Accept-Encoding: gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &b"PNG"[..]));
         assert_eq!(
             (r.header("content-encoding"), r.header("vary")),
             (None, None)
         );
         // The variant asked for by name: a plain file, as before.
-        let r = ask_with(&mut s, "GET", "/site/a.css.gz", "Accept-Encoding: gzip\r\n");
+        let r = s.ask_with("GET", "/site/a.css.gz", "Accept-Encoding: gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &gz[..]));
         assert_eq!(r.header("content-encoding"), None);
         assert_eq!(r.header("content-type"), Some("application/octet-stream"));
@@ -196,7 +187,7 @@ fn precompressed(kind: DriverKind, cache: u64) {
 
     // A variant made fresh again is served (and the cache notices the change).
     set_mtime(&root.join("site/stale.js.gz"), 1_800_000_000);
-    let r = ask_with(&mut s, "GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
+    let r = s.ask_with("GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
     assert_eq!((r.status, &r.body[..]), (200, &b"OLD-GZ"[..]));
     assert_eq!(r.header("content-type"), Some("application/javascript"));
     drop(server);
@@ -210,13 +201,8 @@ fn precompressed(kind: DriverKind, cache: u64) {
     let Some(server) = TestServer::start_with(kind, &root, cfg) else {
         return;
     };
-    let mut s = server.connect();
-    let r = ask_with(
-        &mut s,
-        "GET",
-        "/site/a.css",
-        "Accept-Encoding: br, gzip\r\n",
-    );
+    let mut s = server.client();
+    let r = s.ask_with("GET", "/site/a.css", "Accept-Encoding: br, gzip\r\n");
     assert_eq!((r.status, &r.body[..]), (200, &identity[..]));
     assert_eq!(
         (r.header("content-encoding"), r.header("vary")),
@@ -227,12 +213,9 @@ fn precompressed(kind: DriverKind, cache: u64) {
     let Some(server) = TestServer::start(kind, &root) else {
         return;
     };
-    let r = ask_with(
-        &mut server.connect(),
-        "GET",
-        "/site/a.css",
-        "Accept-Encoding: br\r\n",
-    );
+    let r = server
+        .client()
+        .ask_with("GET", "/site/a.css", "Accept-Encoding: br\r\n");
     assert_eq!(r.header("content-encoding"), Some("br"));
 }
 

@@ -1,8 +1,10 @@
 //! What the behaviour tests of the server share (`headers.rs`, `traversal.rs`, `limits.rs`,
 //! `close_wait.rs`, `bodies.rs`, `pipelining.rs`, `precompressed.rs`, `autoindex.rs`): a root
 //! made for the test, the server running in this process on a thread of its own
-//! ([`TestServer`]: `serve::spawn_server` on 127.0.0.1:0, on the driver the test names,
-//! stopped by its token when dropped), and raw std clients.
+//! ([`TestServer`]: `serve::spawn_server_for` on 127.0.0.1:0, on the driver the test names,
+//! stopped by its token when dropped), and raw std clients. Under injected resets the
+//! clients make a new connection and ask again (`hoop_test_support::resets`): each test's
+//! exchanges are retried, and a scenario on one connection runs again on a new one.
 //!
 //! Every client read and write has a timeout; every loop is bounded in count.
 
@@ -20,7 +22,7 @@ use hoop_http::{Config, ServeStats, Server};
 use hoop_test_support as common;
 pub use hoop_test_support::http::*;
 
-use crate::serve::{spawn_server, THREAD_TIMEOUT};
+use crate::serve::{spawn_server_for, THREAD_TIMEOUT};
 
 // ===== the server =====
 
@@ -42,11 +44,21 @@ impl TestServer {
 
     /// The server with `cfg`.
     pub fn start_with(kind: DriverKind, root: &Path, cfg: Config) -> Option<TestServer> {
-        // Carried to the server thread.
-        let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+        TestServer::start_for(kind, root, cfg, 0)
+    }
+
+    /// The server with `cfg` for attempt `attempt` of a scenario that a reset (injected) runs
+    /// again on a new server: each attempt's server draws faults of its own
+    /// (`serve::spawn_server_for`).
+    pub fn start_for(
+        kind: DriverKind,
+        root: &Path,
+        cfg: Config,
+        attempt: u32,
+    ) -> Option<TestServer> {
         let server = Server::new(root, cfg).expect("a server of the test root");
         let token = CancellationToken::new();
-        let (addr, done) = spawn_server(kind, server, token.clone())?;
+        let (addr, done) = spawn_server_for(kind, server, token.clone(), None, attempt)?;
         Some(TestServer { addr, token, done })
     }
 
@@ -63,11 +75,15 @@ impl TestServer {
         connect(self.addr)
     }
 
-    /// One request on a fresh connection.
+    /// One request on a fresh connection (a new one again while a reset ends it).
     pub fn get(&self, path: &str) -> Response {
-        let mut s = self.connect();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        read_response(&mut s, false)
+        exchange(self.addr, &request("GET", path, ""))
+    }
+
+    /// A client that keeps its connection open between requests and makes a new one when
+    /// a reset ends an exchange.
+    pub fn client(&self) -> Client {
+        Client::new(self.addr)
     }
 }
 
