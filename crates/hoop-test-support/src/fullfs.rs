@@ -19,9 +19,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Says, past the harness's capture, that test `test` is skipped and why.
+/// Says, past the harness's capture, that test `test` (or a part of it: the harness's name
+/// for the test, its thread's, comes first when it differs) is skipped and why.
 pub fn skip_test(test: &str, reason: &str) {
-    let _ = writeln!(io::stderr(), "skip {test}: {reason}");
+    let thread = std::thread::current();
+    let line = match thread.name() {
+        Some(name) if name != test && name != "main" => format!("skip {name} ({test}): {reason}"),
+        _ => format!("skip {test}: {reason}"),
+    };
+    let _ = writeln!(io::stderr(), "{line}");
 }
 
 /// Whether this process runs as root (what mounting a tmpfs needs, short of a user namespace,

@@ -519,3 +519,52 @@ fn writes_at_the_cursor_move_it_past_what_landed() {
         });
     });
 }
+
+/// `hoop::shared`'s `File` through the traits, with no runtime (woken by the rings), on both
+/// engines: `write_all` then `flush` report `ENOSPC` once, the file holds what landed (its
+/// cursor writes take the same fix as the runtime's), and after freeing the rest completes it.
+#[test]
+fn shared_file_write_all_and_flush_report_enospc() {
+    for kind in common::DRIVERS {
+        let Some(fs) = full_fs("shared", kind) else {
+            return;
+        };
+        let rings = {
+            let _setup = hoop::fault::opt_out_quietly(&["setup"]);
+            match hoop::shared::Rings::builder()
+                .rings(2)
+                .entries(64)
+                .driver(kind)
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    common::skip(kind, &format!("no shared rings: {e}"));
+                    continue;
+                }
+            }
+        };
+        let path = fs.join("f");
+        let data = bytes(DATA_BYTES, 12);
+        let mut f = common::block_on(hoop::shared::File::create(&rings, &path)).unwrap();
+        let wrote = common::block_on(futures::io::AsyncWriteExt::write_all(&mut f, &data));
+        let flushed = common::block_on(futures::io::AsyncWriteExt::flush(&mut f));
+        match (wrote, flushed) {
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => assert!(is_enospc(&e), "{kind}: {e:?}"),
+            other => panic!("{kind}: shared File on a full disk: {other:?}"),
+        }
+        let landed = landed_prefix(&fs, &path, &data);
+        free(&fs);
+        let to = std::io::SeekFrom::Start(landed as u64);
+        common::block_on(futures::io::AsyncSeekExt::seek(&mut f, to)).unwrap();
+        common::block_on(futures::io::AsyncWriteExt::write_all(
+            &mut f,
+            &data[landed..],
+        ))
+        .unwrap();
+        common::block_on(futures::io::AsyncWriteExt::flush(&mut f)).unwrap();
+        drop(f);
+        assert!(std::fs::read(&path).unwrap() == data, "{kind}");
+        drop(rings);
+    }
+}
