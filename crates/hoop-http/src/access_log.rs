@@ -1,11 +1,15 @@
 //! The access log: one [`AccessLogEntry`] per answered request, given to a hook of the
 //! caller's ([`Builder::access_log`](crate::Builder::access_log)), or printed on stdout by the
-//! built-in logger ([`Config::access_log`](crate::Config::access_log)).
+//! built-in logger ([`Config::access_log`](crate::Config::access_log)). [`AccessLogWriter`]
+//! writes the lines to a file (or any writer) and survives a full disk: a line it cannot write
+//! is counted as lost and said on stderr once per outage; the server keeps serving.
 
 use std::fmt;
 use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// An access-log hook: called on the serving thread, once per answered request, after its
@@ -75,11 +79,176 @@ impl fmt::Display for AccessLogEntry<'_> {
     }
 }
 
-/// The built-in logger: [`write_line`](AccessLogEntry::write_line) on stdout.
+/// The built-in logger: [`write_line`](AccessLogEntry::write_line) on stdout, through an
+/// [`AccessLogWriter`] (so that stdout redirected to a file on a full disk is said on stderr,
+/// not ignored).
 pub fn stdout_logger() -> AccessLog {
-    Arc::new(|entry: &AccessLogEntry<'_>| {
-        let _ = entry.write_line(&mut io::stdout().lock());
-    })
+    let out = AccessLogWriter::new("stdout", io::stdout());
+    Arc::new(move |entry: &AccessLogEntry<'_>| out.log(entry))
+}
+
+/// Access-log lines written to a file (or any writer), one [`write_line`](AccessLogEntry::write_line)
+/// per request, each line handed to the writer whole (one `write(2)` to a file opened by
+/// [`append`](Self::append), which appends).
+///
+/// A write error (`ENOSPC` on a full disk, `EIO`) never stops the server and is never
+/// ignored: the line is counted in [`lines_lost`](Self::lines_lost), and the first failure of
+/// an outage prints one line on stderr (`hoop-http: access log NAME: ERROR; ...`); the lines
+/// after it are only counted until a write succeeds again, which prints a line saying how many
+/// were lost. A line cut short by the error (part of it landed) is ended with a newline before
+/// the next one, so every line of the file after an outage is whole or a visibly cut prefix.
+/// Writes block the serving thread (a local file's page cache: quick; a slow disk slows the
+/// server, as a full pipe on stdout would).
+///
+/// ```no_run
+/// # fn main() -> std::io::Result<()> {
+/// let log = hoop_http::AccessLogWriter::append("access.log")?;
+/// let server = hoop_http::Server::builder("www")
+///     .access_log(log.hook())
+///     .build()?;
+/// # let _ = server; Ok(())
+/// # }
+/// ```
+pub struct AccessLogWriter {
+    name: String,
+    out: Mutex<LogOut>,
+    written: AtomicU64,
+    lost: AtomicU64,
+    outages: AtomicU64,
+}
+
+/// What the lock guards: the writer, a reused line buffer, and the state of an outage.
+struct LogOut {
+    writer: Box<dyn Write + Send>,
+    line: Vec<u8>,
+    /// Lines lost since the last successful write (0: no outage).
+    lost_now: u64,
+    /// The last failed line landed in part: the next write starts with a newline.
+    torn: bool,
+}
+
+impl fmt::Debug for AccessLogWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccessLogWriter")
+            .field("name", &self.name)
+            .field("lines_written", &self.lines_written())
+            .field("lines_lost", &self.lines_lost())
+            .finish()
+    }
+}
+
+impl AccessLogWriter {
+    /// Opens (creating it, mode 0644) the file at `path` for appending.
+    pub fn append(path: impl AsRef<Path>) -> io::Result<Arc<AccessLogWriter>> {
+        let path = path.as_ref();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(AccessLogWriter::new(path.display().to_string(), file))
+    }
+
+    /// Lines to `writer`, named `name` in the lines it prints on stderr.
+    pub fn new(
+        name: impl Into<String>,
+        writer: impl Write + Send + 'static,
+    ) -> Arc<AccessLogWriter> {
+        Arc::new(AccessLogWriter {
+            name: name.into(),
+            out: Mutex::new(LogOut {
+                writer: Box::new(writer),
+                line: Vec::with_capacity(256),
+                lost_now: 0,
+                torn: false,
+            }),
+            written: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            outages: AtomicU64::new(0),
+        })
+    }
+
+    /// The hook for [`Builder::access_log`](crate::Builder::access_log).
+    pub fn hook(self: &Arc<Self>) -> impl Fn(&AccessLogEntry<'_>) + Send + Sync + 'static {
+        let this = self.clone();
+        move |entry: &AccessLogEntry<'_>| this.log(entry)
+    }
+
+    /// Writes one entry's line (see the type's docs for errors).
+    pub fn log(&self, entry: &AccessLogEntry<'_>) {
+        // A panic elsewhere while holding the lock leaves nothing half-done that matters here.
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let out = &mut *out;
+        out.line.clear();
+        if out.torn {
+            out.line.push(b'\n');
+        }
+        // Writing into a Vec cannot fail.
+        let _ = entry.write_line(&mut out.line);
+        let (landed, res) = write_counted(&mut *out.writer, &out.line);
+        match res {
+            Ok(()) => {
+                out.torn = false;
+                self.written.fetch_add(1, Ordering::Relaxed);
+                if out.lost_now > 0 {
+                    let _ = writeln!(
+                        io::stderr(),
+                        "hoop-http: access log {}: writing again; {} lines lost",
+                        self.name,
+                        out.lost_now
+                    );
+                    out.lost_now = 0;
+                }
+            }
+            Err(e) => {
+                // Bytes of this line landed (past a newline written for a torn one): the
+                // next line ends it first.
+                let lead = usize::from(out.torn);
+                out.torn = landed > lead || (out.torn && landed == 0);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                if out.lost_now == 0 {
+                    self.outages.fetch_add(1, Ordering::Relaxed);
+                    let _ = writeln!(
+                        io::stderr(),
+                        "hoop-http: access log {}: {e}; lines are counted as lost until a \
+                         write succeeds",
+                        self.name
+                    );
+                }
+                out.lost_now += 1;
+            }
+        }
+    }
+
+    /// Lines written.
+    pub fn lines_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Lines that could not be written (or were cut short) because a write failed.
+    pub fn lines_lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Outages: runs of failed lines, each said once on stderr.
+    pub fn outages(&self) -> u64 {
+        self.outages.load(Ordering::Relaxed)
+    }
+}
+
+/// Writes all of `buf` and flushes (stdout's line buffer); returns how many bytes of `buf`
+/// the writer took, and the first error (`Interrupted` is retried, a write of 0 bytes is
+/// `WriteZero`).
+fn write_counted(w: &mut dyn Write, buf: &[u8]) -> (usize, io::Result<()>) {
+    let mut at = 0;
+    while at < buf.len() {
+        match w.write(&buf[at..]) {
+            Ok(0) => return (at, Err(io::ErrorKind::WriteZero.into())),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (at, Err(e)),
+        }
+    }
+    (at, w.flush())
 }
 
 /// The hook as the serving threads hold it (so that what holds it can derive `Debug`).

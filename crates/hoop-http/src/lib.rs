@@ -99,7 +99,7 @@ pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod trim;
 
-pub use access_log::{AccessLog, AccessLogEntry, RequestLine};
+pub use access_log::{AccessLog, AccessLogEntry, AccessLogWriter, RequestLine};
 pub use builder::Builder;
 pub use config::{Config, ConfigError};
 pub use server::{Bound, ServeStats, Server};

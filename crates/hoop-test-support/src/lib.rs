@@ -17,6 +17,7 @@
 //!
 //! Test files use it as `use hoop_test_support as common;`.
 
+pub mod fullfs;
 pub mod http;
 pub mod resets;
 

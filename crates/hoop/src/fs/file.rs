@@ -46,9 +46,24 @@ use super::{Metadata, OpenOptions};
 ///     order, then closes the file (a detached task of the runtime, as tokio's `File` finishes
 ///     its blocking write; the end of `block_on` and the runtime's shutdown wait for it, up to
 ///     the shutdown timeout, and report what did not finish in
-///     [`ShutdownReport::unfinished_writes`](crate::ShutdownReport::unfinished_writes)); their
-///     errors are dropped then: only `flush` and [`close`](File::close) report errors. Dropped
-///     after `block_on` returned or on another thread, the pending writes are cancelled.
+///     [`ShutdownReport::unfinished_writes`](crate::ShutdownReport::unfinished_writes)). Only
+///     `flush` and [`close`](File::close) return errors: a dropped file's write error (a full
+///     disk's `ENOSPC`) is counted in
+///     [`ShutdownReport::failed_writes`](crate::ShutdownReport::failed_writes) and said once
+///     per process on stderr. Dropped after `block_on` returned or on another thread, the
+///     pending writes are cancelled.
+///
+/// # Full disks
+///
+/// A write that fails (`ENOSPC` on a full disk) returns the kernel's `io::Error`, as std's and
+/// tokio's do: [`write_at`](File::write_at) says how many bytes landed (`Ok(n)`, maybe fewer,
+/// then the error on the next call); `write_all_at`, [`fs::write`](super::write) and the
+/// traits' `write_all` cannot carry a count in their error, and the bytes that landed are the
+/// file's length (written from its start, in order). No write returns `Ok` for a byte that did
+/// not land: through the traits, a write accepts bytes before they land, and their error comes
+/// back from the next write, `flush` or `close`, once. [`fs::copy`](super::copy) writes chunks
+/// in parallel: after its error the destination holds an unspecified part of the source, as
+/// after std's. Freed space (a file removed) makes the next writes succeed.
 ///
 /// Before using the cursor another way after the traits (a `*_at` method with `CURRENT_POS`,
 /// [`into_std`](File::into_std), another fd of the same open file), flush and seek to
@@ -236,8 +251,10 @@ impl File {
         pos: u64,
         timeout: Duration,
     ) -> BufResult<usize, B> {
+        let len = buf.bytes_init();
         let write = op::Write::new(self.raw(), buf, pos);
-        Op::new(op::Deadline::new(write, timeout)).await
+        let write = Op::new(op::Deadline::new(write, timeout));
+        super::cursor::at_cursor(self.raw(), pos, len, write).await
     }
 
     /// Writes the initialized bytes of `buf` at byte offset `pos` (at the end of the file when
@@ -254,8 +271,15 @@ impl File {
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + '_ {
         // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
-        Op::new(op::Write::new(self.raw(), buf, pos))
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs. At the
+        // cursor, the cursor is fixed after a short write (`fs::cursor`: a kernel bug).
+        let len = buf.bytes_init();
+        super::cursor::at_cursor(
+            self.raw(),
+            pos,
+            len,
+            Op::new(op::Write::new(self.raw(), buf, pos)),
+        )
     }
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a `buf.slice(..n)`), in as
@@ -475,8 +499,15 @@ pub(super) async fn write_all_on<B: IoBuf>(
 ) -> BufResult<(), B> {
     let total = buf.bytes_init();
     let msg = "failed to write the whole buffer";
+    // At the cursor, each write fixes the cursor after a short result (`fs::cursor`).
+    let fd = match target {
+        op::Target::Fd(fd) => fd,
+        op::Target::Fixed(_) => -1,
+    };
     until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
-        Op::new(op::Write::new(target, s, advance(pos, done)))
+        let len = s.bytes_init();
+        let write = Op::new(op::Write::new(target, s, advance(pos, done)));
+        super::cursor::at_cursor(fd, pos, len, write)
     })
     .await
 }

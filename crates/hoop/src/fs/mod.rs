@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 
 use hoop_driver::{op, IoBuf, Op};
 
+pub(crate) mod cursor;
 pub(crate) mod file;
 mod fixed_file;
 pub(crate) mod metadata;
@@ -236,11 +237,15 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
         .mode(meta.mode() & 0o7777)
         .open(to)
         .await?;
-    // An existing destination keeps its mode on open: set it as std::fs::copy does.
-    dst.set_permissions(meta.permissions())?;
+    // An existing destination keeps its mode on open: set it as std::fs::copy does, only on
+    // a regular file (a copy onto a device, e.g. /dev/full or a disk, must not chmod it).
+    let dst_is_file = dst.metadata().await?.is_file();
+    if dst_is_file {
+        dst.set_permissions(meta.permissions())?;
+    }
     // Reserve the destination's blocks in one call rather than block by block as the
     // writes land (best effort: a file system without fallocate just skips it).
-    if meta.len() > 0 {
+    if meta.len() > 0 && dst_is_file {
         let _ = dst.fallocate(0, meta.len(), 0).await;
     }
     let chunk = usize::try_from(meta.len())
@@ -248,10 +253,13 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
         .clamp(4096, COPY_CHUNK);
     let next = std::cell::Cell::new(0u64);
     let end = std::cell::Cell::new(u64::MAX);
-    let can_splice = hoop_driver::Driver::current().is_some_and(|d| {
-        !d.is_iopoll()
-            && (d.kind() != crate::DriverKind::Uring || d.supports_opcode(op::Splice::OPCODE))
-    });
+    // A device as the destination (e.g. /dev/full) may refuse a splice at an offset
+    // (`EINVAL`): it gets plain writes, which report its own error (`ENOSPC`).
+    let can_splice = dst_is_file
+        && hoop_driver::Driver::current().is_some_and(|d| {
+            !d.is_iopoll()
+                && (d.kind() != crate::DriverKind::Uring || d.supports_opcode(op::Splice::OPCODE))
+        });
     let pipes: Vec<(File, File, usize)> = if can_splice {
         (0..COPY_IN_FLIGHT)
             .map_while(|_| copy_pipe(chunk).ok())
@@ -275,7 +283,7 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<u6
             .sum()
     };
     drop(pipes);
-    if copied < meta.len() {
+    if copied < meta.len() && dst_is_file {
         // The source shrank while it was copied: do not keep the reserved length.
         dst.set_len(copied).await?;
     }

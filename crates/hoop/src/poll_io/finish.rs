@@ -4,8 +4,9 @@
 //! A `poll_write` that returned `Ready(n)` made the `n` bytes the value's responsibility. When
 //! the value (a `File`, a stream, an owned write half) is dropped with such bytes not written
 //! yet, its state and its fd owner move into a detached writer: a task of the runtime (one of
-//! hoop's own, left out of `task_count`) that drives the writes to their end, in order, drops
-//! their error (only `flush`/`close` report errors), then closes the fd (after shutting down
+//! hoop's own, left out of `task_count`) that drives the writes to their end, in order, counts
+//! their error (only `flush`/`close` return errors; a dropped value's is counted in
+//! `ShutdownReport::failed_writes`, and a file's said once on stderr), then closes the fd (after shutting down
 //! the write direction, for a write half) and submits the close at once. The end of
 //! `block_on` and the runtime's shutdown run the writers still pending, up to the shutdown
 //! timeout; a writer still unfinished then is cancelled, closed and counted in the
@@ -124,12 +125,35 @@ impl Future for Finish {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         if let Some(io) = &mut this.io {
-            // Ready once nothing is in flight: every byte written, or an error (kept in the
-            // state, and dropped with it: nobody is left to report it to).
+            // Ready once nothing is in flight: every byte written, or an error.
             std::task::ready!(io.drive_write(this.fd, cx));
+            if let Some(e) = io.w.write_err.take() {
+                // Nobody is left to return it to, but a write error must not vanish (a full
+                // disk's ENOSPC cut the file short): it is counted in the `ShutdownReport`,
+                // and a file's, which loses data on disk, is said once on stderr.
+                let lost = io.w.write_err_bytes as u64;
+                this.writers.failed(lost);
+                if io.kind == super::Kind::File {
+                    say_dropped_file_error_once(&e, lost);
+                }
+            }
         }
         this.end();
         Poll::Ready(())
+    }
+}
+
+/// Says on stderr, once per process, that a `File` dropped with writes pending lost bytes to
+/// an error: the program never flushed or closed it, so this line and
+/// `ShutdownReport::failed_writes` are the only traces left.
+fn say_dropped_file_error_once(e: &std::io::Error, lost: u64) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "hoop: a File dropped with writes pending failed ({e}); {lost} bytes not written \
+             (flush or close a File to get its write errors; later ones are only counted in \
+             ShutdownReport::failed_writes)"
+        );
     }
 }
 

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use hoop_driver::{op, BufResult, Op, Slice};
+use hoop_driver::{op, BufResult, IoBuf, Op, Slice};
 
 use super::ops::{Handle, Kind, Ops};
 use super::push::Pusher;
@@ -30,7 +30,17 @@ impl Ops for Local {
     fn write(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<WriteOp> {
         Bound(match kind {
             Kind::Socket => WriteOp::Socket(Op::new(op::Send::new(fd, slice, 0))),
-            Kind::File => WriteOp::File(Op::new(op::Write::new(fd, slice, op::CURRENT_POS))),
+            Kind::File => {
+                // The cursor is fixed after a short write (`fs::cursor`: a kernel bug).
+                let len = slice.bytes_init();
+                let write = Op::new(op::Write::new(fd, slice, op::CURRENT_POS));
+                WriteOp::File(crate::fs::cursor::at_cursor(
+                    fd,
+                    op::CURRENT_POS,
+                    len,
+                    write,
+                ))
+            }
         })
     }
     fn shutdown(&self, fd: RawFd) -> Bound<Op<op::Shutdown>> {
@@ -93,7 +103,7 @@ impl std::future::Future for ReadOp {
 #[derive(Debug)]
 pub(crate) enum WriteOp {
     Socket(Op<op::Send<Slice<Vec<u8>>>>),
-    File(Op<op::Write<Slice<Vec<u8>>>>),
+    File(crate::fs::cursor::AtCursor<Op<op::Write<Slice<Vec<u8>>>>>),
 }
 
 impl std::future::Future for WriteOp {

@@ -47,8 +47,9 @@
 //!   the send in flight included) and the fd owner move into a detached task of the runtime
 //!   that writes every accepted byte in order, then closes (a write half: shuts down the write
 //!   direction); `block_on`'s end and the shutdown wait for it up to the shutdown timeout and
-//!   report what did not finish (`ShutdownReport::unfinished_writes`). Its errors are dropped: only
-//!   `poll_flush`/`poll_close` report errors. Dropped after `block_on` returned or on another
+//!   report what did not finish (`ShutdownReport::unfinished_writes`). Only
+//!   `poll_flush`/`poll_close` return errors; a detached writer's error is counted
+//!   (`ShutdownReport::failed_writes`; a file's also said once on stderr). Dropped after `block_on` returned or on another
 //!   thread, the writes are cancelled (the staged bytes dropped), as nothing can run them.
 //!
 //! Files use the file's own position (`read(2)`/`write(2)`, `CURRENT_POS`), like

@@ -84,6 +84,9 @@ pub(crate) struct WriteDir<O: Ops> {
     pub(super) write_staging: Vec<u8>,
     /// The error of a write-behind, for the next call.
     pub(super) write_err: Option<io::Error>,
+    /// The bytes accepted and dropped with `write_err` (the rest of the failed write and
+    /// what was staged behind it), for a detached writer's count.
+    pub(super) write_err_bytes: usize,
 }
 
 impl<O: Ops> WriteDir<O> {
@@ -95,6 +98,7 @@ impl<O: Ops> WriteDir<O> {
             write_op: None,
             write_staging: Vec::new(),
             write_err: None,
+            write_err_bytes: 0,
         }
     }
 
@@ -140,8 +144,10 @@ impl<O: Ops> WriteDir<O> {
                 let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
                 self.write_op = None;
                 let mut buf = slice.into_inner();
+                let unwritten = buf.len().saturating_sub(self.write_done);
                 match res {
                     Ok(0) => {
+                        self.write_err_bytes = unwritten + self.write_staging.len();
                         buf.clear();
                         self.write_err = Some(io::Error::new(
                             io::ErrorKind::WriteZero,
@@ -151,6 +157,7 @@ impl<O: Ops> WriteDir<O> {
                     Ok(n) => self.write_done += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
+                        self.write_err_bytes = unwritten + self.write_staging.len();
                         buf.clear();
                         self.write_err = Some(e);
                     }

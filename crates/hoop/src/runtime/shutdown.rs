@@ -63,6 +63,8 @@ impl Runtime {
         let mut report = self.inner.driver.shutdown();
         report.unfinished_writes = writers.unfinished.get();
         report.unfinished_write_bytes = writers.unfinished_bytes.get();
+        report.failed_writes = writers.failed.get();
+        report.failed_write_bytes = writers.failed_bytes.get();
         let hooks = std::mem::take(&mut *self.inner.on_shutdown.borrow_mut());
         for hook in hooks {
             hook(report);

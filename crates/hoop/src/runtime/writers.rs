@@ -18,6 +18,9 @@ pub(crate) struct Writers {
     /// Writers dropped unfinished (shutdown past its timeout), and their bytes not written.
     pub(super) unfinished: std::cell::Cell<usize>,
     pub(super) unfinished_bytes: std::cell::Cell<u64>,
+    /// Writers whose writes ended in an error, and their bytes not written.
+    pub(super) failed: std::cell::Cell<usize>,
+    pub(super) failed_bytes: std::cell::Cell<u64>,
 }
 
 impl Writers {
@@ -26,6 +29,13 @@ impl Writers {
         self.unfinished.set(self.unfinished.get() + 1);
         self.unfinished_bytes
             .set(self.unfinished_bytes.get().saturating_add(bytes));
+    }
+
+    /// A writer whose writes ended in an error, with `bytes` accepted and not written.
+    pub(crate) fn failed(&self, bytes: u64) {
+        self.failed.set(self.failed.get() + 1);
+        self.failed_bytes
+            .set(self.failed_bytes.get().saturating_add(bytes));
     }
 
     /// Forgets the keys of finished writers; returns how many remain.

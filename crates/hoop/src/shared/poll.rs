@@ -123,7 +123,7 @@ pub(crate) struct FileOps {
 
 impl Ops for FileOps {
     type Read = SharedOp<Keep<op::Read<Buf>, Arc<OwnedFd>>>;
-    type Write = SharedOp<Keep<op::Write<Buf>, Arc<OwnedFd>>>;
+    type Write = crate::fs::cursor::AtCursor<SharedOp<Keep<op::Write<Buf>, Arc<OwnedFd>>>>;
     /// Files have no write half to shut down (`poll_close` only flushes them).
     type Shutdown = Ready<io::Result<()>>;
     const THREAD_BOUND: bool = false;
@@ -134,10 +134,15 @@ impl Ops for FileOps {
             .eager()
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
+        // The cursor is fixed after a short write (`fs::cursor`: a kernel bug); the fd's `Arc`
+        // in these ops keeps it open while the write is polled.
+        let len = buf.bytes_init();
         let write = op::Write::new(fd, buf, op::CURRENT_POS);
-        self.rings
+        let write = self
+            .rings
             .submit(self.route, Keep::new(write, self.fd.clone()))
-            .eager()
+            .eager();
+        crate::fs::cursor::at_cursor(fd, op::CURRENT_POS, len, write)
     }
     fn shutdown(&self, _: RawFd) -> Self::Shutdown {
         std::future::ready(Ok(()))

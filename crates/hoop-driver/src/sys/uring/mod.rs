@@ -526,6 +526,13 @@ pub struct ShutdownReport {
     pub unfinished_writes: usize,
     /// The bytes those writes had accepted and not written (or not known to be written).
     pub unfinished_write_bytes: u64,
+    /// Files, streams and write halves dropped with write-behind pending whose writes ended
+    /// in an error (a full disk's `ENOSPC`, a peer's reset): nobody was left to return it to
+    /// (only `flush` and `close` return write errors), so it is counted here rather than lost
+    /// without a trace (filled in by `hoop`'s runtime; the driver alone leaves it 0).
+    pub failed_writes: usize,
+    /// The bytes those writes had accepted and did not write (the rest after the error).
+    pub failed_write_bytes: u64,
 }
 
 impl Uring {
