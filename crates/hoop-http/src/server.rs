@@ -246,15 +246,18 @@ impl Server {
     }
 
     /// Binds [`Config::threads`] listeners on `addr` (with `SO_REUSEPORT` when more than
-    /// one; port 0 picks one free port for all), ready to [`run`](Bound::run). Binding
+    /// one; port 0 picks one free port for all; backlog [`Config::backlog`]), ready to [`run`](Bound::run). Binding
     /// first tells the caller the address before serving starts.
     pub fn bind(&self, addr: impl ToSocketAddrs) -> io::Result<Bound> {
         let threads = self.cfg.threads;
-        let first = TcpListener::bind_with(addr, threads > 1)?;
+        let opts = hoop::net::ListenOptions::new()
+            .backlog(self.cfg.backlog)
+            .reuse_port(threads > 1);
+        let first = opts.bind(addr)?;
         let local = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..threads {
-            listeners.push(TcpListener::bind_with(local, true)?);
+            listeners.push(opts.reuse_port(true).bind(local)?);
         }
         Ok(Bound {
             server: self.clone(),
