@@ -364,7 +364,7 @@ async fn accept_loop(
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 if sh.open_conns.fetch_add(1, Ordering::AcqRel) >= sh.cfg.max_conns {
                     sh.open_conns.fetch_sub(1, Ordering::AcqRel);
                     counts.refused.set(counts.refused.get() + 1);

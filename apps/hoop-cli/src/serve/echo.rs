@@ -168,7 +168,7 @@ async fn accept_loop(listener: TcpListener, worker: usize) {
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 // Detached: the task runs until its connection ends or the runtime drops.
                 drop(hoop::spawn(echo_conn(stream)));
             }
@@ -221,7 +221,7 @@ async fn accept_loop_best(listener: TcpListener, worker: usize, kind: RecvRing) 
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 drop(hoop::spawn(echo_conn_ring(stream, ring.clone())));
             }
             Some(Err(e)) => pacing.failed(e).await,

@@ -193,7 +193,7 @@ async fn hoop_accept_loop(
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 // Detached: the task runs until its connection ends or the runtime drops.
                 match writer {
                     FanoutWriter::Traits => drop(hoop::spawn(hoop_conn(stream, tx.clone()))),

@@ -12,7 +12,7 @@ pub mod tcp;
 mod udp;
 pub mod unix;
 
-pub use accept_pacing::AcceptPacing;
+pub use accept_pacing::{AcceptPacing, ACCEPT_BATCH};
 pub use backlog::{
     backlog_cap, listen_limits, somaxconn, ListenLimits, ListenOptions, DEFAULT_BACKLOG,
     MAX_BACKLOG,
