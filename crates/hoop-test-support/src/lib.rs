@@ -18,6 +18,7 @@
 //! Test files use it as `use hoop_test_support as common;`.
 
 pub mod http;
+pub mod listen_diag;
 
 use std::process::Command;
 use std::sync::mpsc;
