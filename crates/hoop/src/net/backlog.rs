@@ -161,3 +161,44 @@ impl ListenLimits {
         notes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The start-up lines: a cap by somaxconn, a SYN queue without cookies below the backlog,
+    /// nothing when neither applies.
+    #[test]
+    fn notes_say_what_caps_the_backlog() {
+        let l = ListenLimits {
+            somaxconn: Some(4096),
+            tcp_max_syn_backlog: Some(2048),
+            tcp_syncookies: Some(1),
+        };
+        assert_eq!(l.effective(65535), 4096);
+        assert_eq!(l.effective(0), 1);
+        assert_eq!(
+            l.notes(65535),
+            vec![
+                "listen backlog 65535 capped to 4096 by net.core.somaxconn (raise it with \
+                 `sysctl -w net.core.somaxconn=65535`)"
+                    .to_string()
+            ]
+        );
+        assert!(l.notes(1000).is_empty());
+        let no_cookies = ListenLimits {
+            tcp_syncookies: Some(0),
+            ..l
+        };
+        let notes = no_cookies.notes(4096);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("past 1536 half-open"), "{notes:?}");
+        let unknown = ListenLimits {
+            somaxconn: None,
+            tcp_max_syn_backlog: None,
+            tcp_syncookies: None,
+        };
+        assert_eq!(unknown.effective(65535), 65535);
+        assert!(unknown.notes(65535).is_empty());
+    }
+}
