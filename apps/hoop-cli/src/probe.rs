@@ -181,6 +181,55 @@ pub struct Probe {
     pub hoop_features: Flags,
     /// The raw value of `HOOP_DRIVER`, if set.
     pub hoop_driver_env: Option<String>,
+    /// The listen backlog hoop's listeners ask for by default and what the kernel gives.
+    pub listen_backlog: ListenBacklog,
+}
+
+/// hoop's default listen backlog on this machine, and the sysctls that bound it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListenBacklog {
+    /// What hoop asks for by default (`--backlog`, `ListenOptions`).
+    pub requested: u32,
+    /// What the kernel gives: `requested` capped at `net.core.somaxconn`.
+    pub effective: u32,
+    /// `net.core.somaxconn`, if readable.
+    pub somaxconn: Option<u32>,
+    /// `net.ipv4.tcp_max_syn_backlog`, if readable.
+    pub tcp_max_syn_backlog: Option<u32>,
+    /// `net.ipv4.tcp_syncookies`, if readable.
+    pub tcp_syncookies: Option<u32>,
+}
+
+impl ListenBacklog {
+    fn collect() -> ListenBacklog {
+        let limits = hoop::net::listen_limits();
+        let requested = hoop::net::DEFAULT_BACKLOG;
+        ListenBacklog {
+            requested,
+            effective: limits.effective(requested),
+            somaxconn: limits.somaxconn,
+            tcp_max_syn_backlog: limits.tcp_max_syn_backlog,
+            tcp_syncookies: limits.tcp_syncookies,
+        }
+    }
+
+    fn human(&self) -> String {
+        let n = |v: Option<u32>| v.map_or("unknown".to_string(), |v| v.to_string());
+        let head = if self.effective < self.requested {
+            format!(
+                "{} asked by default, capped to {} by net.core.somaxconn",
+                self.requested, self.effective
+            )
+        } else {
+            format!("{} asked by default, given", self.requested)
+        };
+        format!(
+            "{head} (somaxconn {}, tcp_max_syn_backlog {}, tcp_syncookies {})",
+            n(self.somaxconn),
+            n(self.tcp_max_syn_backlog),
+            n(self.tcp_syncookies)
+        )
+    }
 }
 
 impl Probe {
@@ -202,6 +251,7 @@ impl Probe {
             hoop_features: hoop_features(None),
             hoop_driver_env: std::env::var_os("HOOP_DRIVER")
                 .map(|v| v.to_string_lossy().into_owned()),
+            listen_backlog: ListenBacklog::collect(),
         };
         // What `auto` does first: a forced io_uring driver with the runtime's default settings,
         // without the fallback (and so without its line on stderr).
@@ -273,6 +323,7 @@ impl Probe {
             ),
             ("hoop_features", self.hoop_features.human()),
             ("hoop_driver_env", env),
+            ("listen_backlog", self.listen_backlog.human()),
         ]
     }
 }

@@ -7,6 +7,7 @@
 
 use std::io;
 
+pub(crate) mod backlog;
 pub(crate) mod baseline;
 pub(crate) mod driver;
 pub mod echo;

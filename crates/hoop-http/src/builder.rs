@@ -122,6 +122,13 @@ impl Builder {
         self
     }
 
+    /// [`Config::backlog`]: the listen backlog of the listeners [`Server::bind`] makes (the
+    /// kernel caps it at `net.core.somaxconn`).
+    pub fn backlog(mut self, n: u32) -> Builder {
+        self.cfg.backlog = n;
+        self
+    }
+
     /// [`Config::threads`]: the runtime threads [`Server::run`] starts, or that the caller
     /// runs [`Server::serve`] on (the cache is split between them); at least 1.
     pub fn threads(mut self, n: usize) -> Builder {

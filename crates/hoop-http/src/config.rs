@@ -66,6 +66,12 @@ pub struct Config {
     /// A directory target (`/docs/`) without its index file gets a listing of the directory
     /// instead of 403 (`--autoindex`).
     pub autoindex: bool,
+    /// The listen backlog [`Server::bind`](crate::Server::bind) asks of the kernel for each
+    /// listener (`--backlog`): connections completed and queued before they are accepted. The
+    /// kernel caps it at `net.core.somaxconn` ([`hoop::net::backlog_cap`]); the default,
+    /// [`hoop::net::DEFAULT_BACKLOG`], lets a burst of thousands of connects wait rather than
+    /// be dropped.
+    pub backlog: u32,
 }
 
 impl Default for Config {
@@ -87,6 +93,7 @@ impl Default for Config {
             index: "index.html".to_string(),
             precompressed: true,
             autoindex: false,
+            backlog: hoop::net::DEFAULT_BACKLOG,
         }
     }
 }

@@ -246,15 +246,18 @@ impl Server {
     }
 
     /// Binds [`Config::threads`] listeners on `addr` (with `SO_REUSEPORT` when more than
-    /// one; port 0 picks one free port for all), ready to [`run`](Bound::run). Binding
+    /// one; port 0 picks one free port for all; backlog [`Config::backlog`]), ready to [`run`](Bound::run). Binding
     /// first tells the caller the address before serving starts.
     pub fn bind(&self, addr: impl ToSocketAddrs) -> io::Result<Bound> {
         let threads = self.cfg.threads;
-        let first = TcpListener::bind_with(addr, threads > 1)?;
+        let opts = hoop::net::ListenOptions::new()
+            .backlog(self.cfg.backlog)
+            .reuse_port(threads > 1);
+        let first = opts.bind(addr)?;
         let local = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..threads {
-            listeners.push(TcpListener::bind_with(local, true)?);
+            listeners.push(opts.reuse_port(true).bind(local)?);
         }
         Ok(Bound {
             server: self.clone(),
@@ -361,7 +364,7 @@ async fn accept_loop(
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 if sh.open_conns.fetch_add(1, Ordering::AcqRel) >= sh.cfg.max_conns {
                     sh.open_conns.fetch_sub(1, Ordering::AcqRel);
                     counts.refused.set(counts.refused.get() + 1);

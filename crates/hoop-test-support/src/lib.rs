@@ -19,6 +19,7 @@
 
 pub mod fullfs;
 pub mod http;
+pub mod listen_diag;
 pub mod resets;
 
 use std::process::Command;

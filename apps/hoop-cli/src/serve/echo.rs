@@ -48,6 +48,8 @@ pub struct EchoArgs {
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:7000")]
     pub addr: String,
+    #[command(flatten)]
+    pub backlog: super::backlog::BacklogArg,
     /// Runtime threads, each pinned to a CPU with its own listener (hoop only; the baselines
     /// run on one thread).
     #[arg(long, default_value_t = 1)]
@@ -135,16 +137,23 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
                 };
                 Box::pin(async move { until_stopped(&stop, accept).await })
             });
-            run_threads("echo", &args.addr, args.threads, kind, &signals, serve)
+            run_threads(
+                "echo",
+                (&args.addr, args.backlog.backlog),
+                args.threads,
+                kind,
+                &signals,
+                serve,
+            )
         }
         ServerKind::Tokio => run_baseline(
-            &args.addr,
+            (&args.addr, args.backlog.backlog),
             "tokio",
             Box::new(baseline::run_tokio_echo),
             &signals,
         ),
         ServerKind::Monoio => run_baseline(
-            &args.addr,
+            (&args.addr, args.backlog.backlog),
             "monoio",
             Box::new(baseline::run_monoio_echo),
             &signals,
@@ -159,7 +168,7 @@ async fn accept_loop(listener: TcpListener, worker: usize) {
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 // Detached: the task runs until its connection ends or the runtime drops.
                 drop(hoop::spawn(echo_conn(stream)));
             }
@@ -212,7 +221,7 @@ async fn accept_loop_best(listener: TcpListener, worker: usize, kind: RecvRing) 
     loop {
         match incoming.next().await {
             Some(Ok(stream)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 drop(hoop::spawn(echo_conn_ring(stream, ring.clone())));
             }
             Some(Err(e)) => pacing.failed(e).await,
@@ -269,14 +278,15 @@ pub(crate) type BaselineServe = Box<dyn FnOnce(std::net::TcpListener) -> io::Res
 /// A baseline server on its own thread; the main thread waits for a signal, then returns (the
 /// process exits, which closes the baseline's sockets).
 pub(crate) fn run_baseline(
-    addr: &str,
+    (addr, backlog): (&str, u32),
     name: &'static str,
     serve: BaselineServe,
     signals: &Signals,
 ) -> io::Result<()> {
-    // Bound like hoop's listener (SO_REUSEADDR, backlog 1024) so the comparison is fair.
-    let listener = TcpListener::bind_with(addr, false)
+    // Bound like hoop's listener (SO_REUSEADDR, the same backlog) so the comparison is fair.
+    let listener = super::backlog::bind(addr, backlog, false)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
+    super::backlog::say_limits(backlog);
     let local = listener.local_addr()?;
     let listener = std::net::TcpListener::from(std::os::fd::OwnedFd::from(listener));
     let server = std::thread::Builder::new()

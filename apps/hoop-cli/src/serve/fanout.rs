@@ -45,6 +45,8 @@ pub struct FanoutArgs {
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:7001")]
     pub addr: String,
+    #[command(flatten)]
+    pub backlog: super::backlog::BacklogArg,
     /// Which runtime serves the connections (each on one thread).
     #[arg(long, value_enum, default_value_t = FanoutServer::Hoop)]
     pub server: FanoutServer,
@@ -115,10 +117,17 @@ pub fn run(args: FanoutArgs) -> io::Result<()> {
                     Box::pin(hoop_accept_loop(listener, i, capacity, writer));
                 Box::pin(async move { until_stopped(&stop, accept).await })
             });
-            run_threads("fanout", &args.addr, 1, kind, &signals, serve)
+            run_threads(
+                "fanout",
+                (&args.addr, args.backlog.backlog),
+                1,
+                kind,
+                &signals,
+                serve,
+            )
         }
         FanoutServer::Tokio => run_baseline(
-            &args.addr,
+            (&args.addr, args.backlog.backlog),
             "tokio",
             Box::new(move |l| run_tokio_fanout(l, capacity)),
             &signals,
@@ -184,7 +193,7 @@ async fn hoop_accept_loop(
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                pacing.ok();
+                pacing.accepted().await;
                 // Detached: the task runs until its connection ends or the runtime drops.
                 match writer {
                     FanoutWriter::Traits => drop(hoop::spawn(hoop_conn(stream, tx.clone()))),

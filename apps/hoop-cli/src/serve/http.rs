@@ -21,6 +21,8 @@ pub struct HttpArgs {
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
+    #[command(flatten)]
+    pub backlog: super::backlog::BacklogArg,
     /// Runtime threads, each pinned to a CPU with its own listener (SO_REUSEPORT).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -123,6 +125,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         precompressed: !args.no_precompressed,
         autoindex: args.autoindex,
         threads: args.threads,
+        backlog: args.backlog.backlog,
         ..Config::default()
     };
     // The library's checks, in the words of the flags.
@@ -150,7 +153,12 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             ),
             _ => ("hyper", Box::new(move |l| super::hyper_server::run(l, dir))),
         };
-        return super::echo::run_baseline(&args.addr, name, serve, &signals);
+        return super::echo::run_baseline(
+            (&args.addr, args.backlog.backlog),
+            name,
+            serve,
+            &signals,
+        );
     }
     // `access_log`: the library's built-in logger prints the `--access-log` lines.
     let server = Server::new(&args.root, cfg)?;
@@ -164,7 +172,14 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             server.serve(listener, stop.wait()).await;
         })
     });
-    run_threads("http", &args.addr, args.threads, kind, &signals, serve)
+    run_threads(
+        "http",
+        (&args.addr, args.backlog.backlog),
+        args.threads,
+        kind,
+        &signals,
+        serve,
+    )
 }
 
 /// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the

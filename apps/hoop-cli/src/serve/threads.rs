@@ -65,26 +65,28 @@ pub(crate) type Serve =
     Arc<dyn Fn(usize, TcpListener, Arc<Stop>) -> Pin<Box<dyn Future<Output = ()>>> + Send + Sync>;
 
 /// Runs `threads` runtime threads on driver `kind`, each pinned to a CPU with its own listener
-/// on `addr` (`SO_REUSEPORT` when more than one), each running `serve`; prints `listening on
+/// on `addr` with listen backlog `backlog` (`SO_REUSEPORT` when more than one), each running
+/// `serve`; prints `listening on
 /// IP:PORT` once every runtime is up, and returns after SIGINT/SIGTERM once every thread ended
 /// (or with an error if one stopped on its own).
 pub(crate) fn run_threads(
     server: &'static str,
-    addr: &str,
+    (addr, backlog): (&str, u32),
     threads: usize,
     kind: DriverKind,
     signals: &Signals,
     serve: Serve,
 ) -> io::Result<()> {
-    let first = TcpListener::bind_with(addr, threads > 1)
+    let first = super::backlog::bind(addr, backlog, threads > 1)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
     let local = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..threads {
-        let l = TcpListener::bind_with(local, true)
+        let l = super::backlog::bind(local, backlog, true)
             .map_err(|e| with_context(e, format!("cannot listen on {local} (SO_REUSEPORT)")))?;
         listeners.push(l);
     }
+    super::backlog::say_limits(backlog);
 
     let stop = Arc::new(Stop::new());
     let cpus = allowed_cpus();

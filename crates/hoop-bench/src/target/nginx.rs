@@ -25,6 +25,8 @@ pub(crate) fn find() -> Option<PathBuf> {
 /// `sendfile on` with `tcp_nopush`, no access log, keep-alive without a request limit, and
 /// `gzip_static on`: a request accepting gzip gets `NAME.gz` when it exists (the static mix's
 /// variants; the single test files have none), as hoop's server serves precompressed files.
+/// Its listen backlog is hoop's default ([`hoop::net::DEFAULT_BACKLOG`]), so both get the
+/// same accept queue (the kernel caps both at `net.core.somaxconn`).
 pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
     let p = prefix.display();
     format!(
@@ -50,11 +52,12 @@ pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
          \x20   uwsgi_temp_path {p}/uwsgi;\n\
          \x20   scgi_temp_path {p}/scgi;\n\
          \x20   server {{\n\
-         \x20       listen {addr} backlog=1024;\n\
+         \x20       listen {addr} backlog={backlog};\n\
          \x20       root {};\n\
          \x20   }}\n\
          }}\n",
-        root.display()
+        root.display(),
+        backlog = hoop::net::DEFAULT_BACKLOG,
     )
 }
 

@@ -426,6 +426,43 @@ impl Driver {
         Some(Ok(r as usize))
     }
 
+    /// Receives into `buf` from the stream socket `fd` now, on this thread, with one `recv(2)`
+    /// and `MSG_DONTWAIT`: the bytes received (0 at end of stream), `WouldBlock` when nothing
+    /// is there, or the receive's error. For a reader that holds no buffer while it waits
+    /// (thousands of idle connections reading into one scratch buffer): on `WouldBlock` it
+    /// waits with [`op::PollOnce::ready`](crate::op::PollOnce::ready), then calls this again.
+    ///
+    /// On the epoll driver the result also keeps the driver's readiness record true, as its
+    /// own receives do: `WouldBlock` or a short read means drained, so the wait that follows
+    /// costs no system call (the next edge completes it), and a call while the driver knows
+    /// the socket drained answers `WouldBlock` without one. On io_uring it is a plain
+    /// `recv(2)`. The caller keeps the order: no receive of its own may be queued on `fd`.
+    pub fn try_recv(&self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+        let recorded = match self.shared.engine.try_borrow_mut() {
+            Ok(mut d) => match &mut *d {
+                Engine::Epoll(e) => Some(e.try_recv(fd, buf)),
+                Engine::Uring(_) => None,
+            },
+            // The driver is in use right now: a plain receive, as on io_uring.
+            Err(_) => None,
+        };
+        match recorded {
+            Some(res) if res < 0 => Err(io::Error::from_raw_os_error(-res)),
+            Some(res) => Ok(res as usize),
+            None => {
+                // SAFETY: recv(2) writes at most `buf.len()` bytes into the live slice `buf`.
+                let r = unsafe {
+                    libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+                };
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(r as usize)
+                }
+            }
+        }
+    }
+
     /// Whether wakers or orphans wait to be run (the next turn must not block).
     pub fn has_ready(&self) -> bool {
         self.shared.engine.borrow().table().has_ready()

@@ -283,6 +283,8 @@ pub struct PollOnce {
     pub(crate) events: u32,
     /// The epoll driver's `poll(2)` argument, boxed so its address survives moves.
     pub(crate) pfd: Box<libc::pollfd>,
+    /// On the epoll driver: the driver's readiness record answers, no `poll(2)` ([`ready`](Self::ready)).
+    pub(crate) recorded: bool,
 }
 
 impl PollOnce {
@@ -296,6 +298,20 @@ impl PollOnce {
                 events: events as i16,
                 revents: 0,
             }),
+            recorded: false,
+        }
+    }
+
+    /// Waits until `fd` is readable (`POLLIN`) after [`Driver::try_recv`](crate::Driver::try_recv)
+    /// said `WouldBlock`: on io_uring as [`new`](Self::new); on the epoll driver from the
+    /// driver's own readiness record, which `try_recv` keeps, so the wait makes no system call
+    /// (the next edge completes it, with a nonzero value). After a receive the driver did not
+    /// see (a `recv(2)` of the caller's own) the record may still say readable and the wait
+    /// then completes at once: the caller's next `try_recv` sets it right.
+    pub fn ready(fd: RawFd) -> Self {
+        PollOnce {
+            recorded: true,
+            ..PollOnce::new(fd, libc::POLLIN as u32)
         }
     }
 

@@ -21,8 +21,9 @@ use crate::status::Status;
 enum Reader<'a> {
     Ring(DirectRecvStream<'a>),
     Plain(&'a DirectTcpStream, Vec<u8>),
-    /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch.
-    Ready(i32, &'a RefCell<Vec<u8>>),
+    /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch,
+    /// through the thread's driver.
+    Ready(i32, &'a RefCell<Vec<u8>>, hoop::driver::Driver),
 }
 
 impl Reader<'_> {
@@ -37,30 +38,28 @@ impl Reader<'_> {
                 Some(Err(e)) => Err(e),
                 None => Ok(0),
             },
-            Reader::Ready(fd, scratch) => loop {
+            Reader::Ready(fd, scratch, driver) => loop {
                 let r = {
                     let mut b = scratch.borrow_mut();
-                    // SAFETY: `b` is valid for writes of its length for the call; `fd` is the
-                    // connection's socket, open while the stream is borrowed.
-                    let r = unsafe {
-                        libc::recv(*fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT)
-                    };
-                    if r >= 0 {
-                        input.extend_from_slice(&b[..r as usize]);
+                    // Through the driver: on epoll it records a drained socket, so the wait
+                    // below makes no system call and a read that would find nothing is not
+                    // made (a `recv(2)` of our own left the record stale: two `poll(2)`s and
+                    // an `EAGAIN` read more per request, 44% more CPU per request on epoll
+                    // once thousands of idle connections pushed the busy ones onto this path).
+                    let r = driver.try_recv(*fd, &mut b);
+                    if let Ok(n) = r {
+                        input.extend_from_slice(&b[..n]);
                     }
                     r
                 };
-                if r >= 0 {
-                    return Ok(r as usize);
-                }
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => {
-                        let readable = hoop::driver::op::PollOnce::new(*fd, libc::POLLIN as u32);
+                match r {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let readable = hoop::driver::op::PollOnce::ready(*fd);
                         hoop::driver::Op::new(readable).await?;
                     }
-                    Some(libc::EINTR) => {}
-                    _ => return Err(e),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
                 }
             },
             Reader::Plain(stream, buf) => {
@@ -96,10 +95,13 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     let _ring_reader = ring.as_ref().map(|_| CountGuard::new(&sh.ring_readers));
     let mut reader = match (&ring, stream.as_tcp_stream()) {
         (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
-        (None, Some(tcp)) => {
-            use std::os::fd::AsRawFd;
-            Reader::Ready(tcp.as_raw_fd(), &sh.scratch)
-        }
+        (None, Some(tcp)) => match hoop::driver::Driver::current() {
+            Some(d) => {
+                use std::os::fd::AsRawFd;
+                Reader::Ready(tcp.as_raw_fd(), &sh.scratch, d)
+            }
+            None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
+        },
         (None, None) => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
     };
     let linger = conn.run(&mut reader).await;

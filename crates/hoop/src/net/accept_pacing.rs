@@ -11,6 +11,12 @@ const EXHAUSTED_BACKOFF: Duration = Duration::from_millis(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Connections an accept loop takes in a row before it yields to the runtime's other tasks
+/// ([`AcceptPacing::accepted`]): a burst is drained in batches of this many, each followed by
+/// the first turn of the connections it spawned and of those already open, rather than
+/// thousands of accepts while every other task waits.
+pub const ACCEPT_BATCH: u32 = 64;
+
 /// How an accept loop paces itself after failures: running out of descriptors or memory waits
 /// 1 ms (logged once per episode, with hoop's count of refused clients), anything else is logged and retried with a doubling backoff.
 pub struct AcceptPacing {
@@ -19,6 +25,8 @@ pub struct AcceptPacing {
     /// The pause after the next ordinary failure.
     pub backoff: Duration,
     exhausted_logged: bool,
+    /// Connections accepted since the loop last yielded.
+    in_batch: u32,
 }
 
 impl AcceptPacing {
@@ -29,6 +37,20 @@ impl AcceptPacing {
             worker,
             backoff: MIN_BACKOFF,
             exhausted_logged: false,
+            in_batch: 0,
+        }
+    }
+
+    /// A connection was accepted: as [`ok`](Self::ok), and every [`ACCEPT_BATCH`]th time a
+    /// yield to the other tasks, so that draining a burst stays fair to them. On io_uring the
+    /// multishot accept stays armed meanwhile; on epoll the next accept runs at once when the
+    /// loop comes back (the listener is still readable), until `EAGAIN` waits for the next edge.
+    pub async fn accepted(&mut self) {
+        self.ok();
+        self.in_batch += 1;
+        if self.in_batch >= ACCEPT_BATCH {
+            self.in_batch = 0;
+            crate::yield_now().await;
         }
     }
 

@@ -1,6 +1,7 @@
 //! Sockets: TCP, UDP and Unix-domain, with operations on the ring.
 
 mod accept_pacing;
+mod backlog;
 mod direct;
 pub(crate) mod kept;
 mod refuse;
@@ -11,7 +12,11 @@ pub mod tcp;
 mod udp;
 pub mod unix;
 
-pub use accept_pacing::AcceptPacing;
+pub use accept_pacing::{AcceptPacing, ACCEPT_BATCH};
+pub use backlog::{
+    backlog_cap, listen_limits, somaxconn, ListenLimits, ListenOptions, DEFAULT_BACKLOG,
+    MAX_BACKLOG,
+};
 pub use direct::*;
 #[doc(hidden)]
 pub use refuse::keep_reserve as keep_fd_reserve;

@@ -4,7 +4,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 
-use super::TcpListener;
+use super::{ListenOptions, TcpListener};
 
 /// One TCP address shared by a listener on every thread of a
 /// [`run_per_core`](crate::run_per_core), with `SO_REUSEPORT`: the kernel spreads incoming
@@ -50,6 +50,8 @@ use super::TcpListener;
 #[derive(Debug, Clone)]
 pub struct ReuseportGroup {
     addr: SocketAddr,
+    /// How the group's sockets are bound (`SO_REUSEPORT` always; the backlog).
+    opts: ListenOptions,
     /// The sockets `bind_n` made, until threads take them.
     spare: Arc<Mutex<Vec<std::net::TcpListener>>>,
 }
@@ -67,18 +69,30 @@ impl ReuseportGroup {
     /// shares. All `n` listen when this returns, so the kernel spreads connections over all of
     /// them from the first. Synchronous: usable before any runtime exists.
     pub fn bind_n(addr: impl ToSocketAddrs, n: usize) -> io::Result<ReuseportGroup> {
-        let first = TcpListener::bind_with(addr, true)?;
+        Self::bind_n_with(addr, n, &ListenOptions::new())
+    }
+
+    /// [`bind_n`](Self::bind_n) with `opts` (their backlog, for every socket of the group,
+    /// including those [`listener`](Self::listener) adds later; `SO_REUSEPORT` is always set).
+    pub fn bind_n_with(
+        addr: impl ToSocketAddrs,
+        n: usize,
+        opts: &ListenOptions,
+    ) -> io::Result<ReuseportGroup> {
+        let opts = opts.reuse_port(true);
+        let first = opts.bind(addr)?;
         let addr = first.local_addr()?;
         let to_std = |l: TcpListener| std::net::TcpListener::from(std::os::fd::OwnedFd::from(l));
         let mut spare = Vec::with_capacity(n.max(1));
         spare.push(to_std(first));
         for _ in 1..n {
-            spare.push(to_std(TcpListener::bind_with(addr, true)?));
+            spare.push(to_std(opts.bind(addr)?));
         }
         // Taken from the end by `listener`: the first socket goes to the first caller.
         spare.reverse();
         Ok(ReuseportGroup {
             addr,
+            opts,
             spare: Arc::new(Mutex::new(spare)),
         })
     }
@@ -95,7 +109,7 @@ impl ReuseportGroup {
         let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match spare {
             Some(l) => Ok(TcpListener::from_std(l)),
-            None => TcpListener::bind_with(self.addr, true),
+            None => self.opts.bind(self.addr),
         }
     }
 

@@ -85,7 +85,9 @@ pub struct UnixListener {
 }
 
 impl UnixListener {
-    /// Creates a socket file at `path` and listens on it (backlog 1024). Like std, fails with
+    /// Creates a socket file at `path` and listens on it (backlog
+    /// [`DEFAULT_BACKLOG`](crate::net::DEFAULT_BACKLOG), capped by the kernel at
+    /// `net.core.somaxconn`; [`set_backlog`](Self::set_backlog) sets another). Like std, fails with
     /// `AddrInUse` if the file exists: nothing is unlinked. Async like `TcpListener::bind`
     /// and `UdpSocket::bind`; [`bind_sync`](Self::bind_sync) works outside a runtime.
     ///
@@ -102,8 +104,14 @@ impl UnixListener {
         let addr = unix_addr(path.as_ref())?;
         let socket = Socket::new_sync(libc::AF_UNIX, libc::SOCK_STREAM)?;
         socket.bind(&addr)?;
-        socket.listen(1024)?;
+        socket.listen(crate::net::backlog::listen_arg(crate::net::DEFAULT_BACKLOG))?;
         Ok(UnixListener { socket })
+    }
+
+    /// Sets the listen backlog (`listen(2)` again; connections already queued stay). 0
+    /// counts as 1; the kernel caps it at `net.core.somaxconn`.
+    pub fn set_backlog(&self, backlog: u32) -> io::Result<()> {
+        self.socket.listen(crate::net::backlog::listen_arg(backlog))
     }
 
     /// Wraps a std listener (blocking or not: io_uring does not care).

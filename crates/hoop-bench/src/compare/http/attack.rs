@@ -124,6 +124,7 @@ pub(crate) fn run_attack(
         }
         _ => "pinning: none (fewer than two CPUs)".into(),
     });
+    notes.push(backlog_note());
     for name in &plan.servers {
         out.start(
             &format!("attack {name}"),
@@ -157,6 +158,28 @@ pub(crate) fn run_attack(
         out.done(plan.planned_secs() / plan.servers.len() as f64);
     }
     (results, failures, notes)
+}
+
+/// The listen backlog every server asks for and what the kernel gives: the accept queue the
+/// attackers' connects wait in (ovfl counts those that found it full). The bench does not
+/// raise `net.core.somaxconn`: a machine-wide setting is the operator's, so it says it instead.
+fn backlog_note() -> String {
+    let limits = hoop::net::listen_limits();
+    let asked = hoop::net::DEFAULT_BACKLOG;
+    let n = |v: Option<u32>| v.map_or("unknown".to_string(), |v| v.to_string());
+    format!(
+        "listen backlog: every server asks for {asked} (hoop's default; nginx's backlog=), the \
+         kernel gives {} (net.core.somaxconn {}; tcp_max_syn_backlog {}, tcp_syncookies {}){}",
+        limits.effective(asked),
+        n(limits.somaxconn),
+        n(limits.tcp_max_syn_backlog),
+        n(limits.tcp_syncookies),
+        if limits.effective(asked) < asked {
+            "; raise somaxconn (`sysctl -w net.core.somaxconn=65535`) for a deeper queue"
+        } else {
+            ""
+        }
+    )
 }
 
 /// The legitimate load: `conns` keep-alive connections on the 1 KiB file, every body verified.

@@ -1,7 +1,7 @@
 //! The attackers of `hoop bench http --attack`, on a thread with a hoop runtime of their own:
 //! slowloris connections sending a request head that never ends, one byte every 2 s, and idle
 //! keep-alive connections that ask once and then stay silent. Connects go out in waves, at most
-//! `in_flight` at a time, so that a listen backlog of 1024 drops no SYN unless asked to.
+//! `in_flight` at a time (256 by default, far below the servers' listen backlog).
 
 use std::io;
 use std::net::SocketAddr;

@@ -13,6 +13,7 @@ mod fd;
 mod op;
 mod pool;
 mod start;
+mod try_io;
 mod wait;
 
 use std::cmp::Reverse;

@@ -408,6 +408,8 @@ epoll_ops! {
         };
         let pfd: *mut libc::pollfd = &mut *op.pfd;
         Call {
+            // `PollOnce::ready`: the driver's readiness record answers, no poll(2).
+            ready_only: op.recorded,
             zero_is_eagain: true,
             ..Call::new(libc::SYS_poll, &[pfd as _, 1, 0], mode)
         }

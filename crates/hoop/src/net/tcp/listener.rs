@@ -10,6 +10,7 @@ use hoop_driver::{op, MultiOp, SockAddr};
 use super::fd_impls::fd_traits;
 use super::incoming::Incoming;
 use super::stream::TcpStream;
+use crate::net::backlog::{listen_arg, ListenOptions};
 use crate::net::socket::{deadline, domain_of, ip_addr, resolve, Socket};
 
 /// A TCP socket listening for connections.
@@ -20,7 +21,8 @@ pub struct TcpListener {
 
 impl TcpListener {
     /// Binds to `addr` (the first address it resolves to that binds) with `SO_REUSEADDR` and
-    /// listens with a backlog of 1024.
+    /// listens with a backlog of [`DEFAULT_BACKLOG`](crate::net::DEFAULT_BACKLOG) (the kernel
+    /// caps it at `net.core.somaxconn`); [`ListenOptions`] sets another.
     ///
     /// # Cancel safety
     ///
@@ -44,9 +46,15 @@ impl TcpListener {
     /// The synchronous form of [`bind`](Self::bind)/[`bind_reuseport`](Self::bind_reuseport),
     /// usable outside a runtime.
     pub fn bind_with(addr: impl ToSocketAddrs, reuse_port: bool) -> io::Result<TcpListener> {
+        Self::bind_options(addr, &ListenOptions::new().reuse_port(reuse_port))
+    }
+
+    /// Binds with `opts` (backlog, `SO_REUSEPORT`): what [`ListenOptions::bind`] does.
+    /// Synchronous: usable outside a runtime.
+    pub fn bind_options(addr: impl ToSocketAddrs, opts: &ListenOptions) -> io::Result<TcpListener> {
         let mut last = None;
         for a in resolve(addr)? {
-            match Self::bind_one(a, reuse_port) {
+            match Self::bind_one(a, opts) {
                 Ok(l) => return Ok(l),
                 Err(e) => last = Some(e),
             }
@@ -54,15 +62,23 @@ impl TcpListener {
         Err(last.unwrap_or_else(|| io::Error::other("no address to bind")))
     }
 
-    fn bind_one(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+    fn bind_one(addr: SocketAddr, opts: &ListenOptions) -> io::Result<TcpListener> {
         let socket = Socket::new_sync(domain_of(&addr), libc::SOCK_STREAM)?;
         socket.set_opt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1i32)?;
-        if reuse_port {
+        if opts.reuses_port() {
             socket.set_opt(libc::SOL_SOCKET, libc::SO_REUSEPORT, 1i32)?;
         }
         socket.bind(&SockAddr::from_std(addr))?;
-        socket.listen(1024)?;
+        socket.listen(listen_arg(opts.requested_backlog()))?;
         Ok(TcpListener { socket })
+    }
+
+    /// Sets the listen backlog of this listening socket (`listen(2)` again, which Linux
+    /// allows; connections already queued stay): for a listener made elsewhere
+    /// ([`from_std`](Self::from_std)). 0 counts as 1; the kernel caps it at
+    /// `net.core.somaxconn` ([`backlog_cap`](crate::net::backlog_cap)).
+    pub fn set_backlog(&self, backlog: u32) -> io::Result<()> {
+        self.socket.listen(listen_arg(backlog))
     }
 
     /// Wraps a std listener (blocking or not: io_uring does not care).
