@@ -368,13 +368,14 @@ pub mod __private {
 
     /// Prints `skip on KIND: REASON` on stderr, bypassing the test harness's output capture
     /// (which hides what passing tests print), so a skipped run is never silent. At a kernel
-    /// level (`HOOP_KERNEL_LEVEL`) the line names the test and the level instead, `hoop level:
-    /// TEST skipped at LEVEL on KIND: REASON` (the thread's name is the test's under the
-    /// harness), so CI lists the skips of each level by name.
+    /// level (`HOOP_KERNEL_LEVEL`) an io_uring skip names the test and the level instead,
+    /// `hoop level: TEST skipped at LEVEL on uring: REASON` (the thread's name is the test's
+    /// under the harness), so CI lists the skips of each level by name; the level switches off
+    /// io_uring features only, so an epoll skip is the same at every level and keeps its form.
     pub fn skip(kind: DriverKind, reason: &str) {
         use std::io::Write;
         let level = crate::driver::level::current();
-        let _ = if level == crate::driver::level::Level::Native {
+        let _ = if level == crate::driver::level::Level::Native || kind != DriverKind::Uring {
             writeln!(std::io::stderr(), "skip on {kind}: {reason}")
         } else {
             let thread = std::thread::current();
