@@ -108,7 +108,11 @@ impl Flags {
 ///   kernels quiesce the ring to register);
 /// - `sqpoll`: an SQPOLL ring could be set up (tried);
 /// - `link_timeout`: per-operation deadlines in the kernel (`IORING_OP_LINK_TIMEOUT`);
-/// - `registered_ring_fd`: the default ring's fd is registered (`IORING_REGISTER_RING_FDS`).
+/// - `registered_ring_fd`: the default ring's fd is registered (`IORING_REGISTER_RING_FDS`);
+/// - `recv_bundle`: receives may take several buffers per CQE (`IORING_RECVSEND_BUNDLE`, 6.10);
+/// - `buf_ring_inc`: incrementally consumed buffer rings (`IOU_PBUF_RING_INC`, 6.12);
+/// - `msg_ring_wake`: other threads wake the runtime with a ring message rather than its
+///   eventfd (`IORING_REGISTER_SEND_MSG_RING`, 6.13).
 pub fn hoop_features(driver: Option<&Driver>) -> Flags {
     let uring = driver.filter(|d| d.kind() == DriverKind::Uring);
     let op = |code: u8| uring.is_some_and(|d| d.supports_opcode(code));
@@ -137,6 +141,18 @@ pub fn hoop_features(driver: Option<&Driver>) -> Flags {
             "registered_ring_fd",
             uring.is_some_and(|d| d.ring_fd_registered()),
         ),
+        (
+            "recv_bundle",
+            buf_ring && uring.is_some_and(|d| d.supports_recv_bundle()),
+        ),
+        (
+            "buf_ring_inc",
+            uring.is_some_and(|d| d.buf_ring_inc_supported()),
+        ),
+        (
+            "msg_ring_wake",
+            uring.is_some_and(|d| d.ring_waker().is_some()),
+        ),
     ])
 }
 
@@ -157,13 +173,20 @@ fn sqpoll_works() -> bool {
 pub struct Probe {
     /// `uname`: system name, release, version, machine.
     pub kernel: String,
+    /// The kernel level hoop runs at: `"native"`, or the `HOOP_KERNEL_LEVEL` whose features
+    /// it keeps (`"5.15"`); every feature below is as that kernel has it. An invalid value is
+    /// given as set (and `reason` says why no driver starts).
+    pub kernel_level: String,
+    /// What hoop uses and the kernel level switches off, with the kernel that brought each
+    /// (`"SEND_ZC (6.0)"`); empty at `native`.
+    pub kernel_level_absent: Vec<String>,
     /// `kernel.io_uring_disabled` (0, 1 or 2), or `None` if the kernel has no such sysctl.
     pub io_uring_disabled: Option<u32>,
     /// Soft `RLIMIT_MEMLOCK`, or `None` if it cannot be read.
     pub memlock_soft: Option<Limit>,
     /// Hard `RLIMIT_MEMLOCK`, or `None` if it cannot be read.
     pub memlock_hard: Option<Limit>,
-    /// What `auto` picks: `"uring"` or `"epoll"`.
+    /// What `auto` picks: `"uring"` or `"epoll"` (`"none"` with an invalid `HOOP_KERNEL_LEVEL`).
     pub driver: &'static str,
     /// Why `auto` falls back to epoll; `None` when io_uring works.
     pub reason: Option<String>,
@@ -236,8 +259,14 @@ impl Probe {
     /// Probes this machine (sets up and closes one io_uring ring).
     pub fn collect() -> Probe {
         let memlock = hoop::setup::memlock_limit();
+        let level = hoop::driver::level::check();
         let mut p = Probe {
             kernel: hoop_bench::machine::kernel(),
+            kernel_level: match &level {
+                Ok(l) => l.to_string(),
+                Err(_) => hoop::driver::level::env_value().unwrap_or_default(),
+            },
+            kernel_level_absent: level.as_ref().map(|l| l.absent()).unwrap_or_default(),
             io_uring_disabled: hoop::setup::io_uring_disabled(),
             memlock_soft: memlock.map(|(s, _)| Limit::from_raw(s)),
             memlock_hard: memlock.map(|(_, h)| Limit::from_raw(h)),
@@ -272,6 +301,10 @@ impl Probe {
             }
             Err(e) => p.reason = Some(e.to_string()),
         }
+        if level.is_err() {
+            // `auto` would not fall back to epoll either: no driver starts.
+            p.driver = "none";
+        }
         p
     }
 
@@ -285,8 +318,24 @@ impl Probe {
                 Err(e) => format!("{v} (invalid: {e})"),
             },
         };
+        let level = match hoop::driver::level::Level::parse(&self.kernel_level) {
+            Ok(hoop::driver::level::Level::Native) => "native".to_string(),
+            Ok(l) => format!("{l} ({})", hoop::driver::level::VAR),
+            Err(_) => format!(
+                "{} ({}, invalid: no driver starts)",
+                self.kernel_level,
+                hoop::driver::level::VAR
+            ),
+        };
+        let absent = if self.kernel_level_absent.is_empty() {
+            "none".to_string()
+        } else {
+            self.kernel_level_absent.join(", ")
+        };
         vec![
             ("kernel", self.kernel.clone()),
+            ("kernel_level", level),
+            ("kernel_level_absent", absent),
             (
                 "io_uring_disabled",
                 opt(

@@ -8,7 +8,8 @@
 //! - [`Driver`] and [`Op`]: the per-thread driver handle and the future of one operation;
 //! - [`buf`]: the `unsafe` buffer traits that hand memory to the kernel by ownership, and
 //!   [`aligned`]: aligned heap buffers for `O_DIRECT`;
-//! - [`setup`]: why a ring could not be set up, in words a user can act on.
+//! - [`setup`]: why a ring could not be set up, in words a user can act on;
+//! - [`level`]: `HOOP_KERNEL_LEVEL`, the features of an older kernel switched off.
 
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -33,6 +34,7 @@ mod fixedfile;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod home;
+pub mod level;
 mod lifecycle;
 mod link;
 mod msg_ring;

@@ -37,6 +37,9 @@ impl Driver {
     /// without a source ring (tried once here: the probe's own CQE is a harmless wake-up).
     /// `None` on the epoll driver and on kernels before 6.13.
     pub fn ring_waker(&self) -> Option<RingWaker> {
+        if !crate::level::has(crate::level::since::SEND_MSG_RING) {
+            return None;
+        }
         let ring_fd = match &*self.engine().borrow() {
             Engine::Uring(u) => u.ring_fd(),
             Engine::Epoll(_) => return None,

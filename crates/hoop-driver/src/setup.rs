@@ -96,6 +96,32 @@ impl SetupError {
         }
     }
 
+    /// As [`missing_opcodes`](Self::missing_opcodes), when the kernel level
+    /// (`HOOP_KERNEL_LEVEL`) switched them off: `names` carry the kernel that brought each
+    /// (`"SOCKET (5.19)"`).
+    pub fn missing_opcodes_at_level(names: &[String], level: crate::level::Level) -> SetupError {
+        SetupError {
+            kind: SetupErrorKind::MissingOpcodes,
+            error: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            message: format!(
+                "io_uring at kernel level {level} ({}={level}) lacks operations hoop's io_uring \
+                 driver needs ({}), so it uses the epoll driver as it would on that kernel",
+                crate::level::VAR,
+                names.join(", ")
+            ),
+        }
+    }
+
+    /// The kernel level (`HOOP_KERNEL_LEVEL`) is not one hoop knows: no driver starts, so that
+    /// a typo never runs a test of the wrong kernel.
+    pub fn invalid_level(err: io::Error) -> SetupError {
+        SetupError {
+            kind: SetupErrorKind::InvalidArgument,
+            message: err.to_string(),
+            error: err,
+        }
+    }
+
     /// Why the setup failed.
     pub fn kind(&self) -> SetupErrorKind {
         self.kind
@@ -350,9 +376,11 @@ pub fn kernel_version() -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// Whether the running kernel is at least `major.minor` (false when unknown).
+/// Whether the running kernel is at least `major.minor` (false when unknown), and so is the
+/// kernel level (`HOOP_KERNEL_LEVEL`, see [`crate::level`]): at level 5.15 a 6.18 kernel is
+/// not at least 6.0. ([`kernel_version`] stays the running kernel's.)
 pub fn kernel_at_least(major: u32, minor: u32) -> bool {
-    kernel_version().is_some_and(|v| v >= (major, minor))
+    crate::level::has((major, minor)) && kernel_version().is_some_and(|v| v >= (major, minor))
 }
 
 #[cfg(test)]

@@ -347,6 +347,17 @@ pub mod __private {
                         std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied => {
                             Some(e.to_string())
                         }
+                        // The ring works but lacks an operation hoop needs: a sandbox's partial
+                        // io_uring, or a kernel level (`HOOP_KERNEL_LEVEL`) below the driver's.
+                        _ if e
+                            .get_ref()
+                            .and_then(|i| i.downcast_ref::<crate::setup::SetupError>())
+                            .is_some_and(|s| {
+                                s.kind() == crate::setup::SetupErrorKind::MissingOpcodes
+                            }) =>
+                        {
+                            Some(e.to_string())
+                        }
                         // Anything else is a bug to report, not a reason to skip.
                         _ => None,
                     },
@@ -356,10 +367,24 @@ pub mod __private {
     }
 
     /// Prints `skip on KIND: REASON` on stderr, bypassing the test harness's output capture
-    /// (which hides what passing tests print), so a skipped run is never silent.
+    /// (which hides what passing tests print), so a skipped run is never silent. At a kernel
+    /// level (`HOOP_KERNEL_LEVEL`) an io_uring skip names the test and the level instead,
+    /// `hoop level: TEST skipped at LEVEL on uring: REASON` (the thread's name is the test's
+    /// under the harness), so CI lists the skips of each level by name; the level switches off
+    /// io_uring features only, so an epoll skip is the same at every level and keeps its form.
     pub fn skip(kind: DriverKind, reason: &str) {
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "skip on {kind}: {reason}");
+        let level = crate::driver::level::current();
+        let _ = if level == crate::driver::level::Level::Native || kind != DriverKind::Uring {
+            writeln!(std::io::stderr(), "skip on {kind}: {reason}")
+        } else {
+            let thread = std::thread::current();
+            writeln!(
+                std::io::stderr(),
+                "hoop level: {} skipped at {level} on {kind}: {reason}",
+                thread.name().unwrap_or("?")
+            )
+        };
     }
 
     fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {

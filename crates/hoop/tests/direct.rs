@@ -19,6 +19,18 @@ fn rt(kind: DriverKind) -> hoop::Runtime {
     common::runtime(kind)
 }
 
+/// Whether `kind` cannot run here (io_uring unavailable, or below its kernel level): said on
+/// stderr, and the caller skips it.
+fn unavailable(kind: DriverKind) -> bool {
+    match hoop::__private::uring_unavailable() {
+        Some(reason) if kind == DriverKind::Uring => {
+            common::skip(kind, &format!("io_uring unavailable here: {reason}"));
+            true
+        }
+        _ => false,
+    }
+}
+
 fn driver() -> Driver {
     Driver::current().expect("inside a runtime")
 }
@@ -30,7 +42,10 @@ fn expect_direct(kind: DriverKind) -> bool {
     }
     let ok = driver().supports_direct_accept();
     if !ok {
-        eprintln!("skip direct checks: this kernel has no direct accept (needs 5.19)");
+        common::skip(
+            kind,
+            "direct checks need direct accept (FILE_INDEX_ALLOC, 5.19), absent here",
+        );
     }
     ok
 }
@@ -107,6 +122,9 @@ fn echo_over_direct_descriptors() {
     // A loop over named drivers: the driver matrix's opt-outs.
     let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
+        if unavailable(kind) {
+            continue;
+        }
         rt(kind).block_on(async move {
             let direct = expect_direct(kind);
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -178,6 +196,9 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
     // A loop over named drivers: the driver matrix's opt-outs.
     let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
+        if unavailable(kind) {
+            continue;
+        }
         rt(kind).block_on(async move {
             let direct = expect_direct(kind);
             let l = Rc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
@@ -281,6 +302,9 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
 #[test]
 fn dropped_incoming_direct_leaks_no_slot() {
     let _s = serial();
+    if unavailable(DriverKind::Uring) {
+        return;
+    }
     rt(DriverKind::Uring).block_on(async {
         if !expect_direct(DriverKind::Uring) {
             return;
@@ -336,6 +360,9 @@ fn listener_nodelay_is_inherited() {
     // A loop over named drivers: the driver matrix's opt-outs.
     let _faults = common::matrix_faults_off();
     for kind in [DriverKind::Uring, DriverKind::Epoll] {
+        if unavailable(kind) {
+            continue;
+        }
         rt(kind).block_on(async move {
             for on in [false, true] {
                 let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

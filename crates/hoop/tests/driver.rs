@@ -612,7 +612,13 @@ fn idle_receives_beyond_the_cap_leave_room_for_a_new_client() {
             let client = rt.block_on(async {
                 let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = l.local_addr().unwrap();
-                let ring = hoop::BufRing::new(8, 256).unwrap();
+                let mut ring = hoop::BufRing::new(8, 256).unwrap();
+                if kind == DriverKind::Uring && !ring.is_kernel() {
+                    // Below 6.0 (no multishot receive) each armed receive holds a buffer of the
+                    // user-space ring: the idle connections would take all 8, which is not the
+                    // cap this test is about. Room for every connection (128 > 80 + 1).
+                    ring = hoop::BufRing::new(128, 256).unwrap();
+                }
                 // Detached: it ends with the runtime.
                 drop(hoop::spawn(async move {
                     loop {

@@ -548,6 +548,16 @@ fn file_io_queued_while_waiting_on_a_device_is_submitted_before_the_next_task_ru
                 "checks the order of submits and wakes, which these make a matter of luck",
             );
             let rt = builder(kind).build().expect("runtime");
+            if !rt.setup_flags().contains("DEFER_TASKRUN") {
+                // Measured at HOOP_KERNEL_LEVEL=5.19 (COOP_TASKRUN): the read stayed queued.
+                // The early submit is armed by a turn that waited; with task work run at any
+                // system call, the pipes' completions are in the CQ before the loop turns.
+                return skip(
+                    kind,
+                    "needs DEFER_TASKRUN (6.1): without it the completions are posted before \
+                     the loop waits, so no turn arms the early submit",
+                );
+            }
             rt.block_on(async {
                 let dir = std::env::temp_dir().join(format!("hoop-flush-{}", std::process::id()));
                 std::fs::write(&dir, b"0123456789").unwrap();

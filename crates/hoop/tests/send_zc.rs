@@ -215,9 +215,19 @@ fn send_zc_all_round_trip_1mib() {
 #[test]
 fn notification_cqe_ends_a_zero_copy_send() {
     let _serial = common::serial();
+    if let Some(reason) = hoop::__private::uring_unavailable() {
+        common::skip(
+            DriverKind::Uring,
+            &format!("io_uring unavailable here: {reason}"),
+        );
+        return;
+    }
     rt(DriverKind::Uring).block_on(async {
         if !zero_copy_here() {
-            println!("skipped: this kernel's io_uring has no SEND_ZC (probe)");
+            common::skip(
+                DriverKind::Uring,
+                "needs SEND_ZC (6.0), absent in the probe",
+            );
             return;
         }
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -37,7 +37,10 @@ impl Driver {
     /// Whether provided buffer rings and multishot recv can be used (io_uring on 6.0+).
     pub fn supports_buf_ring(&self) -> bool {
         match &*self.shared.engine.borrow() {
-            Engine::Uring(_) => crate::setup::kernel_at_least(6, 0),
+            Engine::Uring(_) => {
+                crate::setup::kernel_at_least(6, 0)
+                    && crate::level::has(crate::level::since::MULTISHOT_RECV)
+            }
             Engine::Epoll(_) => false,
         }
     }
@@ -92,7 +95,7 @@ impl Driver {
     /// provided buffers); false for epoll.
     pub fn supports_recv_bundle(&self) -> bool {
         match &*self.shared.engine.borrow() {
-            Engine::Uring(u) => u.params().is_feature_recvsend_bundle(),
+            Engine::Uring(u) => u.has_feature(crate::sys::uring::FEAT_RECVSEND_BUNDLE),
             Engine::Epoll(_) => false,
         }
     }
@@ -103,7 +106,9 @@ impl Driver {
         if let Some(known) = self.shared.buf_ring_inc.get() {
             return known;
         }
-        let ok = self.supports_buf_ring() && crate::bufring::probe_inc(self);
+        let ok = self.supports_buf_ring()
+            && crate::level::has(crate::level::since::PBUF_RING_INC)
+            && crate::bufring::probe_inc(self);
         self.shared.buf_ring_inc.set(Some(ok));
         ok
     }
@@ -168,5 +173,6 @@ impl Driver {
 pub(super) fn direct_table_usable(u: &Uring) -> bool {
     !u.is_iopoll()
         && crate::setup::kernel_at_least(5, 19)
+        && crate::level::has(crate::level::since::FILE_INDEX_ALLOC)
         && u.supports(io_uring::opcode::Close::CODE)
 }

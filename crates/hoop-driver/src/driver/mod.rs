@@ -187,6 +187,8 @@ impl Driver {
     /// Sets up the driver `cfg.driver` names. `Auto` tries io_uring and falls back to epoll,
     /// saying why in one line on stderr; a forced `Uring` that cannot run returns the reason.
     pub fn new(cfg: &Config) -> Result<Driver, SetupError> {
+        // An invalid `HOOP_KERNEL_LEVEL` starts no driver (not even `Auto`'s fallback).
+        crate::level::check().map_err(SetupError::invalid_level)?;
         let (engine, kind) = match cfg.driver {
             DriverKind::Uring => (Engine::Uring(Uring::new(cfg)?), DriverKind::Uring),
             DriverKind::Epoll => (Engine::Epoll(Epoll::new(cfg)?), DriverKind::Epoll),

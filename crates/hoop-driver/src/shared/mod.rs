@@ -172,6 +172,8 @@ impl RingsBuilder {
     /// `Uring` returns why it cannot be set up (seccomp, `kernel.io_uring_disabled`, memlock,
     /// ...).
     pub fn build(self) -> io::Result<Rings> {
+        // An invalid `HOOP_KERNEL_LEVEL` starts no ring (not even the epoll fallback).
+        crate::level::check()?;
         let cfg = |iopoll: bool, driver: DriverKind| Config {
             entries: self.entries,
             // Several threads submit: no SINGLE_ISSUER / DEFER_TASKRUN, no per-thread

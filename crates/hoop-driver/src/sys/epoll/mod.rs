@@ -76,6 +76,7 @@ fn setup_err(e: io::Error) -> SetupError {
 
 impl Epoll {
     pub(crate) fn new(cfg: &Config) -> Result<Epoll, SetupError> {
+        crate::level::check().map_err(SetupError::invalid_level)?;
         // SAFETY: epoll_create1 has no memory-safety preconditions.
         let epfd =
             cvt_libc(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup_err)?;
@@ -117,7 +118,8 @@ impl Epoll {
             shut_down: false,
             shutdown_timeout: cfg.shutdown_timeout,
             busy_turns: 0,
-            pwait2: true,
+            // At a kernel level before 5.11 (`HOOP_KERNEL_LEVEL`), `epoll_wait` from the start.
+            pwait2: crate::level::has(crate::level::since::EPOLL_PWAIT2),
             ready_fds: Vec::new(),
             retries: BinaryHeap::new(),
             faults: Faults::new(),

@@ -39,6 +39,27 @@ impl Attempt {
         }
         intern(names.join("|"))
     }
+
+    /// The `IORING_SETUP_*` bits this attempt asks for (`CQSIZE | CLAMP` in every one).
+    fn setup_bits(&self) -> u32 {
+        let bit = crate::level::setup_bit;
+        let flags = [
+            (self.sqpoll, bit("SQPOLL")),
+            (self.sq_aff, bit("SQ_AFF")),
+            (self.iopoll, bit("IOPOLL")),
+            (
+                self.single_issuer_defer,
+                bit("SINGLE_ISSUER") | bit("DEFER_TASKRUN"),
+            ),
+            (self.coop_taskrun, bit("COOP_TASKRUN") | bit("TASKRUN_FLAG")),
+            (self.submit_all, bit("SUBMIT_ALL")),
+            (true, bit("CQSIZE") | bit("CLAMP")),
+        ];
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .fold(0, |bits, (_, b)| bits | b)
+    }
 }
 
 /// Sets up a ring, retrying with fewer flags on EINVAL.
@@ -112,6 +133,10 @@ pub(super) fn build_ring(
         ..base
     });
     attempts.push(base);
+    // The kernel level (`HOOP_KERNEL_LEVEL`): a flag its kernel lacks is not asked for, as
+    // that kernel would refuse it with EINVAL and the next attempt would follow.
+    let level = crate::level::current();
+    attempts.retain(|a| level.has_setup_flags(a.setup_bits()));
 
     let idle_ms = cfg.sqpoll_idle.map_or(0, |d| {
         u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1)

@@ -35,7 +35,7 @@ use io_uring::{opcode, squeue::Entry, types, IoUring};
 pub(crate) use self::abi::wait_for_cqe;
 use self::build::build_ring;
 pub use self::op::UringOp;
-use self::probe::{feature_names, opcode_names, probe_opcodes};
+use self::probe::{feature_bits, feature_names, opcode_names, probe_opcodes};
 use self::regring::RegisteredRing;
 use crate::config::Config;
 use crate::fault::{Faults, Kind as Fault};
@@ -58,8 +58,8 @@ pub enum PushError {
 /// The io_uring driver of one thread.
 pub(crate) struct Uring {
     ring: IoUring,
-    /// `IORING_REGISTER_PROBE`: which opcodes this kernel supports.
-    probe: Box<io_uring::Probe>,
+    /// `IORING_REGISTER_PROBE`: which opcodes this kernel supports (at the kernel level).
+    probe: self::probe::Opcodes,
     pub(crate) table: OpTable,
     /// Targets (user_data) of cancels not yet pushed.
     cancels: VecDeque<u64>,
@@ -115,6 +115,7 @@ struct DepthClock {
 
 impl Uring {
     pub(crate) fn new(cfg: &Config) -> Result<Uring, SetupError> {
+        crate::level::check().map_err(SetupError::invalid_level)?;
         let mut faults = Faults::new();
         let entries = cfg.entries.max(1);
         if faults.fire(Fault::Setup) {
@@ -140,12 +141,16 @@ impl Uring {
         };
         let probe = probe_opcodes(&ring)?;
         // Both registrations are optimisations: a kernel that refuses them is ignored.
-        let registered = if cfg.register_ring_fd {
+        let registered = if cfg.register_ring_fd && crate::level::has(crate::level::since::RING_FDS)
+        {
             RegisteredRing::register(&ring).ok()
         } else {
             None
         };
-        if let Some((bounded, unbounded)) = cfg.iowq_max_workers {
+        if let (Some((bounded, unbounded)), true) = (
+            cfg.iowq_max_workers,
+            crate::level::has(crate::level::since::IOWQ_MAX_WORKERS),
+        ) {
             let mut max = [bounded, unbounded];
             let _ = ring.submitter().register_iowq_max_workers(&mut max);
         }
@@ -209,9 +214,17 @@ impl Uring {
         self.ring.params().is_setup_iopoll()
     }
 
-    /// Whether the kernel supports `opcode` (from the probe taken at setup).
+    /// Whether the kernel supports `opcode` (from the probe taken at setup, at the kernel
+    /// level).
     pub(crate) fn supports(&self, opcode: u8) -> bool {
-        self.probe.is_supported(opcode)
+        self.probe.supports(opcode)
+    }
+
+    /// Whether the kernel set `IORING_FEAT_*` bit `bit` (and the kernel level has it): every
+    /// feature test goes through here, not `Parameters::is_feature_*`, which do not know the
+    /// level.
+    pub(crate) fn has_feature(&self, bit: u32) -> bool {
+        feature_bits(self.ring.params()) & bit != 0
     }
 
     pub(crate) fn params(&self) -> &io_uring::Parameters {
@@ -478,7 +491,7 @@ impl Uring {
         if let Some(w) = wait {
             // The wait is bounded by `IORING_ENTER_EXT_ARG` (5.11, as old as the SHUTDOWN
             // opcode hoop requires). An IOPOLL ring polls rather than waits.
-            if w.is_zero() || !self.ring.params().is_feature_ext_arg() || self.is_iopoll() {
+            if w.is_zero() || !self.has_feature(FEAT_EXT_ARG) || self.is_iopoll() {
                 block = false;
             }
         }
@@ -547,6 +560,11 @@ impl Uring {
         self.registered.is_some()
     }
 }
+
+/// `IORING_FEAT_EXT_ARG`: `io_uring_enter` takes a timeout (5.11).
+pub(crate) const FEAT_EXT_ARG: u32 = 1 << 8;
+/// `IORING_FEAT_RECVSEND_BUNDLE`: bundles (6.10).
+pub(crate) const FEAT_RECVSEND_BUNDLE: u32 = 1 << 14;
 
 /// Reads (and so resets) an eventfd's counter.
 pub(crate) fn drain_eventfd(fd: &OwnedFd) {

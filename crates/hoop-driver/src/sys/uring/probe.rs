@@ -3,6 +3,7 @@
 
 use io_uring::{opcode, IoUring};
 
+use crate::level::{Level, FEATURES, OPCODES};
 use crate::setup::SetupError;
 
 /// The opcodes every hoop operation needs, by name.
@@ -34,75 +35,88 @@ const NEEDED: &[(u8, &str)] = &[
     (opcode::PollRemove::CODE, "POLL_REMOVE"),
 ];
 
+/// The kernel's opcodes (`IORING_REGISTER_PROBE`) as the kernel level (`HOOP_KERNEL_LEVEL`)
+/// shows them: an opcode newer than the level is absent whatever the kernel says.
+pub(super) struct Opcodes {
+    probe: Box<io_uring::Probe>,
+    level: Level,
+}
+
+impl Opcodes {
+    /// Whether `opcode` is there (the kernel has it and the level does).
+    pub(super) fn supports(&self, opcode: u8) -> bool {
+        self.probe.is_supported(opcode) && self.level.has_opcode(opcode)
+    }
+}
+
 /// Probes the kernel's opcodes; a ring that lacks one hoop needs (an old kernel, gVisor's
-/// partial io_uring) is refused with the missing names, so `Auto` falls back to epoll.
-pub(super) fn probe_opcodes(ring: &IoUring) -> Result<Box<io_uring::Probe>, SetupError> {
+/// partial io_uring, a kernel level that lacks it) is refused with the missing names, so
+/// `Auto` falls back to epoll.
+pub(super) fn probe_opcodes(ring: &IoUring) -> Result<Opcodes, SetupError> {
     let mut probe = Box::new(io_uring::Probe::new());
     ring.submitter()
         .register_probe(&mut probe)
         .map_err(|e| SetupError::classify(e, 0))?;
+    let level = crate::level::current();
     let missing: Vec<&str> = NEEDED
         .iter()
         .filter(|(code, _)| !probe.is_supported(*code))
         .map(|(_, name)| *name)
         .collect();
-    if missing.is_empty() {
-        Ok(probe)
-    } else {
-        Err(SetupError::missing_opcodes(&missing))
+    if !missing.is_empty() {
+        return Err(SetupError::missing_opcodes(&missing));
     }
+    // The kernel has them all: the level may still lack some (the message names the kernel
+    // that brought each).
+    let masked: Vec<String> = NEEDED
+        .iter()
+        .filter(|(code, _)| !level.has_opcode(*code))
+        .map(|&(code, name)| match OPCODES.get(usize::from(code)) {
+            Some((_, (major, minor))) => format!("{name} {major}.{minor}"),
+            None => name.to_owned(),
+        })
+        .collect();
+    if !masked.is_empty() {
+        return Err(SetupError::missing_opcodes_at_level(&masked, level));
+    }
+    Ok(Opcodes { probe, level })
 }
 
 /// Every `IORING_FEAT_*` bit hoop knows, by kernel name, and whether the kernel that set up a
-/// ring with `params` set it.
+/// ring with `params` set it (and the kernel level has it).
 pub(super) fn feature_names(params: &io_uring::Parameters) -> Vec<(&'static str, bool)> {
     let bits = feature_bits(params);
     FEATURES
         .iter()
-        .map(|&(bit, name)| (name, bits & bit != 0))
+        .map(|&(bit, name, _)| (name, bits & bit != 0))
         .collect()
 }
 
-/// The names of the opcodes `probe` says the kernel supports, in opcode order; opcodes newer
-/// than hoop's table are named `OP_<number>`.
-pub(super) fn opcode_names(probe: &io_uring::Probe) -> Vec<&'static str> {
+/// The names of the opcodes supported (see [`Opcodes::supports`]), in opcode order; opcodes
+/// newer than hoop's table are named `OP_<number>`.
+pub(super) fn opcode_names(ops: &Opcodes) -> Vec<&'static str> {
     (0..=u8::MAX)
-        .filter(|&op| probe.is_supported(op))
+        .filter(|&op| ops.supports(op))
         .map(|op| match OPCODES.get(usize::from(op)) {
-            Some(name) => *name,
+            Some((name, _)) => *name,
             None => intern(format!("OP_{op}")),
         })
         .collect()
 }
 
-/// `IORING_FEAT_*` (linux/io_uring.h) by kernel name.
-const FEATURES: &[(u32, &str)] = &[
-    (1 << 0, "SINGLE_MMAP"),
-    (1 << 1, "NODROP"),
-    (1 << 2, "SUBMIT_STABLE"),
-    (1 << 3, "RW_CUR_POS"),
-    (1 << 4, "CUR_PERSONALITY"),
-    (1 << 5, "FAST_POLL"),
-    (1 << 6, "POLL_32BITS"),
-    (1 << 7, "SQPOLL_NONFIXED"),
-    (1 << 8, "EXT_ARG"),
-    (1 << 9, "NATIVE_WORKERS"),
-    (1 << 10, "RSRC_TAGS"),
-    (1 << 11, "CQE_SKIP"),
-    (1 << 12, "LINKED_FILE"),
-    (1 << 13, "REG_REG_RING"),
-    (1 << 14, "RECVSEND_BUNDLE"),
-    (1 << 15, "MIN_TIMEOUT"),
-    (1 << 16, "RW_ATTR"),
-    (1 << 17, "NO_IOWAIT"),
-];
-
 // `feature_bits` reads inside this size.
 const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
 
-/// The `features` word the kernel returned from `io_uring_setup`. (`Parameters` has a method
-/// per bit, but not a public one for every bit: `REG_REG_RING` and `RW_ATTR` have none.)
-fn feature_bits(params: &io_uring::Parameters) -> u32 {
+/// The `features` word the kernel returned from `io_uring_setup`, without the bits the kernel
+/// level lacks. (`Parameters` has a method per bit, but not a public one for every bit:
+/// `REG_REG_RING` and `RW_ATTR` have none; and those methods do not know the level, so hoop
+/// reads the bits only here.)
+pub(super) fn feature_bits(params: &io_uring::Parameters) -> u32 {
+    raw_feature_bits(params) & crate::level::current().feature_mask()
+}
+
+/// The `features` word as the kernel returned it.
+fn raw_feature_bits(params: &io_uring::Parameters) -> u32 {
     // SAFETY: `Parameters` is `#[repr(transparent)]` over the kernel's `struct io_uring_params`
     // (documented as such by the io-uring crate; its size is checked above), whose uapi layout
     // starts with six u32s: sq_entries, cq_entries, flags, sq_thread_cpu, sq_thread_idle,
@@ -114,73 +128,6 @@ fn feature_bits(params: &io_uring::Parameters) -> u32 {
             .read()
     }
 }
-
-/// `IORING_OP_*` (linux/io_uring.h) by number, without the prefix: 0 (`NOP`) to 62 (`PIPE`).
-const OPCODES: &[&str] = &[
-    "NOP",
-    "READV",
-    "WRITEV",
-    "FSYNC",
-    "READ_FIXED",
-    "WRITE_FIXED",
-    "POLL_ADD",
-    "POLL_REMOVE",
-    "SYNC_FILE_RANGE",
-    "SENDMSG",
-    "RECVMSG",
-    "TIMEOUT",
-    "TIMEOUT_REMOVE",
-    "ACCEPT",
-    "ASYNC_CANCEL",
-    "LINK_TIMEOUT",
-    "CONNECT",
-    "FALLOCATE",
-    "OPENAT",
-    "CLOSE",
-    "FILES_UPDATE",
-    "STATX",
-    "READ",
-    "WRITE",
-    "FADVISE",
-    "MADVISE",
-    "SEND",
-    "RECV",
-    "OPENAT2",
-    "EPOLL_CTL",
-    "SPLICE",
-    "PROVIDE_BUFFERS",
-    "REMOVE_BUFFERS",
-    "TEE",
-    "SHUTDOWN",
-    "RENAMEAT",
-    "UNLINKAT",
-    "MKDIRAT",
-    "SYMLINKAT",
-    "LINKAT",
-    "MSG_RING",
-    "FSETXATTR",
-    "SETXATTR",
-    "FGETXATTR",
-    "GETXATTR",
-    "SOCKET",
-    "URING_CMD",
-    "SEND_ZC",
-    "SENDMSG_ZC",
-    "READ_MULTISHOT",
-    "WAITID",
-    "FUTEX_WAIT",
-    "FUTEX_WAKE",
-    "FUTEX_WAITV",
-    "FIXED_FD_INSTALL",
-    "FTRUNCATE",
-    "BIND",
-    "LISTEN",
-    "RECV_ZC",
-    "EPOLL_WAIT",
-    "READV_FIXED",
-    "WRITEV_FIXED",
-    "PIPE",
-];
 
 /// A `&'static str` equal to `s`, leaked once per distinct value (setup flag combinations and
 /// opcode numbers: a few dozen at most).
@@ -208,7 +155,7 @@ mod tests {
             return;
         };
         let p = ring.params();
-        let bits = feature_bits(p);
+        let bits = raw_feature_bits(p);
         let has = |name: &str| {
             let bit = FEATURES.iter().find(|f| f.1 == name).map(|f| f.0).unwrap();
             bits & bit != 0
@@ -242,24 +189,25 @@ mod tests {
 
     #[test]
     fn opcode_names_match_the_crate() {
-        assert_eq!(OPCODES.len(), 63);
-        assert_eq!(OPCODES[usize::from(opcode::Nop::CODE)], "NOP");
-        assert_eq!(OPCODES[usize::from(opcode::Read::CODE)], "READ");
+        let names: Vec<&str> = OPCODES.iter().map(|o| o.0).collect();
+        assert_eq!(names.len(), 63);
+        assert_eq!(names[usize::from(opcode::Nop::CODE)], "NOP");
+        assert_eq!(names[usize::from(opcode::Read::CODE)], "READ");
         assert_eq!(
-            OPCODES[usize::from(opcode::LinkTimeout::CODE)],
+            names[usize::from(opcode::LinkTimeout::CODE)],
             "LINK_TIMEOUT"
         );
-        assert_eq!(OPCODES[usize::from(opcode::SendZc::CODE)], "SEND_ZC");
-        assert_eq!(OPCODES[usize::from(opcode::RecvMulti::CODE)], "RECV");
-        assert_eq!(OPCODES[usize::from(opcode::Pipe::CODE)], "PIPE");
+        assert_eq!(names[usize::from(opcode::SendZc::CODE)], "SEND_ZC");
+        assert_eq!(names[usize::from(opcode::RecvMulti::CODE)], "RECV");
+        assert_eq!(names[usize::from(opcode::Pipe::CODE)], "PIPE");
         assert_eq!(
-            OPCODES[usize::from(opcode::ReadMulti::CODE)],
+            names[usize::from(opcode::ReadMulti::CODE)],
             "READ_MULTISHOT"
         );
         assert_eq!(
-            OPCODES[usize::from(opcode::FixedFdInstall::CODE)],
+            names[usize::from(opcode::FixedFdInstall::CODE)],
             "FIXED_FD_INSTALL"
         );
-        assert_eq!(OPCODES[usize::from(opcode::EpollWait::CODE)], "EPOLL_WAIT");
+        assert_eq!(names[usize::from(opcode::EpollWait::CODE)], "EPOLL_WAIT");
     }
 }

@@ -95,7 +95,7 @@ impl Uring {
             let ts = types::Timespec::new().nsec(20_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
             self.table.counters.enter_calls += 1;
-            let r = if self.ring.params().is_feature_ext_arg() {
+            let r = if self.has_feature(super::FEAT_EXT_ARG) {
                 self.ring.submitter().submit_with_args(1, &args).map(drop)
             } else {
                 let r = self.ring.submitter().submit().map(drop);
