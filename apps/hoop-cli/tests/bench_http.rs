@@ -255,7 +255,7 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
         for v in runs {
             assert_eq!(v["file_bytes"].as_u64(), Some(1024), "{v}");
             assert_eq!(v["conns"].as_u64(), Some(4), "{v}");
-            support::assert_only_reset_errors(&v);
+            support::assert_only_reset_errors(v);
             assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
             assert!(v["verified_bytes"].as_bool().unwrap(), "{v}");
             assert!(v["ctx_switches_per_req"].as_f64().unwrap() >= 0.0, "{v}");
@@ -387,7 +387,7 @@ fn static_mix_cell_verifies_every_response() {
     for v in runs {
         assert_eq!(v["mix"], true, "{v}");
         assert_eq!(v["conns"].as_u64(), Some(50), "{v}");
-        support::assert_only_reset_errors(&v);
+        support::assert_only_reset_errors(v);
         assert!(v["verified_bytes"].as_bool().unwrap(), "{v}");
         let requests = v["requests"].as_u64().unwrap();
         assert!(requests > 0, "{v}");
