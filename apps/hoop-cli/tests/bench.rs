@@ -6,6 +6,8 @@
 //! counted errors or verified no request at all (the result is printed all the same), on bad
 //! input, or when the server cannot be reached.
 
+mod support;
+
 use hoop_test_support as common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -93,7 +95,6 @@ fn serve(mut s: TcpStream, behaviour: Behaviour) {
 }
 
 fn hoop(args: &[&str]) -> Output {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     common::command(HOOP).args(args).output().unwrap()
 }
 
@@ -134,7 +135,7 @@ fn echo_against_a_correct_server_counts_requests_and_no_errors() {
     assert_eq!(v["conns"], 4);
     assert_eq!(v["len_bytes"], 100);
     assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
-    assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+    support::assert_only_reset_errors(&v);
     assert!(v["rps"].as_f64().unwrap() > 0.0, "{v}");
     for field in ["p50_us", "p99_us", "p999_us", "max_us"] {
         assert!(v[field].as_f64().unwrap() > 0.0, "{field}: {v}");
@@ -398,7 +399,7 @@ fn side_by_side_alternates_servers_and_measures_them() {
     }
     for v in &lines {
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
-        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        support::assert_only_reset_errors(v);
         assert!(v["server_cpu_us_per_req"].as_f64().is_some(), "{v}");
         assert!(v["client_bound"].is_boolean(), "{v}");
     }
@@ -406,6 +407,12 @@ fn side_by_side_alternates_servers_and_measures_them() {
 
 #[test]
 fn the_suite_writes_a_report() {
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "the suite's fan-out and idle runs count every delivery to every connection and every \
+         idle connection held: a connection a reset ends is the fault plan's loss (see \
+         bench_fanout, bench_idle)",
+    );
     let dir = std::env::temp_dir().join(format!("hoop-bench-report-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let dir_arg = dir.to_string_lossy().into_owned();
@@ -549,7 +556,7 @@ fn the_suite_writes_a_report() {
         assert_eq!(n, 12, "{server}: {http:?}");
     }
     for v in &hoop_client {
-        assert_eq!(v["errors"].as_u64(), Some(0), "{v}");
+        support::assert_only_reset_errors(v);
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         assert_eq!(v["verified_bytes"].as_bool(), Some(true), "{v}");
     }

@@ -18,12 +18,23 @@ use serde_json::Value;
 const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
 
 fn hoop(args: &[&str]) -> Output {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     common::command(HOOP)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// The opt-out of the tests that measure a chat: its subject is every delivery to every
+/// connection, and the fan-out load does not rejoin a connection a reset ended.
+#[must_use = "the opt-out ends when the guard drops"]
+fn resets_off() -> hoop::fault::OptOut {
+    common::faults_off(
+        &["econnreset"],
+        "its subject is every message delivered to every connection of the chat: a connection \
+         a reset ends misses the messages sent while it is gone, and the fan-out load does not \
+         rejoin",
+    )
 }
 
 fn cpus() -> usize {
@@ -77,6 +88,7 @@ fn assert_clean_measurement(v: &Value) {
 
 #[test]
 fn side_by_side_json_contract_with_zero_errors() {
+    let _faults = resets_off();
     let out = hoop(&[
         "bench", "fanout", "--json", "-c", "4", "-l", "48", "-t", "0.3", "--rounds", "1",
     ]);
@@ -113,6 +125,7 @@ fn side_by_side_json_contract_with_zero_errors() {
 
 #[test]
 fn hog_rows_run_beside_unloaded_ones() {
+    let _faults = resets_off();
     if cpus() < 2 {
         eprintln!("skip: the hog needs 2 CPUs");
         return;
@@ -285,6 +298,7 @@ fn external(server: &ChatServer) -> (Output, Value) {
 
 #[test]
 fn a_faithful_server_verifies_every_delivery() {
+    let _faults = resets_off();
     let server = ChatServer::start(Fault::None);
     let (out, v) = external(&server);
     assert!(
@@ -300,6 +314,7 @@ fn a_faithful_server_verifies_every_delivery() {
 
 #[test]
 fn a_dropped_message_is_an_error_not_a_delivery() {
+    let _faults = resets_off();
     let server = ChatServer::start(Fault::DropOne);
     let (out, v) = external(&server);
     assert_eq!(
@@ -323,6 +338,7 @@ fn a_dropped_message_is_an_error_not_a_delivery() {
 
 #[test]
 fn a_corrupt_message_is_an_error_not_a_delivery() {
+    let _faults = resets_off();
     let server = ChatServer::start(Fault::CorruptOne);
     let (out, v) = external(&server);
     assert_eq!(

@@ -4,7 +4,11 @@
 //! leaves nothing behind. Every client operation is bounded: socket timeouts for the std
 //! clients, `hoop::time::timeout` for the hoop ones, a deadline for every wait.
 
+mod support;
+
 use hoop_test_support as common;
+use hoop_test_support::resets;
+use std::cell::Cell;
 use std::future::Future;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -33,7 +37,6 @@ struct Server {
 impl Server {
     /// Starts `hoop serve echo --addr 127.0.0.1:0 <extra>` and reads its first line.
     fn start(extra: &[&str]) -> Server {
-        let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
         let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
             .args(["serve", "echo", "--addr", "127.0.0.1:0"])
             .args(extra)
@@ -177,26 +180,32 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
-/// Sends `payload` (from a second thread, so neither side can block the other), reads the
-/// same number of bytes back and returns them.
-fn echo_std(stream: &TcpStream, payload: &[u8]) -> Vec<u8> {
-    let mut writer = stream.try_clone().expect("clone stream");
-    std::thread::scope(|s| {
-        let w = s.spawn(move || writer.write_all(payload));
-        let mut back = vec![0u8; payload.len()];
-        (&*stream).read_exact(&mut back).expect("read the echo");
-        w.join().expect("writer thread").expect("write payload");
-        back
-    })
+/// Sends `payload` on `stream` (from a second thread, so neither side can block the other)
+/// and reads the same number of bytes back.
+fn echo_std(stream: &TcpStream, payload: &[u8]) -> io::Result<Vec<u8>> {
+    support::echo_on(stream, payload)
 }
 
-/// One fresh connection, one echo of `len` random bytes; fails the test unless it comes back
-/// intact.
+/// One fresh connection, one echo of `len` random bytes (retried after resets); fails the
+/// test unless it comes back intact.
 fn check_echo(addr: SocketAddr, len: usize, seed: u64) {
-    let payload = Rng::new(seed).bytes(len);
-    let s = connect(addr);
-    let back = echo_std(&s, &payload);
-    assert!(back == payload, "echo of {len} bytes came back different");
+    support::check_echo(addr, &Rng::new(seed).bytes(len));
+}
+
+/// Echoes on two connections open at once, used out of order (`second` on the one opened
+/// last first), retried together on two fresh ones after a reset.
+fn check_two_at_once(addr: SocketAddr, first: &[u8], second: &[u8]) {
+    resets::retry("two connections at once", |_| {
+        let a = support::try_connect(addr)?;
+        let b = support::try_connect(addr)?;
+        if echo_std(&b, second)? != second {
+            return Err(support::wrong("the second echo came back different"));
+        }
+        if echo_std(&a, first)? != first {
+            return Err(support::wrong("the first echo came back different"));
+        }
+        Ok(())
+    });
 }
 
 /// `SO_LINGER` 0: closing the socket sends a reset instead of a FIN.
@@ -228,8 +237,13 @@ fn assert_closed(s: &mut TcpStream) {
     }
 }
 
-/// Polls both futures to completion (a minimal join).
-async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+/// Polls both futures until both succeed or one fails (a minimal `try_join`): a write that
+/// failed (an injected reset: nothing was sent) must not leave the read waiting for an echo
+/// of bytes never sent.
+async fn try_join2<A, B>(
+    a: impl Future<Output = io::Result<A>>,
+    b: impl Future<Output = io::Result<B>>,
+) -> io::Result<(A, B)> {
     let mut a = pin!(a);
     let mut b = pin!(b);
     let mut ra = None;
@@ -237,16 +251,16 @@ async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
     std::future::poll_fn(|cx| {
         if ra.is_none() {
             if let Poll::Ready(v) = a.as_mut().poll(cx) {
-                ra = Some(v);
+                ra = Some(v?);
             }
         }
         if rb.is_none() {
             if let Poll::Ready(v) = b.as_mut().poll(cx) {
-                rb = Some(v);
+                rb = Some(v?);
             }
         }
         match (ra.take(), rb.take()) {
-            (Some(x), Some(y)) => Poll::Ready((x, y)),
+            (Some(x), Some(y)) => Poll::Ready(Ok((x, y))),
             (x, y) => {
                 ra = x;
                 rb = y;
@@ -257,39 +271,69 @@ async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
     .await
 }
 
-/// One hoop client: connects, writes a random payload of 1..=65536 bytes while reading the
-/// same number back, compares, then half-closes and expects end of stream (nothing extra).
-async fn hoop_client(addr: SocketAddr, seed: u64) -> io::Result<usize> {
-    let mut rng = Rng::new(seed);
-    let len = (rng.next() % 65536) as usize + 1;
-    let payload = rng.bytes(len);
-    let expected = payload.clone();
+/// One hoop client's exchange: connects, writes what is left of `payload` (from byte `done`)
+/// while reading it back and checking each byte as it arrives (`done` counts them), then
+/// half-closes and expects end of stream (nothing extra). After a reset the next attempt goes
+/// on from `done` on a fresh connection, as a client resuming a transfer does.
+async fn hoop_exchange(addr: SocketAddr, payload: &[u8], done: &Cell<usize>) -> io::Result<()> {
+    let rest = &payload[done.get()..];
     let stream = hoop::net::TcpStream::connect(addr).await?;
-    let back = vec![0u8; len];
-    let ((wres, _), (rres, back)) = join2(stream.write_all(payload), stream.read_exact(back)).await;
-    wres?;
-    rres?;
-    if *back != *expected {
-        return Err(io::Error::other(format!(
-            "{len}-byte echo came back different"
-        )));
-    }
+    let write = async {
+        if rest.is_empty() {
+            return Ok(());
+        }
+        stream.write_all(rest.to_vec()).await.0
+    };
+    let read = async {
+        let mut at = 0;
+        while at < rest.len() {
+            let want = (rest.len() - at).min(64 * 1024);
+            let (res, buf) = stream.read(Vec::with_capacity(want)).await;
+            let n = res?;
+            if n == 0 {
+                return Err(resets::closed_early("the whole echo"));
+            }
+            if buf[..n] != rest[at..at + n] {
+                return Err(support::wrong(format!(
+                    "the echo of {} bytes differs within bytes {}..{}",
+                    payload.len(),
+                    done.get(),
+                    done.get() + n
+                )));
+            }
+            at += n;
+            done.set(done.get() + n);
+        }
+        Ok(())
+    };
+    try_join2(write, read).await?;
     stream.shutdown_with(Shutdown::Write).await?;
     let (res, extra) = stream.read(vec![0u8; 16]).await;
     match res? {
-        0 => Ok(len),
-        n => Err(io::Error::other(format!(
+        0 => Ok(()),
+        n => Err(support::wrong(format!(
             "{n} unexpected bytes after the echo: {:?}",
             &extra[..n]
         ))),
     }
 }
 
+/// One hoop client: a random payload of 1..=65536 bytes echoed intact, on fresh connections
+/// after resets (while resets are injected, on either side); a wrong echo fails the test.
+async fn hoop_client(addr: SocketAddr, seed: u64) -> usize {
+    let mut rng = Rng::new(seed);
+    let len = (rng.next() % 65536) as usize + 1;
+    let payload = rng.bytes(len);
+    let done = Cell::new(0);
+    resets::retry_async(&format!("hoop client {seed}"), |_| {
+        hoop_exchange(addr, &payload, &done)
+    })
+    .await;
+    len
+}
+
 /// `conns` concurrent hoop clients against `addr`, all within 60 s.
 fn many_clients(addr: SocketAddr, conns: u64) {
-    // The clients run here, in-process: a made-up reset on one's write would leave its read
-    // waiting for an echo of bytes never sent.
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     raise_nofile_limit();
     let rt = hoop::Runtime::new().expect("hoop runtime");
     let outcome = rt.block_on(hoop::time::timeout(Duration::from_secs(60), async move {
@@ -300,8 +344,7 @@ fn many_clients(addr: SocketAddr, conns: u64) {
         let mut bytes = 0;
         for (i, h) in handles.into_iter().enumerate() {
             match h.await {
-                Ok(Ok(n)) => bytes += n,
-                Ok(Err(e)) => failures.push(format!("client {i}: {e}")),
+                Ok(n) => bytes += n,
                 Err(e) => failures.push(format!("client {i}: {e}")),
             }
         }
@@ -383,47 +426,36 @@ fn survives_misbehaving_clients(extra: &[&str]) {
     // Reset mid-stream: 256 KiB sent without reading most of the echo, so the server is in
     // the middle of writing when the reset arrives.
     for seed in 0..3 {
-        let mut s = connect(addr);
-        s.set_write_timeout(Some(Duration::from_secs(1)))
-            .expect("write timeout");
         let payload = Rng::new(100 + seed).bytes(256 * 1024);
-        // A full peer may make this time out; the reset is what matters.
-        let _ = s.write_all(&payload);
-        let mut first = vec![0u8; 1000];
-        s.read_exact(&mut first).expect("the echo starts");
-        assert!(first == payload[..1000], "echo prefix differs");
-        set_linger_zero(&s);
-        drop(s);
+        support::exchange("an echo that starts, then a reset", addr, |s| {
+            s.set_write_timeout(Some(Duration::from_secs(1)))?;
+            // A full peer may make this time out; the reset is what matters.
+            let _ = s.write_all(&payload);
+            let mut first = vec![0u8; 1000];
+            s.read_exact(&mut first)?;
+            if first != payload[..1000] {
+                return Err(support::wrong("echo prefix differs"));
+            }
+            set_linger_zero(s);
+            Ok(())
+        });
     }
 
     // Half-close: 200 KB, then shutdown(Write); the whole echo comes back, then end of stream.
-    {
-        let payload = Rng::new(7).bytes(200_000);
-        let s = connect(addr);
-        let mut writer = s.try_clone().expect("clone stream");
-        let back = std::thread::scope(|sc| {
-            let w = sc.spawn(move || {
-                writer.write_all(&payload)?;
-                writer.shutdown(Shutdown::Write)
-            });
-            let mut back = Vec::new();
-            (&s).read_to_end(&mut back).expect("read echo to end");
-            w.join()
-                .expect("writer thread")
-                .expect("write and half-close");
-            back
-        });
-        assert_eq!(back.len(), 200_000, "the whole echo, then end of stream");
-        assert!(back == Rng::new(7).bytes(200_000), "echo differs");
-    }
+    let payload = Rng::new(7).bytes(200_000);
+    support::echo_resuming("an echo, then a half-close", addr, &payload, true);
 
     // Half-close without sending anything: end of stream straight away.
-    {
-        let mut s = connect(addr);
-        s.shutdown(Shutdown::Write).expect("shutdown write");
+    support::exchange("a half-close without a byte", addr, |s| {
+        s.shutdown(Shutdown::Write)?;
         let mut buf = [0u8; 16];
-        assert_eq!(s.read(&mut buf).expect("read EOF"), 0);
-    }
+        match s.read(&mut buf)? {
+            0 => Ok(()),
+            n => Err(support::wrong(format!(
+                "{n} bytes instead of end of stream"
+            ))),
+        }
+    });
 
     // Connect and close without a byte, at once and after a pause.
     for _ in 0..5 {
@@ -436,10 +468,7 @@ fn survives_misbehaving_clients(extra: &[&str]) {
     // Still serving, new and concurrent connections alike.
     server.assert_running();
     check_echo(addr, 65536, 2);
-    let a = connect(addr);
-    let b = connect(addr);
-    assert!(echo_std(&b, b"second") == b"second");
-    assert!(echo_std(&a, b"first") == b"first");
+    check_two_at_once(addr, b"first", b"second");
     server.assert_running();
 }
 
@@ -450,9 +479,13 @@ fn exits_zero_on(sig: i32, extra: &[&str]) {
     let addr = server.addr;
     let mut open = Vec::new();
     for i in 0..4u64 {
-        let s = connect(addr);
         let payload = Rng::new(i).bytes(4096);
-        assert!(echo_std(&s, &payload) == payload, "echo before the signal");
+        let s = support::exchange("an echo before the signal", addr, |s| {
+            if echo_std(s, &payload)? != payload {
+                return Err(support::wrong("the echo before the signal differs"));
+            }
+            s.try_clone()
+        });
         open.push(s);
     }
     // One with data sent but not read back, one that never sent anything.
@@ -508,7 +541,6 @@ fn sigint_exits_zero_with_open_connections_epoll_two_threads() {
 /// stderr before its `listening on` line; stdout's first line stays exactly that line.
 #[test]
 fn the_driver_is_named_on_stderr() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let cases: [(&[&str], Option<&str>, &str); 4] = [
         (&["--driver", "epoll"], None, "driver epoll"),
         (
@@ -582,10 +614,7 @@ fn baseline_echoes(server_kind: &str) {
     let addr = server.addr;
     check_echo(addr, 1, 3);
     check_echo(addr, 200_000, 4);
-    let a = connect(addr);
-    let b = connect(addr);
-    assert!(echo_std(&a, b"hello") == b"hello");
-    assert!(echo_std(&b, b"world") == b"world");
+    check_two_at_once(addr, b"world", b"hello");
     server.signal(libc::SIGTERM);
     let status = server
         .wait_exit(Duration::from_secs(5))
@@ -608,7 +637,6 @@ fn monoio_baseline_echoes() {
 /// Invalid arguments fail with a message and never print the `listening on` line.
 #[test]
 fn invalid_arguments_are_refused() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for args in [
         &["--addr", "127.0.0.1:0", "--threads", "0"][..],
         &[

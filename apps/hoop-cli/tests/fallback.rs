@@ -12,8 +12,10 @@
 //! it must not report "uring"), so a filter that silently did nothing fails the test rather than
 //! pass it for the wrong reason.
 
+mod support;
+
 use hoop_test_support as common;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -31,7 +33,6 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// `hoop ARGS`, to be run with io_uring_setup blocked (PR_SET_NO_NEW_PRIVS, then the filter,
 /// both in the child before exec; the filter survives exec).
 fn blocked_hoop(args: &[&str]) -> Command {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let filter = common::io_uring_setup_filter();
     let mut cmd = common::command(HOOP);
     cmd.args(args)
@@ -221,22 +222,10 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
-/// One fresh connection, one echo of `payload`; returns what came back.
-fn echo(addr: SocketAddr, payload: &[u8]) -> Vec<u8> {
-    echo_on(&connect(addr), payload)
-}
-
-/// Sends `payload` on `s` from a second thread and reads the same number of bytes back.
-fn echo_on(s: &TcpStream, payload: &[u8]) -> Vec<u8> {
-    let mut writer = s.try_clone().expect("clone stream");
-    std::thread::scope(|sc| {
-        let w = sc.spawn(move || writer.write_all(payload));
-        let mut back = vec![0u8; payload.len()];
-        let mut reader = s;
-        reader.read_exact(&mut back).expect("read the echo");
-        w.join().expect("writer thread").expect("write payload");
-        back
-    })
+/// One fresh connection, one echo of `payload` (retried on another after a reset); fails the
+/// test unless it comes back intact.
+fn check_echo(addr: SocketAddr, payload: &[u8]) {
+    support::check_echo(addr, payload);
 }
 
 /// Deterministic bytes (xorshift).
@@ -261,19 +250,23 @@ fn blocked_io_uring_falls_back_to_epoll_and_echoes() {
     assert_filter_blocks_io_uring();
     let server = Server::start(&[]);
     for (i, len) in [1usize, 100, 4096, 65_536, 300_000].into_iter().enumerate() {
-        let p = payload(len, i as u64 + 1);
-        assert!(
-            echo(server.addr, &p) == p,
-            "{len}-byte echo came back different"
-        );
+        check_echo(server.addr, &payload(len, i as u64 + 1));
     }
-    // Two connections at once, used out of order; one that closes without a byte.
-    let a = connect(server.addr);
-    let b = connect(server.addr);
-    drop(connect(server.addr));
-    assert!(echo_on(&b, b"second") == b"second");
-    assert!(echo_on(&a, b"first") == b"first");
-    assert!(echo(server.addr, b"still serving") == b"still serving");
+    // Two connections at once, used out of order; one that closes without a byte. After a
+    // reset, both again on fresh connections.
+    common::resets::retry("two connections at once", |_| {
+        let a = support::try_connect(server.addr)?;
+        let b = support::try_connect(server.addr)?;
+        drop(connect(server.addr));
+        if support::echo_on(&b, b"second")? != b"second" {
+            return Err(support::wrong("the second echo came back different"));
+        }
+        if support::echo_on(&a, b"first")? != b"first" {
+            return Err(support::wrong("the first echo came back different"));
+        }
+        Ok(())
+    });
+    check_echo(server.addr, b"still serving");
 
     let mut guard = server.guard;
     assert!(
@@ -307,11 +300,7 @@ fn blocked_io_uring_falls_back_once_with_two_threads() {
     assert_filter_blocks_io_uring();
     let server = Server::start(&["--threads", "2"]);
     for seed in 0..8u64 {
-        let p = payload(1000 + seed as usize * 777, seed);
-        assert!(
-            echo(server.addr, &p) == p,
-            "echo {seed} came back different"
-        );
+        check_echo(server.addr, &payload(1000 + seed as usize * 777, seed));
     }
     let err = server.stderr();
     assert_eq!(
@@ -480,7 +469,6 @@ fn check_uring_probe(v: &serde_json::Value) {
 /// does not, "epoll" with a reason. Either way the JSON and the lines agree.
 #[test]
 fn probe_without_the_filter_is_consistent() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let out = common::command(HOOP)
         .args(["probe", "--json"])
         .env("HOOP_DRIVER", "epoll")

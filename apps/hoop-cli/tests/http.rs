@@ -9,9 +9,12 @@
 //! Every server is a child process owned by a guard that kills it on drop; every client read
 //! and write has a timeout; every loop is bounded in count.
 
+mod support;
+
 use hoop_test_support as common;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use hoop_test_support::resets;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -19,7 +22,8 @@ use std::time::{Duration, Instant};
 
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-use common::http::{ask, bytes, connect, make_root, read_response, Response, IO_TIMEOUT};
+use common::http::{bytes, make_root, IO_TIMEOUT};
+use support::{ask_fresh, Response};
 
 // ===== the server process =====
 
@@ -30,7 +34,6 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
-        let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
         let mut cmd = common::command(env!("CARGO_BIN_EXE_hoop"));
         cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
             .arg(root)
@@ -79,15 +82,12 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    fn connect(&self) -> TcpStream {
-        connect(self.addr)
-    }
-
-    /// One request on a fresh connection.
+    /// One request on a fresh connection (retried on another after a reset).
     fn get(&self, path: &str) -> Response {
-        let mut s = self.connect();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        read_response(&mut s, false)
+        ask_fresh(
+            self.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"),
+        )
     }
 }
 
@@ -100,33 +100,50 @@ impl Drop for Server {
 
 // ===== process =====
 
+/// A response in flight at `sig` finishes, then the server exits 0. The whole scenario is one
+/// exchange: a reset of the response (injected, before or after the signal) starts it again
+/// with a new server, since a stopping server takes no new connection.
 fn graceful_stop(driver: &str, sig: i32) {
     let (_base, root) = make_root(&format!("stop-{driver}-{sig}"));
     let data = bytes(8 << 20, 7);
     std::fs::write(root.join("big.bin"), &data).unwrap();
-    let mut server = Server::start(&root, &["--driver", driver, "--cache-bytes", "0"]);
-    let idle = server.connect();
-    let mut s = server.connect();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    // A small receive buffer and a slow start: the response is in flight at the signal.
-    s.write_all(b"GET /big.bin HTTP/1.1\r\n\r\n").unwrap();
-    let mut first = [0u8; 12];
-    s.read_exact(&mut first).unwrap();
-    assert_eq!(&first, b"HTTP/1.1 200");
-    server.signal(sig);
-    let mut rest = Vec::new();
-    let _ = s.read_to_end(&mut rest);
-    let start = rest
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("head")
-        + 4;
-    assert!(rest[start..] == data[..], "the response in flight finished");
-    let status = server
-        .wait_exit(Duration::from_secs(10))
-        .expect("exit in time");
-    assert_eq!(status.code(), Some(0), "{status:?}");
-    drop(idle);
+    resets::retry("a response in flight at the signal", |_| {
+        let mut server = Server::start(&root, &["--driver", driver, "--cache-bytes", "0"]);
+        let idle = support::try_connect(server.addr)?;
+        let mut s = support::try_connect(server.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        // A small receive buffer and a slow start: the response is in flight at the signal.
+        s.write_all(b"GET /big.bin HTTP/1.1\r\n\r\n")?;
+        let mut first = [0u8; 12];
+        s.read_exact(&mut first)?;
+        if &first != b"HTTP/1.1 200" {
+            return Err(support::wrong(format!("status line {first:?}")));
+        }
+        server.signal(sig);
+        let mut rest = Vec::new();
+        let read = s.read_to_end(&mut rest);
+        let start = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or_else(|| resets::closed_early("the response head"))?
+            + 4;
+        let body = &rest[start..];
+        if body.len() < data.len() && data.starts_with(body) {
+            read?;
+            return Err(resets::closed_early("the whole body"));
+        }
+        if body != data {
+            return Err(support::wrong(
+                "the response in flight did not finish intact",
+            ));
+        }
+        let status = server
+            .wait_exit(Duration::from_secs(10))
+            .expect("exit in time");
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        drop(idle);
+        Ok::<_, io::Error>(())
+    });
 }
 
 #[test]
@@ -142,7 +159,6 @@ fn sigterm_and_sigint_let_responses_finish_then_exit_zero_epoll() {
 
 #[test]
 fn bad_root_or_flag_exits_one_with_one_line() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root("bad");
     let r = root.to_str().unwrap();
     let file = format!("{r}/a.txt");
@@ -170,7 +186,6 @@ fn bad_root_or_flag_exits_one_with_one_line() {
 /// `--access-log`: one line per request on stdout, after the `listening on` line.
 #[test]
 fn access_log_lines_follow_the_listening_line() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root("log");
     let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
         .args([
@@ -203,21 +218,38 @@ fn access_log_lines_follow_the_listening_line() {
         .unwrap()
         .parse()
         .unwrap();
-    let mut s = connect(addr);
-    assert_eq!(ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n").status, 200);
-    assert_eq!(ask(&mut s, "GET /nope HTTP/1.1\r\n\r\n").status, 404);
-    let a = rx.recv_timeout(IO_TIMEOUT).unwrap();
-    let b = rx.recv_timeout(IO_TIMEOUT).unwrap();
+    // A request a reset ended may or may not have been logged: each is asked (on a fresh
+    // connection) until it is answered, and its line is the last one for it.
+    assert_eq!(ask_fresh(addr, "GET /a.txt HTTP/1.1\r\n\r\n").status, 200);
+    assert_eq!(ask_fresh(addr, "GET /nope HTTP/1.1\r\n\r\n").status, 404);
+    let mut lines = Vec::new();
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains("\"GET /nope HTTP/1.1\" 404"))
+    {
+        lines.push(rx.recv_timeout(IO_TIMEOUT).unwrap());
+        assert!(
+            lines.len() <= 2 + 2 * resets::MAX_RETRIES as usize,
+            "{lines:?}"
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(a.contains("\"GET /a.txt HTTP/1.1\" 200"), "{a}");
-    assert!(b.contains("\"GET /nope HTTP/1.1\" 404"), "{b}");
+    let a = lines
+        .iter()
+        .rposition(|l| l.contains("\"GET /a.txt HTTP/1.1\" 200"));
+    let b = lines
+        .iter()
+        .rposition(|l| l.contains("\"GET /nope HTTP/1.1\" 404"));
+    assert!(a.is_some_and(|a| Some(a) < b), "{lines:?}");
+    if !resets::injected() {
+        assert_eq!(lines.len(), 2, "one line per request: {lines:?}");
+    }
 }
 
 /// `--index NAME`: a directory target serves NAME (not index.html); a directory without it is
 /// 403; a bad NAME is refused at start (exit code 1, as every bad argument of the CLI).
 fn index_option(driver: &str) {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let (_base, root) = make_root(&format!("index-{driver}"));
     std::fs::write(root.join("home.htm"), b"home page\n").unwrap();
     std::fs::write(root.join("docs/home.htm"), b"docs home\n").unwrap();
@@ -258,10 +290,11 @@ fn index_option_names_the_directory_file_epoll() {
 
 // ===== precompressed files =====
 
-/// GET `path` with extra header lines `headers` (each ending in CRLF).
-fn ask_with(s: &mut TcpStream, path: &str, headers: &str) -> Response {
-    ask(
-        s,
+/// GET `path` with extra header lines `headers` (each ending in CRLF), on a fresh connection
+/// (retried on another after a reset).
+fn ask_with(addr: SocketAddr, path: &str, headers: &str) -> Response {
+    ask_fresh(
+        addr,
         &format!("GET {path} HTTP/1.1\r\nHost: t\r\n{headers}\r\n"),
     )
 }
@@ -288,8 +321,7 @@ fn precompressed_flags(driver: &str) {
         let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
         let server = Server::start(&root, &args);
-        let mut s = server.connect();
-        let r = ask_with(&mut s, "/site/a.css", "Accept-Encoding: br, gzip\r\n");
+        let r = ask_with(server.addr, "/site/a.css", "Accept-Encoding: br, gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &identity[..]), "{flags:?}");
         assert_eq!(
             (r.header("content-encoding"), r.header("vary")),
@@ -300,11 +332,7 @@ fn precompressed_flags(driver: &str) {
         let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
         let server = Server::start(&root, &args);
-        let r = ask_with(
-            &mut server.connect(),
-            "/site/a.css",
-            "Accept-Encoding: br\r\n",
-        );
+        let r = ask_with(server.addr, "/site/a.css", "Accept-Encoding: br\r\n");
         assert_eq!(r.header("content-encoding"), Some("br"), "{flags:?}");
     }
 }

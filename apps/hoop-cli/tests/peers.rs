@@ -43,7 +43,6 @@ impl Drop for TempDir {
 
 /// `hoop ARGS` with the peers' binary missing.
 fn without_peer_binary(args: &[&str]) -> Output {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     common::command(HOOP)
         .args(args)
         .env("HOOP_PEER_BIN", "/nonexistent/hoop-peer")
@@ -107,7 +106,6 @@ fn file_peers_are_accepted_and_skipped_with_a_line_when_their_binary_is_missing(
 /// peer, after cargo's own output; the run succeeds with what ran.
 #[test]
 fn a_failed_peer_build_is_a_skip_line_not_a_failed_run() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let dir = TempDir::new("build");
     let peers = TempDir::new("broken-peers");
     std::fs::write(peers.0.join("Cargo.toml"), "this is not a manifest [").unwrap();

@@ -344,6 +344,7 @@ fn make_result(
         usage: ServerUse::from(&m),
         client_bound: usage::client_bound(client_cpu_pct, m.cpu_pct),
         pinned,
+        reconnects: o.reconnects,
     }
 }
 

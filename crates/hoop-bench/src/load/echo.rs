@@ -1,6 +1,7 @@
 //! The echo load generator, on a hoop runtime (one thread): rust_echo_bench's semantics, made
 //! correct. Every reply is compared byte for byte with its request; a mismatch, an end of
-//! stream or an error counts as an error, never as a request.
+//! stream or an error counts as an error, never as a request (a reset while resets are
+//! injected counts as a reconnect instead: [`crate::load::resets`]).
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -13,6 +14,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
+use crate::load::resets::Streak;
 use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
@@ -53,6 +55,8 @@ pub(crate) struct ClientOutcome {
     pub errors: u64,
     /// The first error, for the report.
     pub first_error: Option<String>,
+    /// Reconnects after resets while resets were injected (not errors).
+    pub reconnects: u64,
     /// Latency of verified requests, nanoseconds.
     pub hist: Histogram<u64>,
     /// Wall time from the window's opening to the client's stop.
@@ -117,6 +121,7 @@ fn run_on_runtime<F: FnOnce()>(cfg: &ClientConfig, on_start: F) -> io::Result<Cl
         connected: Cell::new(0),
         requests: Cell::new(0),
         errors: Cell::new(0),
+        reconnects: Cell::new(0),
         first_error: RefCell::new(None),
         hist: RefCell::new(stats::new_histogram()?),
     });
@@ -161,6 +166,7 @@ async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> C
         requests: sh.requests.get(),
         errors: sh.errors.get(),
         first_error: sh.first_error.borrow().clone(),
+        reconnects: sh.reconnects.get(),
         hist,
         wall,
         cpu,
@@ -182,6 +188,7 @@ struct Shared {
     connected: Cell<usize>,
     requests: Cell<u64>,
     errors: Cell<u64>,
+    reconnects: Cell<u64>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Histogram<u64>>,
 }
@@ -197,6 +204,19 @@ impl Shared {
         if first.is_none() {
             *first = Some(what());
         }
+    }
+
+    /// A failed request: a reconnect if `streak` excuses it (a reset while resets are
+    /// injected), else an error described by `what`. Returns whether it was excused.
+    fn failed(&self, e: &io::Error, streak: &mut Streak, what: impl FnOnce() -> String) -> bool {
+        if streak.excuses_error(e) {
+            if !self.window.over() {
+                self.reconnects.set(self.reconnects.get() + 1);
+            }
+            return true;
+        }
+        self.error(what);
+        false
     }
 }
 
@@ -219,7 +239,8 @@ fn stamp(buf: &mut [u8], id: usize, counter: u64) {
 /// Each request writes LEN bytes and reads until LEN bytes came back. The payload differs per
 /// connection and per request (a tag with the connection index and a request counter in its
 /// first bytes), so a server that replays an old reply or mixes connections is caught. After
-/// an error the connection closes and reconnects, at most [`MAX_FAILURES`] times.
+/// an error the connection closes and reconnects, at most [`MAX_FAILURES`] times (a reset
+/// while resets are injected is a reconnect, not a failure).
 async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
     let mut wbuf = pattern(id, sh.len);
     // A reply fills exactly `sh.len` bytes of this buffer (a `slice(..len)`, so even after a
@@ -228,6 +249,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
     let mut rbuf: Vec<u8> = Vec::with_capacity(sh.len);
     let mut counter: u64 = 0;
     let mut failures: u32 = 0;
+    let mut streak = Streak::default();
     let mut settled = false;
     while !sh.window.over() && failures < MAX_FAILURES {
         let stream = match TcpStream::connect(addr).await {
@@ -249,6 +271,7 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
             sh.settled.set(sh.settled.get() + 1);
         }
         sh.window.wait_open().await;
+        let mut excused = false;
         loop {
             if sh.window.over() {
                 break;
@@ -259,14 +282,14 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
             let (res, b) = stream.write_all(wbuf).await;
             wbuf = b;
             if let Err(e) = res {
-                sh.error(|| format!("write: {e}"));
+                excused = sh.failed(&e, &mut streak, || format!("write: {e}"));
                 break;
             }
             let (res, b) = stream.read_exact(rbuf.slice(..sh.len)).await;
             rbuf = b.into_inner();
             let t1 = Instant::now();
             if let Err(e) = res {
-                sh.error(|| format!("read: {e}"));
+                excused = sh.failed(&e, &mut streak, || format!("read: {e}"));
                 break;
             }
             if !sh.window.counts_at(t1) {
@@ -282,13 +305,16 @@ async fn connection(id: usize, addr: SocketAddr, sh: Rc<Shared>) {
                 });
                 break;
             }
+            streak.verified();
             sh.requests.set(sh.requests.get() + 1);
             stats::record_ns(&mut sh.hist.borrow_mut(), (t1 - t0).as_nanos());
         }
         if sh.window.over() {
             break;
         }
-        failures += 1;
+        if !excused {
+            failures += 1;
+        }
         drop(stream);
         sleep(RECONNECT_BACKOFF).await;
     }

@@ -9,4 +9,5 @@ pub mod file;
 pub mod http;
 pub mod idle;
 pub mod nop;
+pub(crate) mod resets;
 pub mod thread;

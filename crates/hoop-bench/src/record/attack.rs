@@ -80,4 +80,8 @@ pub(crate) struct AttackResult {
     pub server_cpu_ms_attack_connect: Option<f64>,
     /// Server and clients pinned to different CPUs.
     pub pinned: bool,
+    /// The legitimate clients' reconnects after resets, unattacked and attacked: counted apart
+    /// from errors only while the run's fault plan injects resets; 0 otherwise.
+    pub legit_reconnects_unattacked: u64,
+    pub legit_reconnects_attacked: u64,
 }

@@ -48,4 +48,7 @@ pub(crate) struct EchoResult {
     pub client_bound: bool,
     /// Whether server and client ran pinned to different cores.
     pub pinned: bool,
+    /// Reconnects after resets, counted apart from errors only while the run's fault plan
+    /// injects resets (test builds under `HOOP_FAULTS`); 0 otherwise.
+    pub reconnects: u64,
 }

@@ -85,6 +85,9 @@ pub(crate) struct HttpResult {
     /// right after it; `--wrk`, and the main job for hoop and nginx), null where wrk did not
     /// run.
     pub wrk_req_per_sec: Option<f64>,
+    /// Reconnects after resets, counted apart from errors only while the run's fault plan
+    /// injects resets (test builds under `HOOP_FAULTS`); 0 otherwise (and from wrk).
+    pub reconnects: u64,
 }
 
 /// A load generator's result of `server` at 1 KiB keep-alive, for the tests of the tables.
@@ -139,5 +142,6 @@ pub(crate) fn test_result(
         mix: false,
         requests_by_encoding: None,
         wrk_req_per_sec: None,
+        reconnects: 0,
     }
 }

@@ -202,6 +202,7 @@ mod tests {
             },
             client_bound: false,
             pinned: true,
+            reconnects: 0,
         }
     }
 

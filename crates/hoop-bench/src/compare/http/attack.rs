@@ -309,6 +309,8 @@ fn attack_one(
             _ => None,
         },
         pinned: false,
+        legit_reconnects_unattacked: calm.reconnects,
+        legit_reconnects_attacked: attacked.reconnects,
     })
 }
 

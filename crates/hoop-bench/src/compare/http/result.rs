@@ -56,6 +56,7 @@ pub(crate) fn client_result(
         mix: cfg.mix.is_some(),
         requests_by_encoding: o.by_encoding.clone(),
         wrk_req_per_sec: None,
+        reconnects: o.reconnects,
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::compare::http::result::client_result;
 use crate::compare::matrix::single_status;
 use crate::load::http::client::{self, HttpClientConfig};
+use crate::load::resets;
 use crate::measure::usage::ServerProbe;
 use crate::plan::http::HttpPlan;
 use crate::plan::invalid;
@@ -41,8 +42,20 @@ fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String)> {
 }
 
 /// The size of the body at `path`, from one plain request (the length every response must
-/// have when no file is given to verify against).
+/// have when no file is given to verify against), asked again on a fresh connection after a
+/// reset while resets are injected (at most [`resets::MAX_IN_A_ROW`] times).
 fn probe_length(addr: SocketAddr, host: &str, path: &str) -> io::Result<u64> {
+    let mut streak = resets::Streak::default();
+    loop {
+        match probe_once(addr, host, path) {
+            Err(e) if streak.excuses_error(&e) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// One request of [`probe_length`].
+fn probe_once(addr: SocketAddr, host: &str, path: &str) -> io::Result<u64> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {addr}: {e}")))?;
@@ -52,7 +65,10 @@ fn probe_length(addr: SocketAddr, host: &str, path: &str) -> io::Result<u64> {
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
         if s.read(&mut b)? == 0 {
-            break;
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{path}: the server closed the connection in the response head"),
+            ));
         }
         head.push(b[0]);
     }

@@ -154,5 +154,6 @@ fn run_wrk_cell(
         mix: cell.mix,
         requests_by_encoding: None,
         wrk_req_per_sec: None,
+        reconnects: 0,
     })
 }

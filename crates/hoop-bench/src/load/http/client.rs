@@ -2,7 +2,8 @@
 //! connection per request, on one thread's hoop runtime. Every response is checked (status 200,
 //! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
 //! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
-//! only requests completed inside the window count.
+//! only requests completed inside the window count. A reset while resets are injected is a
+//! reconnect, not an error ([`crate::load::resets`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
 use crate::load::http::mix::{self, MixFile};
+use crate::load::resets::Streak;
 use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
@@ -71,6 +73,8 @@ pub(crate) struct HttpOutcome {
     pub errors: BTreeMap<String, u64>,
     /// The first error, for the report.
     pub first_error: Option<String>,
+    /// Reconnects after resets while resets were injected (not errors).
+    pub reconnects: u64,
     /// Latency of verified requests, nanoseconds.
     pub hist: Histogram<u64>,
     /// Wall time of the window.
@@ -128,6 +132,7 @@ struct Shared {
     body_bytes: Cell<u64>,
     errors: RefCell<BTreeMap<String, u64>>,
     first_error: RefCell<Option<String>>,
+    reconnects: Cell<u64>,
     hist: RefCell<Histogram<u64>>,
     /// When the window opened.
     start: Cell<Option<Instant>>,
@@ -170,6 +175,25 @@ impl Shared {
         if first.is_none() {
             *first = Some(format!("{kind}: {}", what()));
         }
+    }
+
+    /// A failed request: a reconnect if `streak` excuses `e` (a reset while resets are
+    /// injected), else an error of `kind` described by `what`. Returns whether it was excused.
+    fn failed(
+        &self,
+        kind: &str,
+        e: &io::Error,
+        streak: &mut Streak,
+        what: impl FnOnce() -> String,
+    ) -> bool {
+        if streak.excuses_error(e) {
+            if !self.window.over() {
+                self.reconnects.set(self.reconnects.get() + 1);
+            }
+            return true;
+        }
+        self.error(kind, what);
+        false
     }
 }
 
@@ -243,6 +267,7 @@ where
             body_bytes: Cell::new(0),
             errors: RefCell::new(BTreeMap::new()),
             first_error: RefCell::new(None),
+            reconnects: Cell::new(0),
             hist: RefCell::new(stats::new_histogram()?),
             start: Cell::new(None),
             per_second: RefCell::new(Vec::new()),
@@ -289,6 +314,7 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
         body_bytes: sh.body_bytes.get(),
         errors: sh.errors.borrow().clone(),
         first_error: sh.first_error.borrow().clone(),
+        reconnects: sh.reconnects.get(),
         hist,
         wall,
         cpu,
@@ -336,10 +362,11 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             next = (next + 1) % n;
             let (res, _) = stream.write_all(target.request.clone()).await;
             if let Err(e) = res {
-                sh.error("write", || e.to_string());
+                sh.failed("write", &e, &mut reader.streak, || e.to_string());
                 continue;
             }
             if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
+                reader.streak.verified();
                 let t1 = Instant::now();
                 if sh.window.counts_at(t1) {
                     sh.count(body, enc, t1, (t1 - t0).as_nanos());
@@ -375,7 +402,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                 let t0 = Instant::now();
                 let (res, _) = stream.write_all(batch).await;
                 if let Err(e) = res {
-                    sh.error("write", || e.to_string());
+                    reader.excused = sh.failed("write", &e, &mut reader.streak, || e.to_string());
                     break;
                 }
                 for k in 0..depth {
@@ -384,6 +411,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                     let Some((body, enc)) = reader.response(&stream, &sh, target).await else {
                         break 'conn;
                     };
+                    reader.streak.verified();
                     let t1 = Instant::now();
                     if !sh.window.counts_at(t1) {
                         break 'conn;
@@ -394,7 +422,9 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             if sh.window.over() {
                 break;
             }
-            failures += 1;
+            if !reader.excused {
+                failures += 1;
+            }
             sleep(RECONNECT_BACKOFF).await;
         }
     }
@@ -407,12 +437,18 @@ async fn connection(id: usize, sh: Rc<Shared>) {
 struct Reader {
     buf: Vec<u8>,
     start: usize,
+    /// The connection's resets in a row (it lasts over reconnects).
+    streak: Streak,
+    /// Whether the last failure on this connection was an excused reset (a reconnect).
+    excused: bool,
 }
 
 impl Reader {
+    /// Empties the buffer for a new connection.
     fn reset(&mut self) {
         self.buf.clear();
         self.start = 0;
+        self.excused = false;
     }
 
     /// Reads more; false at end of stream or on an error (counted).
@@ -432,14 +468,15 @@ impl Reader {
         self.buf = slice.into_inner();
         match res {
             Ok(0) => {
-                sh.error("eof", || {
+                let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
+                self.excused = sh.failed("eof", &eof, &mut self.streak, || {
                     format!("the server closed the connection in {what}")
                 });
                 false
             }
             Ok(_) => true,
             Err(e) => {
-                sh.error("read", || e.to_string());
+                self.excused = sh.failed("read", &e, &mut self.streak, || e.to_string());
                 false
             }
         }
