@@ -140,7 +140,7 @@ fn echo_over_direct_descriptors() {
                     .collect::<Vec<bool>>()
             });
             // Connections until the clients are done (a reset makes one more).
-            let (mut i, mut waits) = (0, 0);
+            let (mut i, mut waits) = (0u32, 0);
             while !clients.is_finished() {
                 let Ok(next) = hoop::time::timeout(Duration::from_millis(100), inc.next()).await
                 else {
@@ -161,7 +161,7 @@ fn echo_over_direct_descriptors() {
                     assert!(s.peer_addr().is_ok());
                     assert!(s.slot().is_none());
                 }
-                let ring = (i % 2 == 1).then(|| ring.clone());
+                let ring = (!i.is_multiple_of(2)).then(|| ring.clone());
                 hoop::time::timeout(Duration::from_secs(10), echo(s, ring, true))
                     .await
                     .expect("echo did not finish");
@@ -209,7 +209,7 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
                         if s.is_direct() {
                             saw_direct.set(saw_direct.get() + 1);
                         }
-                        let ring = (i % 2 == 0).then(|| ring.clone());
+                        let ring = i.is_multiple_of(2).then(|| ring.clone());
                         let served = served.clone();
                         hoop::spawn(async move {
                             echo(s, ring, i % 4 < 2).await;

@@ -352,7 +352,8 @@ fn dropped_recv_stream_returns_every_buffer() {
                 let conn = std::cell::RefCell::new(None);
                 for round in 0..20 {
                     resets::retry_async(&format!("round {round}"), |_| async {
-                        let (mut c, s) = match conn.borrow_mut().take() {
+                        let taken = conn.borrow_mut().take();
+                        let (mut c, s) = match taken {
                             Some(pair) => pair,
                             None => {
                                 let c = std::net::TcpStream::connect(addr)?;
@@ -682,7 +683,7 @@ fn idle_connections_hold_no_receive_buffer() {
                 let mut streams: Vec<_> = servers.iter().map(|s| s.recv_stream(&ring)).collect();
                 // A receive a reset ended is a connection gone: it is left out from then on
                 // (it holds no buffer either).
-                let mut live = vec![true; CONNS];
+                let mut live = [true; CONNS];
                 // Arm them all.
                 for _ in 0..2 {
                     for (i, st) in streams.iter_mut().enumerate() {

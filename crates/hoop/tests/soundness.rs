@@ -344,7 +344,8 @@ fn dropped_streams_waiting_for_room_lose_no_buffer() {
             // The ring still serves a receive (on a new connection if a reset ended this one).
             let conn = std::cell::RefCell::new(Some((client, server)));
             resets::retry_async("a receive afterwards", |_| async {
-                let (client, server) = match conn.borrow_mut().take() {
+                let taken = conn.borrow_mut().take();
+                let (client, server) = match taken {
                     Some(pair) => pair,
                     None => {
                         let c = std::net::TcpStream::connect(addr)?;
