@@ -46,7 +46,7 @@ pub enum Kind {
     /// A buffer-ring receive ends with `ENOBUFS` without having run.
     Enobufs,
     /// A socket send or receive ends with `ECONNRESET` without having run (an inline send
-    /// too).
+    /// too); never on a datagram socket, which a kernel does not reset.
     Econnreset,
     /// A completion is held back for a turn or more, and delivered after later ones (the
     /// completions of one operation stay in order).

@@ -127,6 +127,56 @@ where
     }
 }
 
+/// For the side of a test that does not retry (a server, a writer): `e` ended its connection,
+/// which it drops and goes on without, as a server does after a reset. That is right only
+/// for a reset while resets are being injected; anything else fails the test with `what`.
+pub fn expect_reset(what: &str, e: &io::Error) {
+    if !(is_reset(e) && injected()) {
+        panic!("{what}: {e} (not an injected reset)");
+    }
+}
+
+/// A long transfer (megabytes, thousands of operations: too long to start over after every
+/// reset) that goes on over a new connection from where a reset cut it, its bytes checked in
+/// order on each connection. [`Resumed::after`] takes the error that ended a connection;
+/// dropped, it says how many connections were resumed, as [`retry`] says its retries.
+pub struct Resumed {
+    what: String,
+    in_a_row: u32,
+    total: u32,
+}
+
+impl Resumed {
+    /// A transfer described by `what` (in the failure message and the line on stderr).
+    pub fn new(what: &str) -> Resumed {
+        Resumed {
+            what: what.to_owned(),
+            in_a_row: 0,
+            total: 0,
+        }
+    }
+
+    /// `e` ended a connection of the transfer after `progress` bytes (or items) on it: it goes
+    /// on over a new one (counted) if `e` is a reset while resets are being injected and fewer
+    /// than [`MAX_RETRIES`] connections in a row made no progress; otherwise the test fails.
+    pub fn after(&mut self, e: io::Error, progress: usize) {
+        if progress > 0 {
+            self.in_a_row = 0;
+        }
+        after_failure(&self.what, self.in_a_row, e);
+        self.in_a_row += 1;
+        self.total += 1;
+    }
+}
+
+impl Drop for Resumed {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            say_retried(&self.what, self.total);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

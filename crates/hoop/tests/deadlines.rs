@@ -26,42 +26,65 @@ fn tcp_read_write_accept_connect_deadlines() {
                 let e = listener.accept_timeout(MS_50).await.unwrap_err();
                 assert!(is_deadline(&e), "driver={kind}: {e}");
 
-                let client = TcpStream::connect_timeout(addr, Duration::from_secs(5))
-                    .await
-                    .unwrap();
-                let (server, _) = listener.accept_timeout(MS_50).await.unwrap();
-
-                // Nothing to read: the read is cancelled, the buffer comes back.
-                let (res, buf) = server.read_timeout(Vec::with_capacity(64), MS_50).await;
-                let e = res.unwrap_err();
-                assert!(is_deadline(&e), "driver={kind}: {e}");
-                assert_eq!((buf.len(), buf.capacity()), (0, 64));
-
-                // Data that arrives in time is read as usual.
-                let (res, _) = client.write_timeout(b"hello".to_vec(), MS_50).await;
-                assert_eq!(res.unwrap(), 5);
-                let (res, buf) = server.read_timeout(buf, Duration::from_secs(5)).await;
-                assert_eq!(res.unwrap(), 5);
-                assert_eq!(&buf[..], b"hello");
-
-                // read_exact: 3 of 10 bytes arrive; the deadline covers the whole buffer.
-                let (res, _) = client.write_all_timeout(b"abc".to_vec(), MS_50).await;
-                res.unwrap();
-                let (res, buf) = server.read_exact_timeout(vec![0u8; 10], MS_50).await;
-                let e = res.unwrap_err();
-                assert!(is_deadline(&e), "driver={kind}: {e}");
-                assert_eq!(&buf[..], b"abc");
-
-                // write_all to a peer that never reads: the socket buffers fill, the deadline
-                // passes, and the buffer comes back whole.
-                let big = vec![7u8; 64 << 20];
-                let (res, big) = client.write_all_timeout(big, MS_50).await;
-                let e = res.unwrap_err();
-                assert!(is_deadline(&e), "driver={kind}: {e}");
-                assert_eq!(big.len(), 64 << 20);
+                // A pair a reset ended: the rest again on a new one.
+                common::resets::retry_async("deadlines on a TCP pair", |_| {
+                    tcp_deadlines(kind, &listener, addr)
+                })
+                .await;
             });
         });
     });
+}
+
+/// `res` failed by its deadline: `Ok`; by a reset: the error (the caller starts over); any
+/// other outcome fails the test.
+fn by_deadline<T: std::fmt::Debug>(
+    kind: common::DriverKind,
+    res: std::io::Result<T>,
+) -> std::io::Result<()> {
+    match res {
+        Err(e) if is_deadline(&e) => Ok(()),
+        Err(e) if common::resets::is_reset(&e) => Err(e),
+        other => panic!("driver={kind}: expected the deadline, got {other:?}"),
+    }
+}
+
+async fn tcp_deadlines(
+    kind: common::DriverKind,
+    listener: &TcpListener,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<()> {
+    let client = TcpStream::connect_timeout(addr, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let (server, _) = listener.accept_timeout(MS_50).await.unwrap();
+
+    // Nothing to read: the read is cancelled, the buffer comes back.
+    let (res, buf) = server.read_timeout(Vec::with_capacity(64), MS_50).await;
+    by_deadline(kind, res)?;
+    assert_eq!((buf.len(), buf.capacity()), (0, 64));
+
+    // Data that arrives in time is read as usual.
+    let (res, _) = client.write_timeout(b"hello".to_vec(), MS_50).await;
+    assert_eq!(res?, 5);
+    let (res, buf) = server.read_timeout(buf, Duration::from_secs(5)).await;
+    assert_eq!(res?, 5);
+    assert_eq!(&buf[..], b"hello");
+
+    // read_exact: 3 of 10 bytes arrive; the deadline covers the whole buffer.
+    let (res, _) = client.write_all_timeout(b"abc".to_vec(), MS_50).await;
+    res?;
+    let (res, buf) = server.read_exact_timeout(vec![0u8; 10], MS_50).await;
+    by_deadline(kind, res)?;
+    assert_eq!(&buf[..], b"abc");
+
+    // write_all to a peer that never reads: the socket buffers fill, the deadline passes, and
+    // the buffer comes back whole.
+    let big = vec![7u8; 64 << 20];
+    let (res, big) = client.write_all_timeout(big, MS_50).await;
+    by_deadline(kind, res)?;
+    assert_eq!(big.len(), 64 << 20);
+    Ok(())
 }
 
 #[test]

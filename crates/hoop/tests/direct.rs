@@ -3,7 +3,7 @@
 //! On the epoll driver `incoming_direct` falls back to plain sockets.
 
 use hoop_test_support as common;
-use hoop_test_support::serial;
+use hoop_test_support::{resets, serial};
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
@@ -132,34 +132,41 @@ fn echo_over_direct_descriptors() {
             let mut inc = l.incoming_direct();
             assert_eq!(inc.is_direct(), direct, "driver={kind}");
             let ring = hoop::BufRing::new(8, 256).unwrap();
-            let clients = std::thread::spawn(move || {
+            let clients = common::spawn(move || {
                 (0..2)
                     .map(|i| {
-                        let mut c = std::net::TcpStream::connect(addr).unwrap();
-                        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                        let mut got = Vec::new();
-                        for round in 0..3u8 {
-                            let msg = [i, round, 7, 9];
-                            c.write_all(&msg).unwrap();
-                            let mut b = [0u8; 4];
-                            c.read_exact(&mut b).unwrap();
-                            got.push(b == msg);
-                        }
-                        c.shutdown(std::net::Shutdown::Write).unwrap();
-                        let mut rest = Vec::new();
-                        // The server closes after our end of stream: EOF, nothing more.
-                        c.read_to_end(&mut rest).unwrap();
-                        got.push(rest.is_empty());
-                        got.iter().all(|&b| b)
+                        // A connection a reset ended (the server dropped it) starts over.
+                        resets::retry(&format!("client {i}"), |_| {
+                            let mut c = std::net::TcpStream::connect(addr)?;
+                            c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                            let mut got = Vec::new();
+                            for round in 0..3u8 {
+                                let msg = [i, round, 7, 9];
+                                c.write_all(&msg)?;
+                                let mut b = [0u8; 4];
+                                c.read_exact(&mut b)?;
+                                got.push(b == msg);
+                            }
+                            c.shutdown(std::net::Shutdown::Write)?;
+                            let mut rest = Vec::new();
+                            // The server closes after our end of stream: EOF, nothing more.
+                            c.read_to_end(&mut rest)?;
+                            got.push(rest.is_empty());
+                            Ok(got.iter().all(|&b| b))
+                        })
                     })
                     .collect::<Vec<bool>>()
             });
-            for i in 0..2 {
-                let s = hoop::time::timeout(Duration::from_secs(10), inc.next())
-                    .await
-                    .expect("no connection within 10 s")
-                    .expect("stream ended")
-                    .unwrap();
+            // Connections until the clients are done (a reset makes one more).
+            let (mut i, mut waits) = (0u32, 0);
+            while !clients.is_finished() {
+                let Ok(next) = hoop::time::timeout(Duration::from_millis(100), inc.next()).await
+                else {
+                    waits += 1;
+                    assert!(waits < 300, "driver={kind}: no connection after {i}");
+                    continue;
+                };
+                let s = next.expect("stream ended").unwrap();
                 assert_eq!(s.is_direct(), direct, "driver={kind}");
                 if direct {
                     assert_eq!(driver().fixed_files_in_use(), 1);
@@ -172,12 +179,13 @@ fn echo_over_direct_descriptors() {
                     assert!(s.peer_addr().is_ok());
                     assert!(s.slot().is_none());
                 }
-                let ring = (i == 1).then(|| ring.clone());
+                let ring = (!i.is_multiple_of(2)).then(|| ring.clone());
                 hoop::time::timeout(Duration::from_secs(10), echo(s, ring, true))
                     .await
                     .expect("echo did not finish");
                 // The awaited close completed: the slot is free already.
                 assert_eq!(driver().fixed_files_in_use(), 0, "driver={kind}");
+                i += 1;
             }
             assert_eq!(clients.join().unwrap(), vec![true, true], "driver={kind}");
         });
@@ -189,7 +197,6 @@ fn echo_over_direct_descriptors() {
 /// socket of the server port is left in CLOSE_WAIT and no slot of the table is occupied.
 #[test]
 fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     const CONNS: usize = 10_000;
     const THREADS: usize = 20;
     let _s = serial();
@@ -207,18 +214,23 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
             let ring = hoop::BufRing::new(64, 256).unwrap();
             let served = Rc::new(std::cell::Cell::new(0usize));
             let saw_direct = Rc::new(std::cell::Cell::new(0usize));
+            // Every connection the clients make (a reset makes one more), until they are done.
+            let accepted = Rc::new(std::cell::Cell::new(0usize));
             let server = {
                 let (l, served, saw_direct) = (l.clone(), served.clone(), saw_direct.clone());
+                let accepted = accepted.clone();
                 hoop::spawn(async move {
                     let mut inc = l.incoming_direct();
-                    for i in 0..CONNS {
+                    loop {
                         let Some(Ok(s)) = inc.next().await else {
                             break;
                         };
+                        let i = accepted.get();
+                        accepted.set(i + 1);
                         if s.is_direct() {
                             saw_direct.set(saw_direct.get() + 1);
                         }
-                        let ring = (i % 2 == 0).then(|| ring.clone());
+                        let ring = i.is_multiple_of(2).then(|| ring.clone());
                         let served = served.clone();
                         hoop::spawn(async move {
                             echo(s, ring, i % 4 < 2).await;
@@ -234,16 +246,17 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
                     std::thread::spawn(move || {
                         let mut ok = 0usize;
                         for i in 0..CONNS / THREADS {
-                            let Ok(mut c) = std::net::TcpStream::connect(addr) else {
-                                continue;
-                            };
-                            let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-                            let msg = [(t as u8), (i % 251) as u8, 1, 2, 3, 4, 5, 6];
-                            let mut b = [0u8; 8];
-                            if c.write_all(&msg).is_ok() && c.read_exact(&mut b).is_ok() && b == msg
-                            {
-                                ok += 1;
-                            }
+                            // An exchange a reset ended goes again on a new connection.
+                            let echoed = resets::retry(&format!("client {t}.{i}"), |_| {
+                                let mut c = std::net::TcpStream::connect(addr)?;
+                                c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                                let msg = [(t as u8), (i % 251) as u8, 1, 2, 3, 4, 5, 6];
+                                let mut b = [0u8; 8];
+                                c.write_all(&msg)?;
+                                c.read_exact(&mut b)?;
+                                Ok(b == msg)
+                            });
+                            ok += usize::from(echoed);
                         }
                         ok
                     })
@@ -262,23 +275,28 @@ fn ten_thousand_connections_leave_no_close_wait_and_no_slot() {
             );
             let ok: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
             assert_eq!(ok, CONNS, "driver={kind}: echoed connections");
-            let _ = hoop::time::timeout(Duration::from_secs(10), server).await;
-            // Every server connection saw the client's end of stream and closed its side.
+            // Every server connection saw the client's end of stream (or a reset) and closed
+            // its side.
             for _ in 0..500 {
-                if served.get() == CONNS && sockets_in_state(port, "08") == 0 {
+                if served.get() == accepted.get() && sockets_in_state(port, "08") == 0 {
                     break;
                 }
                 hoop::time::sleep(Duration::from_millis(10)).await;
             }
+            server.abort();
+            assert!(
+                accepted.get() >= CONNS,
+                "driver={kind}: connections accepted"
+            );
             assert_eq!(
                 served.get(),
-                CONNS,
+                accepted.get(),
                 "driver={kind}: server connections closed"
             );
             if direct {
                 assert_eq!(
                     saw_direct.get(),
-                    CONNS,
+                    accepted.get(),
                     "connections were direct descriptors"
                 );
             }

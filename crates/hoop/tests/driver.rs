@@ -4,6 +4,7 @@
 //! overflows, cancels that complete asynchronously) is asserted on io_uring only.
 
 use hoop_test_support as common;
+use hoop_test_support::resets;
 
 use common::pipe;
 
@@ -638,20 +639,24 @@ fn idle_receives_beyond_the_cap_leave_room_for_a_new_client() {
                     }
                 }));
                 let out = outcome.clone();
-                let client = std::thread::spawn(move || {
+                let client = common::spawn(move || {
                     let idle: Vec<_> = (0..IDLE)
                         .map(|_| std::net::TcpStream::connect(addr).unwrap())
                         .collect();
-                    let mut c = std::net::TcpStream::connect(addr).unwrap();
-                    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                    c.write_all(b"x").unwrap();
-                    let mut b = [0u8; 1];
-                    let ok = c.read_exact(&mut b).is_ok() && b == *b"x";
+                    // An echo a reset ended is asked again by another new client.
+                    let ok = resets::retry("the new client", |_| {
+                        let mut c = std::net::TcpStream::connect(addr)?;
+                        c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                        c.write_all(b"x")?;
+                        let mut b = [0u8; 1];
+                        c.read_exact(&mut b)?;
+                        Ok(b == *b"x")
+                    });
                     out.store(if ok { 1 } else { 2 }, Ordering::SeqCst);
                     drop(idle);
                 });
                 for _ in 0..3000 {
-                    if outcome.load(Ordering::SeqCst) != 0 {
+                    if outcome.load(Ordering::SeqCst) != 0 || client.is_finished() {
                         break;
                     }
                     hoop::time::sleep(Duration::from_millis(10)).await;
@@ -702,18 +707,31 @@ fn uncapped_receives_that_overflow_the_cq_lose_nothing() {
                         }));
                     }
                 }));
-                let client = std::thread::spawn(move || {
+                let client = common::spawn(move || {
                     let mut conns: Vec<_> = (0..CONNS)
                         .map(|_| std::net::TcpStream::connect(addr).unwrap())
                         .collect();
-                    for (i, c) in conns.iter_mut().enumerate() {
-                        c.write_all(&[i as u8]).unwrap();
-                    }
+                    let wrote: Vec<_> = conns
+                        .iter_mut()
+                        .enumerate()
+                        .map(|(i, c)| c.write_all(&[i as u8]))
+                        .collect();
                     let mut ok = 0;
-                    for (i, c) in conns.iter_mut().enumerate() {
-                        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                        let mut b = [0u8; 1];
-                        if c.read_exact(&mut b).is_ok() && b[0] == i as u8 {
+                    for ((i, c), mut wrote) in conns.iter_mut().enumerate().zip(wrote) {
+                        // A connection a reset ended (the server dropped it) asks again on a
+                        // new one.
+                        let b = resets::retry(&format!("connection {i}"), |n| {
+                            if n > 0 {
+                                *c = std::net::TcpStream::connect(addr)?;
+                                wrote = c.write_all(&[i as u8]);
+                            }
+                            std::mem::replace(&mut wrote, Ok(()))?;
+                            c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                            let mut b = [0u8; 1];
+                            c.read_exact(&mut b)?;
+                            Ok(b[0])
+                        });
+                        if b == i as u8 {
                             ok += 1;
                         }
                     }

@@ -464,3 +464,49 @@ fn an_unasked_cancel_ends_a_recv_stream_with_an_error() {
         });
     });
 }
+
+/// Injected resets come only where a kernel resets: every TCP and Unix stream send and receive
+/// fails with `ECONNRESET` at rate 1, while UDP and Unix datagram sockets (which Linux never
+/// resets: their errors are `ECONNREFUSED` and ICMP's) send and receive as ever.
+#[test]
+fn resets_are_injected_on_streams_only() {
+    let _serial = serial();
+    common::each_driver(|kind| {
+        bounded(30, move || {
+            let _plan = hoop::fault::set_thread_plan("seed=5,rate=1,kinds=econnreset").unwrap();
+            let rt = common::runtime(kind);
+            rt.block_on(async move {
+                let reset = |r: io::Result<usize>, what: &str| match r {
+                    Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {}
+                    other => panic!("driver={kind}: {what}: expected a reset, got {other:?}"),
+                };
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let tcp = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+                let (mut peer, _) = l.accept().unwrap();
+                std::io::Write::write_all(&mut peer, b"x").unwrap();
+                reset(tcp.write_all(vec![1u8; 8]).await.0.map(|_| 0), "TCP send");
+                reset(tcp.read(Vec::with_capacity(8)).await.0, "TCP receive");
+                let (a, _b) = hoop::net::UnixStream::pair().unwrap();
+                reset(a.write_all(vec![1u8; 8]).await.0.map(|_| 0), "Unix send");
+
+                let u = hoop::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+                let to = u.local_addr().unwrap();
+                for i in 0..20u8 {
+                    let (r, _) = u.send_to(vec![i; 3], to).await;
+                    assert_eq!(r.unwrap(), 3, "driver={kind}: UDP send");
+                    let (r, b) = u.recv_from(Vec::with_capacity(8)).await;
+                    assert_eq!(r.unwrap().0, 3, "driver={kind}: UDP receive");
+                    assert_eq!(b, vec![i; 3]);
+                }
+                let (a, b) = hoop::net::UnixDatagram::pair().unwrap();
+                for i in 0..20u8 {
+                    let (r, _) = a.send(vec![i; 3]).await;
+                    assert_eq!(r.unwrap(), 3, "driver={kind}: Unix datagram send");
+                    let (r, got) = b.recv(Vec::with_capacity(8)).await;
+                    assert_eq!(r.unwrap(), 3, "driver={kind}: Unix datagram receive");
+                    assert_eq!(got, vec![i; 3]);
+                }
+            });
+        });
+    });
+}

@@ -152,8 +152,12 @@ async fn serve(listener: &TcpListener, way: Way) -> (Vec<Box<dyn std::any::Any>>
 }
 
 fn past_the_limit(way: Way) {
-    // Every exchange is checked: an injected reset would look like a refusal.
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    // Each client's one connection is counted as served or refused: a reset would count as
+    // a refusal.
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "counts each client's first connection as served or refused (a reset looks refused)",
+    );
     let kind = hoop::DriverKind::from_env().unwrap().unwrap();
     let rt = common::runtime(kind);
     let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();

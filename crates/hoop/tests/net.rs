@@ -5,7 +5,7 @@
 //! one at a time. Every test runs on each driver (io_uring, then epoll).
 
 use hoop_test_support as common;
-use hoop_test_support::{fd_count, serial};
+use hoop_test_support::{fd_count, resets, serial};
 
 use std::future::Future;
 use std::io::{self, Read};
@@ -135,54 +135,96 @@ fn assert_peer_closed(r: io::Result<usize>, what: &str) {
     }
 }
 
+/// An accept loop until `stop`: each connection echoed by `echo`; returns the bytes the
+/// echoes that ended well echoed and how many a reset ended (dropped, as a server does).
+async fn echo_server<S: 'static>(
+    accept: impl AsyncFnMut() -> io::Result<S>,
+    echo: impl Fn(S) -> std::pin::Pin<Box<dyn Future<Output = io::Result<usize>>>>,
+    stop: hoop::sync::CancellationToken,
+) -> (usize, u32) {
+    let mut accept = accept;
+    let mut handlers = Vec::new();
+    loop {
+        hoop::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            r = accept() => handlers.push(hoop::spawn(echo(r.unwrap()))),
+        }
+    }
+    let (mut total, mut reset) = (0, 0);
+    for h in handlers {
+        match h.await.unwrap() {
+            Ok(n) => total += n,
+            Err(e) => {
+                resets::expect_reset("an echo", &e);
+                reset += 1;
+            }
+        }
+    }
+    (total, reset)
+}
+
+/// The bytes the server echoed against the bytes the clients sent: equal, unless a reset
+/// ended a connection (an echo a reset ended after its last byte went out still served its
+/// client; a client that asked again was echoed twice).
+fn assert_echoed((echoed, reset): (usize, u32), sent: usize, retried: u32) {
+    if retried == 0 && reset == 0 {
+        assert_eq!(echoed, sent);
+    }
+}
+
 #[test]
 fn tcp_echo_random_payloads_20_concurrent_clients() {
     const CLIENTS: u64 = 20;
     each_driver(|kind| {
         run(kind, async {
-            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let l = Rc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
             let addr = l.local_addr().unwrap();
-            let server = hoop::spawn(async move {
-                let mut handlers = Vec::new();
-                for _ in 0..CLIENTS {
-                    let (s, _) = l.accept().await.unwrap();
-                    handlers.push(hoop::spawn(echo_tcp(s)));
-                }
-                let mut total = 0;
-                for h in handlers {
-                    total += h.await.unwrap().unwrap();
-                }
-                total
-            });
+            let stop = hoop::sync::CancellationToken::new();
+            let server = hoop::spawn(echo_server(
+                async move || l.accept().await.map(|(s, _)| s),
+                |s| Box::pin(echo_tcp(s)),
+                stop.clone(),
+            ));
+            let retried = Rc::new(std::cell::Cell::new(0));
             let mut clients = Vec::new();
             for i in 0..CLIENTS {
+                let retried = retried.clone();
                 clients.push(hoop::spawn(async move {
                     let mut rng = XorShift::new(i + 1);
                     let size = 1 + (rng.next() % (64 * 1024)) as usize;
                     let payload = rng.bytes(size);
-                    let s = Rc::new(TcpStream::connect(addr).await.unwrap());
-                    // Write and read at once, so neither side waits on a full socket buffer.
-                    let writer = hoop::spawn({
-                        let s = s.clone();
+                    // An exchange a reset ended goes again on a new connection.
+                    resets::retry_async(&format!("client {i}"), |n| {
+                        retried.set(retried.get() + n.min(1));
                         let payload = payload.clone();
                         async move {
-                            let (res, _) = s.write_all(payload).await;
-                            res.unwrap();
-                            s.shutdown_with(Shutdown::Write).await.unwrap();
+                            let s = TcpStream::connect(addr).await?;
+                            // Write and read at once, so neither side waits on a full socket
+                            // buffer.
+                            let write = async {
+                                let (res, _) = s.write_all(payload.clone()).await;
+                                res?;
+                                s.shutdown_with(Shutdown::Write).await.map_err(reset_first)
+                            };
+                            let echoed = write_while_reading(write, read_to_end(&s)).await?;
+                            if echoed.len() < payload.len() {
+                                return Err(resets::closed_early("the whole echo"));
+                            }
+                            assert_eq!(echoed.len(), payload.len(), "client {i}");
+                            assert!(echoed == payload, "client {i}: echoed bytes differ");
+                            Ok(size)
                         }
-                    });
-                    let echoed = read_to_end(&s).await.unwrap();
-                    writer.await.unwrap();
-                    assert_eq!(echoed.len(), payload.len(), "client {i}");
-                    assert!(echoed == payload, "client {i}: echoed bytes differ");
-                    size
+                    })
+                    .await
                 }));
             }
             let mut sent = 0;
             for c in clients {
                 sent += c.await.unwrap();
             }
-            assert_eq!(server.await.unwrap(), sent);
+            stop.cancel();
+            assert_echoed(server.await.unwrap(), sent, retried.get());
             assert!(sent > CLIENTS as usize);
         });
     });
@@ -193,19 +235,27 @@ fn tcp_read_returns_zero_when_peer_closes() {
     each_driver(|kind| {
         run(kind, async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let (c, s) = tcp_pair(&l).await;
-            let (res, _) = c.write_all(b"last words".to_vec()).await;
-            res.unwrap();
-            c.close().await.unwrap();
-            let (res, buf) = s.read_exact(vec![0u8; 10]).await;
-            res.unwrap();
-            assert_eq!(&buf[..], b"last words");
-            let (res, buf) = s.read(Vec::with_capacity(64)).await;
-            assert_eq!(res.unwrap(), 0);
-            assert!(buf.is_empty());
-            // read_exact on a closed stream is UnexpectedEof.
-            let (res, _) = s.read_exact(vec![0u8; 4]).await;
-            assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+            // A pair a reset ended: the case again on a new one.
+            resets::retry_async("last words", |_| async {
+                let (c, s) = tcp_pair(&l).await;
+                let (res, _) = c.write_all(b"last words".to_vec()).await;
+                res?;
+                c.close().await?;
+                let (res, buf) = s.read_exact(vec![0u8; 10]).await;
+                res?;
+                assert_eq!(&buf[..], b"last words");
+                let (res, buf) = s.read(Vec::with_capacity(64)).await;
+                assert_eq!(res?, 0);
+                assert!(buf.is_empty());
+                // read_exact on a closed stream is UnexpectedEof.
+                let (res, _) = s.read_exact(vec![0u8; 4]).await;
+                match res {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(()),
+                    Err(e) => Err(e),
+                    Ok(()) => panic!("read_exact read past the end of stream"),
+                }
+            })
+            .await;
         });
     });
 }
@@ -215,26 +265,38 @@ fn tcp_half_close_then_read_the_rest() {
     each_driver(|kind| {
         run(kind, async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let (c, s) = tcp_pair(&l).await;
-            let server = hoop::spawn(async move {
-                let request = read_to_end(&s).await.unwrap();
-                // The client's write half is shut; ours still works.
-                let mut reply = b"got: ".to_vec();
-                reply.extend_from_slice(&request);
-                let (res, _) = s.write_all(reply).await;
-                res.unwrap();
-                s.close().await.unwrap();
-                request.len()
-            });
-            let (res, _) = c.write_all(b"question".to_vec()).await;
-            res.unwrap();
-            c.shutdown_with(Shutdown::Write).await.unwrap();
-            let reply = read_to_end(&c).await.unwrap();
-            assert_eq!(&reply[..], b"got: question");
-            assert_eq!(server.await.unwrap(), 8);
-            // Writing after shutdown(Write) fails.
-            let (res, _) = c.write(b"more".to_vec()).await;
-            assert_eq!(res.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+            // A pair a reset ended: the case again on a new one.
+            resets::retry_async("a question after a half close", |_| async {
+                let (c, s) = tcp_pair(&l).await;
+                let server = hoop::spawn(async move {
+                    let request = read_to_end(&s).await?;
+                    // The client's write half is shut; ours still works.
+                    let mut reply = b"got: ".to_vec();
+                    reply.extend_from_slice(&request);
+                    let (res, _) = s.write_all(reply).await;
+                    res?;
+                    s.close().await?;
+                    Ok::<_, io::Error>(request.len())
+                });
+                let (res, _) = c.write_all(b"question".to_vec()).await;
+                res?;
+                c.shutdown_with(Shutdown::Write).await?;
+                let reply = read_to_end(&c).await?;
+                assert_eq!(server.await.unwrap()?, 8);
+                assert_eq!(&reply[..], b"got: question");
+                // Writing after shutdown(Write) fails (an injected reset, a write that did
+                // not run, is tried again).
+                for _ in 0..resets::MAX_RETRIES {
+                    let (res, _) = c.write(b"more".to_vec()).await;
+                    let e = res.unwrap_err();
+                    if e.kind() == io::ErrorKind::BrokenPipe {
+                        return Ok(());
+                    }
+                    resets::expect_reset("a write after shutdown", &e);
+                }
+                panic!("a write after shutdown never said BrokenPipe");
+            })
+            .await;
         });
     });
 }
@@ -550,20 +612,47 @@ async fn unix_read_to_end(s: &UnixStream) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Writes `payload` and shuts down the write half while reading the echo to the end.
-async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> Vec<u8> {
-    let s = Rc::new(s);
-    let writer = hoop::spawn({
-        let s = s.clone();
-        async move {
-            let (res, _) = s.write_all(payload).await;
-            res.unwrap();
-            s.shutdown_with(Shutdown::Write).await.unwrap();
+/// A shutdown of a connection the peer reset first says `ENOTCONN` (the reset closed it):
+/// that is the reset, as the client sees it.
+fn reset_first(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENOTCONN) {
+        io::Error::new(io::ErrorKind::ConnectionReset, format!("reset before: {e}"))
+    } else {
+        e
+    }
+}
+
+/// Runs `write` while `read` reads the echo to its end: the echo, or the first error of either
+/// (a reset ends both: the other may wait for ever on it, so it is dropped with the stream).
+async fn write_while_reading(
+    write: impl Future<Output = io::Result<()>>,
+    read: impl Future<Output = io::Result<Vec<u8>>>,
+) -> io::Result<Vec<u8>> {
+    use futures::future::{select, Either};
+    match select(std::pin::pin!(write), std::pin::pin!(read)).await {
+        Either::Left((w, read)) => {
+            w?;
+            read.await
         }
-    });
-    let echoed = unix_read_to_end(&s).await.unwrap();
-    writer.await.unwrap();
-    echoed
+        // The echo's end came after our end of stream: the write is done.
+        Either::Right((r, _)) => r,
+    }
+}
+
+/// Writes `payload` and shuts down the write half while reading the echo to the end; a
+/// reset (or an echo cut short) is an error.
+async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> io::Result<Vec<u8>> {
+    let len = payload.len();
+    let write = async {
+        let (res, _) = s.write_all(payload).await;
+        res?;
+        s.shutdown_with(Shutdown::Write).await.map_err(reset_first)
+    };
+    let echoed = write_while_reading(write, unix_read_to_end(&s)).await?;
+    if echoed.len() < len {
+        return Err(resets::closed_early("the whole echo"));
+    }
+    Ok(echoed)
 }
 
 #[test]
@@ -578,28 +667,40 @@ fn unix_stream_echo_via_listener() {
             // Like std: an existing file is an error, nothing is unlinked.
             let e = UnixListener::bind(&path).await.unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
-            let server = hoop::spawn(async move {
-                let mut total = 0;
-                for _ in 0..3 {
-                    let (s, from) = l.accept().await.unwrap();
+            let l = Rc::new(l);
+            let stop = hoop::sync::CancellationToken::new();
+            let server = hoop::spawn(echo_server(
+                async move || {
+                    let (s, from) = l.accept().await?;
                     assert!(from.is_unnamed(), "{from:?}");
-                    total += echo_unix(s).await.unwrap();
-                }
-                total
-            });
+                    Ok(s)
+                },
+                |s| Box::pin(echo_unix(s)),
+                stop.clone(),
+            ));
             let mut sent = 0;
+            let mut retried = 0;
             for i in 0..3u64 {
                 let mut rng = XorShift::new(1000 + i);
                 let size = 1 + (rng.next() % (64 * 1024)) as usize;
                 let payload = rng.bytes(size);
-                let c = UnixStream::connect(&path).await.unwrap();
-                assert!(c.local_addr().unwrap().is_unnamed());
-                assert_eq!(c.peer_addr().unwrap().as_pathname(), Some(path.as_path()));
-                let echoed = unix_echo_client(c, payload.clone()).await;
+                // An exchange a reset ended goes again on a new connection.
+                let echoed = resets::retry_async(&format!("round {i}"), |n| {
+                    retried += n.min(1);
+                    let (path, payload) = (&path, payload.clone());
+                    async move {
+                        let c = UnixStream::connect(path).await?;
+                        assert!(c.local_addr().unwrap().is_unnamed());
+                        assert_eq!(c.peer_addr().unwrap().as_pathname(), Some(path.as_path()));
+                        unix_echo_client(c, payload).await
+                    }
+                })
+                .await;
                 assert!(echoed == payload, "round {i}: echoed bytes differ");
                 sent += payload.len();
             }
-            assert_eq!(server.await.unwrap(), sent);
+            stop.cancel();
+            assert_echoed(server.await.unwrap(), sent, retried);
             let e = UnixStream::connect(dir.path("nobody.sock"))
                 .await
                 .unwrap_err();
@@ -612,14 +713,28 @@ fn unix_stream_echo_via_listener() {
 fn unix_stream_pair_echo() {
     each_driver(|kind| {
         run(kind, async {
-            let (a, b) = UnixStream::pair().unwrap();
-            assert!(a.local_addr().unwrap().is_unnamed());
-            assert!(b.peer_addr().unwrap().is_unnamed());
-            let server = hoop::spawn(echo_unix(b));
             let payload = XorShift::new(7).bytes(100_000);
-            let echoed = unix_echo_client(a, payload.clone()).await;
-            assert!(echoed == payload, "echoed bytes differ");
-            assert_eq!(server.await.unwrap().unwrap(), payload.len());
+            // A pair a reset ended: the echo again on a new one.
+            resets::retry_async("100 KB echoed", |_| {
+                let payload = payload.clone();
+                async move {
+                    let (a, b) = UnixStream::pair()?;
+                    assert!(a.local_addr().unwrap().is_unnamed());
+                    assert!(b.peer_addr().unwrap().is_unnamed());
+                    let server = hoop::spawn(echo_unix(b));
+                    // (After a reset the echo is left: it ends with its pair.)
+                    let echoed = unix_echo_client(a, payload.clone()).await?;
+                    let served = server.await.unwrap();
+                    assert!(echoed == payload, "echoed bytes differ");
+                    match served {
+                        Ok(n) => assert_eq!(n, payload.len()),
+                        // Everything came back; the echo's end saw the close as a reset.
+                        Err(e) => resets::expect_reset("the echo", &e),
+                    }
+                    Ok(())
+                }
+            })
+            .await;
         });
     });
 }

@@ -8,6 +8,7 @@ use futures::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use futures::{FutureExt, StreamExt};
 use hoop::net::{TcpListener, TcpStream, UnixStream};
 use hoop::time::timeout;
+use hoop_test_support::resets;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -28,85 +29,236 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 #[hoop::test]
 async fn tcp_lines_and_large_transfer() {
     timeout(LIMIT, async {
-        let (mut c, s) = tcp_pair().await;
-        let server = hoop::spawn(async move {
-            let mut lines = BufReader::new(s).lines();
-            let mut got = Vec::new();
-            while let Some(line) = lines.next().await {
-                got.push(line.unwrap());
+        // Over a new pair from the line where a reset cut the last.
+        let mut got = Vec::new();
+        let mut resumed = resets::Resumed::new("100 lines");
+        while got.len() < 100 {
+            let from = got.len();
+            if let Err(e) = lines_part(&mut got).await {
+                resumed.after(e, got.len() - from);
             }
-            got
-        });
-        for i in 0..100 {
-            AsyncWriteExt::write_all(&mut c, format!("line {i}\n").as_bytes())
-                .await
-                .unwrap();
         }
-        AsyncWriteExt::close(&mut c).await.unwrap(); // flush, then shut down the write half
-        let got = server.await.unwrap();
         assert_eq!(got.len(), 100);
         assert_eq!(got[42], "line 42");
 
-        // 1 MiB each way at once, through the internal buffers.
-        let (mut a, mut b) = tcp_pair().await;
+        // 1 MiB each way at once, through the internal buffers: over a new pair from where a
+        // reset cut the echo.
         let data = pattern(1 << 20, 7);
-        let expect = data.clone();
-        let echo = hoop::spawn(async move {
-            let mut back = vec![0u8; 1 << 20];
-            AsyncReadExt::read_exact(&mut b, &mut back).await.unwrap();
-            AsyncWriteExt::write_all(&mut b, &back).await.unwrap();
-            b.flush().await.unwrap();
-            b
-        });
-        AsyncWriteExt::write_all(&mut a, &data).await.unwrap();
-        a.flush().await.unwrap();
+        let mut resumed = resets::Resumed::new("1 MiB echoed");
         let mut back = Vec::new();
-        let mut chunk = [0u8; 3000];
-        while back.len() < expect.len() {
-            let n = AsyncReadExt::read(&mut a, &mut chunk).await.unwrap();
-            assert!(n > 0, "early end of stream");
-            back.extend_from_slice(&chunk[..n]);
+        while back.len() < data.len() {
+            let from = back.len();
+            if let Err(e) = echo_part(&data, &mut back).await {
+                resumed.after(e, back.len() - from);
+            }
         }
-        assert!(back == expect, "echoed bytes differ");
-        drop(echo.await.unwrap());
+        assert!(back == data, "echoed bytes differ");
     })
     .await
     .expect("timed out");
 }
 
+/// Lines from `got.len()` to 100 through `BufReader::lines` on a new pair, the ones that
+/// arrived onto `got`: each is checked; a reset ends the pair (the last line the server got
+/// may then be a part of one, which is left out).
+async fn lines_part(got: &mut Vec<String>) -> std::io::Result<()> {
+    let (mut c, s) = tcp_pair().await;
+    let from = got.len();
+    let server = hoop::spawn(async move {
+        let mut lines = BufReader::new(s).lines();
+        let mut got = Vec::new();
+        while let Some(line) = lines.next().await {
+            match line {
+                Ok(line) => got.push(line),
+                Err(e) => return (got, Err(e)),
+            }
+        }
+        (got, Ok(()))
+    });
+    let mut res = Ok(());
+    for i in from..100 {
+        res = AsyncWriteExt::write_all(&mut c, format!("line {i}\n").as_bytes()).await;
+        if res.is_err() {
+            break;
+        }
+    }
+    if res.is_ok() {
+        res = AsyncWriteExt::close(&mut c).await; // flush, then shut down the write half
+    }
+    drop(c);
+    let (lines, read) = server.await.unwrap();
+    for (k, line) in lines.iter().enumerate() {
+        let want = format!("line {}", from + k);
+        if *line != want && k + 1 == lines.len() && (res.is_err() || read.is_err()) {
+            // Cut by the reset: the part of a line before the end of the stream.
+            assert!(want.starts_with(line.as_str()), "{line:?} is not {want:?}");
+            break;
+        }
+        assert_eq!(*line, want);
+        got.push(want);
+    }
+    res?;
+    read?;
+    Ok(())
+}
+
+/// Sends `data[back.len()..]` through an echo on a new pair while reading the echo onto
+/// `back`, every byte checked; a reset (on either side) ends it.
+async fn echo_part(data: &[u8], back: &mut Vec<u8>) -> std::io::Result<()> {
+    let (mut a, mut b) = tcp_pair().await;
+    let from = back.len();
+    let echo = hoop::spawn(async move {
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            let n = AsyncReadExt::read(&mut b, &mut chunk).await?;
+            if n == 0 {
+                return b.flush().await;
+            }
+            AsyncWriteExt::write_all(&mut b, &chunk[..n]).await?;
+        }
+    });
+    {
+        let (mut rd, mut wr) = AsyncReadExt::split(&mut a);
+        // Under injected resets the writer keeps at most 64 KiB ahead of the echo (else a
+        // reset among the hundreds of sends of 1 MiB, made before the echo comes back,
+        // would end every pair before any progress); otherwise it writes all at once.
+        let window = if resets::injected() {
+            64 << 10
+        } else {
+            data.len()
+        };
+        let echoed = std::cell::Cell::new(from);
+        let write = async {
+            let mut sent = from;
+            while sent < data.len() {
+                while sent >= echoed.get() + window {
+                    hoop::time::sleep(Duration::from_micros(100)).await;
+                }
+                let end = (echoed.get() + window).min(data.len());
+                AsyncWriteExt::write_all(&mut wr, &data[sent..end]).await?;
+                wr.flush().await?;
+                sent = end;
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        let read = async {
+            let mut chunk = [0u8; 3000];
+            while back.len() < data.len() {
+                let n = AsyncReadExt::read(&mut rd, &mut chunk).await?;
+                if n == 0 {
+                    return Err(resets::closed_early("the whole echo"));
+                }
+                let at = back.len();
+                assert!(
+                    chunk[..n] == data[at..at + n],
+                    "echoed bytes differ at {at}"
+                );
+                back.extend_from_slice(&chunk[..n]);
+                echoed.set(back.len());
+            }
+            Ok(())
+        };
+        // A reset on either ends the part at once (the other may wait for ever on it).
+        match futures::future::select(std::pin::pin!(write), std::pin::pin!(read)).await {
+            futures::future::Either::Left((w, read)) => {
+                w?;
+                read.await?;
+            }
+            // Every byte came back: the write is done.
+            futures::future::Either::Right((r, _)) => r?,
+        };
+    }
+    drop(a);
+    if let Err(e) = echo.await.unwrap() {
+        // Everything came back; the echo's end may still see the close as a reset.
+        resets::expect_reset("the echo", &e);
+    }
+    Ok(())
+}
+
 /// `write` futures polled once and dropped while pending: what was accepted arrives once, in
-/// order; what was not is written by a later call.
+/// order; what was not is written by a later call. A reset ends a pair: what the reader got
+/// is checked, and the rest goes over a new pair.
 #[hoop::test]
 async fn dropped_write_futures_lose_and_duplicate_nothing() {
     timeout(LIMIT, async {
-        let (mut a, mut b) = UnixStream::pair().unwrap();
         let data = pattern(300_000, 3);
-        let n = data.len();
-        let reader = hoop::spawn(async move {
-            let mut got = Vec::new();
-            b.read_to_end(&mut got).await.unwrap();
-            got
-        });
-        let mut sent = 0;
         let mut dropped = 0;
-        while sent < n {
-            match AsyncWriteExt::write(&mut a, &data[sent..]).now_or_never() {
-                Some(Ok(k)) => sent += k,
-                Some(Err(e)) => panic!("write failed: {e}"),
-                None => {
-                    dropped += 1;
-                    hoop::yield_now().await;
+        // Resets may cut every pair short of a full socket (where writes wait): then the whole
+        // transfer again, a few times, until a pending write future was dropped.
+        let rounds = if resets::injected() { 5 } else { 1 };
+        for _ in 0..rounds {
+            let mut got = Vec::new();
+            let mut resumed = resets::Resumed::new("300 KB through dropped writes");
+            while got.len() < data.len() {
+                let from = got.len();
+                if let Err(e) = dropped_writes_part(&data, &mut got, &mut dropped).await {
+                    resumed.after(e, got.len() - from);
                 }
             }
+            assert_eq!(got.len(), data.len(), "{dropped} futures dropped");
+            assert!(got == data, "bytes differ");
+            if dropped > 0 {
+                break;
+            }
         }
-        AsyncWriteExt::close(&mut a).await.unwrap();
-        let got = reader.await.unwrap();
-        assert_eq!(got.len(), n, "{dropped} futures dropped");
-        assert!(got == data, "bytes differ");
         assert!(dropped > 0, "the test dropped no pending write future");
     })
     .await
     .expect("timed out");
+}
+
+/// Writes `data[got.len()..]` on a new pair through write futures dropped while pending;
+/// the reader's bytes go onto `got` (checked against `data` by the caller).
+async fn dropped_writes_part(
+    data: &[u8],
+    got: &mut Vec<u8>,
+    dropped: &mut usize,
+) -> std::io::Result<()> {
+    let (mut a, mut b) = UnixStream::pair()?;
+    let from = got.len();
+    let reader = hoop::spawn(async move {
+        let mut got = Vec::new();
+        let mut chunk = vec![0u8; 16 << 10];
+        loop {
+            match AsyncReadExt::read(&mut b, &mut chunk).await {
+                Ok(0) => return (got, Ok(())),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) => return (got, Err(e)),
+            }
+        }
+    });
+    let mut sent = from;
+    let mut res = Ok(());
+    while sent < data.len() {
+        match AsyncWriteExt::write(&mut a, &data[sent..]).now_or_never() {
+            Some(Ok(k)) => sent += k,
+            Some(Err(e)) => {
+                res = Err(e);
+                break;
+            }
+            None => {
+                *dropped += 1;
+                hoop::yield_now().await;
+            }
+        }
+    }
+    if res.is_ok() {
+        res = AsyncWriteExt::close(&mut a).await;
+    }
+    drop(a);
+    let (part, read) = reader.await.unwrap();
+    assert!(
+        part[..] == data[from..from + part.len()],
+        "bytes differ after byte {from}"
+    );
+    got.extend_from_slice(&part);
+    res?;
+    read?;
+    if got.len() < data.len() {
+        return Err(resets::closed_early("every byte"));
+    }
+    Ok(())
 }
 
 #[hoop::test]

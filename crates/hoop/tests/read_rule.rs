@@ -10,6 +10,7 @@ use hoop::fs::File;
 use hoop::net::{TcpListener, TcpStream, UdpSocket, UnixDatagram, UnixStream};
 use hoop::time::timeout;
 use hoop::{AlignedBuf, BufRing, FixedBufPool, IoBuf};
+use hoop_test_support::resets;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -57,50 +58,59 @@ fn stale() -> Vec<u8> {
 /// `slice(..100)` reads exactly 100 bytes (and does not wait for 4096).
 #[hoop::test]
 async fn tcp_read_never_shows_stale_bytes() {
-    timeout(LIMIT, async {
-        let (c, s) = tcp_pair().await;
-        let (res, _) = c.write_all(b"abc".to_vec()).await;
-        res.unwrap();
-        let (res, buf) = s.read(stale()).await;
-        assert_eq!(res.unwrap(), 3);
-        assert_eq!(buf, b"abc");
+    // A pair a reset ended: the whole case again on a new one.
+    timeout(
+        LIMIT,
+        resets::retry_async("tcp read never shows stale bytes", |_| async {
+            let (c, s) = tcp_pair().await;
+            let (res, _) = c.write_all(b"abc".to_vec()).await;
+            res?;
+            let (res, buf) = s.read(stale()).await;
+            assert_eq!(res?, 3);
+            assert_eq!(buf, b"abc");
 
-        let mut reused: Vec<u8> = Vec::with_capacity(4096);
-        reused.extend_from_slice(&[0xEE; 4000]);
-        let payload: Vec<u8> = (0..100u8).collect();
-        let (res, _) = c.write_all(payload.clone()).await;
-        res.unwrap();
-        let (res, got) = s.read_exact(reused.slice(..100)).await;
-        res.unwrap();
-        let got = got.into_inner();
-        assert_eq!(
-            got, payload,
-            "exactly the 100 bytes, nothing stale after them"
-        );
+            let mut reused: Vec<u8> = Vec::with_capacity(4096);
+            reused.extend_from_slice(&[0xEE; 4000]);
+            let payload: Vec<u8> = (0..100u8).collect();
+            let (res, _) = c.write_all(payload.clone()).await;
+            res?;
+            let (res, got) = s.read_exact(reused.slice(..100)).await;
+            res?;
+            let got = got.into_inner();
+            assert_eq!(
+                got, payload,
+                "exactly the 100 bytes, nothing stale after them"
+            );
 
-        // read_exact fills exactly the length of a vec![0; n] (std's rule).
-        let (res, _) = c.write_all(b"0123456789ABCDEF".to_vec()).await;
-        res.unwrap();
-        let (res, got) = s.read_exact(vec![0u8; 10]).await;
-        res.unwrap();
-        assert_eq!(got, b"0123456789");
-        // The rest is still there for the next read, into the same (reused) buffer.
-        let (res, got) = s.read(got).await;
-        assert_eq!(res.unwrap(), 6);
-        assert_eq!(got, b"ABCDEF");
+            // read_exact fills exactly the length of a vec![0; n] (std's rule).
+            let (res, _) = c.write_all(b"0123456789ABCDEF".to_vec()).await;
+            res?;
+            let (res, got) = s.read_exact(vec![0u8; 10]).await;
+            res?;
+            assert_eq!(got, b"0123456789");
+            // The rest is still there for the next read, into the same (reused) buffer.
+            let (res, got) = s.read(got).await;
+            assert_eq!(res?, 6);
+            assert_eq!(got, b"ABCDEF");
 
-        // read_exact that meets end of stream: UnexpectedEof, length = what arrived.
-        let (res, _) = c.write_all(b"xyz".to_vec()).await;
-        res.unwrap();
-        c.shutdown_with(std::net::Shutdown::Write).await.unwrap();
-        let (res, got) = s.read_exact(b"0123456789".to_vec()).await;
-        assert_eq!(res.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-        assert_eq!(got, b"xyz");
-        // A read at end of stream: length 0.
-        let (res, got) = s.read(stale()).await;
-        assert_eq!(res.unwrap(), 0);
-        assert!(got.is_empty());
-    })
+            // read_exact that meets end of stream: UnexpectedEof, length = what arrived.
+            let (res, _) = c.write_all(b"xyz".to_vec()).await;
+            res?;
+            c.shutdown_with(std::net::Shutdown::Write).await?;
+            let (res, got) = s.read_exact(b"0123456789".to_vec()).await;
+            match res {
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
+                Err(e) => return Err(e),
+                Ok(()) => panic!("read_exact past the end of stream"),
+            }
+            assert_eq!(got, b"xyz");
+            // A read at end of stream: length 0.
+            let (res, got) = s.read(stale()).await;
+            assert_eq!(res?, 0);
+            assert!(got.is_empty());
+            Ok(())
+        }),
+    )
     .await
     .expect("test timed out");
 }
@@ -108,16 +118,21 @@ async fn tcp_read_never_shows_stale_bytes() {
 /// A slice read keeps the bytes before the slice and cuts everything after what arrived.
 #[hoop::test]
 async fn slice_read_appends_exactly() {
-    timeout(LIMIT, async {
-        let (c, s) = tcp_pair().await;
-        let (res, _) = c.write_all(b"de".to_vec()).await;
-        res.unwrap();
-        let mut buf = Vec::with_capacity(64);
-        buf.extend_from_slice(b"abc0123456789");
-        let (res, slice) = s.read(buf.slice(3..)).await;
-        assert_eq!(res.unwrap(), 2);
-        assert_eq!(slice.into_inner(), b"abcde");
-    })
+    // A pair a reset ended: the whole case again on a new one.
+    timeout(
+        LIMIT,
+        resets::retry_async("slice read appends exactly", |_| async {
+            let (c, s) = tcp_pair().await;
+            let (res, _) = c.write_all(b"de".to_vec()).await;
+            res?;
+            let mut buf = Vec::with_capacity(64);
+            buf.extend_from_slice(b"abc0123456789");
+            let (res, slice) = s.read(buf.slice(3..)).await;
+            assert_eq!(res?, 2);
+            assert_eq!(slice.into_inner(), b"abcde");
+            Ok(())
+        }),
+    )
     .await
     .expect("test timed out");
 }
@@ -125,35 +140,40 @@ async fn slice_read_appends_exactly() {
 /// Unix stream and datagram sockets, and UDP's recv_from.
 #[hoop::test]
 async fn sockets_recv_sets_exact_length() {
-    timeout(LIMIT, async {
-        let (a, b) = UnixStream::pair().unwrap();
-        let (res, _) = a.write_all(b"abc".to_vec()).await;
-        res.unwrap();
-        let (res, buf) = b.read(stale()).await;
-        assert_eq!(res.unwrap(), 3);
-        assert_eq!(buf, b"abc");
+    // A pair a reset ended: the whole case again on a new one.
+    timeout(
+        LIMIT,
+        resets::retry_async("sockets recv sets exact length", |_| async {
+            let (a, b) = UnixStream::pair().unwrap();
+            let (res, _) = a.write_all(b"abc".to_vec()).await;
+            res?;
+            let (res, buf) = b.read(stale()).await;
+            assert_eq!(res?, 3);
+            assert_eq!(buf, b"abc");
 
-        let (a, b) = UnixDatagram::pair().unwrap();
-        let (res, _) = a.send(b"ab".to_vec()).await;
-        res.unwrap();
-        let (res, buf) = b.recv(stale()).await;
-        assert_eq!(res.unwrap(), 2);
-        assert_eq!(buf, b"ab");
-        let (res, _) = a.send(b"xyz".to_vec()).await;
-        res.unwrap();
-        let (res, buf) = b.recv_from(stale()).await;
-        assert_eq!(res.unwrap().0, 3);
-        assert_eq!(buf, b"xyz");
+            let (a, b) = UnixDatagram::pair().unwrap();
+            let (res, _) = a.send(b"ab".to_vec()).await;
+            res?;
+            let (res, buf) = b.recv(stale()).await;
+            assert_eq!(res?, 2);
+            assert_eq!(buf, b"ab");
+            let (res, _) = a.send(b"xyz".to_vec()).await;
+            res?;
+            let (res, buf) = b.recv_from(stale()).await;
+            assert_eq!(res?.0, 3);
+            assert_eq!(buf, b"xyz");
 
-        let u1 = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let u2 = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let (res, _) = u1.send_to(b"abc".to_vec(), u2.local_addr().unwrap()).await;
-        res.unwrap();
-        let (res, buf) = u2.recv_from(stale()).await;
-        let (n, from) = res.unwrap();
-        assert_eq!((n, from), (3, u1.local_addr().unwrap()));
-        assert_eq!(buf, b"abc");
-    })
+            let u1 = UdpSocket::bind("127.0.0.1:0").await?;
+            let u2 = UdpSocket::bind("127.0.0.1:0").await?;
+            let (res, _) = u1.send_to(b"abc".to_vec(), u2.local_addr().unwrap()).await;
+            res?;
+            let (res, buf) = u2.recv_from(stale()).await;
+            let (n, from) = res?;
+            assert_eq!((n, from), (3, u1.local_addr().unwrap()));
+            assert_eq!(buf, b"abc");
+            Ok(())
+        }),
+    )
     .await
     .expect("test timed out");
 }
@@ -211,30 +231,35 @@ async fn file_reads_set_exact_length() {
 /// Registered (fixed) buffers, registered or not, and buffer-ring receives.
 #[hoop::test]
 async fn fixed_and_ring_buffers_set_exact_length() {
-    timeout(LIMIT, async {
-        let pool = FixedBufPool::new(2, 4096).unwrap();
-        let (c, s) = tcp_pair().await;
-        let (res, _) = c.write_all(b"abc".to_vec()).await;
-        res.unwrap();
-        let mut fb = pool.try_take().unwrap();
-        fb.copy_from(b"0123456789");
-        let (res, fb) = s.read_fixed(fb).await;
-        assert_eq!(res.unwrap(), 3);
-        assert_eq!(&fb[..], b"abc");
-        // read_exact into a slice of a fixed buffer: exactly the view.
-        let (res, _) = c.write_all(b"hello".to_vec()).await;
-        res.unwrap();
-        let (res, fb) = s.read_exact(fb.slice(..5)).await;
-        res.unwrap();
-        assert_eq!(&fb.into_inner()[..], b"hello");
+    // A pair a reset ended: the whole case again on a new one.
+    timeout(
+        LIMIT,
+        resets::retry_async("fixed and ring buffers set exact length", |_| async {
+            let pool = FixedBufPool::new(2, 4096).unwrap();
+            let (c, s) = tcp_pair().await;
+            let (res, _) = c.write_all(b"abc".to_vec()).await;
+            res?;
+            let mut fb = pool.try_take().unwrap();
+            fb.copy_from(b"0123456789");
+            let (res, fb) = s.read_fixed(fb).await;
+            assert_eq!(res?, 3);
+            assert_eq!(&fb[..], b"abc");
+            // read_exact into a slice of a fixed buffer: exactly the view.
+            let (res, _) = c.write_all(b"hello".to_vec()).await;
+            res?;
+            let (res, fb) = s.read_exact(fb.slice(..5)).await;
+            res?;
+            assert_eq!(&fb.into_inner()[..], b"hello");
 
-        let ring = BufRing::new(4, 64).unwrap();
-        let (res, _) = c.write_all(b"xy".to_vec()).await;
-        res.unwrap();
-        let mut rx = s.recv_stream(&ring);
-        let got = rx.next().await.unwrap().unwrap();
-        assert_eq!(&got[..], b"xy", "a ring buffer holds exactly what arrived");
-    })
+            let ring = BufRing::new(4, 64).unwrap();
+            let (res, _) = c.write_all(b"xy".to_vec()).await;
+            res?;
+            let mut rx = s.recv_stream(&ring);
+            let got = rx.next().await.unwrap()?;
+            assert_eq!(&got[..], b"xy", "a ring buffer holds exactly what arrived");
+            Ok(())
+        }),
+    )
     .await
     .expect("test timed out");
 }

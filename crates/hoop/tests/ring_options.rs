@@ -6,6 +6,7 @@
 use hoop_test_support as common;
 
 use common::pipe;
+use hoop_test_support::resets;
 
 use std::alloc::Layout;
 use std::io::Write;
@@ -200,39 +201,53 @@ fn sqpoll_ring_runs_tcp() {
                 .unwrap();
             rt.block_on(async {
                 hoop::time::timeout(Duration::from_secs(20), async {
-                    let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                    let addr = listener.local_addr().unwrap();
-                    let server = hoop::spawn(async move {
-                        let (s, _) = listener.accept().await.unwrap();
-                        for _ in 0..50 {
-                            let (r, buf) = s.read(vec![0u8; 64]).await;
-                            let n = r.unwrap();
-                            if n == 0 {
-                                break;
-                            }
-                            s.write_all(buf).await.0.unwrap();
-                        }
-                    });
-                    let c = hoop::net::TcpStream::connect(addr).await.unwrap();
-                    for i in 0..20u8 {
-                        let msg = vec![i; 64];
-                        c.write_all(msg.clone()).await.0.unwrap();
-                        let (r, back) = c.read_exact(vec![0u8; 64]).await;
-                        r.unwrap();
-                        assert_eq!(back, msg);
-                        if i == 10 {
-                            // Let the SQ thread fall asleep mid-conversation.
-                            hoop::time::sleep(Duration::from_millis(40)).await;
+                    // Over a new connection from the exchange where a reset cut the last.
+                    let mut resumed = resets::Resumed::new("20 echoes");
+                    let mut done = 0;
+                    while done < 20 {
+                        let from = done;
+                        if let Err(e) = sqpoll_echoes(&mut done).await {
+                            resumed.after(e, usize::from(done - from));
                         }
                     }
-                    drop(c);
-                    server.await.unwrap();
                 })
                 .await
                 .expect("echo within 20 s");
             });
         });
     });
+}
+
+/// Echoes from exchange `*done` to 20 on a new connection, counting them; a reset ends it.
+async fn sqpoll_echoes(done: &mut u8) -> std::io::Result<()> {
+    let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = hoop::spawn(async move {
+        let (s, _) = listener.accept().await?;
+        for _ in 0..50 {
+            let (r, buf) = s.read(vec![0u8; 64]).await;
+            if r? == 0 {
+                break;
+            }
+            s.write_all(buf).await.0?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let c = hoop::net::TcpStream::connect(addr).await?;
+    for i in *done..20u8 {
+        let msg = vec![i; 64];
+        c.write_all(msg.clone()).await.0?;
+        let (r, back) = c.read_exact(vec![0u8; 64]).await;
+        r?;
+        assert_eq!(back, msg);
+        *done = i + 1;
+        if i == 10 {
+            // Let the SQ thread fall asleep mid-conversation.
+            hoop::time::sleep(Duration::from_millis(40)).await;
+        }
+    }
+    drop(c);
+    server.await.unwrap()
 }
 
 /// A 4 KiB-aligned 4 KiB buffer for `O_DIRECT`.

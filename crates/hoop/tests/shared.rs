@@ -3,7 +3,7 @@
 //! time (`common::serial`: several count fds or reaper CPU time).
 
 use hoop_test_support as common;
-use hoop_test_support::block_on;
+use hoop_test_support::{block_on, resets};
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -199,7 +199,6 @@ fn files_written_and_read_from_many_threads() {
 
 #[test]
 fn tcp_echo_across_threads() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     // Regression: a read another thread queued was submitted by a client thread that then
     // exited, and the kernel cancelled it with that thread (ECANCELED); shared ops now
@@ -208,16 +207,31 @@ fn tcp_echo_across_threads() {
     let Some(rings) = rings() else { return };
     let listener = block_on(TcpListener::bind(&rings, "127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = common::spawn(move || {
-        for _ in 0..4 {
+    // Connections until the clients are done (a reset makes one more); a connection a reset
+    // ended is dropped, as a server does.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = common::spawn({
+        let done = done.clone();
+        move || loop {
             let (stream, _) = block_on(listener.accept()).unwrap();
+            if done.load(std::sync::atomic::Ordering::Acquire) {
+                break;
+            }
             common::spawn(move || loop {
                 let (res, buf) = block_on(stream.read(Vec::with_capacity(4096)));
-                if res.unwrap() == 0 {
-                    break;
+                match res {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) => {
+                        resets::expect_reset("the server's read", &e);
+                        break;
+                    }
                 }
                 let (res, _) = block_on(stream.write_all(buf));
-                res.unwrap();
+                if let Err(e) = res {
+                    resets::expect_reset("the server's write", &e);
+                    break;
+                }
             });
         }
     });
@@ -225,23 +239,45 @@ fn tcp_echo_across_threads() {
         .map(|c| {
             let rings = rings.clone();
             common::spawn(move || {
-                let stream = block_on(TcpStream::connect(&rings, addr)).unwrap();
-                for i in 0..100u32 {
-                    let msg = format!("client {c} message {i}").into_bytes();
-                    let (res, _) = block_on(stream.write_all(msg.clone()));
-                    res.unwrap();
-                    let (res, back) = block_on(stream.read_exact(vec![0u8; msg.len()]));
-                    res.unwrap();
-                    assert_eq!(back, msg);
+                // Over a new connection from the message where a reset cut the last.
+                let mut resumed = resets::Resumed::new(&format!("client {c}"));
+                let mut next = 0u32;
+                while next < 100 {
+                    let from = next;
+                    if let Err(e) = echo_messages(&rings, addr, c, &mut next) {
+                        resumed.after(e, (next - from) as usize);
+                    }
                 }
-                block_on(stream.shutdown_with(std::net::Shutdown::Write)).unwrap();
             })
         })
         .collect();
     for c in clients {
         c.join().unwrap();
     }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    // Wakes the accept loop, which sees it is done.
+    drop(std::net::TcpStream::connect(addr));
     server.join().unwrap();
+}
+
+/// Client `c`'s messages from `*next` to 100 on a new connection, each echoed and checked.
+fn echo_messages(
+    rings: &Rings,
+    addr: std::net::SocketAddr,
+    c: u8,
+    next: &mut u32,
+) -> std::io::Result<()> {
+    let stream = block_on(TcpStream::connect(rings, addr))?;
+    while *next < 100 {
+        let msg = format!("client {c} message {next}").into_bytes();
+        let (res, _) = block_on(stream.write_all(msg.clone()));
+        res?;
+        let (res, back) = block_on(stream.read_exact(vec![0u8; msg.len()]));
+        res?;
+        assert_eq!(back, msg);
+        *next += 1;
+    }
+    block_on(stream.shutdown_with(std::net::Shutdown::Write))
 }
 
 #[test]

@@ -77,21 +77,29 @@ fn tcp_round_trip() {
             hoop::time::timeout(Duration::from_secs(30), async {
                 let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = l.local_addr().unwrap();
-                let server = hoop::spawn(async move {
-                    let (s, _) = l.accept().await.unwrap();
-                    let (res, buf) = s.read(Vec::with_capacity(64)).await;
-                    let n = res.unwrap();
-                    assert_eq!(n, buf.len());
-                    let (res, _) = s.write_all(buf).await;
-                    res.unwrap();
-                });
-                let c = hoop::net::TcpStream::connect(addr).await.unwrap();
-                let (res, _) = c.write_all(b"hello hoop".to_vec()).await;
-                res.unwrap();
-                let (res, buf) = c.read_exact(vec![0u8; 10]).await;
-                res.unwrap();
-                assert_eq!(&buf[..], b"hello hoop");
-                server.await.unwrap();
+                let l = std::rc::Rc::new(l);
+                // A pair a reset ended: the round trip again on a new one.
+                common::resets::retry_async("a round trip", |_| async {
+                    let server = hoop::spawn({
+                        let l = l.clone();
+                        async move {
+                            let (s, _) = l.accept().await?;
+                            let (res, buf) = s.read(Vec::with_capacity(64)).await;
+                            let n = res?;
+                            assert_eq!(n, buf.len());
+                            let (res, _) = s.write_all(buf).await;
+                            res
+                        }
+                    });
+                    let c = hoop::net::TcpStream::connect(addr).await?;
+                    let (res, _) = c.write_all(b"hello hoop".to_vec()).await;
+                    res?;
+                    let (res, buf) = c.read_exact(vec![0u8; 10]).await;
+                    res?;
+                    assert_eq!(&buf[..], b"hello hoop");
+                    server.await.unwrap()
+                })
+                .await;
             })
             .await
             .expect("tcp round trip timed out");

@@ -44,7 +44,11 @@ impl Epoll {
                     | Mode::Accept(_)
                     | Mode::Connect(_)
             );
-        if socket_io && self.faults.fire(Fault::Econnreset) {
+        // Not on a datagram socket, which a kernel never resets.
+        if socket_io
+            && crate::sys::may_be_reset(call.args[0] as RawFd)
+            && self.faults.fire(Fault::Econnreset)
+        {
             return Some(-libc::ECONNRESET);
         }
         // Not an operation with a deadline: its `ECANCELED` is the deadline passing, which an

@@ -90,7 +90,11 @@ impl Uring {
         if buffer_select && self.faults.fire(Fault::Enobufs) {
             return Some(-libc::ENOBUFS);
         }
-        if socket_io && self.faults.fire(Fault::Econnreset) {
+        // Not on a datagram socket, which a kernel never resets (a registered file's type is
+        // not known here: it counts as a stream).
+        let may_reset =
+            || flags & sqe::IOSQE_FIXED_FILE != 0 || crate::sys::may_be_reset(sqe::fd(entry));
+        if socket_io && may_reset() && self.faults.fire(Fault::Econnreset) {
             return Some(-libc::ECONNRESET);
         }
         if may_cancel && self.faults.fire(Fault::Ecanceled) {
