@@ -1066,9 +1066,9 @@ impl EchoServer {
 fn writes_deferred_to_the_park_arrive_whole_on_both_engines() {
     let _faults = common::faults_off(
         &["econnreset"],
-        "an injected reset of a deferred 16 KiB send loses its error on the epoll engine \
-         (flush returns Ok with 16 KiB never sent, so the echo waits forever): a driver bug \
-         this test found, not yet fixed",
+        "an injected reset of a deferred 16 KiB send loses its error on the io_uring engine \
+         (write_all and flush return Ok for a 40,000-byte message of which 16,384 bytes never \
+         leave, so its echo never comes): a bug this test found, not yet fixed",
     );
     let _g = serial();
     for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
