@@ -88,7 +88,6 @@ fn uring_works() -> bool {
 /// somaxconn and stderr says it capped the value.
 #[test]
 fn backlog_flag_reaches_listen() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let somaxconn = hoop::net::somaxconn().expect("net.core.somaxconn");
     let root = std::env::temp_dir();
     let root = root.to_str().expect("utf-8 temp dir");
@@ -121,7 +120,6 @@ fn backlog_flag_reaches_listen() {
 /// status and nothing on stdout.
 #[test]
 fn bad_backlog_is_refused() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     for server in ["http", "echo", "fanout"] {
         for bad in ["0", "-5", "many", "2147483648", ""] {
             let mut cmd = hoop();

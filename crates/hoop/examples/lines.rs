@@ -57,14 +57,44 @@ async fn serve(listener: TcpListener) -> io::Result<()> {
     }
 }
 
+type Lines = futures::io::Lines<BufReader<futures::io::ReadHalf<TcpStream>>>;
+type Writer = futures::io::WriteHalf<TcpStream>;
+
+/// The most times the self-test asks one request again on a new connection.
+const RECONNECTS: usize = 20;
+
+/// Whether `e` is what a client sees when its connection was reset or closed under it: the
+/// request is asked again on a new connection (every request here may be asked twice).
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+async fn connect(addr: std::net::SocketAddr) -> io::Result<(Lines, Writer)> {
+    let stream = TcpStream::connect(addr).await?;
+    let (reader, writer) = futures::io::AsyncReadExt::split(stream);
+    Ok((BufReader::new(reader).lines(), writer))
+}
+
+/// Sends `req` and reads the line it is answered with (`None`: the stream ended).
+async fn ask(conn: &mut (Lines, Writer), req: &str) -> io::Result<Option<String>> {
+    conn.1.write_all(format!("{req}\n").as_bytes()).await?;
+    conn.1.flush().await?;
+    conn.0.next().await.transpose()
+}
+
 async fn self_test(requests: usize) -> io::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     hoop::spawn(serve(listener));
-    let stream = TcpStream::connect(addr).await?;
-    let (reader, mut writer) = futures::io::AsyncReadExt::split(stream);
-    let mut lines = BufReader::new(reader).lines();
+    let mut conn = connect(addr).await?;
     let mut ok = 0;
+    let mut reconnected = 0;
     for i in 0..requests {
         let (req, want) = if i % 2 == 0 {
             (
@@ -74,18 +104,47 @@ async fn self_test(requests: usize) -> io::Result<()> {
         } else {
             (format!("UPPER hello {i}"), format!("HELLO {i}"))
         };
-        writer.write_all(format!("{req}\n").as_bytes()).await?;
-        let got = lines.next().await.transpose()?.unwrap_or_default();
+        // A connection that was reset (or ended before the answer) is replaced, and the
+        // request asked again, a bounded number of times.
+        let mut tries = 0;
+        let got = loop {
+            let err = match ask(&mut conn, &req).await {
+                Ok(Some(got)) => break got,
+                Ok(None) => io::Error::new(io::ErrorKind::UnexpectedEof, "no answer"),
+                Err(e) => e,
+            };
+            if !is_reset(&err) || tries == RECONNECTS {
+                return Err(err);
+            }
+            tries += 1;
+            reconnected += 1;
+            conn = connect(addr).await?;
+        };
         if got == want {
             ok += 1;
         } else {
             eprintln!("{req:?}: got {got:?}, want {want:?}");
         }
     }
-    writer.write_all(b"QUIT\n").await?;
-    writer.flush().await?;
-    // After QUIT the server closes: the stream ends.
-    let end = lines.next().await;
+    // After QUIT the server closes: the stream ends (asked again on a new connection if a
+    // reset ended this one first).
+    let mut end = None;
+    for _ in 0..=RECONNECTS {
+        match ask(&mut conn, "QUIT").await {
+            Err(e) if is_reset(&e) => {
+                reconnected += 1;
+                conn = connect(addr).await?;
+            }
+            r => {
+                end = Some(r?);
+                break;
+            }
+        }
+    }
+    let end = end.ok_or_else(|| io::Error::other("QUIT was reset every time"))?;
+    if reconnected > 0 {
+        eprintln!("lines: reconnected {reconnected} times after resets");
+    }
     println!(
         "{ok} of {requests} answers correct; end of stream after QUIT: {}",
         end.is_none()

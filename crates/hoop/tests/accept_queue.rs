@@ -14,6 +14,7 @@ use hoop::net::{AcceptPacing, ListenOptions, ReuseportGroup, TcpListener, DEFAUL
 use hoop::time::timeout;
 use hoop_test_support as common;
 use hoop_test_support::listen_diag::tcp_listen_queue;
+use hoop_test_support::resets;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -99,9 +100,9 @@ fn tcp_state(fd: i32) -> (u8, u32) {
 #[test]
 fn burst_of_connects_waits_in_the_queue_and_is_accepted() {
     let _faults = common::faults_off(
-        &["econnreset", "ecanceled", "eagain", "enobufs", "short_io"],
-        "counts every one of 2,000 connections and the byte each sent: an injected reset or \
-         error on an accept or a read would lose one by design",
+        &["ecanceled", "eagain", "enobufs", "short_io"],
+        "counts every one of 2,000 connections and the byte each sent: an injected error on \
+         an accept or a read would lose one by design",
     );
     let somaxconn = hoop::net::somaxconn().unwrap_or(0);
     if (somaxconn as usize) < BURST {
@@ -149,7 +150,12 @@ fn burst_of_connects_waits_in_the_queue_and_is_accepted() {
                     let s = incoming.next().await.unwrap().unwrap();
                     pacing.accepted().await;
                     let (r, b) = s.read(vec![0u8; 8]).await;
-                    assert_eq!((r.unwrap(), b[0]), (1, b'x'));
+                    // A reset ends the connection after it was accepted: the queue and the
+                    // accept loop, the subject, did their part; its byte is not checked.
+                    match r {
+                        Ok(n) => assert_eq!((n, b[0]), (1, b'x')),
+                        Err(e) => resets::expect_reset("a burst client's byte", &e),
+                    }
                     got += 1;
                 }
             })
@@ -241,84 +247,99 @@ fn burst(addr: SocketAddr) -> Vec<std::net::TcpStream> {
 #[hoop::test]
 async fn try_recv_and_ready_wait_see_every_byte() {
     let _faults = common::faults_off(
-        &["econnreset", "ecanceled", "eagain", "enobufs"],
+        &["ecanceled", "eagain", "enobufs"],
         "checks every byte of one connection read through the readiness wait",
     );
     timeout(LIMIT, async {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let mut client = std::net::TcpStream::connect(addr).unwrap();
-        let (server, _) = l.accept().await.unwrap();
-        let fd = server.as_raw_fd();
-        let d = Driver::current().unwrap();
-        let mut buf = vec![0u8; 4096];
-        let mut got = Vec::new();
-
-        // Nothing there yet.
-        let e = d.try_recv(fd, &mut buf).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
-
-        // Bytes written while the reader waits.
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            client.write_all(b"one").unwrap();
-            client
-        });
-        read_some(&d, fd, &mut buf, &mut got).await;
-        assert_eq!(got, b"one");
-        let mut client = writer.join().unwrap();
-
-        // A short read drained the socket; bytes then arrive while the runtime turns (its
-        // edge is seen with no reader waiting) and must not be taken for "still drained".
-        client.write_all(b"two").unwrap();
-        hoop::time::sleep(Duration::from_millis(20)).await;
-        got.clear();
-        read_some(&d, fd, &mut buf, &mut got).await;
-        assert_eq!(got, b"two");
-
-        // Many small writes, each waited for.
-        got.clear();
-        for i in 0..50u8 {
-            client.write_all(&[i]).unwrap();
-            let before = got.len();
-            while got.len() == before {
-                read_some(&d, fd, &mut buf, &mut got).await;
-            }
-        }
-        assert_eq!(got, (0..50u8).collect::<Vec<_>>());
-
-        // End of stream: 0, and again 0 (it stays readable).
-        drop(client);
-        let n = loop {
-            match d.try_recv(fd, &mut buf) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    Op::new(PollOnce::ready(fd)).await.unwrap();
-                }
-                Err(e) => panic!("{e}"),
-            }
-        };
-        assert_eq!(n, 0);
-        assert_eq!(d.try_recv(fd, &mut buf).unwrap(), 0);
-        drop(server);
+        // The scenario is one connection's: a reset reruns it whole on a new one.
+        resets::retry_async("bytes through the readiness wait", |_| {
+            read_by_readiness(&l)
+        })
+        .await;
     })
     .await
     .unwrap();
 }
 
+/// One connection of [`try_recv_and_ready_wait_see_every_byte`]: `Err` only for a failed
+/// receive (a reset, which the caller retries).
+async fn read_by_readiness(l: &TcpListener) -> std::io::Result<()> {
+    let addr = l.local_addr().unwrap();
+    let mut client = std::net::TcpStream::connect(addr).unwrap();
+    let (server, _) = l.accept().await.unwrap();
+    let fd = server.as_raw_fd();
+    let d = Driver::current().unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut got = Vec::new();
+
+    // Nothing there yet.
+    match d.try_recv(fd, &mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) if resets::is_reset(&e) => return Err(e),
+        r => panic!("a receive with nothing sent: {r:?}"),
+    }
+
+    // Bytes written while the reader waits.
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        client.write_all(b"one").unwrap();
+        client
+    });
+    let first = read_some(&d, fd, &mut buf, &mut got).await;
+    let mut client = writer.join().unwrap();
+    first?;
+    assert_eq!(got, b"one");
+
+    // A short read drained the socket; bytes then arrive while the runtime turns (its
+    // edge is seen with no reader waiting) and must not be taken for "still drained".
+    client.write_all(b"two").unwrap();
+    hoop::time::sleep(Duration::from_millis(20)).await;
+    got.clear();
+    read_some(&d, fd, &mut buf, &mut got).await?;
+    assert_eq!(got, b"two");
+
+    // Many small writes, each waited for.
+    got.clear();
+    for i in 0..50u8 {
+        client.write_all(&[i]).unwrap();
+        let before = got.len();
+        while got.len() == before {
+            read_some(&d, fd, &mut buf, &mut got).await?;
+        }
+    }
+    assert_eq!(got, (0..50u8).collect::<Vec<_>>());
+
+    // End of stream: 0, and again 0 (it stays readable).
+    drop(client);
+    let n = loop {
+        match d.try_recv(fd, &mut buf) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Op::new(PollOnce::ready(fd)).await.unwrap();
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    assert_eq!(n, 0);
+    assert_eq!(d.try_recv(fd, &mut buf)?, 0);
+    drop(server);
+    Ok(())
+}
+
 /// Reads what arrives next (at least one byte) into `got`, waiting with no buffer held.
-async fn read_some(d: &Driver, fd: i32, buf: &mut [u8], got: &mut Vec<u8>) {
+async fn read_some(d: &Driver, fd: i32, buf: &mut [u8], got: &mut Vec<u8>) -> std::io::Result<()> {
     for _ in 0..1000 {
         match d.try_recv(fd, buf) {
             Ok(0) => panic!("end of stream"),
             Ok(n) => {
                 got.extend_from_slice(&buf[..n]);
-                return;
+                return Ok(());
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 Op::new(PollOnce::ready(fd)).await.unwrap();
             }
-            Err(e) => panic!("{e}"),
+            Err(e) => return Err(e),
         }
     }
     panic!("1000 waits and no byte");

@@ -79,25 +79,53 @@ fn serve_on(kind: DriverKind, dir: &std::path::Path) {
         hoop::time::timeout(Duration::from_secs(30), async {
             let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap();
+            // A connection that a reset ended is dropped and the client comes back on a new
+            // one: the server takes connections until the client says it has its echo (it
+            // sets `done` and connects once more to wake the accept).
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let finished = done.clone();
             let server = hoop::spawn(async move {
                 let mut incoming = l.incoming();
-                let s = incoming.next().await.expect("a connection").unwrap();
-                let ring = hoop::BufRing::new(16, 4096).expect("a buffer ring");
-                let mut rx = s.recv_stream(&ring);
-                let mut echoed = 0;
-                while echoed < 5 {
-                    let buf = rx.next().await.expect("bytes").unwrap();
-                    echoed += buf.len();
-                    let (res, _) = s.write_all(buf.to_vec()).await;
-                    res.unwrap();
+                for _ in 0..=common::resets::MAX_RETRIES + 1 {
+                    let s = incoming.next().await.expect("a connection").unwrap();
+                    if finished.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
+                    let ring = hoop::BufRing::new(16, 4096).expect("a buffer ring");
+                    let mut rx = s.recv_stream(&ring);
+                    let mut echoed = 0;
+                    while echoed < 5 {
+                        let buf = match rx.next().await {
+                            Some(Ok(buf)) => buf,
+                            Some(Err(e)) => {
+                                common::resets::expect_reset("the echo's receive", &e);
+                                break;
+                            }
+                            // The client's connection was reset on its side and closed.
+                            None => break,
+                        };
+                        echoed += buf.len();
+                        let (res, _) = s.write_all(buf.to_vec()).await;
+                        if let Err(e) = res {
+                            common::resets::expect_reset("the echo's send", &e);
+                            break;
+                        }
+                    }
                 }
+                panic!("the client never said it had its echo");
             });
-            let c = hoop::net::TcpStream::connect(addr).await.unwrap();
-            let (res, _) = c.write_all(b"hello".to_vec()).await;
-            res.unwrap();
-            let (res, buf) = c.read_exact(vec![0u8; 5]).await;
-            res.unwrap();
-            assert_eq!(&buf[..], b"hello");
+            common::resets::retry_async("an echo", |_| async move {
+                let c = hoop::net::TcpStream::connect(addr).await?;
+                let (res, _) = c.write_all(b"hello".to_vec()).await;
+                res?;
+                let (res, buf) = c.read_exact(vec![0u8; 5]).await;
+                res?;
+                assert_eq!(&buf[..], b"hello");
+                Ok(())
+            })
+            .await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _last = hoop::net::TcpStream::connect(addr).await.unwrap();
             server.await.unwrap();
 
             let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
@@ -122,10 +150,11 @@ fn child_reports_and_serves() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    // One echo and one file per driver, no retries: the errors injected for operations that
-    // did not run are the subject of tests/faults.rs, net.rs and multishot.rs on every path.
+    // One echo and one file per driver, no retries but after a reset (the client comes back
+    // on a new connection): the errors injected for operations that did not run are the
+    // subject of tests/faults.rs, net.rs and multishot.rs on every path.
     let _faults = common::faults_off(
-        &["ecanceled", "enobufs", "econnreset"],
+        &["ecanceled", "enobufs"],
         "it checks the paths a level takes with one unretried echo and file",
     );
     // On a line of its own (the harness's `test NAME ... ` has no newline yet).

@@ -282,7 +282,12 @@ fn echo_messages(
 
 #[test]
 fn a_thousand_ops_dropped_on_other_threads_leave_no_fd_or_slot() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "its subject is 900 reads parked on 10 connections and counted in flight: an injected \
+         reset ends a read at its submission (about 18 of 900 at 2%), so the count cannot \
+         hold, and a rerun would almost never see all 900 parked",
+    );
     let _g = serial();
     // The test counts 1,000 slots in use after one poll each: a submit the kernel refuses
     // leaves a full SQ, and the ops that then found no room wait in the FIFO, not in a slot.
@@ -551,7 +556,6 @@ fn connect_resolves_a_host_name_off_the_calling_thread() {
 /// hand their results to the next call (the bytes, the connection), as tokio's do.
 #[test]
 fn dropped_read_and_accept_hand_their_results_to_the_next_call() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let before = fd_count();
     let Some(rings) = rings() else { return };
@@ -561,34 +565,39 @@ fn dropped_read_and_accept_hand_their_results_to_the_next_call() {
     // Bounded: on a runtime that loses the results, the next call waits for ever.
     let (rings, listener) = common::bounded(60, move || {
         for round in 0..20 {
-            // An accept dropped after the kernel accepted a client.
-            let accept = poll_once(Box::pin(listener.accept()));
-            block_on(rings.nop()).unwrap();
-            let mut client = std::net::TcpStream::connect(addr).unwrap();
-            client
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-            block_on(rings.nop()).unwrap();
-            drop(accept);
-            let (server, _) = block_on(listener.accept()).unwrap();
-            // A read dropped after the bytes came.
-            let read = poll_once(Box::pin(server.read(vec![0u8; 64])));
-            block_on(rings.nop()).unwrap();
-            client
-                .write_all(format!("round {round}").as_bytes())
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-            block_on(rings.nop()).unwrap();
-            drop(read);
-            let (res, buf) = block_on(server.read(Vec::with_capacity(64)));
-            let n = res.unwrap();
-            assert_eq!(&buf[..n], format!("round {round}").as_bytes());
-            let (res, _) = block_on(server.write_all(b"ok".to_vec()));
-            res.unwrap();
-            let mut b = [0u8; 2];
-            client.read_exact(&mut b).unwrap();
-            assert_eq!(&b, b"ok", "round {round}: the client was served");
+            // A round that a reset ended is run again with a new client: its two drops are
+            // the subject, on each connection.
+            resets::retry(&format!("round {round}"), |_| {
+                // An accept dropped after the kernel accepted a client.
+                let accept = poll_once(Box::pin(listener.accept()));
+                block_on(rings.nop()).unwrap();
+                let mut client = std::net::TcpStream::connect(addr).unwrap();
+                client
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                block_on(rings.nop()).unwrap();
+                drop(accept);
+                let (server, _) = block_on(listener.accept()).unwrap();
+                // A read dropped after the bytes came.
+                let read = poll_once(Box::pin(server.read(vec![0u8; 64])));
+                block_on(rings.nop()).unwrap();
+                client
+                    .write_all(format!("round {round}").as_bytes())
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                block_on(rings.nop()).unwrap();
+                drop(read);
+                let (res, buf) = block_on(server.read(Vec::with_capacity(64)));
+                let n = res?;
+                assert_eq!(&buf[..n], format!("round {round}").as_bytes());
+                let (res, _) = block_on(server.write_all(b"ok".to_vec()));
+                res?;
+                let mut b = [0u8; 2];
+                client.read_exact(&mut b).unwrap();
+                assert_eq!(&b, b"ok", "round {round}: the client was served");
+                Ok(())
+            });
         }
         (rings, listener)
     });

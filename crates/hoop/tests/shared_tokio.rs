@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use common::{poll_once, serial, shared_recv_exact, shared_send_all, wait_until};
+use common::{poll_once, resets, serial, shared_recv_exact, shared_send_all, wait_until};
 
 use futures::FutureExt;
 use hoop::shared::{File, OpenOptions, Rings, TcpListener, TcpStream};
@@ -53,7 +53,6 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = rings() else { return };
     let rt = runtime();
@@ -97,7 +96,11 @@ fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
                     .open(&rings, &path)
                     .await
                     .unwrap();
-                let stream = TcpStream::connect(&rings, addr).await.unwrap();
+                // A step's echo that a reset cut is asked again on a new connection.
+                let mut resumed = resets::Resumed::new(&format!("task {t}'s echoes"));
+                let mut stream = None;
+                // Echoes completed since the last reset: the progress `Resumed` counts.
+                let mut done = 0;
                 for i in 0..16u64 {
                     threads.insert(std::thread::current().id());
                     let data = pattern(t * 1000 + i, 3000 + (i as usize * 97));
@@ -108,12 +111,27 @@ fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
                     let (res, back) = file.read_exact_at(vec![0u8; data.len()], i * 8192).await;
                     res.unwrap();
                     assert_eq!(back, data, "file bytes of task {t} step {i}");
-                    let (res, _) = stream.write_all(data.clone()).await;
-                    res.unwrap();
-                    threads.insert(std::thread::current().id());
-                    let (res, echoed) = stream.read_exact(vec![0u8; data.len()]).await;
-                    res.unwrap();
-                    assert_eq!(echoed, data, "echoed bytes of task {t} step {i}");
+                    loop {
+                        let s = match stream.take() {
+                            Some(s) => s,
+                            None => TcpStream::connect(&rings, addr).await.unwrap(),
+                        };
+                        let (res, _) = s.write_all(data.clone()).await;
+                        if let Err(e) = res {
+                            resumed.after(e, std::mem::take(&mut done));
+                            continue;
+                        }
+                        threads.insert(std::thread::current().id());
+                        let (res, echoed) = s.read_exact(vec![0u8; data.len()]).await;
+                        if let Err(e) = res {
+                            resumed.after(e, std::mem::take(&mut done));
+                            continue;
+                        }
+                        assert_eq!(echoed, data, "echoed bytes of task {t} step {i}");
+                        done += 1;
+                        stream = Some(s);
+                        break;
+                    }
                 }
                 threads.len()
             }));
@@ -139,62 +157,82 @@ fn sixty_four_tasks_migrate_between_workers_with_every_byte_verified() {
 
 #[test]
 fn tokio_traits_on_a_shared_stream() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = rings() else { return };
     let rt = runtime();
     rt.block_on(async {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let total = 1 << 20;
         let data = pattern(7, total);
-        let expect = data.clone();
-        let reader = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            // A slow reader: the writer's sends must wait.
-            std::thread::sleep(Duration::from_millis(100));
-            let mut got = Vec::new();
-            s.read_to_end(&mut got).unwrap();
-            assert!(
-                got == expect,
-                "bytes lost or duplicated ({} of {})",
-                got.len(),
-                expect.len()
-            );
-            s.write_all(b"done").unwrap();
-        });
-        let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
-        set_sndbuf(&stream, 4096);
-        // Write futures polled once and dropped: a `Ready(n)` took n bytes, a `Pending` took
-        // none; neither loses nor duplicates a byte.
-        let mut sent = 0;
-        let mut dropped = 0;
-        while sent < total {
-            let end = (sent + 5000).min(total);
-            match AsyncWriteExt::write(&mut stream, &data[sent..end]).now_or_never() {
-                Some(Ok(n)) => sent += n,
-                Some(Err(e)) => panic!("write: {e}"),
-                None => {
-                    dropped += 1;
-                    tokio::task::yield_now().await;
+        // The scenario is one connection's: a reset reruns it whole on a new one.
+        let dropped = resets::retry_async("1 MiB through tokio's traits", |_| {
+            let rings = rings.clone();
+            let data = data.clone();
+            async move {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap();
+                let expect = data.clone();
+                let reader = std::thread::spawn(move || -> std::io::Result<()> {
+                    let (mut s, _) = listener.accept()?;
+                    // A slow reader: the writer's sends must wait.
+                    std::thread::sleep(Duration::from_millis(100));
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got)?;
+                    if got.len() < expect.len() {
+                        // The writer's connection was reset before it sent everything.
+                        return Err(resets::closed_early("the whole 1 MiB"));
+                    }
+                    assert!(
+                        got == expect,
+                        "bytes lost or duplicated ({} of {})",
+                        got.len(),
+                        expect.len()
+                    );
+                    s.write_all(b"done")
+                });
+                let client = async {
+                    let mut stream = TcpStream::connect(&rings, addr).await?;
+                    set_sndbuf(&stream, 4096);
+                    // Write futures polled once and dropped: a `Ready(n)` took n bytes, a
+                    // `Pending` took none; neither loses nor duplicates a byte.
+                    let mut sent = 0;
+                    let mut dropped = 0;
+                    while sent < total {
+                        let end = (sent + 5000).min(total);
+                        match AsyncWriteExt::write(&mut stream, &data[sent..end]).now_or_never() {
+                            Some(Ok(n)) => sent += n,
+                            Some(Err(e)) => return Err(e),
+                            None => {
+                                dropped += 1;
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                    }
+                    AsyncWriteExt::flush(&mut stream).await?;
+                    AsyncWriteExt::shutdown(&mut stream).await?;
+                    let mut done = String::new();
+                    AsyncReadExt::read_to_string(&mut stream, &mut done).await?;
+                    if done.is_empty() {
+                        return Err(resets::closed_early("the reader's \"done\""));
+                    }
+                    assert_eq!(done, "done");
+                    Ok(dropped)
                 }
+                .await;
+                // The client's stream is closed here, so the reader has its end of stream.
+                let read = tokio::task::spawn_blocking(move || reader.join().unwrap())
+                    .await
+                    .unwrap();
+                let dropped = client?;
+                read?;
+                Ok(dropped)
             }
-        }
-        AsyncWriteExt::flush(&mut stream).await.unwrap();
-        AsyncWriteExt::shutdown(&mut stream).await.unwrap();
-        let mut done = String::new();
-        AsyncReadExt::read_to_string(&mut stream, &mut done)
-            .await
-            .unwrap();
-        assert_eq!(done, "done");
+        })
+        .await;
         eprintln!("{dropped} write futures dropped while pending");
         assert!(
             dropped > 0,
             "the send buffer never filled: the test proved nothing"
         );
-        tokio::task::spawn_blocking(move || reader.join().unwrap())
-            .await
-            .unwrap();
     });
 }
 
@@ -831,32 +869,37 @@ fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
 /// which hoop catches quietly): the rings' reapers keep the waiting and everything completes.
 #[test]
 fn a_runtime_without_io_leaves_the_waiting_to_the_reapers() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     let Some(rings) = common::shared_rings(64) else {
         return;
     };
-    let opted_out = hoop::fault::opted_out();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(move || std::mem::forget(hoop::fault::opt_out_inherited(opted_out)))
-        .build()
-        .unwrap();
-    let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let stream = {
-        use std::os::fd::{FromRawFd, IntoRawFd};
-        // SAFETY: a connected stream socket we own; TcpStream only wraps it for recv/send.
-        TcpStream::from_std(&rings, unsafe {
-            std::net::TcpStream::from_raw_fd(a.into_raw_fd())
-        })
-    };
-    let read = rt.spawn(async move {
-        let (res, buf) = stream.read(vec![0u8; 16]).await;
-        res.map(|n| buf[..n].to_vec())
+    // A read that a reset ended is asked again on a new pair (and a new runtime).
+    let got = resets::retry("a read on a runtime without I/O", |_| {
+        let opted_out = hoop::fault::opted_out();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .on_thread_start(move || std::mem::forget(hoop::fault::opt_out_inherited(opted_out)))
+            .build()
+            .unwrap();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let stream = {
+            use std::os::fd::{FromRawFd, IntoRawFd};
+            // SAFETY: a connected stream socket we own; TcpStream only wraps it for recv/send.
+            TcpStream::from_std(&rings, unsafe {
+                std::net::TcpStream::from_raw_fd(a.into_raw_fd())
+            })
+        };
+        let read = rt.spawn(async move {
+            let (res, buf) = stream.read(vec![0u8; 16]).await;
+            res.map(|n| buf[..n].to_vec())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        if let Err(e) = b.write_all(b"no io driver") {
+            // The read was reset first and its stream closed.
+            resets::expect_reset("the peer's write", &e);
+        }
+        common::bounded(10, move || rt.block_on(read).unwrap())
     });
-    std::thread::sleep(Duration::from_millis(50));
-    b.write_all(b"no io driver").unwrap();
-    let got = common::bounded(10, move || rt.block_on(read).unwrap().unwrap());
     assert_eq!(got, b"no io driver");
 }
 
@@ -879,58 +922,73 @@ fn rings_of(kind: hoop::DriverKind) -> Option<Rings> {
 /// of stream alike.
 #[test]
 fn reads_by_readiness_wake_for_bytes_after_a_short_read() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
         let Some(rings) = rings_of(kind) else {
             continue;
         };
         let rt = runtime();
-        rt.block_on(async {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-            let peer = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                for i in 0..20u8 {
-                    // Wait until the reader took the piece before, so each read is short and
-                    // each piece lands on a socket whose readiness was cleared.
-                    if go_rx.recv_timeout(Duration::from_secs(10)).is_err() {
-                        return;
+        // The pieces are one connection's: a reset reruns them all on a new one.
+        rt.block_on(resets::retry_async(&format!("{kind:?}: 20 pieces"), |_| {
+            let rings = rings.clone();
+            async move {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap();
+                let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+                let peer = std::thread::spawn(move || {
+                    let (mut s, _) = listener.accept().unwrap();
+                    for i in 0..20u8 {
+                        // Wait until the reader took the piece before, so each read is short
+                        // and each piece lands on a socket whose readiness was cleared.
+                        if go_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+                            return;
+                        }
+                        if let Err(e) = s.write_all(&[i; 3]) {
+                            // The reader's connection was reset and closed.
+                            resets::expect_reset("a piece", &e);
+                            return;
+                        }
                     }
-                    s.write_all(&[i; 3]).unwrap();
-                }
-            });
-            let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
-            let mut buf = [0u8; 64];
-            for i in 0..20u8 {
-                go_tx.send(()).unwrap();
-                let mut got = Vec::new();
-                while got.len() < 3 {
+                });
+                let read_all = async {
+                    let mut stream = TcpStream::connect(&rings, addr).await?;
+                    let mut buf = [0u8; 64];
+                    for i in 0..20u8 {
+                        go_tx.send(()).unwrap();
+                        let mut got = Vec::new();
+                        while got.len() < 3 {
+                            let n = tokio::time::timeout(
+                                Duration::from_secs(10),
+                                AsyncReadExt::read(&mut stream, &mut buf),
+                            )
+                            .await
+                            .unwrap_or_else(|_| {
+                                panic!("{kind:?}: piece {i} never woke the read")
+                            })?;
+                            if n == 0 {
+                                return Err(resets::closed_early(&format!("piece {i}")));
+                            }
+                            got.extend_from_slice(&buf[..n]);
+                        }
+                        assert_eq!(got, [i; 3], "{kind:?}: piece {i}");
+                    }
                     let n = tokio::time::timeout(
                         Duration::from_secs(10),
                         AsyncReadExt::read(&mut stream, &mut buf),
                     )
                     .await
-                    .unwrap_or_else(|_| panic!("{kind:?}: piece {i} never woke the read"))
-                    .unwrap();
-                    assert!(n > 0, "{kind:?}: end of stream before piece {i}");
-                    got.extend_from_slice(&buf[..n]);
+                    .expect("the end of stream never woke the read")?;
+                    assert_eq!(n, 0, "{kind:?}: end of stream");
+                    Ok(())
                 }
-                assert_eq!(got, [i; 3], "{kind:?}: piece {i}");
+                .await;
+                drop(go_tx);
+                tokio::task::spawn_blocking(move || peer.join().unwrap())
+                    .await
+                    .unwrap();
+                read_all
             }
-            let n = tokio::time::timeout(
-                Duration::from_secs(10),
-                AsyncReadExt::read(&mut stream, &mut buf),
-            )
-            .await
-            .expect("the end of stream never woke the read")
-            .unwrap();
-            assert_eq!(n, 0, "{kind:?}: end of stream");
-            tokio::task::spawn_blocking(move || peer.join().unwrap())
-                .await
-                .unwrap();
-        });
+        }));
     }
 }
 
@@ -947,14 +1005,21 @@ fn runtime_with_park_submit() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A std echo server for `conns` connections, one thread each, echoing until end of stream.
-fn std_echo(conns: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+/// A std echo server, one thread per connection, echoing until end of stream; it accepts
+/// until [`EchoServer::join`] (a client that a reset cut comes back on a new connection).
+fn std_echo() -> (std::net::SocketAddr, EchoServer) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let thread = std::thread::spawn(move || {
         let mut peers = Vec::new();
-        for _ in 0..conns {
+        // Bounded: the clients' connections plus their retries.
+        for _ in 0..10_000 {
             let (mut s, _) = listener.accept().unwrap();
+            if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
             peers.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 loop {
@@ -973,7 +1038,24 @@ fn std_echo(conns: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>)
             let _ = p.join();
         }
     });
-    (addr, server)
+    (addr, EchoServer { addr, stop, thread })
+}
+
+/// The echo server of [`std_echo`].
+struct EchoServer {
+    addr: std::net::SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl EchoServer {
+    /// Stops accepting (a last connection wakes the accept) and waits for every connection's
+    /// end of stream.
+    fn join(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        self.thread.join().unwrap();
+    }
 }
 
 /// Writes deferred to the workers' park (tokio's `on_thread_park` calling
@@ -982,36 +1064,64 @@ fn std_echo(conns: usize) -> (std::net::SocketAddr, std::thread::JoinHandle<()>)
 /// or not before the reply is read (then only the park sends them), from 8 tasks on 4 workers.
 #[test]
 fn writes_deferred_to_the_park_arrive_whole_on_both_engines() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "an injected reset of a deferred 16 KiB send loses its error on the io_uring engine \
+         (write_all and flush return Ok for a 40,000-byte message of which 16,384 bytes never \
+         leave, so its echo never comes): a bug this test found, not yet fixed",
+    );
     let _g = serial();
     for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
         let Some(rings) = rings_of(kind) else {
             continue;
         };
         let conns = 8;
-        let (addr, server) = std_echo(conns);
+        let (addr, server) = std_echo();
         let rt = runtime_with_park_submit();
         rt.block_on(async {
             let tasks: Vec<_> = (0..conns as u64)
                 .map(|t| {
                     let rings = rings.clone();
                     tokio::spawn(async move {
-                        let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
+                        // A round that a reset cut is sent again on a new connection.
+                        let mut resumed = resets::Resumed::new(&format!("{kind:?}: task {t}"));
+                        let mut done = 0;
+                        let mut conn = None;
                         let sizes = [1usize, 100, 1024, 20_000, 40_000];
                         for round in 0..20u64 {
                             let size = sizes[(round as usize + t as usize) % sizes.len()];
                             let msg = pattern(t * 1000 + round, size);
-                            AsyncWriteExt::write_all(&mut stream, &msg).await.unwrap();
-                            if round % 2 == 0 {
-                                AsyncWriteExt::flush(&mut stream).await.unwrap();
+                            loop {
+                                let mut stream = match conn.take() {
+                                    Some(s) => s,
+                                    None => TcpStream::connect(&rings, addr).await.unwrap(),
+                                };
+                                let exchange = async {
+                                    AsyncWriteExt::write_all(&mut stream, &msg).await?;
+                                    if round % 2 == 0 {
+                                        AsyncWriteExt::flush(&mut stream).await?;
+                                    }
+                                    read_echo(&mut stream, size).await
+                                };
+                                match exchange.await {
+                                    Ok(got) => {
+                                        assert!(
+                                            got == msg,
+                                            "{kind:?}: task {t} round {round}: bytes differ"
+                                        );
+                                        done += 1;
+                                        conn = Some(stream);
+                                        break;
+                                    }
+                                    Err(e) => resumed.after(e, std::mem::take(&mut done)),
+                                }
                             }
-                            let mut got = vec![0u8; size];
-                            AsyncReadExt::read_exact(&mut stream, &mut got)
-                                .await
-                                .unwrap();
-                            assert!(got == msg, "{kind:?}: task {t} round {round}: bytes differ");
                         }
-                        AsyncWriteExt::shutdown(&mut stream).await.unwrap();
+                        if let Some(mut stream) = conn {
+                            if let Err(e) = AsyncWriteExt::shutdown(&mut stream).await {
+                                resets::expect_reset("the shutdown", &e);
+                            }
+                        }
                     })
                 })
                 .collect();
@@ -1022,7 +1132,7 @@ fn writes_deferred_to_the_park_arrive_whole_on_both_engines() {
                     .unwrap();
             }
         });
-        server.join().unwrap();
+        server.join();
         drop(rt);
         assert_eq!(rings.in_flight(), 0, "{kind:?}: every slot freed");
     }
@@ -1033,56 +1143,108 @@ fn writes_deferred_to_the_park_arrive_whole_on_both_engines() {
 /// submits them itself. Both engines; the peer checks every byte.
 #[test]
 fn a_flush_polled_without_parking_still_sends_deferred_writes() {
-    let _faults = common::faults_off(&["econnreset"], common::NO_RESETS);
     let _g = serial();
     for kind in [hoop::DriverKind::Uring, hoop::DriverKind::Epoll] {
         let Some(rings) = rings_of(kind) else {
             continue;
         };
-        let (addr, server) = std_echo(1);
+        let (addr, server) = std_echo();
         let rt = runtime_with_park_submit();
         rt.block_on(async {
             tokio::spawn(async move {
                 let mut stream = TcpStream::connect(&rings, addr).await.unwrap();
                 // Let this worker park once, so its writes are deferred from now on.
                 tokio::time::sleep(Duration::from_millis(20)).await;
+                // A round that a reset cut is sent again on a new connection.
+                let mut resumed = resets::Resumed::new(&format!("{kind:?}: flushed rounds"));
+                let mut done = 0;
                 for round in 0..10u64 {
                     let msg = pattern(round, 3000);
-                    let mut sent = 0;
-                    let mut spins = 0u32;
-                    while sent < msg.len() {
-                        match AsyncWriteExt::write(&mut stream, &msg[sent..]).now_or_never() {
-                            Some(r) => sent += r.unwrap(),
-                            None => tokio::task::yield_now().await,
-                        }
-                        spins += 1;
-                        assert!(spins < 100_000, "{kind:?}: the write never went on");
-                    }
-                    let mut spins = 0u32;
                     loop {
-                        match AsyncWriteExt::flush(&mut stream).now_or_never() {
-                            Some(r) => break r.unwrap(),
-                            None => tokio::task::yield_now().await,
+                        match flushed_round(kind, &mut stream, &msg).await {
+                            Ok(got) => {
+                                assert!(got == msg, "{kind:?}: round {round}: bytes differ");
+                                done += 1;
+                                break;
+                            }
+                            Err(e) => {
+                                resumed.after(e, std::mem::take(&mut done));
+                                stream = TcpStream::connect(&rings, addr).await.unwrap();
+                            }
                         }
-                        spins += 1;
-                        assert!(spins < 100_000, "{kind:?}: the flush never finished");
                     }
-                    let mut got = vec![0u8; msg.len()];
-                    tokio::time::timeout(
-                        Duration::from_secs(10),
-                        AsyncReadExt::read_exact(&mut stream, &mut got),
-                    )
-                    .await
-                    .expect("the echo never came")
-                    .unwrap();
-                    assert!(got == msg, "{kind:?}: round {round}: bytes differ");
                 }
             })
             .await
             .unwrap();
         });
-        server.join().unwrap();
+        server.join();
     }
+}
+
+/// Reads an echo of `size` bytes. An unflushed write's error waits in its handle for the next
+/// write or flush: when the echo is slow while resets are injected, a flush asks whether a
+/// reset ended the write the echo waits for (the read goes on where it was if not).
+async fn read_echo(stream: &mut TcpStream, size: usize) -> std::io::Result<Vec<u8>> {
+    let mut got = vec![0u8; size];
+    let mut have = 0;
+    let start = Instant::now();
+    while have < size {
+        let wait = if resets::injected() {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(30)
+        };
+        match tokio::time::timeout(wait, AsyncReadExt::read(stream, &mut got[have..])).await {
+            Ok(Ok(0)) => return Err(resets::closed_early("the whole echo")),
+            Ok(Ok(n)) => have += n,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "the echo never came ({have} of {size} bytes)"
+                );
+                AsyncWriteExt::flush(stream).await?;
+            }
+        }
+    }
+    Ok(got)
+}
+
+/// One round of [`a_flush_polled_without_parking_still_sends_deferred_writes`]: `msg` written
+/// and flushed by futures polled once in a `yield_now` loop, then its echo read back.
+async fn flushed_round(
+    kind: hoop::DriverKind,
+    stream: &mut TcpStream,
+    msg: &[u8],
+) -> std::io::Result<Vec<u8>> {
+    let mut sent = 0;
+    let mut spins = 0u32;
+    while sent < msg.len() {
+        match AsyncWriteExt::write(stream, &msg[sent..]).now_or_never() {
+            Some(r) => sent += r?,
+            None => tokio::task::yield_now().await,
+        }
+        spins += 1;
+        assert!(spins < 100_000, "{kind:?}: the write never went on");
+    }
+    let mut spins = 0u32;
+    loop {
+        match AsyncWriteExt::flush(stream).now_or_never() {
+            Some(r) => break r?,
+            None => tokio::task::yield_now().await,
+        }
+        spins += 1;
+        assert!(spins < 100_000, "{kind:?}: the flush never finished");
+    }
+    let mut got = vec![0u8; msg.len()];
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        AsyncReadExt::read_exact(stream, &mut got),
+    )
+    .await
+    .expect("the echo never came")?;
+    Ok(got)
 }
 
 /// The driver's side: a deferred operation is pushed by its first poll and submitted by the
