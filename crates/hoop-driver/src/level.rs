@@ -31,8 +31,9 @@ use std::sync::OnceLock;
 /// The environment variable that sets the level.
 pub const VAR: &str = "HOOP_KERNEL_LEVEL";
 
-/// The levels CI runs (the kernels users run: 5.10 LTS, Ubuntu 22.04's 5.15, the first with
-/// every opcode hoop's io_uring driver needs (5.19), Debian 12's 6.1, the first with bundles).
+/// The levels CI runs (the kernels users run: 5.10 LTS, below hoop's io_uring driver; Ubuntu
+/// 22.04's 5.15, the first it runs on (sockets from `socket(2)`, no `IORING_OP_SOCKET`); 5.19,
+/// with `SOCKET` and multishot accept; Debian 12's 6.1; 6.10, the first with bundles).
 pub const LEVELS: [&str; 5] = ["5.10", "5.15", "5.19", "6.1", "6.10"];
 
 /// A kernel version, `(major, minor)`: when a feature came.
@@ -420,8 +421,8 @@ mod tests {
     /// What each CI level lacks of what hoop uses: the facts the matrix rests on.
     #[test]
     fn each_level_lacks_what_came_after_it() {
-        // 5.10: no SHUTDOWN, RENAMEAT, UNLINKAT (5.11), MKDIRAT (5.15), SOCKET (5.19): hoop's
-        // io_uring driver needs them all, so it cannot run; no epoll_pwait2 (5.11) either.
+        // 5.10: no SHUTDOWN, RENAMEAT, UNLINKAT (5.11), MKDIRAT (5.15), which hoop's io_uring
+        // driver needs, so it cannot run; no SOCKET (5.19), no epoll_pwait2 (5.11) either.
         for name in [
             "SHUTDOWN",
             "RENAMEAT",
@@ -432,7 +433,8 @@ mod tests {
         ] {
             assert!(lacks("5.10", name), "5.10 has {name}");
         }
-        // 5.15: has MKDIRAT and epoll_pwait2, still no SOCKET (5.19).
+        // 5.15: has MKDIRAT and epoll_pwait2 (io_uring runs), still no SOCKET (5.19: sockets
+        // come from socket(2)).
         assert!(!lacks("5.15", "MKDIRAT") && !lacks("5.15", "epoll_pwait2"));
         assert!(!lacks("5.15", "REGISTER_IOWQ_MAX_WORKERS"));
         for name in [

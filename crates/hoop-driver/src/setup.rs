@@ -98,7 +98,7 @@ impl SetupError {
 
     /// As [`missing_opcodes`](Self::missing_opcodes), when the kernel level
     /// (`HOOP_KERNEL_LEVEL`) switched them off: `names` carry the kernel that brought each
-    /// (`"SOCKET (5.19)"`).
+    /// (`"MKDIRAT 5.15"`).
     pub fn missing_opcodes_at_level(names: &[String], level: crate::level::Level) -> SetupError {
         SetupError {
             kind: SetupErrorKind::MissingOpcodes,

@@ -243,9 +243,9 @@ fn each_level_lacks_what_its_kernel_lacked_and_still_serves() {
                 "{key} at {level}: {r:?} (native {native:?})"
             );
         };
-        if !l.has((5, 19)) {
-            // Below hoop's io_uring driver (SOCKET, 5.19): epoll, saying why, as a kernel
-            // without the opcodes would; the matrix skips io_uring by name and level.
+        if !l.has((5, 15)) {
+            // Below hoop's io_uring driver (SHUTDOWN 5.11, MKDIRAT 5.15): epoll, saying why, as
+            // a kernel without the opcodes would; the matrix skips io_uring by name and level.
             assert_eq!(r.get("driver"), "epoll", "{level}: {r:?}");
             assert!(
                 run.stderr
@@ -253,7 +253,8 @@ fn each_level_lacks_what_its_kernel_lacked_and_still_serves() {
                     && run
                         .stderr
                         .contains(&format!("kernel level {level} (HOOP_KERNEL_LEVEL={level})"))
-                    && run.stderr.contains("SOCKET 5.19"),
+                    && run.stderr.contains("MKDIRAT 5.15")
+                    && !run.stderr.contains("SOCKET"),
                 "{level}: {}",
                 run.stderr
             );
@@ -281,7 +282,17 @@ fn each_level_lacks_what_its_kernel_lacked_and_still_serves() {
                 !flags.contains("SINGLE_ISSUER") && !flags.contains("DEFER_TASKRUN"),
                 "{level}: {flags}"
             );
-            assert!(flags.contains("COOP_TASKRUN"), "{level}: {flags}");
+            // COOP_TASKRUN and SUBMIT_ALL from 5.19 and 5.18: a 5.15 ring has neither.
+            assert_eq!(
+                flags.contains("COOP_TASKRUN"),
+                l.has((5, 19)),
+                "{level}: {flags}"
+            );
+            assert_eq!(
+                flags.contains("SUBMIT_ALL"),
+                l.has((5, 18)),
+                "{level}: {flags}"
+            );
         }
         as_kernel("buf_ring", (6, 0));
         as_kernel("kernel_ring", (6, 0));

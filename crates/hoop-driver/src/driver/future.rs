@@ -128,6 +128,10 @@ impl<T: OpCode + UringOp + EpollOp> Op<T> {
         let Some(data) = self.data.as_mut() else {
             return Poll::Pending;
         };
+        // An operation this ring has no opcode for, made here (`UringOp::without_sqe`).
+        if let Some(res) = data.without_sqe(driver) {
+            return self.finish(Completion { res, flags: 0 });
+        }
         let pushed = {
             let mut d = driver.shared.engine.borrow_mut();
             let held = match self.phase {

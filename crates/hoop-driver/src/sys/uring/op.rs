@@ -37,6 +37,16 @@ pub unsafe trait UringOp: 'static {
     fn link_timeout(&self) -> Option<*const io_uring::types::Timespec> {
         None
     }
+
+    /// The operation's result made here by a system call that never blocks, with no SQE, when
+    /// `driver` (an io_uring one) lacks the operation's opcode: `socket(2)` before Linux 5.19
+    /// (`IORING_OP_SOCKET`). `None`, the default, pushes the SQE. A result made here is final
+    /// (a non-negative one is owned as the kernel's would be: `OpCode::complete` takes it).
+    #[inline(always)]
+    fn without_sqe(&mut self, driver: &crate::Driver) -> Option<i32> {
+        let _ = driver;
+        None
+    }
 }
 
 // SAFETY: the inner op's pointers are its own; the timespec is boxed.
@@ -46,6 +56,9 @@ unsafe impl<T: UringOp> UringOp for Deadline<T> {
     }
     fn link_timeout(&self) -> Option<*const io_uring::types::Timespec> {
         Some(&*self.ts)
+    }
+    fn without_sqe(&mut self, driver: &crate::Driver) -> Option<i32> {
+        self.inner.without_sqe(driver)
     }
 }
 
@@ -235,6 +248,25 @@ unsafe impl UringOp for MkdirAt {
 unsafe impl UringOp for Socket {
     fn create_entry(&mut self) -> Entry {
         opcode::Socket::new(self.domain, self.ty, self.protocol).build()
+    }
+
+    /// Before 5.19 (no `IORING_OP_SOCKET`): `socket(2)` here, which never blocks, so the
+    /// io_uring driver runs on 5.15 kernels (Ubuntu 22.04).
+    fn without_sqe(&mut self, driver: &crate::Driver) -> Option<i32> {
+        if driver.kind() != crate::DriverKind::Uring || driver.supports_opcode(opcode::Socket::CODE)
+        {
+            return None;
+        }
+        // SAFETY: socket(2) has no memory-safety preconditions; a new fd is owned by the
+        // result (`Socket::complete`) as the CQE's would be.
+        let fd = unsafe { libc::socket(self.domain, self.ty, self.protocol) };
+        Some(if fd < 0 {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            fd
+        })
     }
 }
 
