@@ -536,20 +536,25 @@ fn connect_resolves_a_host_name_off_the_calling_thread() {
     let Some(rings) = rings() else { return };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let stream = block_on(TcpStream::connect(&rings, format!("localhost:{port}")));
-    match stream {
-        Ok(s) => {
-            let (mut peer, _) = listener.accept().unwrap();
-            let (res, _) = block_on(s.write_all(b"hi".to_vec()));
-            res.unwrap();
-            let mut b = [0u8; 2];
-            peer.read_exact(&mut b).unwrap();
-            assert_eq!(&b, b"hi");
+    // A write that an injected reset failed is made again on a new connection.
+    resets::retry("the write after connecting to localhost", |_| {
+        let stream = block_on(TcpStream::connect(&rings, format!("localhost:{port}")));
+        match stream {
+            Ok(s) => {
+                let (mut peer, _) = listener.accept().unwrap();
+                let (res, _) = block_on(s.write_all(b"hi".to_vec()));
+                res?;
+                let mut b = [0u8; 2];
+                peer.read_exact(&mut b).unwrap();
+                assert_eq!(&b, b"hi");
+                Ok(())
+            }
+            // "localhost" may resolve to ::1 first on a host without IPv6 loopback listeners:
+            // connection refused on every address is possible only if it never named
+            // 127.0.0.1.
+            Err(e) => panic!("connect to localhost:{port}: {e}"),
         }
-        // "localhost" may resolve to ::1 first on a host without IPv6 loopback listeners:
-        // connection refused on every address is possible only if it never named 127.0.0.1.
-        Err(e) => panic!("connect to localhost:{port}: {e}"),
-    }
+    });
 }
 
 /// Cancel safety on shared rings: a read and an accept dropped after the kernel completed them

@@ -85,11 +85,21 @@ impl super::TcpStream {
         let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         let deferring = hoop_driver::shared::deferring_here();
         let (fd, io) = self.poll_io();
-        if deferring && io.poll_write_idle(fd, cx).is_pending() {
-            // The send before is still queued for this thread's park (or in the kernel): a
-            // second write in one turn (a large body) would wait a whole turn of the loop, so
-            // what is queued goes now, and the write goes on if that finished it.
-            hoop_driver::shared::submit_deferred();
+        if deferring {
+            match io.poll_write_idle(fd, cx) {
+                // The send before is still queued for this thread's park (or in the kernel):
+                // a second write in one turn (a large body) would wait a whole turn of the
+                // loop, so what is queued goes now, and the write goes on if that finished it.
+                std::task::Poll::Pending => hoop_driver::shared::submit_deferred(),
+                // The send before failed: `poll_write_idle` took its error out of the
+                // write-behind, so it is reported here or never (dropped, the next look would
+                // find the write-behind idle, and `write_all` and `flush` return `Ok` for a
+                // message missing that send's bytes). The io_uring engine shows a deferred
+                // send's result at a reap (the reaper's, another thread's) that may come
+                // between two writes, so the next write is often the first to see it fail.
+                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e)),
+                std::task::Poll::Ready(Ok(())) => {}
+            }
         }
         std::task::ready!(io.poll_write_idle(fd, cx))?;
         if deferring && hoop_driver::shared::deferred_pushes() >= DEFER_BATCH {
