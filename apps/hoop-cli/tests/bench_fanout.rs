@@ -25,18 +25,6 @@ fn hoop(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The opt-out of the tests that measure a chat: its subject is every delivery to every
-/// connection, and the fan-out load does not rejoin a connection a reset ended.
-#[must_use = "the opt-out ends when the guard drops"]
-fn resets_off() -> hoop::fault::OptOut {
-    common::faults_off(
-        &["econnreset"],
-        "its subject is every message delivered to every connection of the chat: a connection \
-         a reset ends misses the messages sent while it is gone, and the fan-out load does not \
-         rejoin",
-    )
-}
-
 fn cpus() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -64,6 +52,7 @@ fn assert_clean_measurement(v: &Value) {
         "client_cpu_pct",
         "hog_cpu_pct",
         "pinned",
+        "reconnects",
     ] {
         assert!(v.get(field).is_some(), "no {field}: {v}");
     }
@@ -79,16 +68,24 @@ fn assert_clean_measurement(v: &Value) {
     let conns = v["conns"].as_u64().unwrap();
     let window = v["window"].as_u64().unwrap();
     assert!(deliveries <= messages * conns, "{v}");
-    assert!(
-        deliveries + conns * window * conns >= messages * conns,
-        "{v}"
-    );
+    // A connection that rejoined after an injected reset is not owed what was sent while it
+    // was gone (and a sender's messages in flight on a reset connection may be lost): the
+    // lower bound holds only without rejoins, and rejoins happen only under injected resets.
+    let reconnects = v["reconnects"].as_u64().unwrap();
+    if !common::resets::injected() {
+        assert_eq!(reconnects, 0, "{v}");
+    }
+    if reconnects == 0 {
+        assert!(
+            deliveries + conns * window * conns >= messages * conns,
+            "{v}"
+        );
+    }
     assert!(v["p50_us"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 #[test]
 fn side_by_side_json_contract_with_zero_errors() {
-    let _faults = resets_off();
     let out = hoop(&[
         "bench", "fanout", "--json", "-c", "4", "-l", "48", "-t", "0.3", "--rounds", "1",
     ]);
@@ -125,7 +122,6 @@ fn side_by_side_json_contract_with_zero_errors() {
 
 #[test]
 fn hog_rows_run_beside_unloaded_ones() {
-    let _faults = resets_off();
     if cpus() < 2 {
         eprintln!("skip: the hog needs 2 CPUs");
         return;
@@ -298,7 +294,6 @@ fn external(server: &ChatServer) -> (Output, Value) {
 
 #[test]
 fn a_faithful_server_verifies_every_delivery() {
-    let _faults = resets_off();
     let server = ChatServer::start(Fault::None);
     let (out, v) = external(&server);
     assert!(
@@ -314,7 +309,12 @@ fn a_faithful_server_verifies_every_delivery() {
 
 #[test]
 fn a_dropped_message_is_an_error_not_a_delivery() {
-    let _faults = resets_off();
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "a message the server drops last in its sender's window holds that window until a \
+         reset ends the sender's connection, and then it counts as lost with that connection: \
+         the client cannot tell it from one a reset lost",
+    );
     let server = ChatServer::start(Fault::DropOne);
     let (out, v) = external(&server);
     assert_eq!(
@@ -338,7 +338,6 @@ fn a_dropped_message_is_an_error_not_a_delivery() {
 
 #[test]
 fn a_corrupt_message_is_an_error_not_a_delivery() {
-    let _faults = resets_off();
     let server = ChatServer::start(Fault::CorruptOne);
     let (out, v) = external(&server);
     assert_eq!(
@@ -348,8 +347,14 @@ fn a_corrupt_message_is_an_error_not_a_delivery() {
         common::stderr_text(&out)
     );
     // Every receiver sees the wrong byte (and then, as the corrupt message's sequence number
-    // could not be trusted, a gap before its sender's next message).
-    assert!(v["errors"].as_u64().unwrap() >= 3, "{v}");
+    // could not be trusted, a gap before its sender's next message); one that was rejoining
+    // after an injected reset then may not have been subscribed.
+    let least = if v["reconnects"].as_u64() == Some(0) {
+        3
+    } else {
+        1
+    };
+    assert!(v["errors"].as_u64().unwrap() >= least, "{v}");
     assert!(
         v["first_error"].as_str().unwrap().contains("wrong byte"),
         "{v}"

@@ -422,6 +422,7 @@ fn make_result(
         hog_cpu_pct,
         connected: o.connected,
         pinned,
+        reconnects: o.reconnects,
     }
 }
 

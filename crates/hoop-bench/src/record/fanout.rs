@@ -57,4 +57,9 @@ pub(crate) struct FanoutResult {
     pub connected: usize,
     /// Whether server and client ran pinned to different cores.
     pub pinned: bool,
+    /// Rejoins after resets (a connection reconnected and subscribed again), counted apart
+    /// from errors only while the run's fault plan injects resets (test builds under
+    /// `HOOP_FAULTS`); 0 otherwise. The messages sent while a connection was gone are not
+    /// owed to it.
+    pub reconnects: u64,
 }

@@ -220,6 +220,7 @@ mod tests {
             hog_cpu_pct: hog.then_some(50.0),
             connected: 10,
             pinned: true,
+            reconnects: 0,
         }
     }
 

@@ -15,7 +15,8 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::load::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER};
+use crate::load::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER, REJOIN_PROBES};
+use crate::load::resets::{self, Streak};
 use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
@@ -70,6 +71,8 @@ pub(crate) struct FanoutOutcome {
     pub cpu: Duration,
     /// Connections established and subscribed when the window opened.
     pub connected: usize,
+    /// Rejoins after resets while resets are injected (see [`crate::load::resets`]).
+    pub reconnects: u64,
 }
 
 /// Runs the client on a new thread (pinned to `pin` if given) with its own hoop runtime.
@@ -120,6 +123,8 @@ struct SenderState {
 /// State shared by the tasks (one thread: cells suffice).
 struct Shared {
     fmt: Rc<Format>,
+    /// The server, for rejoins.
+    addr: SocketAddr,
     conns: usize,
     window: u64,
     /// Slots of each sender's ring (a power of two, at least `window`) minus one.
@@ -134,6 +139,19 @@ struct Shared {
     probed_count: Cell<usize>,
     /// Connections whose receiving side still runs.
     alive: Cell<usize>,
+    /// Per connection: its stream while it is subscribed; `None` while it rejoins after a reset.
+    streams: RefCell<Vec<Option<Rc<TcpStream>>>>,
+    /// Per connection: since when it has been rejoining (`None` while subscribed).
+    gone_since: RefCell<Vec<Option<Instant>>>,
+    /// Subscribed connections: what each new message is owed to.
+    present: Cell<u32>,
+    /// Per sender: the sequence numbers where one of its connections after a reset started
+    /// sending. The messages its lost connection sent last may never have reached the server,
+    /// so a receiver may see its stream jump to one of these.
+    resumes: RefCell<Vec<Vec<u64>>>,
+    /// The number of the next rejoin probe, from [`REJOIN_PROBES`].
+    next_rejoin: Cell<u64>,
+    reconnects: Cell<u64>,
     deliveries: Cell<u64>,
     messages: Cell<u64>,
     errors: Cell<u64>,
@@ -185,6 +203,81 @@ impl Shared {
         u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// A reset the connection's streak excuses: one more reconnect.
+    fn reconnect(&self) {
+        if !self.counting.stopped() {
+            self.reconnects.set(self.reconnects.get() + 1);
+        }
+    }
+
+    /// Connection `id` lost its stream to a reset (its receiving side saw it). As a sender, the
+    /// messages it had in flight may be lost with it: they are owed to nobody any more, and its
+    /// next stream starts at its next sequence number. As a receiver (if it was subscribed),
+    /// every message in flight it has not received yet (`expected`: per sender, the next one it
+    /// waits for; `owed`: per sender, the first one owed to it) is no longer owed to it.
+    fn left(&self, id: usize, subscribed: bool, expected: &Verifier, owed: &[u64]) {
+        let mask = self.mask;
+        let mut senders = self.senders.borrow_mut();
+        let st = &mut senders[id];
+        for q in st.done..st.next {
+            st.remaining[(q & mask) as usize] = 0;
+        }
+        st.done = st.next;
+        let resume = st.next;
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+        let mut resumes = self.resumes.borrow_mut();
+        if resumes[id].last() != Some(&resume) {
+            resumes[id].push(resume);
+        }
+        self.gone_since.borrow_mut()[id].get_or_insert_with(Instant::now);
+        if !subscribed {
+            return;
+        }
+        self.streams.borrow_mut()[id] = None;
+        self.present.set(self.present.get().saturating_sub(1));
+        for (s, st) in senders.iter_mut().enumerate() {
+            let from = expected.expected(s).max(owed[s]).max(st.done);
+            for q in from..st.next {
+                let slot = (q & mask) as usize;
+                st.remaining[slot] = st.remaining[slot].saturating_sub(1);
+            }
+            while st.done < st.next && st.remaining[(st.done & mask) as usize] == 0 {
+                st.done += 1;
+            }
+            if let Some(w) = st.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Connection `id` is subscribed again on `stream` (its rejoin probe came back): every
+    /// message sent from now on is owed to it (`owed` is set to each sender's next number).
+    fn rejoined(&self, id: usize, stream: &Rc<TcpStream>, owed: &mut [u64]) {
+        let mut senders = self.senders.borrow_mut();
+        for (o, st) in owed.iter_mut().zip(senders.iter()) {
+            *o = st.next;
+        }
+        self.present.set(self.present.get() + 1);
+        self.streams.borrow_mut()[id] = Some(stream.clone());
+        self.gone_since.borrow_mut()[id] = None;
+        if let Some(w) = senders[id].waker.take() {
+            w.wake();
+        }
+        drop(senders);
+        self.probe_seen(id);
+    }
+
+    /// Whether a jump of `sender`'s stream to `seq` is where one of its connections after a
+    /// reset started sending.
+    fn resumed_at(&self, sender: u32, seq: u64) -> bool {
+        self.resumes
+            .borrow()
+            .get(sender as usize)
+            .is_some_and(|r| r.contains(&seq))
+    }
+
     fn probe_seen(&self, conn: usize) {
         let mut p = self.probed.borrow_mut();
         if !p[conn] {
@@ -217,6 +310,7 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
     let epoch = Instant::now();
     let sh = Rc::new(Shared {
         fmt: fmt.clone(),
+        addr: cfg.addr,
         conns: cfg.conns,
         window,
         mask: slots - 1,
@@ -236,6 +330,12 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         probed: RefCell::new(vec![false; cfg.conns]),
         probed_count: Cell::new(0),
         alive: Cell::new(0),
+        streams: RefCell::new(vec![None; cfg.conns]),
+        gone_since: RefCell::new(vec![None; cfg.conns]),
+        present: Cell::new(u32::try_from(cfg.conns).unwrap_or(u32::MAX)),
+        resumes: RefCell::new(vec![Vec::new(); cfg.conns]),
+        next_rejoin: Cell::new(REJOIN_PROBES),
+        reconnects: Cell::new(0),
         deliveries: Cell::new(0),
         messages: Cell::new(0),
         errors: Cell::new(0),
@@ -266,9 +366,10 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         let _ = s.set_nodelay(true);
         streams.push(Rc::new(s));
     }
-    for (i, s) in streams.iter().enumerate() {
+    *sh.streams.borrow_mut() = streams.iter().cloned().map(Some).collect();
+    for (i, s) in streams.into_iter().enumerate() {
         sh.alive.set(sh.alive.get() + 1);
-        drop(hoop::spawn(receiver(i, s.clone(), sh.clone())));
+        drop(hoop::spawn(receiver(i, s, sh.clone())));
     }
 
     // Probe until every connection received one.
@@ -289,10 +390,18 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         pbuf.clear();
         fmt.encode(&mut pbuf, PROBE_SENDER, probe);
         probe += 1;
-        // Bounded: a server that stops reading cannot hold the client here.
-        let (res, b) = streams[0].write_all_timeout(pbuf, PROBE_PHASE).await;
-        pbuf = b;
-        res.map_err(|e| io::Error::new(e.kind(), format!("sending a probe: {e}")))?;
+        // Connection 0 sends them (while it rejoins after a reset, none is sent).
+        let s0 = sh.streams.borrow()[0].clone();
+        if let Some(s0) = s0 {
+            // Bounded: a server that stops reading cannot hold the client here.
+            let (res, b) = s0.write_all_timeout(pbuf, PROBE_PHASE).await;
+            pbuf = b;
+            if let Err(e) = res {
+                if !broke(&s0, &e).await {
+                    return Err(io::Error::new(e.kind(), format!("sending a probe: {e}")));
+                }
+            }
+        }
         sleep(PROBE_EVERY).await;
     }
     // Errors before the window (none should happen) are not the measurement's.
@@ -303,8 +412,8 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
     let cpu0 = thread_cpu();
     let deadline = sh.counting.open(cfg.secs);
     let start = deadline - cfg.secs;
-    for (i, s) in streams.iter().enumerate() {
-        drop(hoop::spawn(sender(i, s.clone(), sh.clone())));
+    for i in 0..cfg.conns {
+        drop(hoop::spawn(sender(i, sh.clone())));
     }
     // Wait for the deadline; stop early only if every connection died.
     while Instant::now() < deadline && sh.alive.get() > 0 {
@@ -326,6 +435,25 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         })
         .map(|(i, st)| (i as u32, st.done))
         .collect();
+    // Connections that did not rejoin after a reset although they had time to.
+    let gone = sh
+        .gone_since
+        .borrow()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            t.filter(|t| deadline.saturating_duration_since(*t) > STALL)
+                .map(|_| i)
+        })
+        .collect::<Vec<_>>();
+    if let Some(&i) = gone.first() {
+        sh.errors(gone.len() as u64, || {
+            format!(
+                "connection {i} did not rejoin within {} s of a reset",
+                STALL.as_secs_f64()
+            )
+        });
+    }
     if let Some(&(s, q)) = stalled.first() {
         sh.errors(stalled.len() as u64, || {
             format!(
@@ -346,46 +474,67 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         wall,
         cpu,
         connected: cfg.conns,
+        reconnects: sh.reconnects.get(),
     })
 }
 
+/// A write on `stream` failed with `e`: whether it is a reset while resets are injected, in
+/// which case the stream is shut down, so that its receiving side sees it end and rejoins
+/// (that side's streak decides whether it is excused).
+async fn broke(stream: &TcpStream, e: &io::Error) -> bool {
+    if !(resets::injected() && resets::is_reset(e)) {
+        return false;
+    }
+    // Best effort: a socket already gone wakes its reader anyway.
+    let _ = stream.shutdown_with(std::net::Shutdown::Both).await;
+    true
+}
+
 /// Connection `id`'s sending side: whenever its window has room, one write of as many
-/// messages as fit.
-async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
+/// messages as fit, on the connection's current stream (while it rejoins after a reset, it
+/// waits).
+async fn sender(id: usize, sh: Rc<Shared>) {
     sh.counting.wait_open().await;
     let fmt = sh.fmt.clone();
     let w = sh.window;
     let mut out: Vec<u8> = Vec::with_capacity(fmt.len() * w as usize);
+    // A stream a write found reset: not written to again.
+    let mut broken: Option<Rc<TcpStream>> = None;
     loop {
-        // Room in the window?
-        let room = poll_fn(|cx| {
+        // A subscribed stream and room in the window?
+        let ready = poll_fn(|cx| {
             if sh.counting.stopped() {
-                return Poll::Ready(0);
+                return Poll::Ready(None);
             }
+            let stream = sh.streams.borrow()[id].clone();
             let mut senders = sh.senders.borrow_mut();
             let st = &mut senders[id];
             let room = w - (st.next - st.done);
-            if room > 0 {
-                Poll::Ready(room)
-            } else {
-                st.waker = Some(cx.waker().clone());
-                Poll::Pending
+            match stream {
+                Some(s) if room > 0 && !broken.as_ref().is_some_and(|b| Rc::ptr_eq(b, &s)) => {
+                    Poll::Ready(Some((s, room)))
+                }
+                _ => {
+                    st.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
             }
         })
         .await;
         let now = Instant::now();
-        if room == 0 || !sh.counting.counts_at(now) {
+        let Some((stream, room)) = ready.filter(|_| sh.counting.counts_at(now)) else {
             return;
-        }
+        };
         out.clear();
         let now_ns = sh.ns(now);
+        let present = sh.present.get();
         {
             let mut senders = sh.senders.borrow_mut();
             let st = &mut senders[id];
             for _ in 0..room {
                 let seq = st.next;
                 let slot = (seq & sh.mask) as usize;
-                st.remaining[slot] = sh.conns as u32;
+                st.remaining[slot] = present;
                 st.sent_at[slot] = now_ns;
                 fmt.encode(&mut out, id as u32, seq);
                 st.next += 1;
@@ -395,6 +544,10 @@ async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
         let (res, b) = stream.write_all(out).await;
         out = b;
         if let Err(e) = res {
+            if broke(&stream, &e).await {
+                broken = Some(stream);
+                continue;
+            }
             sh.errors(1, || format!("connection {id}: write: {e}"));
             return;
         }
@@ -402,86 +555,207 @@ async fn sender(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
 }
 
 /// Connection `id`'s receiving side: reads, cuts the bytes into messages, checks each one.
-async fn receiver(id: usize, stream: Rc<TcpStream>, sh: Rc<Shared>) {
+///
+/// While resets are injected, a stream that ends in a reset (or an end of stream: the server
+/// closes a connection it found reset) is replaced, as long as the connection's [`Streak`]
+/// excuses it: the connection reconnects and sends a rejoin probe, and once that comes back
+/// it is subscribed again. What it missed meanwhile is not owed to it ([`Shared::left`]), so
+/// on the new stream a sender's messages sent before it rejoined may be skipped; so may a
+/// sender's last messages before a reset of its own connection (its stream then jumps to where
+/// its next connection started, and those skipped may still come late). A wrong byte, a
+/// duplicate or any other gap is an error as on the first stream.
+async fn receiver(id: usize, first: Rc<TcpStream>, sh: Rc<Shared>) {
     let len = sh.fmt.len();
     let mut verifier = Verifier::new(sh.fmt.clone());
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES + len);
-    loop {
-        buf.reserve(READ_BYTES);
-        let filled = buf.len();
-        let (res, b) = stream.read(buf.slice(filled..)).await;
-        buf = b.into_inner();
-        match res {
-            Ok(0) => {
-                sh.errors(1, || format!("connection {id}: the server closed it"));
-                break;
+    let mut stream = first;
+    let mut streak = Streak::default();
+    // Per sender: the first message owed to this connection (u64::MAX: none, while it rejoins).
+    let mut owed = vec![0u64; sh.conns];
+    // While rejoining: the number of this connection's rejoin probe.
+    let mut joining: Option<u64> = None;
+    // Per sender, the jumps its resets excused: the messages skipped that may still come
+    // late from its lost connections (the server may read what a lost one sent after the
+    // new one's first messages, and two lost ones' in any order).
+    let mut late: Vec<Vec<std::ops::Range<u64>>> = vec![Vec::new(); sh.conns];
+    'stream: loop {
+        let end = loop {
+            buf.reserve(READ_BYTES);
+            let filled = buf.len();
+            let (res, b) = stream.read(buf.slice(filled..)).await;
+            buf = b.into_inner();
+            match res {
+                Ok(0) => {
+                    break (
+                        io::Error::from(io::ErrorKind::UnexpectedEof),
+                        "the server closed it".to_string(),
+                    )
+                }
+                Err(e) => {
+                    let what = format!("read: {e}");
+                    break (e, what);
+                }
+                Ok(_) => {}
             }
-            Err(e) => {
-                sh.errors(1, || format!("connection {id}: read: {e}"));
-                break;
-            }
-            Ok(_) => {}
-        }
-        let now = Instant::now();
-        let now_ns = sh.ns(now);
-        let counts = sh.counting.counts_at(now);
-        let whole = buf.len() / len * len;
-        let mut framing_lost = false;
-        for msg in buf[..whole].chunks_exact(len) {
-            match verifier.check(msg) {
-                Verdict::Probe => sh.probe_seen(id),
-                Verdict::Delivered { sender, seq } => {
-                    let sent = sh.delivered(sender, seq);
-                    if counts {
-                        sh.deliveries.set(sh.deliveries.get() + 1);
-                        // Every 4th delivery's latency, by sequence number and receiver (so
-                        // every message and every receiver is sampled alike): a quarter of
-                        // the histogram's cost, still millions of samples a second.
-                        if let Some(sent) = sent.filter(|_| (seq ^ id as u64) & 3 == 0) {
-                            let ns = now_ns.saturating_sub(sent);
-                            stats::record_ns(&mut sh.hist.borrow_mut(), u128::from(ns));
+            let now = Instant::now();
+            let now_ns = sh.ns(now);
+            let counts = sh.counting.counts_at(now);
+            let whole = buf.len() / len * len;
+            let mut framing_lost = false;
+            // A verified delivery of (`sender`, `seq`).
+            let deliver = |sender: u32, seq: u64, owed: &[u64]| {
+                let sent = if seq >= owed[sender as usize] {
+                    sh.delivered(sender, seq)
+                } else {
+                    None
+                };
+                if counts {
+                    sh.deliveries.set(sh.deliveries.get() + 1);
+                    // Every 4th delivery's latency, by sequence number and receiver (so
+                    // every message and every receiver is sampled alike): a quarter of
+                    // the histogram's cost, still millions of samples a second.
+                    if let Some(sent) = sent.filter(|_| (seq ^ id as u64) & 3 == 0) {
+                        let ns = now_ns.saturating_sub(sent);
+                        stats::record_ns(&mut sh.hist.borrow_mut(), u128::from(ns));
+                    }
+                }
+            };
+            for msg in buf[..whole].chunks_exact(len) {
+                match verifier.check(msg) {
+                    Verdict::Probe => {
+                        streak.verified();
+                        if joining.is_none() {
+                            sh.probe_seen(id);
+                        }
+                    }
+                    Verdict::Rejoin { seq } => {
+                        if joining == Some(seq) {
+                            joining = None;
+                            streak.verified();
+                            sh.rejoined(id, &stream, &mut owed);
+                        }
+                    }
+                    Verdict::Delivered { sender, seq } => {
+                        streak.verified();
+                        deliver(sender, seq, &owed);
+                    }
+                    Verdict::Gap {
+                        sender,
+                        seq,
+                        missing,
+                    } => {
+                        let s = sender as usize;
+                        // Messages not owed to this stream (sent before it subscribed) may
+                        // be skipped, and so may the owed ones a lost connection sent last
+                        // (the jump lands where the sender's next connection started).
+                        let expected = seq - missing;
+                        let floor = match joining {
+                            Some(_) => u64::MAX,
+                            None => expected.max(owed[s]),
+                        };
+                        if seq <= floor || sh.resumed_at(sender, seq) {
+                            late[s].push(expected..seq);
+                            streak.verified();
+                            deliver(sender, seq, &owed);
+                            continue;
+                        }
+                        if floor > expected {
+                            late[s].push(expected..floor);
+                        }
+                        if seq >= owed[s] {
+                            sh.delivered(sender, seq);
+                        }
+                        let missing = seq - floor;
+                        sh.errors(missing, || {
+                            format!(
+                                "connection {id}: {missing} message(s) of sender {sender} \
+                                 missing before {sender}/{seq}"
+                            )
+                        });
+                    }
+                    Verdict::OutOfOrder {
+                        sender,
+                        seq,
+                        expected,
+                    } => {
+                        // Late from one of the sender's lost connections: owed to nobody.
+                        if !late[sender as usize].iter().any(|r| r.contains(&seq)) {
+                            sh.errors(1, || {
+                                format!(
+                                    "connection {id}: message {sender}/{seq} out of order \
+                                     (expected {sender}/{expected})"
+                                )
+                            });
+                        }
+                    }
+                    Verdict::Corrupt {
+                        what,
+                        framing_lost: lost,
+                    } => {
+                        sh.errors(1, || format!("connection {id}: {what}"));
+                        if lost {
+                            framing_lost = true;
+                            break;
                         }
                     }
                 }
-                Verdict::Gap {
-                    sender,
-                    seq,
-                    missing,
-                } => {
-                    sh.delivered(sender, seq);
-                    sh.errors(missing, || {
-                        format!(
-                            "connection {id}: {missing} message(s) of sender {sender} missing \
-                             before {sender}/{seq}"
-                        )
-                    });
-                }
-                Verdict::OutOfOrder {
-                    sender,
-                    seq,
-                    expected,
-                } => sh.errors(1, || {
-                    format!(
-                        "connection {id}: message {sender}/{seq} out of order (expected \
-                         {sender}/{expected})"
-                    )
-                }),
-                Verdict::Corrupt {
-                    what,
-                    framing_lost: lost,
-                } => {
-                    sh.errors(1, || format!("connection {id}: {what}"));
-                    if lost {
-                        framing_lost = true;
-                        break;
-                    }
-                }
             }
-        }
-        if framing_lost {
+            if framing_lost {
+                break 'stream;
+            }
+            buf.drain(..whole);
+        };
+        // The stream ended: a reset to survive, or an error.
+        let (e, what) = end;
+        if !streak.excuses_error(&e) {
+            sh.errors(1, || format!("connection {id}: {what}"));
             break;
         }
-        buf.drain(..whole);
+        sh.reconnect();
+        sh.left(id, joining.is_none(), &verifier, &owed);
+        owed.fill(u64::MAX);
+        buf.clear();
+        drop(stream);
+        match rejoin(id, &sh, &mut streak).await {
+            Some((s, token)) => {
+                stream = s;
+                joining = Some(token);
+            }
+            None => break,
+        }
     }
     sh.alive.set(sh.alive.get() - 1);
+}
+
+/// Reconnects connection `id` and sends its rejoin probe; again after each reset `streak`
+/// excuses. Returns the new stream and the probe's number, or `None` after an error (counted).
+async fn rejoin(id: usize, sh: &Shared, streak: &mut Streak) -> Option<(Rc<TcpStream>, u64)> {
+    let mut pbuf: Vec<u8> = Vec::with_capacity(sh.fmt.len());
+    loop {
+        let s = match TcpStream::connect_timeout(sh.addr, CONNECT_TIMEOUT).await {
+            Ok(s) => s,
+            Err(e) => {
+                sh.errors(1, || format!("connection {id}: reconnecting: {e}"));
+                return None;
+            }
+        };
+        // Best effort: without it only latency suffers.
+        let _ = s.set_nodelay(true);
+        let token = sh.next_rejoin.get();
+        sh.next_rejoin.set(token + 1);
+        pbuf.clear();
+        sh.fmt.encode(&mut pbuf, PROBE_SENDER, token);
+        let (res, b) = s.write_all_timeout(pbuf, PROBE_PHASE).await;
+        pbuf = b;
+        match res {
+            Ok(()) => return Some((Rc::new(s), token)),
+            Err(e) if streak.excuses_error(&e) => sh.reconnect(),
+            Err(e) => {
+                sh.errors(1, || {
+                    format!("connection {id}: sending a rejoin probe: {e}")
+                });
+                return None;
+            }
+        }
+    }
 }

@@ -11,6 +11,10 @@ pub(crate) const MIN_LEN: usize = 32;
 pub(crate) const MAX_LEN: usize = 64 * 1024;
 /// The sender field of a probe (the messages that check every connection is subscribed).
 pub(crate) const PROBE_SENDER: u32 = 0xff_ffff;
+/// Probes with sequence numbers from here on are rejoin probes: a connection that reconnected
+/// after a reset sends one with its own number and knows it is subscribed again when that one
+/// comes back. Several connections may rejoin at once, so these are not ordered.
+pub(crate) const REJOIN_PROBES: u64 = 1 << 39;
 /// Largest sequence number the 10-digit field holds.
 const MAX_SEQ: u64 = (1 << 40) - 1;
 
@@ -157,6 +161,11 @@ fn hex(bytes: &[u8]) -> Option<u64> {
 pub(crate) enum Verdict {
     /// A probe (not a delivery): proves the connection is subscribed.
     Probe,
+    /// A rejoin probe (not a delivery) with its number, [`REJOIN_PROBES`] or above.
+    Rejoin {
+        /// Its number.
+        seq: u64,
+    },
     /// The next message of `sender`, every byte right: a verified delivery.
     Delivered {
         /// Sending connection.
@@ -214,6 +223,11 @@ impl Verifier {
         }
     }
 
+    /// The sequence number of `sender` this verifier expects next.
+    pub(crate) fn expected(&self, sender: usize) -> u64 {
+        self.next.get(sender).copied().unwrap_or(0)
+    }
+
     /// Checks one message of exactly `fmt.len()` bytes.
     ///
     /// The common case costs a table lookup per byte of sender and sequence number, a hash,
@@ -256,6 +270,9 @@ impl Verifier {
             );
         }
         if sender == PROBE_SENDER {
+            if seq >= REJOIN_PROBES {
+                return Verdict::Rejoin { seq };
+            }
             if let Some(last) = self.last_probe.filter(|&p| seq <= p) {
                 return Verdict::OutOfOrder {
                     sender,
@@ -465,6 +482,13 @@ mod tests {
             v.check(&msg(&fmt, PROBE_SENDER, 7)),
             Verdict::OutOfOrder { .. }
         ));
+        // Rejoin probes, from several connections at once, are not ordered.
+        for seq in [REJOIN_PROBES + 3, REJOIN_PROBES + 1] {
+            assert_eq!(
+                v.check(&msg(&fmt, PROBE_SENDER, seq)),
+                Verdict::Rejoin { seq }
+            );
+        }
         assert!(matches!(
             v.check(&msg(&fmt, 0, 0)),
             Verdict::Delivered { .. }
