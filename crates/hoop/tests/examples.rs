@@ -139,21 +139,29 @@ fn proxy_example_verifies_every_message() {
     }
 }
 
-/// Serve mode: `listening on ADDR`, traffic through it, then SIGINT: exit 0.
+/// Serve mode: `listening on ADDR`, traffic through it, then SIGINT: exit 0. Under injected
+/// resets the traffic is asked again on a new connection (the upstream echo takes each).
 #[test]
 fn proxy_example_stops_on_ctrl_c() {
-    let _faults = common::faults_off(
-        &["econnreset"],
-        "one client's messages through one proxied connection to a one-connection upstream",
-    );
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     for driver in drivers() {
         let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let up_addr = upstream.local_addr().unwrap();
-        let echo = std::thread::spawn(move || {
-            let (mut s, _) = upstream.accept().unwrap();
-            let mut r = s.try_clone().unwrap();
-            let _ = std::io::copy(&mut r, &mut s);
-        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let echo = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                for conn in upstream.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(mut s) = conn else { continue };
+                    let Ok(mut r) = s.try_clone() else { continue };
+                    let _ = std::io::copy(&mut r, &mut s);
+                }
+            })
+        };
         let mut child = common::command(example("proxy"))
             .args(["127.0.0.1:0", &up_addr.to_string()])
             .env("HOOP_DRIVER", driver)
@@ -169,21 +177,25 @@ fn proxy_example_stops_on_ctrl_c() {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("first line: {line:?}"))
             .to_string();
-        {
+        common::resets::retry("a message through the proxy", |_| {
             use std::io::{Read, Write};
-            let mut c = std::net::TcpStream::connect(&addr).unwrap();
-            c.set_read_timeout(Some(LIMIT)).unwrap();
-            c.write_all(b"through the proxy").unwrap();
+            let mut c = std::net::TcpStream::connect(&addr)?;
+            c.set_read_timeout(Some(LIMIT))?;
+            c.write_all(b"through the proxy")?;
             let mut back = [0u8; 17];
-            c.read_exact(&mut back).unwrap();
+            c.read_exact(&mut back)?;
             assert_eq!(&back, b"through the proxy");
-        }
+            Ok(())
+        });
         // SAFETY: kill(2) has no memory-safety preconditions.
         assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
         child.stdout = Some(stdout.into_inner());
         let out = finish(child, &format!("proxy serve on {driver}"));
         assert!(out.status.success(), "proxy on {driver}: {}", out.status);
         assert!(String::from_utf8_lossy(&out.stdout).contains("stopping on Ctrl-C"));
+        // Wakes the upstream's accept so that it sees the stop.
+        stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(up_addr);
         echo.join().unwrap();
     }
 }
