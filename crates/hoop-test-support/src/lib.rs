@@ -104,6 +104,17 @@ pub fn run_in_child(name: &str, kind: DriverKind) {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // The child's fault lines (its opt-outs, its retries after resets) go past this harness's
+    // capture too, in one write, so a run's lists (`.ci/run` collects them) include children.
+    let fault_lines: String = stderr
+        .lines()
+        .filter(|l| l.starts_with("hoop faults: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if !fault_lines.is_empty() {
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(fault_lines.as_bytes());
+    }
     assert!(
         out.status.success() && stdout.contains("1 passed"),
         "child with HOOP_DRIVER={kind} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
