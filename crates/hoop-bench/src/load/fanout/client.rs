@@ -7,7 +7,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -15,6 +15,7 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
+use crate::load::fanout::state::{SenderState, Shared};
 use crate::load::fanout::verify::{Format, Verdict, Verifier, PROBE_SENDER, REJOIN_PROBES};
 use crate::load::resets::{self, Streak};
 use crate::load::thread::run_pinned;
@@ -104,187 +105,6 @@ where
 fn ring_entries(conns: usize) -> u32 {
     let n = conns.saturating_mul(2).clamp(256, 4096).next_power_of_two();
     u32::try_from(n).unwrap_or(4096)
-}
-
-/// One sender's flow control.
-struct SenderState {
-    /// Next sequence number to send.
-    next: u64,
-    /// Every message below this one was delivered to every connection.
-    done: u64,
-    /// Per message in flight (index `seq & mask`): deliveries still to come.
-    remaining: Box<[u32]>,
-    /// Per message in flight: when it was sent, ns since the client's epoch.
-    sent_at: Box<[u64]>,
-    /// The sender task, waiting for room in its window.
-    waker: Option<Waker>,
-}
-
-/// State shared by the tasks (one thread: cells suffice).
-struct Shared {
-    fmt: Rc<Format>,
-    /// The server, for rejoins.
-    addr: SocketAddr,
-    conns: usize,
-    window: u64,
-    /// Slots of each sender's ring (a power of two, at least `window`) minus one.
-    mask: u64,
-    /// What send and receive times count from.
-    epoch: Instant,
-    /// When deliveries and sent messages count.
-    counting: Window,
-    senders: RefCell<Vec<SenderState>>,
-    /// Per connection: whether it received a probe.
-    probed: RefCell<Vec<bool>>,
-    probed_count: Cell<usize>,
-    /// Connections whose receiving side still runs.
-    alive: Cell<usize>,
-    /// Per connection: its stream while it is subscribed; `None` while it rejoins after a reset.
-    streams: RefCell<Vec<Option<Rc<TcpStream>>>>,
-    /// Per connection: since when it has been rejoining (`None` while subscribed).
-    gone_since: RefCell<Vec<Option<Instant>>>,
-    /// Subscribed connections: what each new message is owed to.
-    present: Cell<u32>,
-    /// Per sender: the sequence numbers where one of its connections after a reset started
-    /// sending. The messages its lost connection sent last may never have reached the server,
-    /// so a receiver may see its stream jump to one of these.
-    resumes: RefCell<Vec<Vec<u64>>>,
-    /// The number of the next rejoin probe, from [`REJOIN_PROBES`].
-    next_rejoin: Cell<u64>,
-    reconnects: Cell<u64>,
-    deliveries: Cell<u64>,
-    messages: Cell<u64>,
-    errors: Cell<u64>,
-    first_error: RefCell<Option<String>>,
-    hist: RefCell<Histogram<u64>>,
-}
-
-impl Shared {
-    /// `n` errors, the first described by `what` (counted until the run stops, so that the
-    /// messages found stalled at the deadline count too).
-    fn errors(&self, n: u64, what: impl FnOnce() -> String) {
-        if self.counting.stopped() || n == 0 {
-            return;
-        }
-        self.errors.set(self.errors.get() + n);
-        let mut first = self.first_error.borrow_mut();
-        if first.is_none() {
-            *first = Some(what());
-        }
-    }
-
-    /// A delivery of (`sender`, `seq`) reached one more connection: the message is done when
-    /// it reached all of them, and the sender's window moves on as its oldest messages are done
-    /// (each connection receives a sender's messages in order, so they finish in order too).
-    /// Returns when the message was sent (ns since the epoch).
-    fn delivered(&self, sender: u32, seq: u64) -> Option<u64> {
-        let mut senders = self.senders.borrow_mut();
-        let st = senders.get_mut(sender as usize)?;
-        if seq < st.done || seq >= st.next {
-            return None;
-        }
-        let mask = self.mask;
-        let slot = (seq & mask) as usize;
-        let sent = st.sent_at[slot];
-        st.remaining[slot] = st.remaining[slot].saturating_sub(1);
-        if seq == st.done {
-            while st.done < st.next && st.remaining[(st.done & mask) as usize] == 0 {
-                st.done += 1;
-            }
-            if let Some(w) = st.waker.take() {
-                w.wake();
-            }
-        }
-        Some(sent)
-    }
-
-    /// Now, in ns since the epoch.
-    fn ns(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// A reset the connection's streak excuses: one more reconnect.
-    fn reconnect(&self) {
-        if !self.counting.stopped() {
-            self.reconnects.set(self.reconnects.get() + 1);
-        }
-    }
-
-    /// Connection `id` lost its stream to a reset (its receiving side saw it). As a sender, the
-    /// messages it had in flight may be lost with it: they are owed to nobody any more, and its
-    /// next stream starts at its next sequence number. As a receiver (if it was subscribed),
-    /// every message in flight it has not received yet (`expected`: per sender, the next one it
-    /// waits for; `owed`: per sender, the first one owed to it) is no longer owed to it.
-    fn left(&self, id: usize, subscribed: bool, expected: &Verifier, owed: &[u64]) {
-        let mask = self.mask;
-        let mut senders = self.senders.borrow_mut();
-        let st = &mut senders[id];
-        for q in st.done..st.next {
-            st.remaining[(q & mask) as usize] = 0;
-        }
-        st.done = st.next;
-        let resume = st.next;
-        if let Some(w) = st.waker.take() {
-            w.wake();
-        }
-        let mut resumes = self.resumes.borrow_mut();
-        if resumes[id].last() != Some(&resume) {
-            resumes[id].push(resume);
-        }
-        self.gone_since.borrow_mut()[id].get_or_insert_with(Instant::now);
-        if !subscribed {
-            return;
-        }
-        self.streams.borrow_mut()[id] = None;
-        self.present.set(self.present.get().saturating_sub(1));
-        for (s, st) in senders.iter_mut().enumerate() {
-            let from = expected.expected(s).max(owed[s]).max(st.done);
-            for q in from..st.next {
-                let slot = (q & mask) as usize;
-                st.remaining[slot] = st.remaining[slot].saturating_sub(1);
-            }
-            while st.done < st.next && st.remaining[(st.done & mask) as usize] == 0 {
-                st.done += 1;
-            }
-            if let Some(w) = st.waker.take() {
-                w.wake();
-            }
-        }
-    }
-
-    /// Connection `id` is subscribed again on `stream` (its rejoin probe came back): every
-    /// message sent from now on is owed to it (`owed` is set to each sender's next number).
-    fn rejoined(&self, id: usize, stream: &Rc<TcpStream>, owed: &mut [u64]) {
-        let mut senders = self.senders.borrow_mut();
-        for (o, st) in owed.iter_mut().zip(senders.iter()) {
-            *o = st.next;
-        }
-        self.present.set(self.present.get() + 1);
-        self.streams.borrow_mut()[id] = Some(stream.clone());
-        self.gone_since.borrow_mut()[id] = None;
-        if let Some(w) = senders[id].waker.take() {
-            w.wake();
-        }
-        drop(senders);
-        self.probe_seen(id);
-    }
-
-    /// Whether a jump of `sender`'s stream to `seq` is where one of its connections after a
-    /// reset started sending.
-    fn resumed_at(&self, sender: u32, seq: u64) -> bool {
-        self.resumes
-            .borrow()
-            .get(sender as usize)
-            .is_some_and(|r| r.contains(&seq))
-    }
-
-    fn probe_seen(&self, conn: usize) {
-        let mut p = self.probed.borrow_mut();
-        if !p[conn] {
-            p[conn] = true;
-            self.probed_count.set(self.probed_count.get() + 1);
-        }
-    }
 }
 
 /// The coordinating task: connects, probes, opens the window, closes it.

@@ -3,4 +3,5 @@
 
 pub mod client;
 pub mod hog;
+mod state;
 pub mod verify;

@@ -18,7 +18,8 @@ use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
 
-use crate::load::http::mix::{self, MixFile};
+use crate::load::http::mix::MixFile;
+pub(crate) use crate::load::http::request::{mix_request_bytes, request_bytes};
 use crate::load::resets::Streak;
 use crate::load::thread::run_pinned;
 use crate::measure::latency as stats;
@@ -195,22 +196,6 @@ impl Shared {
         self.error(kind, what);
         false
     }
-}
-
-/// The request bytes for `path` on `host`.
-pub(crate) fn request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
-    let conn = if close { "close" } else { "keep-alive" };
-    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: {conn}\r\n\r\n").into_bytes()
-}
-
-/// The request bytes of one file of the static mix (with `Accept-Encoding: br, gzip`).
-pub(crate) fn mix_request_bytes(host: &str, path: &str, close: bool) -> Vec<u8> {
-    let conn = if close { "close" } else { "keep-alive" };
-    format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: {}\r\nConnection: {conn}\r\n\r\n",
-        mix::ACCEPT_ENCODING
-    )
-    .into_bytes()
 }
 
 /// The targets of a run: the one file, or every file of the mix.
@@ -589,19 +574,5 @@ impl Reader {
             got += take as u64;
         }
         Some((expected, enc))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::request_bytes;
-
-    #[test]
-    fn requests_name_host_and_connection() {
-        let r = String::from_utf8(request_bytes("h:1", "/f", true)).unwrap();
-        assert_eq!(
-            r,
-            "GET /f HTTP/1.1\r\nHost: h:1\r\nConnection: close\r\n\r\n"
-        );
     }
 }

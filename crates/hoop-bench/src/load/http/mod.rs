@@ -6,3 +6,4 @@ pub mod client;
 pub mod files;
 pub mod fresh;
 pub mod mix;
+pub mod request;
