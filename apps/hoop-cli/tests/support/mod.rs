@@ -12,19 +12,10 @@
 use hoop_test_support::resets;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
 
-/// Read/write timeout of the std clients.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A std client connection with timeouts on everything and `TCP_NODELAY`.
-pub fn try_connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    s.set_nodelay(true)?;
-    Ok(s)
-}
+/// The std client connection (timeouts on everything, `TCP_NODELAY`): the HTTP tests' own,
+/// one copy.
+pub use hoop_test_support::http::try_connect;
 
 /// Runs `exchange` on a fresh connection to `addr` until it succeeds, reconnecting after a
 /// reset while resets are injected (see `resets::retry`); any other error fails the test.
