@@ -15,6 +15,16 @@
 //! (every byte but `A-Za-z0-9-._~`, so no name can read as a scheme or a query). At most
 //! [`MAX_ENTRIES`] entries are listed (the first read, not the first by name), then a note says
 //! the listing is truncated.
+//!
+//! With [`AutoindexFormat::Json`](crate::AutoindexFormat::Json) the same entries, in the same
+//! order, are a JSON array ([`json`]): `{"name":"a.txt","type":"file","size":123,
+//! "mtime":"2026-11-27T00:00:00Z"}`, written by hand (no serde in this crate). `type` is
+//! `file`, `directory`, `symlink` or `other` (a FIFO, a socket, a device, or an entry gone
+//! before its `fstatat`); `size` only for regular files; `mtime` for all but symlinks (and
+//! gone entries). Names are JSON strings: `"` and `\` escaped, control characters as
+//! `\u00XX`, bytes that are not UTF-8 as U+FFFD (as the HTML does). A truncated listing is the
+//! [`MAX_ENTRIES`] entries read, with nothing added (the array stays a plain array: a client
+//! that needs every name of a directory that big should not ask a listing).
 
 use std::ffi::CStr;
 use std::io::{self, Write as _};
@@ -30,6 +40,8 @@ pub struct Entry {
     pub name: Vec<u8>,
     /// A directory (listed with a trailing `/`).
     pub dir: bool,
+    /// A symbolic link (listed as itself, never followed).
+    pub link: bool,
     /// Size in bytes, for a regular file.
     pub size: Option<u64>,
     /// Modification time (seconds since the epoch), except for a symlink.
@@ -97,20 +109,21 @@ pub fn read(dir: OwnedFd, max: usize) -> io::Result<Listing> {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `dfd` is the stream's fd, `cname` a NUL-terminated single name, `st` ours.
         let ok = unsafe { libc::fstatat(dfd, cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-        let (dir, size, mtime) = if ok != 0 {
+        let (dir, link, size, mtime) = if ok != 0 {
             // Gone since it was read: listed without details.
-            (false, None, None)
+            (false, false, None, None)
         } else {
             match st.st_mode & libc::S_IFMT {
-                libc::S_IFDIR => (true, None, Some(st.st_mtime)),
-                libc::S_IFREG => (false, Some(st.st_size as u64), Some(st.st_mtime)),
-                libc::S_IFLNK => (false, None, None),
-                _ => (false, None, Some(st.st_mtime)),
+                libc::S_IFDIR => (true, false, None, Some(st.st_mtime)),
+                libc::S_IFREG => (false, false, Some(st.st_size as u64), Some(st.st_mtime)),
+                libc::S_IFLNK => (false, true, None, None),
+                _ => (false, false, None, Some(st.st_mtime)),
             }
         };
         listing.entries.push(Entry {
             name: name.to_vec(),
             dir,
+            link,
             size,
             mtime,
         });
@@ -167,6 +180,53 @@ pub fn html(rel: &[u8], listing: &Listing) -> Vec<u8> {
     out
 }
 
+/// The JSON array for `listing` (see the module docs).
+pub fn json(listing: &Listing) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + listing.entries.len() * 96);
+    out.push(b'[');
+    let mut name = String::new();
+    for (i, e) in listing.entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        name.clear();
+        escape_json(&mut name, &e.name);
+        let kind = match (e.dir, e.link, e.size) {
+            (true, _, _) => "directory",
+            (_, true, _) => "symlink",
+            (_, _, Some(_)) => "file",
+            _ => "other",
+        };
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{{\"name\":\"{name}\",\"type\":\"{kind}\"");
+        if let (false, Some(size)) = (e.dir, e.size) {
+            let _ = write!(out, ",\"size\":{size}");
+        }
+        if let Some(mtime) = e.mtime {
+            let _ = write!(out, ",\"mtime\":\"{}\"", super::date::rfc3339(mtime));
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]\n");
+    out
+}
+
+/// `name` inside a JSON string: UTF-8 (invalid bytes as U+FFFD), `"` and `\` escaped, control
+/// characters as `\u00XX`.
+fn escape_json(out: &mut String, name: &[u8]) {
+    use std::fmt::Write as _;
+    for c in String::from_utf8_lossy(name).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+}
+
 /// `name` as HTML text: UTF-8 (invalid bytes as U+FFFD) with `&<>"'` escaped.
 fn escape_html(out: &mut String, name: &[u8]) {
     for c in String::from_utf8_lossy(name).chars() {
@@ -204,12 +264,14 @@ mod tests {
                 Entry {
                     name: b"a<b>&\"c'.txt".to_vec(),
                     dir: false,
+                    link: false,
                     size: Some(3),
                     mtime: Some(0),
                 },
                 Entry {
                     name: b"sub dir:x".to_vec(),
                     dir: true,
+                    link: false,
                     size: None,
                     mtime: None,
                 },
@@ -229,6 +291,44 @@ mod tests {
     }
 
     #[test]
+    fn json_escapes_and_types() {
+        let e = |name: &[u8], dir, link, size, mtime| Entry {
+            name: name.to_vec(),
+            dir,
+            link,
+            size,
+            mtime,
+        };
+        let listing = Listing {
+            entries: vec![
+                e(
+                    b"a\"b\\c\n\x01.txt",
+                    false,
+                    false,
+                    Some(3),
+                    Some(784_111_777),
+                ),
+                e(b"bad\xff", false, false, Some(0), Some(0)),
+                e(b"dir", true, false, None, Some(0)),
+                e(b"link", false, true, None, None),
+                e(b"fifo", false, false, None, Some(0)),
+            ],
+            truncated: true,
+        };
+        let text = String::from_utf8(json(&listing)).unwrap();
+        assert_eq!(
+            text,
+            "[{\"name\":\"a\\\"b\\\\c\\u000a\\u0001.txt\",\"type\":\"file\",\"size\":3,\
+             \"mtime\":\"1994-11-06T08:49:37Z\"},\
+             {\"name\":\"bad\u{fffd}\",\"type\":\"file\",\"size\":0,\"mtime\":\"1970-01-01T00:00:00Z\"},\
+             {\"name\":\"dir\",\"type\":\"directory\",\"mtime\":\"1970-01-01T00:00:00Z\"},\
+             {\"name\":\"link\",\"type\":\"symlink\"},\
+             {\"name\":\"fifo\",\"type\":\"other\",\"mtime\":\"1970-01-01T00:00:00Z\"}]\n"
+        );
+        assert_eq!(json(&Listing::default()), b"[]\n");
+    }
+
+    #[test]
     fn reads_sorted_without_hidden_entries_and_bounded() {
         let dir = std::env::temp_dir().join(format!("hoop-autoindex-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -243,6 +343,7 @@ mod tests {
         assert_eq!(names, [&b"a.txt"[..], b"b.txt", b"link", b"sub"]);
         assert_eq!(l.entries[0].size, Some(2));
         assert!(l.entries[3].dir && !l.entries[2].dir && l.entries[2].size.is_none());
+        assert!(l.entries[2].link && !l.entries[0].link);
         assert!(!l.truncated);
         let l = read(open(), 2).unwrap();
         assert_eq!(l.entries.len(), 2);

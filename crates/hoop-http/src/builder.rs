@@ -8,7 +8,7 @@ use std::time::Duration;
 use hoop::sync::CancellationToken;
 
 use crate::access_log::{AccessLog, AccessLogEntry};
-use crate::config::Config;
+use crate::config::{AutoindexFormat, CacheControlRule, Config, ErrorPage};
 use crate::server::Server;
 use crate::stop::StopOn;
 
@@ -133,6 +133,54 @@ impl Builder {
     /// runs [`Server::serve`] on (the cache is split between them); at least 1.
     pub fn threads(mut self, n: usize) -> Builder {
         self.cfg.threads = n;
+        self
+    }
+
+    /// [`Config::autoindex`]: list a directory that has no index file (else 403).
+    pub fn autoindex(mut self, on: bool) -> Builder {
+        self.cfg.autoindex = on;
+        self
+    }
+
+    /// [`Config::autoindex_format`]: the listing as HTML (the default) or JSON; only used
+    /// with [`autoindex`](Builder::autoindex) on.
+    pub fn autoindex_format(mut self, format: AutoindexFormat) -> Builder {
+        self.cfg.autoindex_format = format;
+        self
+    }
+
+    /// Appends a [`Config::cache_control`] rule: `pattern` (a path glob `*.css`, `/assets/*`,
+    /// or a content type `image/*`, `text/html`) gets `Cache-Control: value`; the first rule
+    /// that matches wins. A bad rule is refused by [`build`](Builder::build).
+    pub fn cache_control(
+        mut self,
+        pattern: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Builder {
+        self.cfg
+            .cache_control
+            .push(CacheControlRule::new(pattern, value));
+        self
+    }
+
+    /// [`Config::security_headers`]: `X-Content-Type-Options: nosniff` on every response.
+    pub fn security_headers(mut self, on: bool) -> Builder {
+        self.cfg.security_headers = on;
+        self
+    }
+
+    /// [`Config::content_security_policy`]: a `Content-Security-Policy: value` line on every
+    /// response (a bad value is refused by [`build`](Builder::build)).
+    pub fn content_security_policy(mut self, value: impl Into<String>) -> Builder {
+        self.cfg.content_security_policy = Some(value.into());
+        self
+    }
+
+    /// Appends a [`Config::error_pages`] entry: the file `path` under the root answers for
+    /// `status` (403 or 404; another is refused by [`build`](Builder::build)). The file is read
+    /// by `build`; one that cannot be read leaves the built-in page, said on stderr.
+    pub fn error_page(mut self, status: u16, path: impl Into<String>) -> Builder {
+        self.cfg.error_pages.push(ErrorPage::new(status, path));
         self
     }
 

@@ -5,6 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
+pub use super::cache_control::CacheControlRule;
+pub use super::error_page::ErrorPage;
+
 /// Longest request target (the URI of the request line): longer gets 414.
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// Largest header block (after the request line): larger gets 431.
@@ -72,6 +75,52 @@ pub struct Config {
     /// [`hoop::net::DEFAULT_BACKLOG`], lets a burst of thousands of connects wait rather than
     /// be dropped.
     pub backlog: u32,
+    /// `Cache-Control` rules, the first that matches a response wins (`--cache-control
+    /// 'PATTERN=VALUE'`, repeatable): a path glob (`*.css`, `/assets/*`) or a content type
+    /// (`image/*`, `text/html`), see [`CacheControlRule`]. On 200, 206 and 304 of a file and on
+    /// listings; never on errors or redirects. Empty (the default): no header, no work.
+    pub cache_control: Vec<CacheControlRule>,
+    /// `X-Content-Type-Options: nosniff` on every response (`--security-headers`); off by
+    /// default.
+    pub security_headers: bool,
+    /// A `Content-Security-Policy: VALUE` line on every response
+    /// (`--content-security-policy VALUE`; visible ASCII and spaces); none by default.
+    pub content_security_policy: Option<String>,
+    /// Custom pages for 404 and 403, files under the root read once when the server is made
+    /// (`--error-page 404=/404.html`, repeatable; the last one for a status wins). See
+    /// [`ErrorPage`]: a page that cannot be read then leaves the built-in page, said on stderr.
+    pub error_pages: Vec<ErrorPage>,
+    /// The listing's format with [`autoindex`](Config::autoindex): HTML (the default) or JSON
+    /// (`--autoindex-format json`).
+    pub autoindex_format: AutoindexFormat,
+}
+
+/// The format of a directory listing ([`Config::autoindex_format`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AutoindexFormat {
+    /// An HTML page of links (`text/html; charset=utf-8`), as nginx's autoindex.
+    #[default]
+    Html,
+    /// A JSON array (`application/json`), as static-web-server's JSON listing: each entry
+    /// `{"name":"a.txt","type":"file","size":123,"mtime":"2026-11-27T00:00:00Z"}`, sorted by
+    /// name as the HTML page; `type` is `file`, `directory`, `symlink` or `other`; `size` for
+    /// regular files only; `mtime` (UTC, RFC 3339) for all but symlinks. Names are JSON
+    /// strings (bytes that are not UTF-8 as U+FFFD). A truncated listing (over 10000
+    /// entries) is the first 10000 read, sorted, with nothing added.
+    Json,
+}
+
+impl std::str::FromStr for AutoindexFormat {
+    type Err = ConfigError;
+
+    /// `html` or `json`.
+    fn from_str(s: &str) -> Result<AutoindexFormat, ConfigError> {
+        match s {
+            "html" => Ok(AutoindexFormat::Html),
+            "json" => Ok(AutoindexFormat::Json),
+            _ => Err(ConfigError::BadAutoindexFormat(s.to_string())),
+        }
+    }
 }
 
 impl Default for Config {
@@ -94,13 +143,22 @@ impl Default for Config {
             precompressed: true,
             autoindex: false,
             backlog: hoop::net::DEFAULT_BACKLOG,
+            cache_control: Vec::new(),
+            security_headers: false,
+            content_security_policy: None,
+            error_pages: Vec::new(),
+            autoindex_format: AutoindexFormat::Html,
         }
     }
 }
 
 impl Config {
     /// Checks the configuration: no zero timeout, connection limit, thread count or stream
-    /// chunk, and an [`index`](Config::index) that is one file name (see [`check_index`]).
+    /// chunk, an [`index`](Config::index) that is one file name (see [`check_index`]), and
+    /// well-formed [`cache_control`](Config::cache_control) rules,
+    /// [`content_security_policy`](Config::content_security_policy) and
+    /// [`error_pages`](Config::error_pages) (their files are read later, when the server is
+    /// made).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.threads == 0 {
             return Err(ConfigError::ZeroThreads);
@@ -117,7 +175,18 @@ impl Config {
         if self.stream_chunk_bytes == 0 {
             return Err(ConfigError::ZeroStreamChunk);
         }
-        check_index(&self.index)
+        check_index(&self.index)?;
+        for rule in &self.cache_control {
+            rule.check()?;
+        }
+        if let Some(csp) = &self.content_security_policy {
+            super::cache_control::check_header_value(csp)
+                .map_err(|reason| ConfigError::BadContentSecurityPolicy(csp.clone(), reason))?;
+        }
+        for page in &self.error_pages {
+            page.check()?;
+        }
+        Ok(())
     }
 
     /// How often each thread looks for connections past their deadline: a quarter of the
@@ -155,6 +224,24 @@ pub enum ConfigError {
     ZeroStreamChunk,
     /// [`Config::index`] is not one file name.
     BadIndex(String),
+    /// A [`Config::cache_control`] rule is malformed: the rule, and why.
+    BadCacheControl {
+        /// The rule as given (`PATTERN=VALUE`).
+        rule: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// [`Config::content_security_policy`] is not a header value: the value, and why.
+    BadContentSecurityPolicy(String, &'static str),
+    /// A [`Config::error_pages`] entry is refused: the page (`STATUS=PATH`), and why.
+    BadErrorPage {
+        /// The page as given.
+        page: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Not an [`AutoindexFormat`] name (`html`, `json`).
+    BadAutoindexFormat(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -169,6 +256,18 @@ impl fmt::Display for ConfigError {
                 f,
                 "{name:?}: an index is one file name (not empty, no '/', not starting with '.')"
             ),
+            ConfigError::BadCacheControl { rule, reason } => {
+                write!(f, "cache-control rule {rule:?}: {reason}")
+            }
+            ConfigError::BadContentSecurityPolicy(v, reason) => {
+                write!(f, "content-security-policy {v:?}: {reason}")
+            }
+            ConfigError::BadErrorPage { page, reason } => {
+                write!(f, "error page {page:?}: {reason}")
+            }
+            ConfigError::BadAutoindexFormat(s) => {
+                write!(f, "autoindex format {s:?}: html or json")
+            }
         }
     }
 }

@@ -26,6 +26,20 @@ pub fn format(secs: i64) -> String {
     )
 }
 
+/// Seconds since the epoch as RFC 3339 in UTC (`2026-11-27T00:00:00Z`; negative times clamp
+/// to the epoch), for the JSON listing.
+pub fn rfc3339(secs: i64) -> String {
+    let secs = secs.max(0);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 /// Parses an IMF-fixdate; `None` for anything else (the header is then ignored).
 pub fn parse(s: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(s).ok()?;
@@ -120,5 +134,7 @@ mod tests {
         }
         assert_eq!(parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), None);
         assert_eq!(parse(b"garbage"), None);
+        assert_eq!(rfc3339(784_111_777), "1994-11-06T08:49:37Z");
+        assert_eq!(rfc3339(-5), "1970-01-01T00:00:00Z");
     }
 }

@@ -75,6 +75,11 @@
 //!    ([`Config::sendfile_min_bytes`]), waiting through the ring while the socket is full;
 //!    pipelined responses in order; the [`access_log`] sees each answered request.
 //!
+//! What the configuration adds to responses is prepared once per server (`extras`):
+//! [`Config::cache_control`] rules ([`cache_control`]), the security headers
+//! ([`Config::security_headers`], [`Config::content_security_policy`]) and the custom error
+//! pages read into memory ([`Config::error_pages`], [`error_page`]).
+//!
 //! `server` runs it on a thread: accept (paced after failures by
 //! [`hoop::net::AcceptPacing`]), limits ([`config`]) and the graceful stop (`stop`: when
 //! [`Server::run`] stops).
@@ -83,11 +88,14 @@ pub mod access_log;
 pub(crate) mod autoindex;
 mod builder;
 pub(crate) mod cache;
+pub mod cache_control;
 pub mod config;
 pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod deadline;
 pub(crate) mod encoding;
+pub mod error_page;
+pub(crate) mod extras;
 pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
@@ -101,5 +109,5 @@ pub(crate) mod trim;
 
 pub use access_log::{AccessLog, AccessLogEntry, AccessLogWriter, RequestLine};
 pub use builder::Builder;
-pub use config::{Config, ConfigError};
+pub use config::{AutoindexFormat, CacheControlRule, Config, ConfigError, ErrorPage};
 pub use server::{Bound, ServeStats, Server};

@@ -202,7 +202,7 @@ impl Root {
     }
 
     /// The fallback's check: `fd`'s real path lies under the root's.
-    fn check_beneath(&self, fd: &OwnedFd) -> io::Result<()> {
+    pub(crate) fn check_beneath(&self, fd: &OwnedFd) -> io::Result<()> {
         let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let real = std::fs::read_link(link)?;
         let root = self.real.as_os_str().as_bytes();

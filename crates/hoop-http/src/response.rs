@@ -223,6 +223,10 @@ pub struct Head<'a> {
     pub content_encoding: Option<&'static str>,
     /// `Vary: Accept-Encoding`.
     pub vary: bool,
+    /// A `Cache-Control: VALUE\r\n` line (`crate::extras`), or empty.
+    pub cache_control: &'a [u8],
+    /// Lines every response carries (the security headers, `crate::extras`), or empty.
+    pub extra_headers: &'a [u8],
 }
 
 impl<'a> Head<'a> {
@@ -240,6 +244,8 @@ impl<'a> Head<'a> {
             location: None,
             content_encoding: None,
             vary: false,
+            cache_control: b"",
+            extra_headers: b"",
         }
     }
 
@@ -294,6 +300,8 @@ impl<'a> Head<'a> {
             out.extend_from_slice(query);
             out.extend_from_slice(b"\r\n");
         }
+        out.extend_from_slice(self.cache_control);
+        out.extend_from_slice(self.extra_headers);
         out.extend_from_slice(if self.keep_alive {
             b"Connection: keep-alive\r\n\r\n"
         } else {

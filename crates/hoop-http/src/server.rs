@@ -55,6 +55,7 @@ pub struct Server {
     next_thread: Arc<AtomicUsize>,
     log: Option<AccessLog>,
     stop: StopOn,
+    extras: Arc<crate::extras::Extras>,
 }
 
 impl std::fmt::Debug for Server {
@@ -110,13 +111,16 @@ impl Server {
     ) -> io::Result<Server> {
         cfg.validate()?;
         let log = log.or_else(|| cfg.access_log.then(stdout_logger));
+        let root = Root::open(root)?;
+        let extras = Arc::new(crate::extras::Extras::load(&cfg, &root));
         Ok(Server {
-            root: Arc::new(Root::open(root)?),
+            root: Arc::new(root),
             cfg: Arc::new(cfg),
             open_conns: Arc::new(AtomicUsize::new(0)),
             next_thread: Arc::new(AtomicUsize::new(0)),
             log,
             stop,
+            extras,
         })
     }
 
@@ -169,6 +173,7 @@ impl Server {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(usize::from(RING_ENTRIES) / 2),
             scratch: RefCell::new(vec![0; conn::READ_BYTES]),
+            extras: self.extras.clone(),
         });
         // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
         let splice = hoop::driver::Driver::current().is_some_and(|d| {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hoop_http::{Config, ConfigError, Server};
+use hoop_http::{AutoindexFormat, CacheControlRule, Config, ConfigError, ErrorPage, Server};
 
 use super::driver::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
@@ -68,6 +68,34 @@ pub struct HttpArgs {
     /// site may not mean to advertise.
     #[arg(long)]
     pub autoindex: bool,
+    /// The listing's format with --autoindex (without it, this does nothing): html (the
+    /// default), or json: an array sorted as the HTML page, each entry
+    /// {"name":"a.txt","type":"file","size":123,"mtime":"2026-11-27T00:00:00Z"} (type file,
+    /// directory, symlink or other; size for files only; no mtime for symlinks).
+    #[arg(long, default_value = "html", value_parser = parse_autoindex_format, value_name = "FORMAT")]
+    pub autoindex_format: AutoindexFormat,
+    /// A Cache-Control header for matching responses, as PATTERN=VALUE (repeatable; the first
+    /// rule that matches wins, none: no header): PATTERN is a path glob when it starts with
+    /// `/` or `*` (`*.css`, `/assets/*`: `*` any run of characters, `/` included, `?` one),
+    /// matched against the decoded path served (a directory's index file by its own path),
+    /// else a content type (`image/*`, `text/html`). On 200, 206 and 304 of files and on
+    /// listings; never on errors or redirects. Example: --cache-control
+    /// '/assets/*=public, max-age=31536000, immutable'.
+    #[arg(long, value_parser = parse_cache_control, value_name = "PATTERN=VALUE")]
+    pub cache_control: Vec<CacheControlRule>,
+    /// Send `X-Content-Type-Options: nosniff` on every response (off by default).
+    #[arg(long)]
+    pub security_headers: bool,
+    /// Send `Content-Security-Policy: VALUE` on every response (visible ASCII and spaces);
+    /// none by default. Example: --content-security-policy "default-src 'self'".
+    #[arg(long, value_name = "VALUE")]
+    pub content_security_policy: Option<String>,
+    /// A custom page for 404 or 403, as STATUS=PATH (repeatable): the file PATH under the root
+    /// (no `..`, no dotfile) answers with that status and its own Content-Type, as nginx's
+    /// error_page. Read once at start (at most 1 MiB): a page that cannot be read then is
+    /// said on stderr and the built-in page answers. Example: --error-page 404=/404.html.
+    #[arg(long, value_parser = parse_error_page, value_name = "STATUS=PATH")]
+    pub error_page: Vec<ErrorPage>,
     /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
     /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
     /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
@@ -126,6 +154,11 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         autoindex: args.autoindex,
         threads: args.threads,
         backlog: args.backlog.backlog,
+        cache_control: args.cache_control.clone(),
+        security_headers: args.security_headers,
+        content_security_policy: args.content_security_policy.clone(),
+        error_pages: args.error_page.clone(),
+        autoindex_format: args.autoindex_format,
         ..Config::default()
     };
     // The library's checks, in the words of the flags.
@@ -189,6 +222,21 @@ fn parse_index(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// `--cache-control PATTERN=VALUE`: [`CacheControlRule::parse`].
+fn parse_cache_control(s: &str) -> Result<CacheControlRule, String> {
+    CacheControlRule::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--error-page STATUS=PATH`: [`ErrorPage::parse`].
+fn parse_error_page(s: &str) -> Result<ErrorPage, String> {
+    ErrorPage::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--autoindex-format html|json`.
+fn parse_autoindex_format(s: &str) -> Result<AutoindexFormat, String> {
+    s.parse().map_err(|e: ConfigError| e.to_string())
+}
+
 /// A configuration error of the library, said with the flag that sets the value.
 fn flag_words(e: ConfigError) -> String {
     match e {
@@ -198,6 +246,11 @@ fn flag_words(e: ConfigError) -> String {
             "--header-timeout-ms and --idle-timeout-ms must be at least 1".into()
         }
         ConfigError::BadIndex(name) => format!("--index {}", ConfigError::BadIndex(name)),
+        ConfigError::BadContentSecurityPolicy(v, reason) => {
+            format!("--content-security-policy {v:?}: {reason}")
+        }
+        e @ ConfigError::BadCacheControl { .. } => format!("--cache-control: {e}"),
+        e @ ConfigError::BadErrorPage { .. } => format!("--error-page: {e}"),
         e => e.to_string(),
     }
 }

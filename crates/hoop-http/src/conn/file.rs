@@ -9,6 +9,7 @@ use super::body::read_whole;
 use super::head::Rep;
 use super::Conn;
 use crate::cache::{variant_key, Cache, FdEntry};
+use crate::config::AutoindexFormat;
 use crate::lookup::{find, Found};
 use crate::parse::Request;
 use crate::resolve::{decode, open_error_status};
@@ -29,6 +30,7 @@ impl Conn<'_> {
         let rel = target.file_rel(self.sh.cfg.index.as_bytes());
         let sh = self.sh;
         let content_type = crate::mime::content_type(&rel);
+        self.choose_cache_control(&rel, false, content_type);
         // Whether a precompressed variant may answer for this file (and so `Vary`).
         let negotiable = sh.cfg.precompressed && crate::mime::compressible(content_type);
         let mut rep = Rep {
@@ -62,7 +64,7 @@ impl Conn<'_> {
                 }
                 let head = Head {
                     location: Some((&target.raw_path, &target.raw_query)),
-                    ..Head::new(Status::MovedPermanently, date, keep)
+                    ..self.head(Status::MovedPermanently, date, keep)
                 };
                 write_status(&mut self.out, head, head_only);
                 return Ok(Some(Status::MovedPermanently));
@@ -195,11 +197,19 @@ impl Conn<'_> {
             }
             _ => return Err(Status::InternalServerError),
         };
-        let body = crate::autoindex::html(rel, &listing);
+        let (body, content_type) = match self.sh.cfg.autoindex_format {
+            AutoindexFormat::Html => (
+                crate::autoindex::html(rel, &listing),
+                "text/html; charset=utf-8",
+            ),
+            AutoindexFormat::Json => (crate::autoindex::json(&listing), "application/json"),
+        };
+        self.choose_cache_control(rel, !rel.is_empty(), content_type);
         Head {
-            content_type: "text/html; charset=utf-8",
+            content_type,
             content_length: Some(body.len() as u64),
-            ..Head::new(Status::Ok, date, keep)
+            cache_control: self.cache_control,
+            ..self.head(Status::Ok, date, keep)
         }
         .write(&mut self.out);
         if !head_only {

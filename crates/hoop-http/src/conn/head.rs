@@ -54,7 +54,8 @@ impl Conn<'_> {
             accept_ranges: true,
             content_encoding: rep.coding.map(Coding::name),
             vary: rep.vary,
-            ..Head::new(Status::Ok, date, keep)
+            cache_control: self.cache_control,
+            ..self.head(Status::Ok, date, keep)
         };
         match decision {
             Decision::NotModified => {
@@ -72,6 +73,8 @@ impl Conn<'_> {
                     validators: None,
                     // The body is the status text.
                     content_encoding: None,
+                    // An error: no Cache-Control.
+                    cache_control: b"",
                     ..base
                 };
                 write_status(&mut self.out, head, head_only);

@@ -37,8 +37,8 @@ impl Conn<'_> {
         match status {
             Status::Ok | Status::PartialContent => self.file_body.take(),
             Status::NotModified => 0,
-            // `write_status`'s body: `CODE REASON\n`.
-            s => s.reason().len() as u64 + 5,
+            // `write_status`'s body, `CODE REASON\n`, or a custom error page.
+            s => self.error_body_bytes(s),
         }
     }
 

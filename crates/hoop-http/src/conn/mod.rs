@@ -35,6 +35,7 @@ mod body;
 mod file;
 mod head;
 mod log;
+mod page;
 pub(crate) mod run;
 
 /// What the connections of one server thread share.
@@ -76,6 +77,9 @@ pub struct Shared {
     /// Where readiness reads land before they are appended to a connection's input (only
     /// borrowed during one `recv(2)`, never across an await).
     pub scratch: RefCell<Vec<u8>>,
+    /// What the configuration adds to responses (`Cache-Control`, security headers, error
+    /// pages), shared by every thread.
+    pub extras: Arc<crate::extras::Extras>,
 }
 
 /// Counts the connection as open until dropped.
@@ -117,4 +121,6 @@ struct Conn<'a> {
     remote: Option<SocketAddr>,
     /// Body bytes of the file response being answered (for the access log).
     file_body: Cell<u64>,
+    /// The `Cache-Control` line of the file or listing being answered (`page`), or empty.
+    cache_control: &'a [u8],
 }

@@ -13,7 +13,7 @@ use hoop::BufRing;
 
 use super::{Conn, CountGuard, OpenGuard, Shared, READ_BYTES};
 use crate::parse::{parse, Method, Parsed, Request};
-use crate::response::{write_status, Head};
+use crate::response::write_status;
 use crate::status::Status;
 
 /// Where received bytes come from: a multishot recv on the thread's buffer ring (the best
@@ -86,6 +86,7 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
         out: Vec::with_capacity(4096),
         remote: sh.log.as_ref().and_then(|_| stream.peer_addr().ok()),
         file_body: Cell::new(0),
+        cache_control: b"",
     };
     // A buffer ring in user memory (the epoll driver, or a kernel without ring-mapped
     // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
@@ -177,7 +178,8 @@ impl Conn<'_> {
                     Parsed::Partial => break,
                     Parsed::Invalid(status) => {
                         let date = self.sh.date.borrow_mut().now().to_string();
-                        write_status(&mut self.out, Head::new(status, &date, false), false);
+                        let head = self.head(status, &date, false);
+                        write_status(&mut self.out, head, false);
                         self.log_line(status);
                         close = true;
                         unread = true;
@@ -235,13 +237,13 @@ impl Conn<'_> {
         let date = self.sh.date.borrow_mut().now().to_string();
         if req.method == Method::Other {
             let keep = keep && !req.has_body;
-            let head = Head::new(Status::MethodNotAllowed, &date, keep);
+            let head = self.head(Status::MethodNotAllowed, &date, keep);
             write_status(&mut self.out, head, false);
             self.log(req, Status::MethodNotAllowed);
             return Some(keep);
         }
         if req.has_body {
-            let head = Head::new(Status::PayloadTooLarge, &date, false);
+            let head = self.head(Status::PayloadTooLarge, &date, false);
             write_status(&mut self.out, head, head_only);
             self.log(req, Status::PayloadTooLarge);
             return Some(false);
@@ -255,7 +257,7 @@ impl Conn<'_> {
             Err(status) => status,
         };
         let keep = keep && !status.closes_connection();
-        write_status(&mut self.out, Head::new(status, &date, keep), head_only);
+        self.write_error(status, &date, keep, head_only).await?;
         self.log(req, status);
         Some(keep)
     }
