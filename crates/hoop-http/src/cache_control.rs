@@ -18,7 +18,7 @@
 //! and a listing; never on errors or redirects.
 //!
 //! The value must be non-empty visible ASCII and spaces (no control byte, so no header can be
-//! smuggled in): [`check_header_value`], also used for the `Content-Security-Policy` line.
+//! smuggled in); the `Content-Security-Policy` line gets the same check.
 //!
 //! Matching costs nothing without rules; with rules, each request walks them in order, with
 //! no allocation: the kind of each pattern is decided when the rule is made, and the header
@@ -96,7 +96,7 @@ impl CacheControlRule {
     }
 
     /// Checks the pattern (a path glob, or `type/subtype`, `type/*` of token bytes) and the
-    /// value ([`check_header_value`]).
+    /// value (not empty; visible ASCII and spaces only).
     pub fn check(&self) -> Result<(), ConfigError> {
         let bad = |reason| ConfigError::BadCacheControl {
             rule: self.to_string(),
