@@ -100,7 +100,8 @@ fn error_pages(kind: DriverKind) {
         (405, &b"405 Method Not Allowed\n"[..])
     );
     drop(r);
-    // The access log counts the bytes sent.
+    // The access log counts the bytes sent (an exchange a reset ended, injected, is answered
+    // again: counts, not lengths, may differ).
     let log = run.log.lock().unwrap().clone();
     let find = |method: &str, status: u16| {
         log.iter()
@@ -113,7 +114,8 @@ fn error_pages(kind: DriverKind) {
         "{log:?}"
     );
     assert!(!find("GET", 404).is_empty());
-    assert_eq!(find("HEAD", 404), [0], "{log:?}");
+    assert!(!find("HEAD", 404).is_empty(), "{log:?}");
+    assert!(find("HEAD", 404).iter().all(|&n| n == 0), "{log:?}");
     assert!(find("GET", 403).iter().all(|&n| n == PAGE_403.len() as u64));
 }
 
