@@ -202,3 +202,66 @@ fn outside(e: io::Error) -> io::Error {
     }
     e
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_lines_and_pages() {
+        let dir = std::env::temp_dir().join(format!("hoop-extras-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root_dir = dir.join("www");
+        std::fs::create_dir_all(root_dir.join("sub")).unwrap();
+        std::fs::write(root_dir.join("404.html"), b"gone").unwrap();
+        std::fs::write(dir.join("secret.txt"), b"secret").unwrap();
+        std::os::unix::fs::symlink("../secret.txt", root_dir.join("out.html")).unwrap();
+        let root = Root::open(&root_dir).unwrap();
+        let cfg = Config {
+            cache_control: vec![
+                CacheControlRule::new("*.css", "max-age=1"),
+                CacheControlRule::new("text/*", "no-cache"),
+            ],
+            security_headers: true,
+            content_security_policy: Some("default-src 'self'".into()),
+            error_pages: vec![
+                ErrorPage::new(404, "/nope.html"),
+                ErrorPage::new(404, "/404.html"),
+                ErrorPage::new(403, "/out.html"),
+            ],
+            ..Config::default()
+        };
+        let x = Extras::load(&cfg, &root);
+        assert_eq!(
+            x.cache_control(b"a.css", false, "text/css"),
+            b"Cache-Control: max-age=1\r\n"
+        );
+        assert_eq!(
+            x.cache_control(b"a.txt", false, "text/plain"),
+            b"Cache-Control: no-cache\r\n"
+        );
+        assert_eq!(x.cache_control(b"a.png", false, "image/png"), b"");
+        assert_eq!(
+            x.always(),
+            b"X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'self'\r\n"
+        );
+        // The last page for a status wins; a link out of the root is not read.
+        let page = x.page(Status::NotFound).expect("the 404 page");
+        assert_eq!(
+            (&page.body[..], page.content_type),
+            (&b"gone"[..], "text/html")
+        );
+        assert!(x.page(Status::Forbidden).is_none());
+        let e = read_page(&ErrorPage::new(403, "/out.html"), &root).unwrap_err();
+        assert_eq!(e.to_string(), "outside the root");
+        let e = read_page(&ErrorPage::new(403, "/sub"), &root).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let e = read_page(&ErrorPage::new(404, "/nope.html"), &root).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        // Nothing configured: nothing added.
+        let none = Extras::load(&Config::default(), &root);
+        assert_eq!(none.cache_control(b"a.css", false, "text/css"), b"");
+        assert!(none.always().is_empty() && none.page(Status::NotFound).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
