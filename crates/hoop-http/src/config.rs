@@ -72,6 +72,11 @@ pub struct Config {
     /// [`hoop::net::DEFAULT_BACKLOG`], lets a burst of thousands of connects wait rather than
     /// be dropped.
     pub backlog: u32,
+    /// Most parts a `Range` request may ask for, as nginx's `max_ranges`
+    /// (`--max-ranges`): a set of more specs, satisfiable or not, is answered with the whole
+    /// file (200). 0 turns ranges off (no `Accept-Ranges: bytes`, every `Range` ignored); 1
+    /// allows single ranges only; two or more parts are sent as `multipart/byteranges`.
+    pub max_ranges: usize,
 }
 
 impl Default for Config {
@@ -94,6 +99,7 @@ impl Default for Config {
             precompressed: true,
             autoindex: false,
             backlog: hoop::net::DEFAULT_BACKLOG,
+            max_ranges: 32,
         }
     }
 }

@@ -91,6 +91,7 @@ pub(crate) mod encoding;
 pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
+pub(crate) mod ranges;
 pub(crate) mod resolve;
 pub(crate) mod response;
 mod server;

@@ -74,6 +74,11 @@ pub struct HttpArgs {
     /// TcpStream, the files under --root held in memory).
     #[arg(long, value_enum, default_value_t = HttpServerKind::Hoop)]
     pub server: HttpServerKind,
+    /// Most parts of a range request, as nginx's max_ranges: a `Range` set of more specs is
+    /// answered with the whole file; 0 turns ranges off (no Accept-Ranges), 1 allows single
+    /// ranges only; two parts or more are sent as multipart/byteranges.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max_ranges: usize,
 }
 
 /// Which server `hoop serve http` runs.
@@ -126,6 +131,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         autoindex: args.autoindex,
         threads: args.threads,
         backlog: args.backlog.backlog,
+        max_ranges: args.max_ranges,
         ..Config::default()
     };
     // The library's checks, in the words of the flags.

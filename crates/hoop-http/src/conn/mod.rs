@@ -35,6 +35,7 @@ mod body;
 mod file;
 mod head;
 mod log;
+mod parts;
 pub(crate) mod run;
 
 /// What the connections of one server thread share.
@@ -117,4 +118,7 @@ struct Conn<'a> {
     remote: Option<SocketAddr>,
     /// Body bytes of the file response being answered (for the access log).
     file_body: Cell<u64>,
+    /// The parts of the `multipart/byteranges` answer whose head was just written, for its
+    /// body sender to take (`parts`); `None` between responses.
+    parts: Option<Box<crate::ranges::Multipart>>,
 }
