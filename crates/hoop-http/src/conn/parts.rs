@@ -1,11 +1,14 @@
 //! A `multipart/byteranges` answer (the rules: `crate::ranges`): its head, with the exact
 //! `Content-Length` and the boundary, then each part's framing written into `out` ahead of the
 //! part's bytes, which go out by the body path the file has anyway: copied from the cache,
-//! `sendfile(2)` (the framing sent first with `MSG_MORE`), spliced, or read a chunk at a time
-//! behind the framing. The close delimiter is left in `out` for the loop's next send. Only a
+//! `sendfile(2)` (the framing sent first with `MSG_MORE`), spliced (the framing flushed
+//! first), or read a chunk at a time behind the framing (sent a batch at a time, so that many
+//! small parts go out in few sends). The close delimiter is left in `out` for the loop's next send. Only a
 //! request whose range set has two parts or more comes here.
 
 use std::time::Instant;
+
+use hoop::IoBuf;
 
 use super::Conn;
 use crate::ranges::{boundary, Multipart, Part};
@@ -21,7 +24,7 @@ pub(super) enum Source<'a> {
     Sendfile(&'a hoop::fs::File),
     /// An open file spliced through the thread's pipes.
     Splice(&'a hoop::fs::File, &'a PipePool),
-    /// An open file read and sent a chunk at a time.
+    /// An open file read a chunk at a time into `out`, sent a batch at a time.
     Stream(&'a hoop::fs::File),
 }
 
@@ -95,13 +98,37 @@ impl Conn<'_> {
                     )
                     .await
                 }
-                Source::Stream(file) => self.stream_file(file, p.start, p.len).await,
+                Source::Stream(file) => self.read_part(file, *p).await,
             };
             if !sent {
                 return false;
             }
         }
         m.write_end(&mut self.out);
+        true
+    }
+
+    /// Reads part `p` of `file` into `out` behind what it holds, a chunk at a time, sending
+    /// only when `out` holds a batch: the small parts of a big file go out together. False if
+    /// the connection failed or the file ended early.
+    async fn read_part(&mut self, file: &hoop::fs::File, p: Part) -> bool {
+        let cfg = &self.sh.cfg;
+        let (mut pos, end) = (p.start, p.start + p.len);
+        while pos < end {
+            let want = (cfg.stream_chunk_bytes as u64).min(end - pos) as usize;
+            let mut out = std::mem::take(&mut self.out);
+            let at = out.len();
+            out.reserve(want);
+            let (res, slice) = file.read_at(out.slice(at..at + want), pos).await;
+            self.out = slice.into_inner();
+            match res {
+                Ok(n) if n > 0 => pos += n as u64,
+                _ => return false,
+            }
+            if self.out.len() >= cfg.out_batch_bytes && !self.flush().await {
+                return false;
+            }
+        }
         true
     }
 }
