@@ -297,8 +297,14 @@ fn zstd_variants(s: &mut site::Client) {
     assert_eq!(r.status, 206);
     assert_eq!(r.header("content-encoding"), Some("zstd"));
     let body = String::from_utf8_lossy(&r.body);
-    assert!(body.contains("Content-Range: bytes 0-3/21\r\n\r\nZSTD\r\n"), "{body}");
-    assert!(body.contains("Content-Range: bytes 17-20/21\r\n\r\nghij\r\n"), "{body}");
+    assert!(
+        body.contains("Content-Range: bytes 0-3/21\r\n\r\nZSTD\r\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Content-Range: bytes 17-20/21\r\n\r\nghij\r\n"),
+        "{body}"
+    );
     // Only a .zst: a client that takes zstd gets it, one that takes gzip the file.
     let r = s.ask_with("GET", "/site/b.css", "Accept-Encoding: gzip, zstd\r\n");
     assert_eq!((r.status, &r.body[..]), (200, &b"B-ZST"[..]));
