@@ -57,9 +57,9 @@ pub struct Config {
     pub threads: usize,
     /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
     pub index: String,
-    /// Serve a precompressed variant (`a.css.br`, `a.css.gz`: a regular file, not older than
-    /// `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's `gzip_static` and
-    /// `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
+    /// Serve a precompressed variant (`a.css.br`, `a.css.zst`, `a.css.gz`: a regular file, not
+    /// older than `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's
+    /// `gzip_static` and `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
     /// ([`mime::compressible`](crate::mime::compressible)); those answer with
     /// `Vary: Accept-Encoding` whenever this is on.
     pub precompressed: bool,
