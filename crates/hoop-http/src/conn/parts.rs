@@ -6,8 +6,6 @@
 //! small parts go out in few sends). The close delimiter is left in `out` for the loop's next send. Only a
 //! request whose range set has two parts or more comes here.
 
-use std::time::Instant;
-
 use hoop::IoBuf;
 
 use super::Conn;
@@ -86,7 +84,6 @@ impl Conn<'_> {
                     if !self.flush().await {
                         return false;
                     }
-                    self.timer.set(Instant::now() + cfg.idle_timeout);
                     crate::splice::send_file(
                         pipes,
                         self.stream,
