@@ -1,7 +1,8 @@
-//! The static-file server's request parser, path resolution and `Accept-Encoding` parser
-//! (crates/hoop-http/src/parse.rs, resolve.rs and encoding.rs, compiled here as they are): no
-//! panic, no hang, no resolved path that leaves the root (absolute, a `..` or `.` segment, an
-//! empty segment, a NUL), and no coding chosen that the client gave weight 0.
+//! The static-file server's request parser, path resolution, `Accept-Encoding` parser and
+//! `Range` parser (crates/hoop-http/src/parse.rs, resolve.rs, encoding.rs and ranges.rs,
+//! compiled here as they are): no panic, no hang, no resolved path that leaves the root
+//! (absolute, a `..` or `.` segment, an empty segment, a NUL), no coding chosen that the client
+//! gave weight 0, and no range outside the file, overlapping another, or past the part bound.
 #![no_main]
 #![allow(dead_code)]
 
@@ -19,6 +20,8 @@ mod encoding;
 mod error_page;
 #[path = "../../crates/hoop-http/src/parse.rs"]
 mod parse;
+#[path = "../../crates/hoop-http/src/ranges.rs"]
+mod ranges;
 #[path = "../../crates/hoop-http/src/resolve.rs"]
 mod resolve;
 #[path = "../../crates/hoop-http/src/status.rs"]
@@ -53,7 +56,29 @@ fn check_accepted(a: &Accepted) {
         assert!(a.q(coding) > 0, "{coding:?} chosen with weight 0 in {a:?}");
         n += 1;
     }
-    assert!(n <= 2);
+    assert!(n <= encoding::CODINGS);
+}
+
+/// The bytes as a `Range` value against a few sizes and part bounds.
+fn check_ranges(value: &[u8]) {
+    for (size, max) in [(0, 32), (1, 1), (100, 2), (100, 32), (1 << 40, 32), (u64::MAX, 5)] {
+        match ranges::parse(value, size, max) {
+            ranges::Ranges::Whole | ranges::Ranges::Unsatisfiable => {}
+            ranges::Ranges::One(p) => {
+                assert!(p.len > 0 && p.start.checked_add(p.len).is_some_and(|e| e <= size))
+            }
+            ranges::Ranges::Many(mut parts) => {
+                assert!(parts.len() >= 2 && parts.len() <= max, "{} parts", parts.len());
+                for p in &parts {
+                    assert!(p.len > 0 && p.start.checked_add(p.len).is_some_and(|e| e <= size));
+                }
+                parts.sort_by_key(|p| p.start);
+                for w in parts.windows(2) {
+                    assert!(w[0].start + w[0].len <= w[1].start, "overlap");
+                }
+            }
+        }
+    }
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
@@ -63,8 +88,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert!(len_bytes <= data.len());
         check_target(&request.target);
         check_accepted(&request.accept_encoding);
+        if let Some(range) = &request.range {
+            check_ranges(range);
+        }
     }
     check_target(data);
+    check_ranges(data);
     check_accepted(&Accepted::parse(data));
     if let Some(nl) = data.iter().position(|&b| b == b'\n') {
         let mut a = Accepted::parse(&data[..nl]);

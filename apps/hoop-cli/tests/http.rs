@@ -1,6 +1,6 @@
 //! End-to-end tests of the `hoop serve http` command: the real binary on 127.0.0.1:0, a root
 //! made for the test, raw std clients. What they check is the command's own: its flags
-//! (`--index`, `--access-log`, `--precompressed`/`--no-precompressed`, bad ones), its exit
+//! (`--index`, `--access-log`, `--precompressed`/`--no-precompressed`, `--max-ranges`, bad ones), its exit
 //! codes, its stdout lines, and SIGTERM/SIGINT. The server's behaviour (heads, traversal,
 //! limits, bodies, pipelining, precompressed files, listings) is tested in process by
 //! hoop-http's own tests (`crates/hoop-http/tests`). Those that run a server do so on both
@@ -345,4 +345,67 @@ fn precompressed_flags_the_last_one_wins_uring() {
 #[test]
 fn precompressed_flags_the_last_one_wins_epoll() {
     precompressed_flags("epoll");
+}
+
+// ===== ranges =====
+
+/// `--max-ranges N`: the bound on the parts of a range request (default 32: two parts are a
+/// multipart answer), 1 (single ranges only), 0 (ranges off, no Accept-Ranges); a bad N is
+/// refused at start with one line (exit code 1). (The ranges themselves: hoop-http's
+/// `tests/ranges.rs`.)
+fn max_ranges_flag(driver: &str) {
+    let (_base, root) = make_root(&format!("ranges-{driver}"));
+    let data = bytes(4000, 3);
+    std::fs::write(root.join("r.bin"), &data).unwrap();
+    let two = "Range: bytes=0-9,100-109\r\n";
+    for (flags, multi, one) in [
+        (&[][..], 206, 206),
+        (&["--max-ranges", "2"][..], 206, 206),
+        (&["--max-ranges", "1"][..], 200, 206),
+        (&["--max-ranges", "0"][..], 200, 200),
+    ] {
+        let mut args = vec!["--driver", driver];
+        args.extend_from_slice(flags);
+        let server = Server::start(&root, &args);
+        let r = ask_with(server.addr, "/r.bin", two);
+        assert_eq!(r.status, multi, "{flags:?}");
+        if multi == 206 {
+            let ct = r.header("content-type").unwrap_or_default();
+            assert!(ct.starts_with("multipart/byteranges; boundary="), "{ct}");
+        } else {
+            assert_eq!(r.body, data, "{flags:?}");
+        }
+        let r = ask_with(server.addr, "/r.bin", "Range: bytes=10-19\r\n");
+        assert_eq!(r.status, one, "{flags:?}");
+        let ranges_on = flags != ["--max-ranges", "0"];
+        assert_eq!(
+            r.header("accept-ranges"),
+            ranges_on.then_some("bytes"),
+            "{flags:?}"
+        );
+    }
+    for bad in ["x", "-1", ""] {
+        let out = common::command(env!("CARGO_BIN_EXE_hoop"))
+            .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+            .arg(&root)
+            .args(["--driver", driver, &format!("--max-ranges={bad}")])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "--max-ranges {bad:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "--max-ranges {bad:?}: {err}");
+        assert!(err.contains("--max-ranges"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn max_ranges_flag_bounds_the_parts_uring() {
+    max_ranges_flag("auto");
+}
+
+#[test]
+fn max_ranges_flag_bounds_the_parts_epoll() {
+    max_ranges_flag("epoll");
 }

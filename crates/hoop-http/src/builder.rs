@@ -211,6 +211,13 @@ impl Builder {
         self
     }
 
+    /// [`Config::max_ranges`]: most parts of a range request (0: ranges off, 1: single ranges
+    /// only; a set of more is answered with the whole file).
+    pub fn max_ranges(mut self, n: usize) -> Builder {
+        self.cfg.max_ranges = n;
+        self
+    }
+
     /// The server: the configuration checked (a [`ConfigError`](crate::ConfigError) in an
     /// `InvalidInput` [`io::Error`]), the root opened (its error as it comes).
     pub fn build(self) -> io::Result<Server> {

@@ -256,6 +256,14 @@ mod tests {
         assert_eq!(&*v.body, b"gz");
         assert_ne!(v.etag, c.get(b"a.css").unwrap().etag);
         assert!(c.get(b"a.css.gz").is_none());
+        // Every coding apart, with a validator of its own.
+        let zkey = variant_key(b"a.css", Coding::Zstd);
+        assert_ne!(zkey, key);
+        c.insert(zkey.clone(), meta(2), b"zs"[..].into(), Some(Coding::Zstd));
+        let z = c.get(&zkey).unwrap().clone();
+        assert_eq!(&*z.body, b"zs");
+        assert_ne!(z.etag, v.etag);
+        assert_ne!(variant_key(b"a.css", Coding::Br), zkey);
     }
 
     #[test]

@@ -60,9 +60,9 @@ pub struct Config {
     pub threads: usize,
     /// The file served for a directory target (`/`, `/docs/`) (`--index`): one path segment.
     pub index: String,
-    /// Serve a precompressed variant (`a.css.br`, `a.css.gz`: a regular file, not older than
-    /// `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's `gzip_static` and
-    /// `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
+    /// Serve a precompressed variant (`a.css.br`, `a.css.zst`, `a.css.gz`: a regular file, not
+    /// older than `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's
+    /// `gzip_static` and `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
     /// ([`mime::compressible`](crate::mime::compressible)); those answer with
     /// `Vary: Accept-Encoding` whenever this is on.
     pub precompressed: bool,
@@ -93,6 +93,11 @@ pub struct Config {
     /// The listing's format with [`autoindex`](Config::autoindex): HTML (the default) or JSON
     /// (`--autoindex-format json`).
     pub autoindex_format: AutoindexFormat,
+    /// Most parts a `Range` request may ask for, as nginx's `max_ranges`
+    /// (`--max-ranges`): a set of more specs, satisfiable or not, is answered with the whole
+    /// file (200). 0 turns ranges off (no `Accept-Ranges: bytes`, every `Range` ignored); 1
+    /// allows single ranges only; two or more parts are sent as `multipart/byteranges`.
+    pub max_ranges: usize,
 }
 
 /// The format of a directory listing ([`Config::autoindex_format`]).
@@ -148,6 +153,7 @@ impl Default for Config {
             content_security_policy: None,
             error_pages: Vec::new(),
             autoindex_format: AutoindexFormat::Html,
+            max_ranges: 32,
         }
     }
 }

@@ -1,6 +1,6 @@
-//! `Accept-Encoding` (RFC 9110, 12.5.3), as far as precompressed files need it: which of `br`
-//! and `gzip` the client accepts, in which order, and whether it still accepts the file as it
-//! is (`identity`).
+//! `Accept-Encoding` (RFC 9110, 12.5.3), as far as precompressed files need it: which of `br`,
+//! `zstd` and `gzip` the client accepts, in which order, and whether it still accepts the file
+//! as it is (`identity`).
 //!
 //! The value is a comma-separated list of `coding *( OWS ";" OWS name=value )`; names and
 //! codings are case-insensitive, spaces and tabs around every part are ignored, empty list
@@ -17,6 +17,8 @@ pub enum Coding {
     Br,
     /// gzip: `a.css.gz`.
     Gzip,
+    /// Zstandard (RFC 8878): `a.css.zst`.
+    Zstd,
 }
 
 impl Coding {
@@ -25,6 +27,7 @@ impl Coding {
         match self {
             Coding::Br => "br",
             Coding::Gzip => "gzip",
+            Coding::Zstd => "zstd",
         }
     }
 
@@ -33,6 +36,7 @@ impl Coding {
         match self {
             Coding::Br => b".br",
             Coding::Gzip => b".gz",
+            Coding::Zstd => b".zst",
         }
     }
 }
@@ -45,6 +49,7 @@ pub struct Accepted {
     pub present: bool,
     br: Option<u16>,
     gzip: Option<u16>,
+    zstd: Option<u16>,
     identity: Option<u16>,
     any: Option<u16>,
 }
@@ -83,6 +88,8 @@ impl Accepted {
             } else if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip")
             {
                 &mut self.gzip
+            } else if coding.eq_ignore_ascii_case(b"zstd") {
+                &mut self.zstd
             } else if coding.eq_ignore_ascii_case(b"identity") {
                 &mut self.identity
             } else if coding == b"*" {
@@ -99,6 +106,7 @@ impl Accepted {
         let named = match coding {
             Coding::Br => self.br,
             Coding::Gzip => self.gzip,
+            Coding::Zstd => self.zstd,
         };
         named.or(self.any).unwrap_or(0)
     }
@@ -112,26 +120,38 @@ impl Accepted {
 
     /// The codings worth trying, best first: weight above 0, not below `identity`'s when that
     /// is listed by name (the client said it prefers the file as it is), higher weight first,
-    /// `br` before `gzip` at equal weight. Empty without an `Accept-Encoding` field.
+    /// `br`, then `zstd`, then `gzip` at equal weight. Empty without an `Accept-Encoding`
+    /// field.
     pub fn preferred(&self) -> Preferred {
         let floor = self.identity.unwrap_or(1).max(1);
-        let (br, gzip) = (self.q(Coding::Br), self.q(Coding::Gzip));
-        let ok = |q: u16| q >= floor;
-        let list = match (ok(br), ok(gzip)) {
-            (true, true) if gzip > br => [Some(Coding::Gzip), Some(Coding::Br)],
-            (true, true) => [Some(Coding::Br), Some(Coding::Gzip)],
-            (true, false) => [Some(Coding::Br), None],
-            (false, true) => [Some(Coding::Gzip), None],
-            (false, false) => [None, None],
-        };
+        let mut list = [None; CODINGS];
+        let mut n = 0;
+        // In the tie order; each one goes in before the first of lower weight (a stable
+        // insertion: equal weights keep the tie order).
+        for c in [Coding::Br, Coding::Zstd, Coding::Gzip] {
+            let q = self.q(c);
+            if q < floor {
+                continue;
+            }
+            let mut at = n;
+            while at > 0 && list[at - 1].is_some_and(|p| self.q(p) < q) {
+                list[at] = list[at - 1];
+                at -= 1;
+            }
+            list[at] = Some(c);
+            n += 1;
+        }
         Preferred { list, next: 0 }
     }
 }
 
+/// How many codings there are precompressed files for.
+pub const CODINGS: usize = 3;
+
 /// The codings of [`Accepted::preferred`], best first.
 #[derive(Debug, Clone)]
 pub struct Preferred {
-    list: [Option<Coding>; 2],
+    list: [Option<Coding>; CODINGS],
     next: usize,
 }
 
@@ -191,7 +211,7 @@ mod tests {
         Accepted::parse(v.as_bytes()).preferred().collect()
     }
 
-    use Coding::{Br, Gzip};
+    use Coding::{Br, Gzip, Zstd};
 
     #[test]
     fn no_field_means_identity_only() {
@@ -219,9 +239,9 @@ mod tests {
     fn zero_refuses_and_star_matches() {
         assert_eq!(order("br;q=0, gzip"), vec![Gzip]);
         assert_eq!(order("gzip;q=0"), vec![]);
-        assert_eq!(order("*"), vec![Br, Gzip]);
-        assert_eq!(order("*;q=0.5, gzip"), vec![Gzip, Br]);
-        assert_eq!(order("*, br;q=0"), vec![Gzip]);
+        assert_eq!(order("*"), vec![Br, Zstd, Gzip]);
+        assert_eq!(order("*;q=0.5, gzip"), vec![Gzip, Br, Zstd]);
+        assert_eq!(order("*, br;q=0"), vec![Zstd, Gzip]);
         assert_eq!(order("*;q=0"), vec![]);
         let a = Accepted::parse(b"*;q=0");
         assert!(!a.identity_ok());
@@ -230,6 +250,28 @@ mod tests {
         let a = Accepted::parse(b"gzip, identity;q=0");
         assert!(!a.identity_ok());
         assert_eq!(a.preferred().collect::<Vec<_>>(), vec![Gzip]);
+    }
+
+    #[test]
+    fn zstd_by_weight_and_between_br_and_gzip_at_a_tie() {
+        assert_eq!(order("zstd"), vec![Zstd]);
+        assert_eq!(order("ZSTD ; q=1.0"), vec![Zstd]);
+        assert_eq!(order("gzip, zstd"), vec![Zstd, Gzip]);
+        assert_eq!(order("gzip, zstd, br"), vec![Br, Zstd, Gzip]);
+        assert_eq!(order("br;q=0.5, zstd;q=0.9, gzip"), vec![Gzip, Zstd, Br]);
+        assert_eq!(
+            order("br;q=0.1, zstd;q=0.5, gzip;q=0.8"),
+            vec![Gzip, Zstd, Br]
+        );
+        assert_eq!(
+            order("br;q=0.9, zstd;q=0.5, gzip;q=0.9"),
+            vec![Br, Gzip, Zstd]
+        );
+        assert_eq!(order("zstd;q=0, gzip"), vec![Gzip]);
+        assert_eq!(order("zstd;q=0.5, identity"), vec![]);
+        assert_eq!(order("*;q=0.2, zstd;q=0.3"), vec![Zstd, Br, Gzip]);
+        assert_eq!(Zstd.name(), "zstd");
+        assert_eq!(Zstd.suffix(), b".zst");
     }
 
     #[test]
@@ -272,13 +314,13 @@ mod properties {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
-        /// Any bytes: no panic, at most two codings, never one with weight 0.
+        /// Any bytes: no panic, at most three codings, never one with weight 0.
         #[test]
         fn any_bytes(bytes in vec(any::<u8>(), 0..512), more in vec(any::<u8>(), 0..64)) {
             let mut a = Accepted::parse(&bytes);
             a.add(&more);
             let p: Vec<Coding> = a.preferred().collect();
-            prop_assert!(p.len() <= 2);
+            prop_assert!(p.len() <= super::CODINGS);
             for c in p {
                 prop_assert!(a.q(c) > 0);
             }
@@ -289,6 +331,7 @@ mod properties {
         fn plausible_lists(
             parts in vec(prop_oneof![
                 Just("br".to_string()), Just("gzip".to_string()), Just("*".to_string()),
+                Just("zstd".to_string()),
                 Just("identity".to_string()), Just("deflate".to_string()), "[ \t;=qQ0-9.a-z]{0,12}",
             ], 0..6),
             weights in vec(prop_oneof![Just(String::new()), "; ?q=[01](\\.[0-9]{0,3})?"], 6),
@@ -297,8 +340,8 @@ mod properties {
                 parts.iter().zip(&weights).map(|(p, w)| format!("{p}{w}")).collect();
             let a = Accepted::parse(list.join(",").as_bytes());
             let p: Vec<Coding> = a.preferred().collect();
-            if p.len() == 2 {
-                prop_assert!(a.q(p[0]) >= a.q(p[1]));
+            for w in p.windows(2) {
+                prop_assert!(a.q(w[0]) >= a.q(w[1]));
             }
         }
     }

@@ -2,9 +2,9 @@
 //! server behind `hoop serve http`), to embed in a program of your own as tower-http's
 //! `ServeDir` or static-web-server's library are.
 //!
-//! It serves the files under one directory to `GET` and `HEAD` (conditional requests, one
-//! byte range, keep-alive and pipelining; no listings, no dot files, nothing outside the root,
-//! symlinks included), with limits and timeouts on every connection ([`Config`]).
+//! It serves the files under one directory to `GET` and `HEAD` (conditional requests, byte
+//! ranges, several as `multipart/byteranges` up to [`Config::max_ranges`], keep-alive and
+//! pipelining; no listings, no dot files, nothing outside the root, symlinks included), with limits and timeouts on every connection ([`Config`]).
 //!
 //! # Serving
 //!
@@ -66,7 +66,8 @@
 //!    while a fresh `statx` still shows its identity, else opens the file;
 //! 3. `response`: `statx` (a system call on the thread: the ring would run it in an io-wq
 //!    worker) gives size and validators; conditionals and ranges decide the
-//!    answer, and the head is written; a precompressed variant (`a.css.br`, `a.css.gz`)
+//!    answer (the rules of ranges and `If-Range` in `ranges`), and the head is written; a
+//!    precompressed variant (`a.css.br`, `a.css.zst`, `a.css.gz`)
 //!    answers instead when the client's `Accept-Encoding` takes it, and a directory without
 //!    an index file gets a listing with [`Config::autoindex`];
 //! 4. `conn` (the loop, the file answer, its head, the body senders, the log, one file
@@ -99,6 +100,7 @@ pub(crate) mod extras;
 pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
+pub(crate) mod ranges;
 pub(crate) mod resolve;
 pub(crate) mod response;
 mod server;

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use super::encoding::Coding;
 use super::parse::Request;
+use super::ranges::{self, if_range_matches, Part, Ranges};
 use super::status::Status;
 
 /// What the server knows of a file it serves (from `statx`).
@@ -79,7 +80,7 @@ impl FileMeta {
 }
 
 /// The answer for a file that exists, before any byte of it is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// 304.
     NotModified,
@@ -92,13 +93,21 @@ pub enum Decision {
         /// Bytes.
         len: u64,
     },
+    /// 206 `multipart/byteranges`: these parts, in this order (see `ranges`).
+    Multi(Vec<Part>),
     /// 416.
     Unsatisfiable,
 }
 
 /// Applies `If-None-Match` (which, when present, overrides `If-Modified-Since`), then
-/// `If-Modified-Since`, then `Range` (with `If-Range`).
-pub fn decide(req: &Request, meta: &FileMeta, etag: &str) -> Decision {
+/// `If-Modified-Since`, then `Range` (with `If-Range`, at most `max_ranges` parts: the rules
+/// are `ranges`'s). `(etag, last_modified)`: the file's validators as the head says them.
+pub fn decide(
+    req: &Request,
+    meta: &FileMeta,
+    (etag, last_modified): (&str, &str),
+    max_ranges: usize,
+) -> Decision {
     if let Some(inm) = &req.if_none_match {
         if etag_matches(inm, etag) {
             return Decision::NotModified;
@@ -115,17 +124,29 @@ pub fn decide(req: &Request, meta: &FileMeta, etag: &str) -> Decision {
     let Some(range) = &req.range else {
         return Decision::Full;
     };
+    range_decision(req, range, meta.size, (etag, last_modified), max_ranges)
+}
+
+/// The `Range` part of [`decide`], apart so that a request without one never enters it.
+#[cold]
+fn range_decision(
+    req: &Request,
+    range: &[u8],
+    size: u64,
+    (etag, last_modified): (&str, &str),
+    max_ranges: usize,
+) -> Decision {
     if let Some(ir) = &req.if_range {
-        let same = if ir.first() == Some(&b'"') {
-            ir.as_slice() == etag.as_bytes()
-        } else {
-            super::date::parse(ir) == Some(meta.mtime_secs)
-        };
-        if !same {
+        if !if_range_matches(ir, etag, last_modified) {
             return Decision::Full;
         }
     }
-    parse_range(range, meta.size)
+    match ranges::parse(range, size, max_ranges) {
+        Ranges::Whole => Decision::Full,
+        Ranges::Unsatisfiable => Decision::Unsatisfiable,
+        Ranges::One(Part { start, len }) => Decision::Partial { start, len },
+        Ranges::Many(parts) => Decision::Multi(parts),
+    }
 }
 
 /// `If-None-Match`: `*`, or a list of entity tags compared weakly (a `W/` prefix ignored).
@@ -134,68 +155,6 @@ fn etag_matches(header: &[u8], etag: &str) -> bool {
         let t = super::parse::trim(t);
         t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == etag.as_bytes()
     })
-}
-
-/// One `bytes=` range against a file of `size` bytes. Several ranges, another unit or a
-/// malformed value are answered with the whole file.
-pub fn parse_range(value: &[u8], size: u64) -> Decision {
-    let value = super::parse::trim(value);
-    let Some(eq) = value.iter().position(|&b| b == b'=') else {
-        return Decision::Full;
-    };
-    if !super::parse::trim(&value[..eq]).eq_ignore_ascii_case(b"bytes") {
-        return Decision::Full;
-    }
-    let spec = super::parse::trim(&value[eq + 1..]);
-    if spec.contains(&b',') {
-        return Decision::Full;
-    }
-    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
-        return Decision::Full;
-    };
-    let (first, last) = (
-        super::parse::trim(&spec[..dash]),
-        super::parse::trim(&spec[dash + 1..]),
-    );
-    use super::parse::parse_u64;
-    match (first.is_empty(), last.is_empty()) {
-        // bytes=-N: the last N bytes.
-        (true, false) => match parse_u64(last) {
-            None => Decision::Full,
-            Some(0) => Decision::Unsatisfiable,
-            Some(_) if size == 0 => Decision::Unsatisfiable,
-            Some(n) => {
-                let len = n.min(size);
-                Decision::Partial {
-                    start: size - len,
-                    len,
-                }
-            }
-        },
-        // bytes=A- and bytes=A-B.
-        (false, _) => {
-            let Some(a) = parse_u64(first) else {
-                return Decision::Full;
-            };
-            let b = if last.is_empty() {
-                u64::MAX
-            } else {
-                match parse_u64(last) {
-                    Some(b) if b >= a => b,
-                    _ => return Decision::Full,
-                }
-            };
-            if a >= size {
-                return Decision::Unsatisfiable;
-            }
-            let end = b.min(size - 1);
-            Decision::Partial {
-                start: a,
-                len: end - a + 1,
-            }
-        }
-        (true, true) => Decision::Full,
-    }
 }
 
 /// The fields of a response head.
@@ -327,45 +286,57 @@ pub fn write_status(out: &mut Vec<u8>, head: Head<'_>, head_only: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::{parse, Parsed};
+
+    fn req(headers: &str) -> Request {
+        let text = format!("GET /a HTTP/1.1\r\nHost: t\r\n{headers}\r\n");
+        match parse(text.as_bytes()) {
+            Parsed::Complete { request, .. } => request,
+            _ => panic!("{text:?}"),
+        }
+    }
 
     #[test]
-    fn ranges() {
+    fn ranges_after_conditionals() {
+        let meta = FileMeta {
+            size: 100,
+            mtime_secs: 784_111_777,
+            mtime_nsec: 0,
+            ino: 1,
+            dev: 1,
+            kind: libc::S_IFREG,
+        };
+        let etag = meta.etag();
+        let lm = crate::date::format(meta.mtime_secs);
+        let v = (&*etag, &*lm);
+        let d = |h: &str, max| decide(&req(h), &meta, v, max);
         use Decision::*;
+        assert_eq!(d("", 32), Full);
+        assert_eq!(d("Range: bytes=0-9\r\n", 32), Partial { start: 0, len: 10 });
+        assert_eq!(d("Range: bytes=0-9\r\n", 0), Full);
         assert_eq!(
-            parse_range(b"bytes=0-9", 100),
-            Partial { start: 0, len: 10 }
+            d("Range: bytes=0-9,20-29\r\n", 32),
+            Multi(vec![
+                Part { start: 0, len: 10 },
+                Part { start: 20, len: 10 }
+            ])
         );
-        assert_eq!(
-            parse_range(b"bytes=90-", 100),
-            Partial { start: 90, len: 10 }
-        );
-        assert_eq!(
-            parse_range(b"bytes=90-1000", 100),
-            Partial { start: 90, len: 10 }
-        );
-        assert_eq!(
-            parse_range(b"bytes=-10", 100),
-            Partial { start: 90, len: 10 }
-        );
-        assert_eq!(
-            parse_range(b"bytes=-1000", 100),
-            Partial { start: 0, len: 100 }
-        );
-        assert_eq!(parse_range(b"bytes=100-", 100), Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=-0", 100), Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=-5", 0), Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), Full);
-        assert_eq!(parse_range(b"bytes=5-1", 100), Full);
-        assert_eq!(parse_range(b"items=0-1", 100), Full);
-        assert_eq!(parse_range(b"bytes=x-1", 100), Full);
-        assert_eq!(parse_range(b"bytes=-", 100), Full);
-        let big = 5u64 << 30;
-        assert_eq!(
-            parse_range(b"bytes=4294967296-", big),
-            Partial {
-                start: 1 << 32,
-                len: big - (1 << 32)
-            }
-        );
+        assert_eq!(d("Range: bytes=0-9,20-29\r\n", 1), Full);
+        assert_eq!(d("Range: bytes=100-\r\n", 32), Unsatisfiable);
+        // If-Range: the ETag, a weak one, the exact date, another date, garbage; none
+        // without Range.
+        let r = "Range: bytes=0-9,20-29\r\n";
+        assert!(matches!(
+            d(&format!("{r}If-Range: {etag}\r\n"), 32),
+            Multi(_)
+        ));
+        assert_eq!(d(&format!("{r}If-Range: W/{etag}\r\n"), 32), Full);
+        assert!(matches!(d(&format!("{r}If-Range: {lm}\r\n"), 32), Multi(_)));
+        let other = crate::date::format(meta.mtime_secs + 1);
+        assert_eq!(d(&format!("{r}If-Range: {other}\r\n"), 32), Full);
+        assert_eq!(d(&format!("{r}If-Range: nonsense\r\n"), 32), Full);
+        assert_eq!(d(&format!("If-Range: {etag}\r\n"), 32), Full);
+        // Conditionals first.
+        assert_eq!(d(&format!("{r}If-None-Match: {etag}\r\n"), 32), NotModified);
     }
 }

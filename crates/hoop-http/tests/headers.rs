@@ -77,7 +77,13 @@ fn header_rules(kind: DriverKind) {
     assert_eq!((p.status, p.body.as_slice()), (206, &b"world\n"[..]));
     let p = range(&mut s, "bytes=7-1000");
     assert_eq!(p.header("content-range"), Some("bytes 7-12/13"));
+    // Several: multipart (tests/ranges.rs); overlapping: the whole file.
     let p = range(&mut s, "bytes=0-1,3-4");
+    assert_eq!(p.status, 206);
+    assert!(p
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("multipart/byteranges")));
+    let p = range(&mut s, "bytes=0-3,3-4");
     assert_eq!((p.status, p.body.len()), (200, 13));
     let p = range(&mut s, "bytes=13-");
     assert_eq!(p.status, 416);

@@ -1,7 +1,7 @@
-//! Precompressed variants (`a.css.br`, `a.css.gz`), on both drivers, with and without the
-//! cache: negotiation by `Accept-Encoding`, `Vary`, the variant's own validators, ranges and
-//! conditionals on the encoded file, stale and non-regular variants ignored, and
-//! `precompressed: false`.
+//! Precompressed variants (`a.css.br`, `a.css.zst`, `a.css.gz`), on both drivers, with and
+//! without the cache: negotiation by `Accept-Encoding` (weights, then br, zstd, gzip), `Vary`,
+//! the variant's own validators, ranges and conditionals on the encoded file, stale and
+//! non-regular variants ignored, and `precompressed: false`.
 //!
 //! The server runs in this process (`site::TestServer`); every client read and write has a
 //! timeout; every loop is bounded in count.
@@ -22,8 +22,8 @@ fn set_mtime(path: &Path, secs: u64) {
         .unwrap();
 }
 
-/// `site/` in a test root: `a.css` with fresh `.br` and `.gz` variants, `stale.js` with an
-/// older `.gz`, `plain.css` without any, `img.png` with a `.gz` (not a compressible type),
+/// `site/` in a test root: `a.css` with fresh `.br`, `.zst` and `.gz` variants, `stale.js`
+/// with an older `.gz` and `.zst`, `b.css` with only a fresh `.zst`, `plain.css` without any, `img.png` with a `.gz` (not a compressible type),
 /// `dir.css` whose `.gz` is a directory.
 fn make_precompressed(root: &Path) {
     let site = root.join("site");
@@ -35,6 +35,10 @@ fn make_precompressed(root: &Path) {
         ("a.css.gz", b"GZ-BYTES-0123456789", t),
         ("stale.js", b"let x = 1;\n", t),
         ("stale.js.gz", b"OLD-GZ", t - 100),
+        ("a.css.zst", b"ZSTD-BYTES-abcdefghij", t + 1),
+        ("stale.js.zst", b"OLD-ZST", t - 1),
+        ("b.css", b"b {}\n", t),
+        ("b.css.zst", b"B-ZST", t),
         ("plain.css", b"p {}\n", t),
         ("img.png", b"PNG", t),
         ("img.png.gz", b"PNG-GZ", t + 10),
@@ -185,6 +189,8 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_ne!(r.header("etag"), Some(gz_etag.as_str()));
     }
 
+    zstd_variants(&mut s);
+
     // A variant made fresh again is served (and the cache notices the change).
     set_mtime(&root.join("site/stale.js.gz"), 1_800_000_000);
     let r = s.ask_with("GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");
@@ -217,6 +223,105 @@ fn precompressed(kind: DriverKind, cache: u64) {
         .client()
         .ask_with("GET", "/site/a.css", "Accept-Encoding: br\r\n");
     assert_eq!(r.header("content-encoding"), Some("br"));
+}
+
+/// `.zst` beside `.br` and `.gz`: chosen by weight, between br and gzip at a tie, with its own
+/// validators; a stale one ignored; by name a plain file.
+fn zstd_variants(s: &mut site::Client) {
+    let zst = b"ZSTD-BYTES-abcdefghij";
+    let identity = b"body { color: red }\n";
+    let mut etags = Vec::new();
+    for _ in 0..2 {
+        for (accept, want) in [
+            ("zstd", Some("zstd")),
+            ("ZSTD;q=1.0", Some("zstd")),
+            ("gzip, zstd", Some("zstd")),
+            ("gzip, zstd, br", Some("br")),
+            ("br;q=0.5, zstd;q=0.9, gzip", Some("gzip")),
+            ("br;q=0.5, zstd;q=0.9, gzip;q=0.8", Some("zstd")),
+            ("zstd;q=0.2, br;q=0.1", Some("zstd")),
+            ("zstd;q=0, gzip", Some("gzip")),
+            ("zstd;q=0.5, identity", None),
+            ("*;q=0.5, br;q=0", Some("zstd")),
+        ] {
+            let r = s.ask_with(
+                "GET",
+                "/site/a.css",
+                &format!("Accept-Encoding: {accept}\r\n"),
+            );
+            assert_eq!(r.status, 200, "{accept}");
+            assert_eq!(r.header("content-encoding"), want, "{accept}");
+            assert_eq!(r.header("vary"), Some("Accept-Encoding"), "{accept}");
+            assert_eq!(r.header("content-type"), Some("text/css"), "{accept}");
+            match want {
+                Some("zstd") => {
+                    assert_eq!(r.body, zst, "{accept}");
+                    assert_eq!(r.header("content-length"), Some("21"));
+                    etags.push(r.header("etag").unwrap().to_string());
+                }
+                None => assert_eq!(r.body, identity, "{accept}"),
+                _ => {}
+            }
+        }
+    }
+    // Its own validator: one for every answer in zstd, none of the others'.
+    assert!(etags.windows(2).all(|w| w[0] == w[1]));
+    let zst_etag = etags[0].clone();
+    for accept in ["br", "gzip", "identity"] {
+        let r = s.ask_with(
+            "GET",
+            "/site/a.css",
+            &format!("Accept-Encoding: {accept}\r\n"),
+        );
+        assert_ne!(r.header("etag"), Some(zst_etag.as_str()), "{accept}");
+    }
+    let r = s.ask_with(
+        "GET",
+        "/site/a.css",
+        &format!("Accept-Encoding: zstd\r\nIf-None-Match: {zst_etag}\r\n"),
+    );
+    assert_eq!(r.status, 304);
+    // Ranges on the encoded bytes, several too.
+    let r = s.ask_with(
+        "GET",
+        "/site/a.css",
+        "Accept-Encoding: zstd\r\nRange: bytes=-4\r\n",
+    );
+    assert_eq!((r.status, &r.body[..]), (206, &b"ghij"[..]));
+    assert_eq!(r.header("content-range"), Some("bytes 17-20/21"));
+    let r = s.ask_with(
+        "GET",
+        "/site/a.css",
+        "Accept-Encoding: zstd\r\nRange: bytes=0-3,-4\r\n",
+    );
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-encoding"), Some("zstd"));
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(
+        body.contains("Content-Range: bytes 0-3/21\r\n\r\nZSTD\r\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Content-Range: bytes 17-20/21\r\n\r\nghij\r\n"),
+        "{body}"
+    );
+    // Only a .zst: a client that takes zstd gets it, one that takes gzip the file.
+    let r = s.ask_with("GET", "/site/b.css", "Accept-Encoding: gzip, zstd\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"B-ZST"[..]));
+    assert_eq!(r.header("content-encoding"), Some("zstd"));
+    let r = s.ask_with("GET", "/site/b.css", "Accept-Encoding: br, gzip\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"b {}\n"[..]));
+    assert_eq!(r.header("content-encoding"), None);
+    // Older than the file: not served (nor the older .gz).
+    let r = s.ask_with("GET", "/site/stale.js", "Accept-Encoding: zstd, gzip\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"let x = 1;\n"[..]));
+    assert_eq!(r.header("content-encoding"), None);
+    // By name: a plain file.
+    let r = s.ask_with("GET", "/site/a.css.zst", "Accept-Encoding: zstd\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &zst[..]));
+    assert_eq!(r.header("content-encoding"), None);
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert_ne!(r.header("etag"), Some(zst_etag.as_str()));
 }
 
 #[test]

@@ -50,10 +50,11 @@ pub struct HttpArgs {
     #[arg(long, default_value = "index.html", value_parser = parse_index, value_name = "NAME")]
     pub index: String,
     /// Do not serve precompressed files. By default `GET /a.css` from a client whose
-    /// Accept-Encoding takes br or gzip is answered with `a.css.br` or `a.css.gz` when that is
-    /// a regular file not older than `a.css` (with Content-Encoding, the Content-Type of
-    /// `a.css`, and Vary: Accept-Encoding on every response of a compressible type), as
-    /// nginx's gzip_static and brotli_static. nginx leaves those off; hoop turns this on
+    /// Accept-Encoding takes br, zstd or gzip is answered with `a.css.br`, `a.css.zst` or
+    /// `a.css.gz` (the higher weight first, then in that order) when that is a regular file
+    /// not older than `a.css` (with Content-Encoding, the Content-Type of `a.css`, and Vary:
+    /// Accept-Encoding on every response of a compressible type), as nginx's gzip_static and
+    /// brotli_static. nginx leaves those off; hoop turns this on
     /// because it only serves a variant the client accepts and that is fresh: the cost is one
     /// lookup per variant, only for compressible types and only when the client accepts one.
     #[arg(long, overrides_with = "precompressed")]
@@ -102,6 +103,11 @@ pub struct HttpArgs {
     /// TcpStream, the files under --root held in memory).
     #[arg(long, value_enum, default_value_t = HttpServerKind::Hoop)]
     pub server: HttpServerKind,
+    /// Most parts of a range request, as nginx's max_ranges: a `Range` set of more specs is
+    /// answered with the whole file; 0 turns ranges off (no Accept-Ranges), 1 allows single
+    /// ranges only; two parts or more are sent as multipart/byteranges.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max_ranges: usize,
 }
 
 /// Which server `hoop serve http` runs.
@@ -159,6 +165,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         content_security_policy: args.content_security_policy.clone(),
         error_pages: args.error_page.clone(),
         autoindex_format: args.autoindex_format,
+        max_ranges: args.max_ranges,
         ..Config::default()
     };
     // The library's checks, in the words of the flags.

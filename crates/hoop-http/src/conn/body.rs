@@ -80,6 +80,10 @@ impl Conn<'_> {
         if head_only || len == 0 {
             return Some(status);
         }
+        if let Some(parts) = self.parts.take() {
+            let source = super::parts::Source::Sendfile(&entry.file);
+            return self.send_parts(source, &parts).await.then_some(status);
+        }
         let file = entry.file.clone();
         self.sendfile_body(&file, start, len)
             .await
@@ -102,6 +106,10 @@ impl Conn<'_> {
             self.answer_head(req, &entry.meta, validators, rep, date, (keep, head_only));
         if head_only || len == 0 {
             return Some(status);
+        }
+        if let Some(parts) = self.parts.take() {
+            let source = super::parts::Source::Memory(&entry.body);
+            return self.send_parts(source, &parts).await.then_some(status);
         }
         let (start, end) = (start as usize, (start + len) as usize);
         if self.out.len() + (end - start) <= self.sh.cfg.one_send_max_bytes {

@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 
 use super::body::read_whole;
 use super::head::Rep;
+use super::parts::Source;
 use super::Conn;
 use crate::cache::{variant_key, Cache, FdEntry};
 use crate::config::AutoindexFormat;
@@ -149,12 +150,19 @@ impl Conn<'_> {
         }
         let etag = meta.etag_for(rep.coding);
         let last_modified = crate::date::format(meta.mtime_secs);
-        let decision = decide(req, &meta, &etag);
+        let decision = decide(req, &meta, (&etag, &last_modified), sh.cfg.max_ranges);
         let validators = (&*etag, &*last_modified);
         let (status, range) =
             self.write_file_head(decision, &meta, date, (keep, head_only), validators, rep);
         if head_only || range.1 == 0 {
             return Ok(Some(status));
+        }
+        if let Some(parts) = self.parts.take() {
+            let source = match (splice, &sh.pipes) {
+                (true, Some(pipes)) => Source::Splice(&file, pipes),
+                _ => Source::Stream(&file),
+            };
+            return Ok(self.send_parts(source, &parts).await.then_some(status));
         }
         if let (true, Some(pipes)) = (splice, &sh.pipes) {
             if !self.flush().await {

@@ -31,7 +31,7 @@ impl Conn<'_> {
         date: &str,
         (keep, head_only): (bool, bool),
     ) -> (Status, (u64, u64)) {
-        let decision = decide(req, meta, etag);
+        let decision = decide(req, meta, (etag, last_modified), self.sh.cfg.max_ranges);
         let validators = (etag, last_modified);
         self.write_file_head(decision, meta, date, (keep, head_only), validators, rep)
     }
@@ -51,7 +51,7 @@ impl Conn<'_> {
         let base = Head {
             content_type: rep.content_type,
             validators: Some((last_modified, etag)),
-            accept_ranges: true,
+            accept_ranges: self.sh.cfg.max_ranges > 0,
             content_encoding: rep.coding.map(Coding::name),
             vary: rep.vary,
             cache_control: self.cache_control,
@@ -99,6 +99,9 @@ impl Conn<'_> {
                 .write(&mut self.out);
                 self.file_body.set(len);
                 (Status::PartialContent, (start, len))
+            }
+            Decision::Multi(parts) => {
+                self.multipart_head(base, (parts, rep.content_type), meta, etag, head_only)
             }
         }
     }

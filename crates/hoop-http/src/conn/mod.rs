@@ -36,6 +36,7 @@ mod file;
 mod head;
 mod log;
 mod page;
+mod parts;
 pub(crate) mod run;
 
 /// What the connections of one server thread share.
@@ -123,4 +124,7 @@ struct Conn<'a> {
     file_body: Cell<u64>,
     /// The `Cache-Control` line of the file or listing being answered (`page`), or empty.
     cache_control: &'a [u8],
+    /// The parts of the `multipart/byteranges` answer whose head was just written, for its
+    /// body sender to take (`parts`); `None` between responses.
+    parts: Option<Box<crate::ranges::Multipart>>,
 }

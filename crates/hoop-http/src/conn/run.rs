@@ -87,6 +87,7 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
         remote: sh.log.as_ref().and_then(|_| stream.peer_addr().ok()),
         file_body: Cell::new(0),
         cache_control: b"",
+        parts: None,
     };
     // A buffer ring in user memory (the epoll driver, or a kernel without ring-mapped
     // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
