@@ -1,0 +1,680 @@
+//! `--config FILE`: a command's flags from a TOML file, for any command that flattens
+//! [`ConfigArg`] (today `hoop serve http`).
+//!
+//! The file is read before clap parses the command line for real, and turned into the words of
+//! the flags it sets, placed right after the subcommand's name and before the command line's
+//! own flags. Nothing here names a flag: the keys, whether each flag takes a value, is a switch
+//! or may be repeated, and the checks of its values all come from the clap definition of the
+//! command, so a flag added to the command is a key of the file with no code here.
+//!
+//! The rules, kept in `--help` (the doc comment of [`ConfigArg`]) and README's "Config file":
+//! - a key is a flag's long name without the dashes, as written on the command line
+//!   (`header-timeout-ms = 5000`); `config` is not a key; no tables or sections;
+//! - a string, integer or float value becomes the text the flag would get (`--key=TEXT`), and
+//!   that text is checked by the flag's own value parser, so a value is refused exactly as on the
+//!   command line; a flag without a value takes `true` (given) or `false` (not given); a
+//!   repeatable flag takes an array (or one value);
+//! - a flag given on the command line wins over the same key in the file (for a repeatable flag,
+//!   the command line's list replaces the file's): the file's words for that key are left out,
+//!   which [`ArgMatches::value_source`] tells exactly (a default is not a given flag);
+//! - an error names the file and the line (and column, for TOML syntax) in one line.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// The long name of the flag that names the file (not a key of the file itself).
+const FLAG: &str = "config";
+
+/// `--config FILE`, flattened into the arguments of a command that takes a config file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigArg {
+    /// Read flags from a TOML file of `key = value` lines; flags given here win over it.
+    ///
+    /// Keys: the long names of the flags without their dashes, as written on the command line
+    /// (`root = "/srv/www"`, `header-timeout-ms = 5000`); not `config`; no tables or sections.
+    ///
+    /// Values: a string, an integer or a float for a flag that takes a value, checked as that
+    /// text on the command line would be (`cache-bytes = "256M"`); `true` (given) or `false`
+    /// (not given) for a flag without a value (`access-log = true`); an array (or one value)
+    /// for a flag that can be repeated. Paths are relative to the working directory, as on the
+    /// command line.
+    ///
+    /// A flag given on the command line wins over its key in the file; for a repeatable flag,
+    /// the command line's list replaces the file's. An unknown key, a value of the wrong type
+    /// or a value the flag refuses stops the command with the file's name and line.
+    #[arg(long = FLAG, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The command line `argv` (program name first) with the flags of the config file given by
+/// `--config FILE` put in, for [`clap::Parser::try_parse_from`]: `argv` itself when no
+/// subcommand of `root` that takes `--config` is given one, or when the command line has an
+/// error of its own (which the real parse then reports). `Err` is the one line to print after
+/// `hoop: `.
+pub fn apply(root: Command, argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
+    apply_with(root, argv, |path| {
+        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    })
+}
+
+/// [`apply`], with `read` giving the text of the file (or the error line).
+fn apply_with(
+    root: Command,
+    argv: Vec<OsString>,
+    read: impl FnOnce(&Path) -> Result<String, String>,
+) -> Result<Vec<OsString>, String> {
+    // Most command lines name no file: no second parse for them.
+    let long = format!("--{FLAG}");
+    let names_file = argv.iter().skip(1).any(|w| {
+        w.to_str()
+            .is_some_and(|w| w == long || w.starts_with(&format!("{long}=")))
+    });
+    if !names_file {
+        return Ok(argv);
+    }
+    // A first parse with nothing required (`--root` may come from the file): which
+    // subcommand, which file, and which flags the command line gives.
+    let relaxed = relax(root);
+    let Ok(matches) = relaxed.clone().try_get_matches_from(&argv) else {
+        return Ok(argv);
+    };
+    let mut cmd = &relaxed;
+    let mut m = &matches;
+    let mut path = Vec::new();
+    let file = loop {
+        if let Some(file) = config_given(cmd, m) {
+            break file;
+        }
+        let Some((name, sub)) = m.subcommand() else {
+            return Ok(argv);
+        };
+        let Some(sub_cmd) = cmd.find_subcommand(name) else {
+            return Ok(argv);
+        };
+        cmd = sub_cmd;
+        m = sub;
+        path.push(cmd);
+    };
+    let text = read(&file)?;
+    let words = file_words(cmd, m, &file.display().to_string(), &text)?;
+    let at = after_subcommands(&argv, &path).ok_or_else(|| {
+        format!(
+            "{}: cannot place its flags on the command line",
+            file.display()
+        )
+    })?;
+    let mut out = argv;
+    out.splice(at..at, words);
+    Ok(out)
+}
+
+/// `cmd` and all its subcommands with no argument required.
+fn relax(cmd: Command) -> Command {
+    cmd.mut_args(|a| a.required(false)).mut_subcommands(relax)
+}
+
+/// The file `--config` names on the command line of `cmd`, if `cmd` has that flag.
+fn config_given(cmd: &Command, m: &ArgMatches) -> Option<PathBuf> {
+    let arg = cmd.get_arguments().find(|a| a.get_long() == Some(FLAG))?;
+    let id = arg.get_id().as_str();
+    if m.value_source(id) != Some(ValueSource::CommandLine) {
+        return None;
+    }
+    let mut raw = m.try_get_raw(id).ok()??;
+    raw.next().map(PathBuf::from)
+}
+
+/// The index in `argv` right after the names of the subcommands `path` (outermost first):
+/// where the file's words go, so that the command line's own flags come after them (of two
+/// flags overriding each other, the last one wins: the command line's).
+fn after_subcommands(argv: &[OsString], path: &[&Command]) -> Option<usize> {
+    let mut at = 1;
+    for sub in path {
+        let found = argv[at..].iter().position(|w| {
+            w.to_str().is_some_and(|w| {
+                w == sub.get_name() || sub.get_all_aliases().any(|alias| alias == w)
+            })
+        })?;
+        at += found + 1;
+    }
+    Some(at)
+}
+
+/// How a flag reads its value from the file, from its clap action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `--key=TEXT` once (`ArgAction::Set`).
+    One,
+    /// `--key=TEXT` for each value of an array (`ArgAction::Append`).
+    Many,
+    /// `--key` when `true` (`ArgAction::SetTrue`, `SetFalse`).
+    Switch,
+    /// `--key` N times (`ArgAction::Count`).
+    Count,
+}
+
+fn kind(arg: &Arg) -> Option<Kind> {
+    match arg.get_action() {
+        ArgAction::Set => Some(Kind::One),
+        ArgAction::Append => Some(Kind::Many),
+        ArgAction::SetTrue | ArgAction::SetFalse => Some(Kind::Switch),
+        ArgAction::Count => Some(Kind::Count),
+        // Help and version are not settings.
+        _ => None,
+    }
+}
+
+/// The flags of `cmd` a file may set, with their keys: every flag with a long name (and its
+/// aliases), but `--config` and help/version.
+fn keyed_args(cmd: &Command) -> Vec<(&str, &Arg, Kind)> {
+    let mut keys = Vec::new();
+    for arg in cmd.get_arguments() {
+        let (Some(long), Some(kind)) = (arg.get_long(), kind(arg)) else {
+            continue;
+        };
+        if long == FLAG {
+            continue;
+        }
+        keys.push((long, arg, kind));
+        for alias in arg.get_all_aliases().unwrap_or_default() {
+            keys.push((alias, arg, kind));
+        }
+    }
+    keys
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The words the file `text` (named `origin` in errors) adds to the command line of `cmd`,
+/// whose first parse is `given`: in the file's order, without the flags the command line gives.
+fn file_words(
+    cmd: &Command,
+    given: &ArgMatches,
+    origin: &str,
+    text: &str,
+) -> Result<Vec<OsString>, String> {
+    let table = DeTable::parse(text).map_err(|e| {
+        let msg = one_line(e.message());
+        match e.span() {
+            Some(span) => {
+                let (line, col) = line_col(text, span.start);
+                format!("{origin}:{line}:{col}: {msg}")
+            }
+            None => format!("{origin}: {msg}"),
+        }
+    })?;
+    let at = |offset: usize| format!("{origin}:{}", line_col(text, offset).0);
+    let keys = keyed_args(cmd);
+    let mut entries: Vec<_> = table.get_ref().iter().collect();
+    entries.sort_by_key(|(k, _)| k.span().start);
+    let mut seen: Vec<(&clap::Id, usize)> = Vec::new();
+    let mut words = Vec::new();
+    for (key, value) in entries {
+        let name: &str = key.get_ref();
+        let here = at(key.span().start);
+        if is_table(value.get_ref()) {
+            return Err(format!(
+                "{here}: `{name}` is a table: the file takes `key = value` lines only, no \
+                 tables or sections"
+            ));
+        }
+        let Some(&(_, arg, kind)) = keys.iter().find(|(k, ..)| *k == name) else {
+            return Err(format!("{here}: {}", unknown(name, &keys)));
+        };
+        let line = line_col(text, key.span().start).0;
+        if let Some((_, first)) = seen.iter().find(|(id, _)| *id == arg.get_id()) {
+            return Err(format!(
+                "{here}: `{name}` sets --{} again (line {first})",
+                arg.get_long().unwrap_or(name)
+            ));
+        }
+        seen.push((arg.get_id(), line));
+        let long = arg.get_long().unwrap_or(name);
+        let key_words = words_of(cmd, long, kind, value, &|offset| at(offset), name)?;
+        // The command line's flag wins (its whole list, for a repeatable one); the file's
+        // value was checked all the same: a file is refused for a bad line whatever the
+        // command line says.
+        if given.value_source(arg.get_id().as_str()) != Some(ValueSource::CommandLine) {
+            words.extend(key_words);
+        }
+    }
+    Ok(words)
+}
+
+/// Whether `v` is a table or an array of tables (`[name]`, `name = {..}`, `[[name]]`).
+fn is_table(v: &DeValue<'_>) -> bool {
+    match v {
+        DeValue::Table(_) => true,
+        DeValue::Array(a) => !a.is_empty() && a.iter().all(|e| e.get_ref().is_table()),
+        _ => false,
+    }
+}
+
+/// "unknown key `NAME`", with the key meant when NAME is a flag's in snake_case or with its
+/// dashes.
+fn unknown(name: &str, keys: &[(&str, &Arg, Kind)]) -> String {
+    if name == FLAG {
+        return format!("unknown key `{FLAG}` (a config file cannot name another)");
+    }
+    let meant = name.trim_start_matches('-').replace('_', "-");
+    match keys.iter().find(|(k, ..)| *k == meant) {
+        Some((k, ..)) => format!("unknown key `{name}` (did you mean `{k}`?)"),
+        None => format!("unknown key `{name}`"),
+    }
+}
+
+/// The words of one key: `--long=TEXT` for each value, `--long` for a switch set to `true`,
+/// each value checked by the flag's own parser.
+fn words_of(
+    cmd: &Command,
+    long: &str,
+    kind: Kind,
+    value: &Spanned<DeValue<'_>>,
+    at: &dyn Fn(usize) -> String,
+    name: &str,
+) -> Result<Vec<OsString>, String> {
+    let bad = |span_start: usize, why: String| {
+        format!("{}: bad value for `{name}`: {why}", at(span_start))
+    };
+    let start = value.span().start;
+    let v = value.get_ref();
+    match kind {
+        Kind::Switch => match v {
+            DeValue::Boolean(true) => Ok(vec![format!("--{long}").into()]),
+            DeValue::Boolean(false) => Ok(Vec::new()),
+            v => Err(bad(
+                start,
+                format!("--{long} takes no value: true or false, not {}", a_type(v)),
+            )),
+        },
+        Kind::Count => match v {
+            DeValue::Integer(i) => {
+                let n = i128::from_str_radix(i.as_str(), i.radix())
+                    .ok()
+                    .filter(|n| (0..=255).contains(n))
+                    .ok_or_else(|| {
+                        bad(start, format!("--{long} counts 0 to 255 times, not {i}"))
+                    })?;
+                Ok(vec![format!("--{long}").into(); n as usize])
+            }
+            v => Err(bad(
+                start,
+                format!("--{long} is counted: an integer, not {}", a_type(v)),
+            )),
+        },
+        Kind::One => {
+            if let DeValue::Array(_) = v {
+                return Err(bad(
+                    start,
+                    format!("--{long} takes one value, not an array"),
+                ));
+            }
+            let word = word(long, v).map_err(|why| bad(start, why))?;
+            check(cmd, &word).map_err(|why| bad(start, why))?;
+            Ok(vec![word])
+        }
+        Kind::Many => {
+            let items: Vec<&Spanned<DeValue<'_>>> = match v {
+                DeValue::Array(a) => a.iter().collect(),
+                _ => vec![value],
+            };
+            let mut words = Vec::with_capacity(items.len());
+            for item in items {
+                let start = item.span().start;
+                let word = word(long, item.get_ref()).map_err(|why| bad(start, why))?;
+                check(cmd, &word).map_err(|why| bad(start, why))?;
+                words.push(word);
+            }
+            Ok(words)
+        }
+    }
+}
+
+/// `--long=TEXT` for a string, integer or float: the text the flag would get on the command
+/// line (an integer in decimal, a float as written).
+fn word(long: &str, v: &DeValue<'_>) -> Result<OsString, String> {
+    let text = match v {
+        DeValue::String(s) => s.to_string(),
+        DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix())
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| i.to_string()),
+        DeValue::Float(f) => f.as_str().to_string(),
+        v => {
+            return Err(format!(
+                "--{long} takes a string or a number, not {}",
+                a_type(v)
+            ))
+        }
+    };
+    Ok(format!("--{long}={text}").into())
+}
+
+/// "a string", "an array"...: the TOML type of `v`, for messages.
+fn a_type(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// Parses `word` alone with `cmd` (nothing required), so that its value meets the flag's own
+/// value parser, as on the command line; `Err` is clap's reason in one line. Errors that are
+/// about other flags (one this flag requires or conflicts with) are left to the real parse.
+fn check(cmd: &Command, word: &OsStr) -> Result<(), String> {
+    use clap::error::ErrorKind;
+    match cmd
+        .clone()
+        .no_binary_name(true)
+        .try_get_matches_from([word])
+    {
+        Ok(_) => Ok(()),
+        Err(e) => match e.kind() {
+            ErrorKind::MissingRequiredArgument
+            | ErrorKind::ArgumentConflict
+            | ErrorKind::MissingSubcommand
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Ok(()),
+            _ => Err(clap_reason(&e)),
+        },
+    }
+}
+
+/// clap's message for `e` in one line, as `hoop` prints its other usage errors: the text up
+/// to the first blank line or `Usage:`, without the `error: ` prefix.
+fn clap_reason(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
+}
+
+/// A message that may run over several lines, in one.
+fn one_line(msg: &str) -> String {
+    msg.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Args;
+
+    #[test]
+    fn line_and_column_of_an_offset() {
+        let text = "a = 1\nbb = 2\r\n\n  é = x";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 4), (1, 5));
+        // The newline itself is the last column of its line.
+        assert_eq!(line_col(text, 5), (1, 6));
+        assert_eq!(line_col(text, 6), (2, 1));
+        assert_eq!(line_col(text, 11), (2, 6));
+        assert_eq!(line_col(text, 14), (3, 1));
+        assert_eq!(line_col(text, 15), (4, 1));
+        // Columns count characters: `é` is two bytes, one column.
+        assert_eq!(line_col(text, 17), (4, 3));
+        assert_eq!(line_col(text, 19), (4, 4));
+        // Inside a character, and past the end: clamped.
+        assert_eq!(line_col(text, 18), (4, 3));
+        assert_eq!(line_col(text, 1000), line_col(text, text.len()));
+        assert_eq!(line_col("", 0), (1, 1));
+    }
+
+    /// A command of its own: a required `--req`, a repeatable `--tag`, a switch, a count, a
+    /// number, and two switches overriding each other, under `top sub`.
+    fn command() -> Command {
+        let sub = ConfigArg::augment_args(Command::new("sub"))
+            .arg(Arg::new("req").long("req").required(true))
+            .arg(Arg::new("tag").long("tag").action(ArgAction::Append))
+            .arg(
+                Arg::new("num")
+                    .long("num")
+                    .value_parser(clap::value_parser!(u16)),
+            )
+            .arg(Arg::new("on").long("on").action(ArgAction::SetTrue))
+            .arg(
+                Arg::new("verbose")
+                    .long("verbose")
+                    .alias("loud")
+                    .action(ArgAction::Count),
+            )
+            .arg(
+                Arg::new("yes")
+                    .long("yes")
+                    .action(ArgAction::SetTrue)
+                    .overrides_with("no"),
+            )
+            .arg(
+                Arg::new("no")
+                    .long("no")
+                    .action(ArgAction::SetTrue)
+                    .overrides_with("yes"),
+            );
+        Command::new("top").subcommand(sub)
+    }
+
+    fn run(args: &[&str], file: &str) -> Result<Vec<String>, String> {
+        let argv = args.iter().map(OsString::from).collect();
+        let out = apply_with(command(), argv, |p| {
+            assert_eq!(p, Path::new("f.toml"));
+            Ok(file.to_string())
+        })?;
+        Ok(out.into_iter().map(|w| w.into_string().unwrap()).collect())
+    }
+
+    /// The sub-matches of the full parse of the merged command line.
+    fn parse(args: &[&str], file: &str) -> ArgMatches {
+        let argv = run(args, file).unwrap();
+        let m = command().try_get_matches_from(&argv).unwrap();
+        m.subcommand_matches("sub").unwrap().clone()
+    }
+
+    fn tags(m: &ArgMatches) -> Vec<String> {
+        m.get_many::<String>("tag")
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn no_config_flag_leaves_the_command_line_alone() {
+        let args = ["top", "sub", "--req", "x"];
+        assert_eq!(run(&args, "req = 'y'").unwrap(), args);
+    }
+
+    #[test]
+    fn file_words_go_after_the_subcommand_before_the_flags() {
+        let file = "req = 'r'\ntag = ['a', 'b=c']\nnum = 7\non = true\nverbose = 2\nyes = false";
+        let out = run(&["top", "sub", "--config", "f.toml"], file).unwrap();
+        assert_eq!(
+            out,
+            [
+                "top",
+                "sub",
+                "--req=r",
+                "--tag=a",
+                "--tag=b=c",
+                "--num=7",
+                "--on",
+                "--verbose",
+                "--verbose",
+                "--config",
+                "f.toml"
+            ]
+        );
+        let m = parse(&["top", "sub", "--config", "f.toml"], file);
+        assert_eq!(m.get_one::<String>("req").unwrap(), "r");
+        assert_eq!(tags(&m), ["a", "b=c"]);
+        assert_eq!(m.get_one::<u16>("num"), Some(&7));
+        assert!(m.get_flag("on"));
+        assert_eq!(m.get_count("verbose"), 2);
+    }
+
+    #[test]
+    fn the_command_line_wins_and_its_list_replaces_the_files() {
+        let file = "req = 'r'\ntag = ['a', 'b']\nnum = 7\nno = true";
+        let args = [
+            "top",
+            "sub",
+            "--tag",
+            "c",
+            "--config=f.toml",
+            "--num",
+            "9",
+            "--yes",
+        ];
+        let m = parse(&args, file);
+        assert_eq!(tags(&m), ["c"]);
+        assert_eq!(m.get_one::<u16>("num"), Some(&9));
+        assert_eq!(m.get_one::<String>("req").unwrap(), "r");
+        // `--no` from the file, `--yes` on the command line: the command line's is last.
+        assert!(m.get_flag("yes") && !m.get_flag("no"));
+        // One value for a repeatable flag, and the file's list without a command-line one.
+        let m = parse(
+            &["top", "sub", "--config", "f.toml"],
+            "tag = 'only'\nreq = 1",
+        );
+        assert_eq!(tags(&m), ["only"]);
+        assert_eq!(m.get_one::<String>("req").unwrap(), "1");
+        // A key through an alias; an empty list sets nothing.
+        let m = parse(
+            &["top", "sub", "--config", "f.toml", "--req", "x"],
+            "loud = 3\ntag = []",
+        );
+        assert_eq!(m.get_count("verbose"), 3);
+        assert!(tags(&m).is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let args = ["top", "sub", "--config", "f.toml"];
+        for (file, want) in [
+            ("req = 'r'\n\nfoo = 1", "f.toml:3: unknown key `foo`"),
+            ("# c\nreq_x = 1\n", "f.toml:2: unknown key `req_x`"),
+            (
+                "req = 1\n--tag = 'x'",
+                "f.toml:2: unknown key `--tag` (did you mean `tag`?)",
+            ),
+            (
+                "num = 1\nreq = 'r'\n\"--num\" = 2",
+                "f.toml:3: unknown key `--num` (did you mean `num`?)",
+            ),
+            (
+                "config = 'g.toml'",
+                "f.toml:1: unknown key `config` (a config file cannot name another)",
+            ),
+            (
+                "req = 'r'\nnum = 70000",
+                "f.toml:2: bad value for `num`: invalid value '70000' for '--num <num>': \
+                 70000 is not in 0..=65535",
+            ),
+            (
+                "req = 'r'\ntag = [\n  'a',\n  true,\n]",
+                "f.toml:4: bad value for `tag`: --tag takes a string or a number, not a boolean",
+            ),
+            (
+                "on = 'yes'",
+                "f.toml:1: bad value for `on`: --on takes no value: true or false, not a string",
+            ),
+            (
+                "num = [1, 2]",
+                "f.toml:1: bad value for `num`: --num takes one value, not an array",
+            ),
+            (
+                "req = 1979-05-27",
+                "f.toml:1: bad value for `req`: --req takes a string or a number, not a date-time",
+            ),
+            (
+                "req = 'r'\n[section]\nnum = 1",
+                "f.toml:2: `section` is a table: the file takes `key = value` lines only, no \
+                 tables or sections",
+            ),
+            (
+                "req = { a = 1 }",
+                "f.toml:1: `req` is a table: the file takes `key = value` lines only, no \
+                 tables or sections",
+            ),
+            (
+                "a.b = 1",
+                "f.toml:1: `a` is a table: the file takes `key = value` lines only, no \
+                 tables or sections",
+            ),
+            (
+                "verbose = 2\nloud = 1",
+                "f.toml:2: `loud` sets --verbose again (line 1)",
+            ),
+            ("req = 'r'\nreq = 's'", "f.toml:2:1: duplicate key"),
+            (
+                "req = 'r\n",
+                "f.toml:1:9: invalid literal string, expected `'`",
+            ),
+        ] {
+            let err = run(&args, file).unwrap_err();
+            assert_eq!(err, want, "{file:?}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        // A key a flag on the command line overrides is checked all the same.
+        let err = run(
+            &["top", "sub", "--num", "1", "--config", "f.toml"],
+            "num = 'x'",
+        );
+        assert!(err
+            .unwrap_err()
+            .starts_with("f.toml:1: bad value for `num`"));
+    }
+
+    #[test]
+    fn snake_case_keys_get_the_kebab_case_flag() {
+        let cmd = Command::new("top").subcommand(
+            ConfigArg::augment_args(Command::new("sub"))
+                .arg(Arg::new("cache_bytes").long("cache-bytes")),
+        );
+        let argv = ["top", "sub", "--config", "f.toml"]
+            .map(OsString::from)
+            .to_vec();
+        let err = apply_with(cmd, argv, |_| Ok("\ncache_bytes = 5".into())).unwrap_err();
+        assert_eq!(
+            err,
+            "f.toml:2: unknown key `cache_bytes` (did you mean `cache-bytes`?)"
+        );
+    }
+
+    #[test]
+    fn a_bad_command_line_is_left_to_the_real_parse() {
+        // An unknown flag, --help: the first parse fails and the file is not read.
+        for args in [
+            &["top", "sub", "--config", "f.toml", "--bogus"][..],
+            &["top", "sub", "--config", "f.toml", "--help"],
+        ] {
+            let argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let out = apply_with(command(), argv.clone(), |_| panic!("read")).unwrap();
+            assert_eq!(out, argv);
+        }
+        // A file that cannot be read: its line.
+        let argv = ["top", "sub", "--config", "f.toml"]
+            .map(OsString::from)
+            .to_vec();
+        let err = apply_with(command(), argv, |_| Err("f.toml: gone".into())).unwrap_err();
+        assert_eq!(err, "f.toml: gone");
+    }
+}
