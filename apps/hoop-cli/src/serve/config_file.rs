@@ -30,6 +30,10 @@ use toml::Spanned;
 /// The long name of the flag that names the file (not a key of the file itself).
 const FLAG: &str = "config";
 
+/// The clap id of that flag: a command has a config file when it has an argument of this id
+/// (a `--config` of another meaning elsewhere is left alone).
+const ID: &str = "hoop-config-file";
+
 /// `--config FILE`, flattened into the arguments of a command that takes a config file.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConfigArg {
@@ -47,7 +51,7 @@ pub struct ConfigArg {
     /// A flag given on the command line wins over its key in the file; for a repeatable flag,
     /// the command line's list replaces the file's. An unknown key, a value of the wrong type
     /// or a value the flag refuses stops the command with the file's name and line.
-    #[arg(long = FLAG, value_name = "FILE")]
+    #[arg(id = ID, long = FLAG, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
 
@@ -118,14 +122,14 @@ fn relax(cmd: Command) -> Command {
     cmd.mut_args(|a| a.required(false)).mut_subcommands(relax)
 }
 
-/// The file `--config` names on the command line of `cmd`, if `cmd` has that flag.
+/// The file `--config` names on the command line of `cmd`, if `cmd` has that flag
+/// ([`ConfigArg`]).
 fn config_given(cmd: &Command, m: &ArgMatches) -> Option<PathBuf> {
-    let arg = cmd.get_arguments().find(|a| a.get_long() == Some(FLAG))?;
-    let id = arg.get_id().as_str();
-    if m.value_source(id) != Some(ValueSource::CommandLine) {
+    cmd.get_arguments().find(|a| a.get_id() == ID)?;
+    if m.value_source(ID) != Some(ValueSource::CommandLine) {
         return None;
     }
-    let mut raw = m.try_get_raw(id).ok()??;
+    let mut raw = m.try_get_raw(ID).ok()??;
     raw.next().map(PathBuf::from)
 }
 
@@ -177,7 +181,7 @@ fn keyed_args(cmd: &Command) -> Vec<(&str, &Arg, Kind)> {
         let (Some(long), Some(kind)) = (arg.get_long(), kind(arg)) else {
             continue;
         };
-        if long == FLAG {
+        if arg.get_id() == ID {
             continue;
         }
         keys.push((long, arg, kind));
