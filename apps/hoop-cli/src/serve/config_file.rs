@@ -681,4 +681,71 @@ mod tests {
         let err = apply_with(command(), argv, |_| Err("f.toml: gone".into())).unwrap_err();
         assert_eq!(err, "f.toml: gone");
     }
+
+    /// Every flag of the real `hoop serve http`, present and future, is a key: a file setting
+    /// each one that has a default or a list of possible values (to that value; switches to
+    /// `true`) passes the checks, and the merged command line parses with each flag given. A
+    /// flag with an action a file cannot set fails here.
+    #[test]
+    fn every_flag_of_serve_http_is_a_key() {
+        use clap::CommandFactory;
+        let root = crate::Cli::command();
+        let http = root
+            .find_subcommand("serve")
+            .and_then(|s| s.find_subcommand("http"))
+            .expect("serve http")
+            .clone();
+        let mut file = String::new();
+        let mut set = Vec::new();
+        for arg in http.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            if arg.get_id() == ID {
+                continue;
+            }
+            let kind = kind(arg).unwrap_or_else(|| panic!("--{long}: a file cannot set it"));
+            let value = match kind {
+                Kind::Switch => "true".to_string(),
+                Kind::Count => "1".to_string(),
+                Kind::One | Kind::Many => {
+                    let text = match (arg.get_default_values().first(), long) {
+                        (Some(v), _) => v.to_string_lossy().into_owned(),
+                        (None, "root") => "/".to_string(),
+                        (None, _) => match arg.get_possible_values().first() {
+                            Some(v) => v.get_name().to_string(),
+                            // Nothing to derive a valid value from.
+                            None => continue,
+                        },
+                    };
+                    format!("{text:?}")
+                }
+            };
+            file.push_str(&format!("{long} = {value}\n"));
+            set.push((arg.get_id().clone(), kind));
+        }
+        assert!(set.len() >= 10, "{file}");
+        let argv = ["hoop", "serve", "http", "--config", "f.toml"]
+            .map(OsString::from)
+            .to_vec();
+        let argv = apply_with(crate::Cli::command(), argv, |_| Ok(file.clone()))
+            .unwrap_or_else(|e| panic!("{e}\n{file}"));
+        let m = crate::Cli::command()
+            .try_get_matches_from(&argv)
+            .unwrap_or_else(|e| panic!("{e}\n{file}"));
+        let m = m
+            .subcommand_matches("serve")
+            .and_then(|m| m.subcommand_matches("http"))
+            .expect("serve http");
+        for (id, kind) in set {
+            // Of two switches that override each other, the later one stands.
+            if kind != Kind::Switch {
+                assert_eq!(
+                    m.value_source(id.as_str()),
+                    Some(ValueSource::CommandLine),
+                    "{id}"
+                );
+            }
+        }
+    }
 }
