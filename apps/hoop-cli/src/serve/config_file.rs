@@ -40,7 +40,8 @@ pub struct ConfigArg {
     /// Read flags from a TOML file of `key = value` lines; flags given here win over it.
     ///
     /// Keys: the long names of the flags without their dashes, as written on the command line
-    /// (`root = "/srv/www"`, `header-timeout-ms = 5000`); not `config`; no tables or sections.
+    /// (`header-timeout-ms = 5000`; `root = "/srv/www"` gives the required --root); not
+    /// `config`; no tables or sections.
     ///
     /// Values: a string, an integer or a float for a flag that takes a value, checked as that
     /// text on the command line would be (`cache-bytes = "256M"`); `true` (given) or `false`
