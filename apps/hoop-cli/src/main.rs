@@ -10,7 +10,7 @@ mod soak;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// hoop: completion-based async I/O on io_uring, its servers and its benchmarks.
 #[derive(Debug, Parser)]
@@ -34,7 +34,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // `--config FILE`: the file's flags put in before the command line's own.
+    let argv = match serve::config_file::apply(Cli::command(), std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("hoop: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) => match e.kind() {
             clap::error::ErrorKind::DisplayHelp

@@ -15,6 +15,8 @@ use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
 /// Arguments of `hoop serve http`.
 #[derive(Debug, clap::Args)]
 pub struct HttpArgs {
+    #[command(flatten)]
+    pub config: super::config_file::ConfigArg,
     /// The directory to serve.
     #[arg(long)]
     pub root: PathBuf,
