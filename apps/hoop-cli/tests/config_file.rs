@@ -281,6 +281,67 @@ fn flags_override_the_file_on_both_drivers() {
     each_driver(flags_override_the_file);
 }
 
+/// The response settings from a file, repeatable ones as arrays (`cache-control`) or a
+/// single value (`error-page`): each is honoured; then a `--cache-control` on the command
+/// line replaces the file's whole list, while the file's other keys still apply.
+fn response_keys_from_the_file(driver: &str) {
+    let (_base, dir, root) = site(&format!("response-{driver}"));
+    std::fs::write(root.join("404.html"), b"<h1>not here</h1>\n").unwrap();
+    let file = format!(
+        "root = \"www\"\n\
+         addr = \"127.0.0.1:0\"\n\
+         driver = \"{driver}\"\n\
+         cache-control = [\n  \"*.css=max-age=60\",\n  \"text/html=no-cache\",\n]\n\
+         error-page = \"404=/404.html\"\n\
+         security-headers = true\n\
+         content-security-policy = \"default-src 'self'\"\n\
+         max-ranges = 1\n\
+         autoindex = true\n\
+         autoindex-format = \"json\"\n"
+    );
+    let config = write_file(&dir, "hoop.toml", &file);
+    {
+        let server = Server::start(&dir, &["--config", &config]);
+        let r = server.get("/a.css", "");
+        assert_eq!(r.header("cache-control"), Some("max-age=60"), "{}", r.head);
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(
+            r.header("content-security-policy"),
+            Some("default-src 'self'")
+        );
+        let r = server.get("/index.html", "");
+        assert_eq!(r.header("cache-control"), Some("no-cache"), "{}", r.head);
+        let r = server.get("/missing.txt", "");
+        assert_eq!(
+            (r.status, &r.body[..], r.header("content-type")),
+            (404, &b"<h1>not here</h1>\n"[..], Some("text/html"))
+        );
+        // max-ranges = 1: two ranges get the whole file.
+        let r = server.get("/a.txt", "Range: bytes=0-1,3-4\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello, world\n"[..]));
+        let r = server.get("/empty/", "");
+        assert_eq!(
+            (r.status, r.header("content-type"), &r.body[..]),
+            (200, Some("application/json"), &b"[]\n"[..])
+        );
+    }
+    // The command line's --cache-control replaces the file's list: the HTML rule is gone.
+    let server = Server::start(
+        &dir,
+        &["--config", &config, "--cache-control", "*.css=max-age=5"],
+    );
+    let r = server.get("/a.css", "");
+    assert_eq!(r.header("cache-control"), Some("max-age=5"), "{}", r.head);
+    let r = server.get("/index.html", "");
+    assert_eq!(r.header("cache-control"), None, "{}", r.head);
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+}
+
+#[test]
+fn response_keys_from_the_file_on_both_drivers() {
+    each_driver(response_keys_from_the_file);
+}
+
 // ===== bad files =====
 
 /// `hoop serve http ARGS` in `dir`: its exit code, stderr and stdout.
