@@ -318,6 +318,8 @@
 //! for the full lifecycle.
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) marks the items only the `tokio` feature brings.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 /// The README's examples, compiled with the doc tests so the crate page cannot drift from the API.
