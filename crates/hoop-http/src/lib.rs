@@ -3,8 +3,9 @@
 //! `ServeDir` or static-web-server's library are.
 //!
 //! It serves the files under one directory to `GET` and `HEAD` (conditional requests, one
-//! byte range, keep-alive and pipelining; a listing only when asked, no dot files, nothing outside the root,
-//! symlinks included), with limits and timeouts on every connection ([`Config`]).
+//! byte range, keep-alive and pipelining; a listing only when asked, no dot files, nothing
+//! outside the root, symlinks included), with limits and timeouts on every connection
+//! ([`Config`]).
 //!
 //! # Serving
 //!
