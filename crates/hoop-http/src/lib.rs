@@ -83,7 +83,8 @@
 //! fn main() -> std::io::Result<()> {
 //! #   // Injected resets (CI's fault runs) would end the one connection: the example is about
 //! #   // the API, not about surviving them.
-//! #   let _faults = hoop::fault::opt_out_because(&["econnreset"], "a doc example's one connection");
+//! #   let _faults =
+//! #       hoop::fault::opt_out_because(&["econnreset"], "a doc example's one connection");
 //!     let root = std::env::temp_dir().join(format!("hoop-http-doc-{}", std::process::id()));
 //!     std::fs::create_dir_all(&root)?;
 //!     std::fs::write(root.join("hello.txt"), "hello from hoop-http\n")?;
