@@ -141,7 +141,7 @@ pub(crate) fn cap_for_cq(cq: usize) -> usize {
 }
 
 /// The default CQ size for an SQ of `entries`: the larger of 16384, 4 x `entries`, and the
-/// smallest power of two whose in-flight cap ([`cap_for_cq`]) holds one operation per descriptor
+/// smallest power of two whose in-flight cap (`cap_for_cq`) holds one operation per descriptor
 /// the process may open (the `RLIMIT_NOFILE` soft limit when the runtime is built), at most
 /// 65536. Every idle connection keeps one receive in flight (single-shot or multishot), so a
 /// cap below the descriptor limit stalls the next accept behind idle connections while the

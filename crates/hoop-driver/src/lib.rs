@@ -10,9 +10,77 @@
 //!   [`aligned`]: aligned heap buffers for `O_DIRECT`;
 //! - [`setup`]: why a ring could not be set up, in words a user can act on;
 //! - [`level`]: `HOOP_KERNEL_LEVEL`, the features of an older kernel switched off.
+//!
+//! Also: [`bufring`] (provided buffer rings), [`fixedbuf`] (registered buffers), [`shared`]
+//! (rings any thread can submit to), [`fault`] (seeded fault injection), [`addr`] (socket
+//! addresses for the kernel), [`error`], [`home`] (closing fds on their driver's thread) and
+//! [`task_key`].
+//!
+//! # An operation, by hand
+//!
+//! A [`Driver`] is one thread's ring (or its epoll fallback: [`DriverKind::Auto`] tries
+//! io_uring first). An [`Op`] is the future of one operation; it is pushed on its first poll on
+//! the thread's current driver ([`Driver::enter`]) and completes after a [`Driver::turn`]
+//! reaps it. hoop's runtime does this polling for you; here it is done by hand, reading the
+//! start of a file into an owned buffer that comes back with the result:
+//!
+//! ```
+//! use std::future::Future;
+//! use std::os::fd::AsRawFd;
+//! use std::pin::pin;
+//! use std::task::{Context, Poll, Waker};
+//!
+//! use hoop_driver::{op, Config, Driver, DriverKind, Op};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let path = std::env::temp_dir().join(format!("hoop-driver-doc-{}", std::process::id()));
+//! std::fs::write(&path, b"hello, ring")?;
+//! let file = std::fs::File::open(&path)?;
+//!
+//! // The driver `HOOP_DRIVER` names (uring, epoll), else io_uring with the epoll fallback.
+//! let kind = DriverKind::from_env()?.unwrap_or(DriverKind::Auto);
+//! let driver = Driver::new(&Config { driver: kind, ..Config::default() })?;
+//! let _current = driver.enter();
+//!
+//! // A no-op through the whole submission and completion path, then a read at offset 0.
+//! let mut cx = Context::from_waker(Waker::noop());
+//! let mut nop = pin!(Op::new(op::Nop));
+//! let done = loop {
+//!     if let Poll::Ready(res) = nop.as_mut().poll(&mut cx) {
+//!         break res;
+//!     }
+//!     driver.turn(true)?; // submit, wait for a completion, reap
+//! };
+//! done?;
+//!
+//! let mut read = pin!(Op::new(op::Read::new(file.as_raw_fd(), Vec::with_capacity(64), 0)));
+//! let (res, buf) = loop {
+//!     if let Poll::Ready(out) = read.as_mut().poll(&mut cx) {
+//!         break out;
+//!     }
+//!     driver.turn(true)?;
+//! };
+//! let n = res?; // at most 11: a read may be short, as read(2) may
+//! assert_eq!(buf, b"hello, ring"[..n]); // the buffer's length is exactly the bytes read
+//! # std::fs::remove_file(&path)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Cargo features
+//!
+//! - `fault-injection` (off): seeded fault injection in both drivers, driven by
+//!   `HOOP_FAULTS=seed=N,rate=P[,kinds=LIST]` (see [`fault`]); free when off.
+//! - `fuzzing` (off): the model checks of the operation table and the buffer ids, for the
+//!   cargo-fuzz targets; not an API.
 
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+
+/// The README's examples, compiled with the doc tests so the crate page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[macro_use]

@@ -62,8 +62,8 @@ pub struct Config {
     pub index: String,
     /// Serve a precompressed variant (`a.css.br`, `a.css.zst`, `a.css.gz`: a regular file, not
     /// older than `a.css`) to a client whose `Accept-Encoding` takes it, as nginx's
-    /// `gzip_static` and `brotli_static` (`--no-precompressed` turns it off). Only for compressible types
-    /// ([`mime::compressible`](crate::mime::compressible)); those answer with
+    /// `gzip_static` and `brotli_static` (`--no-precompressed` turns it off). Only for
+    /// compressible types (`mime::compressible`); those answer with
     /// `Vary: Accept-Encoding` whenever this is on.
     pub precompressed: bool,
     /// A directory target (`/docs/`) without its index file gets a listing of the directory

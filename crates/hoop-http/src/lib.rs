@@ -4,7 +4,9 @@
 //!
 //! It serves the files under one directory to `GET` and `HEAD` (conditional requests, byte
 //! ranges, several as `multipart/byteranges` up to [`Config::max_ranges`], keep-alive and
-//! pipelining; no listings, no dot files, nothing outside the root, symlinks included), with limits and timeouts on every connection ([`Config`]).
+//! pipelining; a listing, HTML or JSON, only when asked; no dot files, nothing outside the
+//! root, symlinks included), with limits and timeouts on every connection ([`Config`]),
+//! `Cache-Control` rules, custom 404/403 pages and optional security headers.
 //!
 //! # Serving
 //!
@@ -57,6 +59,80 @@
 //! }
 //! ```
 //!
+//! A whole exchange, runnable: a temporary directory served on a free port of 127.0.0.1, one
+//! file fetched with a plain blocking [`std::net::TcpStream`] (on the runtime's blocking pool,
+//! so the server keeps running on the runtime's thread), then the graceful stop:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//!
+//! use hoop::sync::CancellationToken;
+//! use hoop_http::Server;
+//!
+//! /// A `GET` on a connection of its own, read to its end (`Connection: close`).
+//! fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+//!     let mut s = std::net::TcpStream::connect(addr)?;
+//!     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+//!     write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+//!     let mut response = String::new();
+//!     s.read_to_string(&mut response)?;
+//!     Ok(response)
+//! }
+//!
+//! fn main() -> std::io::Result<()> {
+//! #   // Injected resets (CI's fault runs) would end the one connection: the example is about
+//! #   // the API, not about surviving them.
+//! #   let _faults =
+//! #       hoop::fault::opt_out_because(&["econnreset"], "a doc example's one connection");
+//!     let root = std::env::temp_dir().join(format!("hoop-http-doc-{}", std::process::id()));
+//!     std::fs::create_dir_all(&root)?;
+//!     std::fs::write(root.join("hello.txt"), "hello from hoop-http\n")?;
+//!
+//!     let server = Server::builder(&root).build()?;
+//!     let token = CancellationToken::new();
+//!     let (stats, response) = hoop::Runtime::new()?.block_on(async {
+//!         let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await?;
+//!         let addr = listener.local_addr()?;
+//!         let client = async {
+//!             let response = hoop::spawn_blocking(move || get(addr, "/hello.txt")).await;
+//!             token.cancel(); // the graceful stop, whatever the client got
+//!             response
+//!         };
+//!         let (stats, response) = hoop::join!(server.serve_until(listener, &token), client);
+//!         Ok::<_, std::io::Error>((stats, response??))
+//!     })?;
+//!
+//!     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+//!     assert!(response.ends_with("\r\n\r\nhello from hoop-http\n"), "{response}");
+//!     assert_eq!(stats.requests, 1);
+//!     std::fs::remove_dir_all(&root)?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # What it serves
+//!
+//! - `GET` and `HEAD` of regular files under the root, resolved beneath it by the kernel
+//!   (`openat2` with `RESOLVE_BENEATH`: no `..`, no symlink out of the root, no dot files);
+//! - `ETag` and `Last-Modified` with `If-None-Match`/`If-Modified-Since` (`304`), byte
+//!   ranges (`206`, `416`) with `If-Range`, several as `multipart/byteranges` up to
+//!   [`Config::max_ranges`] parts, keep-alive and pipelining, nginx's content types;
+//! - precompressed variants (`a.css.br`, `a.css.zst`, `a.css.gz`) to clients that accept them
+//!   ([`Config::precompressed`]), index files ([`Config::index`]) and an optional directory
+//!   listing ([`Config::autoindex`]) in HTML or JSON ([`Config::autoindex_format`]);
+//! - `Cache-Control` by path glob or content type ([`Config::cache_control`]), custom 404 and
+//!   403 pages from files under the root ([`Config::error_pages`]), and, off by default,
+//!   `X-Content-Type-Options: nosniff` and a `Content-Security-Policy`
+//!   ([`Config::security_headers`], [`Config::content_security_policy`]);
+//! - small files from a bounded in-memory cache in one send, bigger ones by `sendfile(2)`;
+//! - limits and timeouts on every connection ([`Config`]), an access-log hook
+//!   ([`Builder::access_log`]), a graceful stop, on io_uring or on hoop's epoll driver.
+//!
+//! The crate has no cargo features of its own; it runs on whichever driver hoop's runtime
+//! picked (`HOOP_DRIVER`).
+//!
 //! # Inside
 //!
 //! A request's story, one module per step (private to the crate):
@@ -84,6 +160,11 @@
 //! `server` runs it on a thread: accept (paced after failures by
 //! [`hoop::net::AcceptPacing`]), limits ([`config`]) and the graceful stop (`stop`: when
 //! [`Server::run`] stops).
+
+/// The README's examples, compiled with the doc tests so the crate page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub mod access_log;
 pub(crate) mod autoindex;

@@ -1,6 +1,38 @@
 //! Macros for the hoop runtime: `#[hoop::main]`, `#[hoop::test]` and [`select!`] (tokio's
 //! `select!`, described at the macro).
 //!
+//! Use them through the `hoop` crate (`hoop::main`, `hoop::test`, `hoop::select!`), which
+//! re-exports them; their expansions name `::hoop`. This crate has no cargo features and no
+//! dependencies.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! #[hoop::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let stop = hoop::sync::CancellationToken::new();
+//!     let worker = hoop::spawn({
+//!         let stop = stop.clone();
+//!         async move {
+//!             let mut interval = hoop::time::interval(Duration::from_millis(1));
+//!             let mut ticks = 0u32;
+//!             loop {
+//!                 hoop::select! {
+//!                     biased;
+//!                     _ = stop.cancelled() => return ticks,
+//!                     _ = interval.tick() => ticks += 1,
+//!                 }
+//!             }
+//!         }
+//!     });
+//!     hoop::time::sleep(Duration::from_millis(10)).await;
+//!     stop.cancel();
+//!     let ticks = worker.await?;
+//!     assert!(ticks >= 1); // an interval's first tick is immediate
+//!     Ok(())
+//! }
+//! ```
+//!
 //! `#[hoop::main]` turns an `async fn` into an ordinary `fn` that starts a
 //! `hoop::Runtime` and blocks on the original body:
 //!
@@ -62,6 +94,11 @@
 //! the positions those decisions return.
 
 #![warn(missing_docs)]
+
+/// The README's examples, compiled with the doc tests so the crate page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod parse;
 mod select;

@@ -18,6 +18,77 @@
 //! # }
 //! ```
 //!
+//! A whole round trip, runnable: an echo server on a free port of 127.0.0.1, a client task that
+//! sends a line and reads it back, on one runtime thread (io_uring, or the epoll driver where
+//! io_uring cannot run; `HOOP_DRIVER=epoll` chooses it):
+//!
+//! ```
+//! # fn main() -> std::io::Result<()> {
+//! # // Injected resets (CI's fault runs) would end this one connection: the example is about
+//! # // the API, not about surviving them.
+//! # let _faults = hoop::fault::opt_out_because(&["econnreset"], "a doc example's one connection");
+//! use hoop::net::{TcpListener, TcpStream};
+//!
+//! hoop::Runtime::new()?.block_on(async {
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     let server = hoop::spawn(async move {
+//!         let (stream, _) = listener.accept().await?;
+//!         let mut buf = Vec::with_capacity(1024);
+//!         loop {
+//!             let (res, b) = stream.read(buf).await;
+//!             if res? == 0 {
+//!                 return Ok::<_, std::io::Error>(()); // the client closed
+//!             }
+//!             let (res, b) = stream.write_all(b).await; // the bytes it got, back
+//!             res?;
+//!             buf = b;
+//!         }
+//!     });
+//!
+//!     let client = TcpStream::connect(addr).await?;
+//!     let (res, _) = client.write_all(b"hello, hoop\n".to_vec()).await;
+//!     res?;
+//!     let (res, reply) = client.read_exact(vec![0u8; 12]).await; // however it was split
+//!     res?;
+//!     assert_eq!(reply, b"hello, hoop\n");
+//!     drop(client);
+//!     server.await??; // the task's own result, after its JoinError
+//!     Ok(())
+//! })
+//! # }
+//! ```
+//!
+//! # What the crate provides
+//!
+//! - [`Runtime`] (and its [`Builder`]: driver, ring sizes, shutdown timeout), [`spawn`],
+//!   [`spawn_blocking`], [`Handle`] (spawn onto a runtime from any thread), [`run_per_core`]
+//!   (a runtime per CPU), [`task::JoinSet`], `#[hoop::main]` and `#[hoop::test]`;
+//! - [`net`]: TCP (listeners with multishot accept, streams, owned and borrowed halves,
+//!   `SO_REUSEPORT` groups), UDP and Unix sockets (streams and datagrams), zero-copy send,
+//!   `sendfile`, deadlines on every call;
+//! - [`fs`]: files (owned-buffer reads and writes at offsets, `O_DIRECT` with [`AlignedBuf`],
+//!   registered files and buffers), directories, `copy`, `read`, `write`, metadata;
+//! - [`time`]: [`time::sleep`], [`time::timeout`], [`time::Interval`], kernel-linked deadlines
+//!   on an operation ([`time::op_timeout`]);
+//! - [`select!`], [`join!`], [`try_join!`], [`sync::CancellationToken`], [`signal`];
+//! - [`shared`]: hoop's files and sockets from any thread (rings several threads submit to),
+//!   inside a tokio runtime too;
+//! - [`op`], [`Op`], [`link`]: every operation, for programs that define their own;
+//! - [`BufRing`], [`FixedBufPool`]: provided and registered buffers.
+//!
+//! Every runtime runs on io_uring where the kernel allows it and on its epoll driver where it
+//! does not (old kernels, seccomp, `kernel.io_uring_disabled`), with the same API and cancel
+//! safety; `HOOP_KERNEL_LEVEL` switches off what an older kernel lacks ([`driver::level`]).
+//!
+//! # Cargo features
+//!
+//! - `tokio` (off): tokio's `AsyncRead`/`AsyncWrite` (and `AsyncSeek`) for [`net::TcpStream`],
+//!   [`net::UnixStream`] and [`fs::File`] (no tokio runtime needed), and the [`shared`] rings'
+//!   completions through tokio's reactor when used inside a tokio runtime.
+//! - `fault-injection` (off): seeded fault injection in both drivers, driven by
+//!   `HOOP_FAULTS=seed=N,rate=P[,kinds=LIST]` (see [`fault`]); inert until a plan is set.
+//!
 //! # The read rule: a buffer never shows stale bytes
 //!
 //! Every read-like operation — `read`, `recv`, `recv_from`, `read_at`, `readv_at`, the fixed
@@ -247,7 +318,14 @@
 //! for the full lifecycle.
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) marks the items only the `tokio` feature brings.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::undocumented_unsafe_blocks)]
+
+/// The README's examples, compiled with the doc tests so the crate page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub mod fs;
 mod io_util;

@@ -1,7 +1,7 @@
 //! The echo load generator, on a hoop runtime (one thread): rust_echo_bench's semantics, made
 //! correct. Every reply is compared byte for byte with its request; a mismatch, an end of
 //! stream or an error counts as an error, never as a request (a reset while resets are
-//! injected counts as a reconnect instead: [`crate::load::resets`]).
+//! injected counts as a reconnect instead: `load::resets`).
 
 use std::cell::{Cell, RefCell};
 use std::io;

@@ -86,7 +86,7 @@ impl MultishotCode for AcceptMulti {
 ///
 /// On the epoll driver a waiting receive holds no buffer, as with the kernel's buffer select:
 /// an arm either tries one receive into a free buffer at once (never queued: `EAGAIN` gives
-/// the buffer back), or waits for readability with no buffer ([`ReadyArm`]). So thousands of
+/// the buffer back), or waits for readability with no buffer (`ReadyArm`). So thousands of
 /// idle connections never drain the ring, and one that has data is not starved by them.
 #[derive(Debug)]
 pub struct RecvMulti {

@@ -3,7 +3,7 @@
 //! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
 //! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
 //! only requests completed inside the window count. A reset while resets are injected is a
-//! reconnect, not an error ([`crate::load::resets`]).
+//! reconnect, not an error (`load::resets`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
