@@ -173,13 +173,15 @@ impl Conn<'_> {
     }
 
     /// Sends `len` bytes of `file` from `start` after what `out` holds, a chunk at a time: each
-    /// read lands behind the pending bytes, so the head goes out with the first chunk. A file
-    /// that ends early (it shrank) ends the connection: the promised length cannot be kept.
+    /// read lands behind the pending bytes, so the head goes out with the first chunk; `out`
+    /// is sent once it holds `batch_bytes` (0: after every chunk; the parts of a multipart
+    /// answer pass a batch, so a big file's small parts go out together). A file that ends
+    /// early (it shrank) ends the connection: the promised length cannot be kept.
     pub(super) async fn stream_file(
         &mut self,
         file: &hoop::fs::File,
-        start: u64,
-        len: u64,
+        (start, len): (u64, u64),
+        batch_bytes: usize,
     ) -> bool {
         let chunk = self.sh.cfg.stream_chunk_bytes as u64;
         let (mut pos, end) = (start, start + len);
@@ -194,7 +196,7 @@ impl Conn<'_> {
                 Ok(n) if n > 0 => pos += n as u64,
                 _ => return false,
             }
-            if !self.flush().await {
+            if self.out.len() >= batch_bytes && !self.flush().await {
                 return false;
             }
         }

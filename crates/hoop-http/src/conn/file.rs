@@ -181,7 +181,7 @@ impl Conn<'_> {
             .await;
             return Ok(sent.then_some(status));
         }
-        if self.stream_file(&file, range.0, range.1).await {
+        if self.stream_file(&file, range, 0).await {
             Ok(Some(status))
         } else {
             Ok(None)

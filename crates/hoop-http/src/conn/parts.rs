@@ -6,7 +6,6 @@
 //! small parts go out in few sends). The close delimiter is left in `out` for the loop's next send. Only a
 //! request whose range set has two parts or more comes here.
 
-use hoop::IoBuf;
 
 use super::Conn;
 use crate::ranges::{boundary, Multipart, Part};
@@ -95,37 +94,18 @@ impl Conn<'_> {
                     )
                     .await
                 }
-                Source::Stream(file) => self.read_part(file, *p).await,
+                Source::Stream(file) => {
+                    // Sent only when `out` holds a batch: the small parts of a big file go
+                    // out together.
+                    let batch = self.sh.cfg.out_batch_bytes;
+                    self.stream_file(file, (p.start, p.len), batch).await
+                }
             };
             if !sent {
                 return false;
             }
         }
         m.write_end(&mut self.out);
-        true
-    }
-
-    /// Reads part `p` of `file` into `out` behind what it holds, a chunk at a time, sending
-    /// only when `out` holds a batch: the small parts of a big file go out together. False if
-    /// the connection failed or the file ended early.
-    async fn read_part(&mut self, file: &hoop::fs::File, p: Part) -> bool {
-        let cfg = &self.sh.cfg;
-        let (mut pos, end) = (p.start, p.start + p.len);
-        while pos < end {
-            let want = (cfg.stream_chunk_bytes as u64).min(end - pos) as usize;
-            let mut out = std::mem::take(&mut self.out);
-            let at = out.len();
-            out.reserve(want);
-            let (res, slice) = file.read_at(out.slice(at..at + want), pos).await;
-            self.out = slice.into_inner();
-            match res {
-                Ok(n) if n > 0 => pos += n as u64,
-                _ => return false,
-            }
-            if self.out.len() >= cfg.out_batch_bytes && !self.flush().await {
-                return false;
-            }
-        }
         true
     }
 }
