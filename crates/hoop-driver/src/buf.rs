@@ -147,6 +147,35 @@ unsafe impl IoBuf for Box<[u8]> {
     }
 }
 
+// SAFETY: shared bytes are on the heap, all initialized, and never written while shared (an
+// `Rc<[u8]>` is immutable); the operation's clone keeps the allocation alive, and it never
+// moves. Sending the same bytes to many sockets needs no copy. (No `IoBufMut`: immutable.)
+unsafe impl IoBuf for std::rc::Rc<[u8]> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: as for `Rc<[u8]>`: immutable heap bytes, kept alive and in place by the clone the
+// operation owns.
+unsafe impl IoBuf for std::sync::Arc<[u8]> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}
+
 /// Static bytes as a buffer to write: `StaticBuf(b"HTTP/1.1 200 OK\r\n")`,
 /// `StaticBuf::from("text")`. No copy and no allocation: static memory never moves nor goes
 /// away.
@@ -311,6 +340,25 @@ mod tests {
         }
         assert_eq!(&v[..], b"abc");
         assert_eq!(v.bytes_to_fill(), 3);
+    }
+
+    #[test]
+    fn shared_bytes_are_whole_buffers_at_their_heap_address() {
+        let arc: std::sync::Arc<[u8]> = std::sync::Arc::from(&b"shared page"[..]);
+        let rc: std::rc::Rc<[u8]> = std::rc::Rc::from(&b"cached"[..]);
+        assert_eq!(
+            (arc.stable_ptr(), arc.bytes_init(), arc.bytes_total()),
+            (arc.as_ptr(), 11, 11)
+        );
+        assert_eq!(
+            (rc.stable_ptr(), rc.bytes_init(), rc.bytes_total()),
+            (rc.as_ptr(), 6, 6)
+        );
+        // A clone (what an operation owns) points at the same bytes.
+        let clone = arc.clone();
+        assert_eq!(clone.stable_ptr(), arc.stable_ptr());
+        let part = rc.clone().slice(2..);
+        assert_eq!((part.bytes_init(), part.bytes_total()), (4, 4));
     }
 
     #[test]

@@ -2,31 +2,11 @@
 //! response starts from (with the security headers), the `Cache-Control` line of the file or
 //! listing being answered, and the custom error pages for 403 and 404.
 
-use std::sync::Arc;
 use std::time::Instant;
-
-use hoop::IoBuf;
 
 use super::Conn;
 use crate::response::{write_status, Head};
 use crate::status::Status;
-
-/// An error page's body sent from where it is (too big to copy behind the head).
-struct PageBody(Arc<[u8]>);
-
-// SAFETY: the bytes live in the `Arc`'s heap allocation, which never moves and is never
-// written (an `Arc<[u8]>` is immutable); the value keeps it alive.
-unsafe impl IoBuf for PageBody {
-    fn stable_ptr(&self) -> *const u8 {
-        self.0.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.0.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.0.len()
-    }
-}
 
 impl<'a> Conn<'a> {
     /// A head with only the fields every response has, and the lines every response carries
@@ -84,7 +64,7 @@ impl<'a> Conn<'a> {
         self.timer.set(Instant::now() + sh.cfg.idle_timeout);
         match self
             .timer
-            .run(self.stream.write_all(PageBody(page.body.clone())))
+            .run(self.stream.write_all(page.body.clone()))
             .await
         {
             Some((Ok(()), _)) => Some(()),

@@ -6,7 +6,6 @@
 //! small parts go out in few sends). The close delimiter is left in `out` for the loop's next send. Only a
 //! request whose range set has two parts or more comes here.
 
-
 use super::Conn;
 use crate::ranges::{boundary, Multipart, Part};
 use crate::response::{FileMeta, Head};
