@@ -43,21 +43,12 @@ impl Server {
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("spawn hoop");
         let stdout = child.stdout.take().expect("piped stdout");
+        // Killed on drop, even if the first line never comes.
         let mut server = Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        // The rest (access log lines) is drained so the server never blocks on a full pipe.
-        let rx = common::first_line(stdout);
-        let line = rx
-            .recv_timeout(START_TIMEOUT)
-            .expect("no `listening on` line in time")
-            .expect("read stdout");
-        let addr = line
-            .strip_prefix("listening on ")
-            .and_then(|s| s.strip_suffix('\n'))
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        server.addr = addr.parse().expect("IP:PORT");
+        server.addr = support::listening_addr(stdout, START_TIMEOUT);
         server
     }
 

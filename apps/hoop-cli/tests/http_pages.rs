@@ -49,16 +49,8 @@ impl Server {
             let _ = err.read_to_string(&mut text);
             let _ = tx.send(text);
         });
-        let line = common::first_line(child.stdout.take().expect("piped stdout"))
-            .recv_timeout(START_TIMEOUT)
-            .expect("no `listening on` line in time")
-            .expect("read stdout");
-        let addr = line
-            .strip_prefix("listening on ")
-            .and_then(|s| s.strip_suffix('\n'))
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("IP:PORT");
+        let addr =
+            support::listening_addr(child.stdout.take().expect("piped stdout"), START_TIMEOUT);
         Server {
             child,
             addr,

@@ -133,48 +133,30 @@ unsafe impl IoBufMut for Vec<u8> {
     }
 }
 
-// SAFETY: a boxed slice's bytes are on the heap and all initialized. (No `IoBufMut`: its
-// length cannot change, so a short read would leave bytes of an earlier use inside it.)
-unsafe impl IoBuf for Box<[u8]> {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
+/// `IoBuf` for owned byte slices on the heap: the whole slice, all initialized. (No `IoBufMut`
+/// for any of them: their length cannot change, so a short read would leave bytes of an earlier
+/// use inside; `Rc` and `Arc` slices are immutable anyway.)
+macro_rules! heap_slice_iobuf {
+    ($($t:ty),*) => {$(
+        // SAFETY: the bytes are in one heap allocation, all initialized, that never moves and
+        // lives as long as the value (which the operation owns: for `Rc`/`Arc`, a clone), and
+        // nothing writes them while the kernel reads (a boxed slice is owned by the operation;
+        // shared slices are immutable). Shared ones send the same bytes to many sockets
+        // without a copy.
+        unsafe impl IoBuf for $t {
+            fn stable_ptr(&self) -> *const u8 {
+                self.as_ptr()
+            }
+            fn bytes_init(&self) -> usize {
+                self.len()
+            }
+            fn bytes_total(&self) -> usize {
+                self.len()
+            }
+        }
+    )*};
 }
-
-// SAFETY: shared bytes are on the heap, all initialized, and never written while shared (an
-// `Rc<[u8]>` is immutable); the operation's clone keeps the allocation alive, and it never
-// moves. Sending the same bytes to many sockets needs no copy. (No `IoBufMut`: immutable.)
-unsafe impl IoBuf for std::rc::Rc<[u8]> {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
-}
-
-// SAFETY: as for `Rc<[u8]>`: immutable heap bytes, kept alive and in place by the clone the
-// operation owns.
-unsafe impl IoBuf for std::sync::Arc<[u8]> {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
-}
+heap_slice_iobuf!(Box<[u8]>, std::rc::Rc<[u8]>, std::sync::Arc<[u8]>);
 
 /// Static bytes as a buffer to write: `StaticBuf(b"HTTP/1.1 200 OK\r\n")`,
 /// `StaticBuf::from("text")`. No copy and no allocation: static memory never moves nor goes

@@ -225,3 +225,21 @@ pub fn assert_only_reset_errors(v: &serde_json::Value) {
         assert_eq!(reconnects, 0, "a reset without injected resets: {v}");
     }
 }
+
+/// The address of a server the test started, from its first stdout line
+/// (`listening on IP:PORT`), waited for at most `within`; the rest of its stdout is drained
+/// so the server never blocks on a full pipe.
+pub fn listening_addr(
+    stdout: impl Read + Send + 'static,
+    within: std::time::Duration,
+) -> SocketAddr {
+    let line = hoop_test_support::first_line(stdout)
+        .recv_timeout(within)
+        .expect("no `listening on` line in time")
+        .expect("read stdout");
+    line.strip_prefix("listening on ")
+        .and_then(|s| s.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("IP:PORT")
+}
