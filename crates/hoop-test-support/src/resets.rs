@@ -29,21 +29,10 @@ pub fn injected() -> bool {
     hoop::fault::injects("econnreset")
 }
 
-/// Whether `e` is what a client sees when its connection was reset or closed under it:
-/// `ECONNRESET`, `EPIPE`, `ECONNABORTED`, or an end of stream before the whole answer
-/// (`UnexpectedEof`, which the exchange returns when the peer closed early).
-pub fn is_reset(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    ) || matches!(
-        e.raw_os_error(),
-        Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED)
-    )
-}
+/// Whether `e` is what a client sees when its connection was reset or closed under it
+/// ([`hoop::net::connection_lost`]: `ECONNRESET`, `EPIPE`, `ECONNABORTED`, or an end of stream
+/// before the whole answer).
+pub use hoop::net::connection_lost as is_reset;
 
 /// How many exchanges this process retried after resets so far.
 pub fn retried() -> u64 {

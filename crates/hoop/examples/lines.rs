@@ -63,18 +63,6 @@ type Writer = futures::io::WriteHalf<TcpStream>;
 /// The most times the self-test asks one request again on a new connection.
 const RECONNECTS: usize = 20;
 
-/// Whether `e` is what a client sees when its connection was reset or closed under it: the
-/// request is asked again on a new connection (every request here may be asked twice).
-fn is_reset(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    )
-}
-
 async fn connect(addr: std::net::SocketAddr) -> io::Result<(Lines, Writer)> {
     let stream = TcpStream::connect(addr).await?;
     let (reader, writer) = futures::io::AsyncReadExt::split(stream);
@@ -113,7 +101,7 @@ async fn self_test(requests: usize) -> io::Result<()> {
                 Ok(None) => io::Error::new(io::ErrorKind::UnexpectedEof, "no answer"),
                 Err(e) => e,
             };
-            if !is_reset(&err) || tries == RECONNECTS {
+            if !hoop::net::connection_lost(&err) || tries == RECONNECTS {
                 return Err(err);
             }
             tries += 1;
@@ -131,7 +119,7 @@ async fn self_test(requests: usize) -> io::Result<()> {
     let mut end = None;
     for _ in 0..=RECONNECTS {
         match ask(&mut conn, "QUIT").await {
-            Err(e) if is_reset(&e) => {
+            Err(e) if hoop::net::connection_lost(&e) => {
                 reconnected += 1;
                 conn = connect(addr).await?;
             }

@@ -131,18 +131,6 @@ fn check(ok: bool, what: &str) -> io::Result<()> {
     }
 }
 
-/// Whether `e` is what a reset connection gives (the peer reset it, or it ended before the
-/// answer): the self-test then asks again on a new connection, a bounded number of times.
-fn is_reset(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    )
-}
-
 /// How many times in a row the self-test asks again after a reset.
 const RECONNECTS: u64 = 20;
 
@@ -157,7 +145,7 @@ where
     loop {
         match exchange().await {
             Ok(answer) => return Ok((answer, resets)),
-            Err(e) if is_reset(&e) && resets < RECONNECTS => resets += 1,
+            Err(e) if hoop::net::connection_lost(&e) && resets < RECONNECTS => resets += 1,
             Err(e) => return Err(e),
         }
     }

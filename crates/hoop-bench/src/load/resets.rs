@@ -18,20 +18,9 @@ pub(crate) fn injected() -> bool {
     hoop::fault::injects("econnreset")
 }
 
-/// Whether `e` is what a client sees when its connection was reset or closed under it:
-/// `ECONNRESET`, `EPIPE`, `ECONNABORTED`, or an end of stream before the whole reply.
-pub(crate) fn is_reset(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::UnexpectedEof
-    ) || matches!(
-        e.raw_os_error(),
-        Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED)
-    )
-}
+/// Whether `e` is what a client sees when its connection was reset or closed under it
+/// ([`hoop::net::connection_lost`]).
+pub(crate) use hoop::net::connection_lost as is_reset;
 
 /// One connection's resets in a row.
 #[derive(Debug, Default)]

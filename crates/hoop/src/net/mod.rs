@@ -4,6 +4,7 @@ mod accept_pacing;
 mod backlog;
 mod direct;
 pub(crate) mod kept;
+mod lost;
 mod refuse;
 mod reuseport;
 pub(crate) mod socket;
@@ -18,6 +19,7 @@ pub use backlog::{
     MAX_BACKLOG,
 };
 pub use direct::*;
+pub use lost::connection_lost;
 #[doc(hidden)]
 pub use refuse::keep_reserve as keep_fd_reserve;
 pub use refuse::refused_connections;

@@ -105,7 +105,5 @@ async fn one_round(kind: DriverKind) -> bool {
 
 /// A reset-like error while this thread's fault plan injects resets.
 fn is_injected_reset(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-    matches!(e.kind(), ConnectionReset | BrokenPipe | ConnectionAborted)
-        && hoop_driver::fault::injects("econnreset")
+    crate::net::connection_lost(e) && hoop_driver::fault::injects("econnreset")
 }
