@@ -117,6 +117,7 @@ mod table;
 #[cfg(any(test, feature = "fuzzing"))]
 mod table_model;
 pub mod task_key;
+pub mod thread;
 
 pub use addr::SockAddr;
 pub use aligned::AlignedBuf;

@@ -149,6 +149,46 @@ fn tokio_path(kind: DriverKind) {
     });
 }
 
+/// hoop's helper threads never take a signal meant for a listener: a `spawn_blocking`, file
+/// I/O and a shared-ring call, each of which may start a thread of hoop's (the blocking pool,
+/// the epoll driver's file pool, the rings' reapers), all run *before* the listeners exist;
+/// then SIGTERM, SIGINT and SIGHUP each reach their listener. A helper thread that did not
+/// block them would take the signal and its default action would end this process (exit 143
+/// for SIGTERM), so the case fails by dying.
+fn helpers_started_before_listening(kind: DriverKind) {
+    let rings = hoop::shared::Rings::builder()
+        .rings(1)
+        .driver(kind)
+        .build()
+        .unwrap();
+    let path = std::env::temp_dir().join(format!("hoop-signal-{}-{kind}", std::process::id()));
+    std::fs::write(&path, b"twenty-one").unwrap();
+    let rt = hoop::Runtime::builder().driver(kind).build().unwrap();
+    rt.block_on(async {
+        assert_eq!(hoop::spawn_blocking(|| 21 * 2).await.unwrap(), 42);
+        let file = hoop::fs::File::open(&path).await.unwrap();
+        let (res, buf) = file.read_at(Vec::with_capacity(64), 0).await;
+        assert_eq!(res.unwrap(), 10);
+        assert_eq!(&buf[..], b"twenty-one");
+        file.close().await.unwrap();
+        let shared = hoop::shared::fs::read(&rings, &path).await.unwrap();
+        assert_eq!(&shared[..], b"twenty-one");
+        for (kind, signo) in [
+            (SignalKind::terminate(), libc::SIGTERM),
+            (SignalKind::interrupt(), libc::SIGINT),
+            (SignalKind::hangup(), libc::SIGHUP),
+        ] {
+            let mut listener = signal(kind).unwrap();
+            kill_self(signo);
+            timeout(LIMIT, listener.recv())
+                .await
+                .unwrap_or_else(|_| panic!("signal {signo} reached no listener"));
+        }
+    });
+    drop(rings);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A case: its name and its body, run once per driver.
 type Case = (&'static str, fn(DriverKind));
 
@@ -184,7 +224,13 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let list = args.iter().any(|a| a == "--list");
     let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
+        // In a process of its own (below), as a program meets it: no other case's threads or
+        // listeners, and a helper thread that took SIGTERM ends that process, not this one.
+        (
+            "helpers_started_before_listening",
+            helpers_started_before_listening,
+        ),
         ("single_runtime", single_runtime),
         ("recv_in_select", recv_in_select),
         ("tokio_path", tokio_path),
@@ -208,9 +254,27 @@ fn main() {
         );
         drivers.remove(0);
     }
+    let alone = "helpers_started_before_listening";
+    if filter.is_none() {
+        eprint!("test signal::{alone} (in a child process, every driver) ... ");
+        let exe = std::env::current_exe().unwrap();
+        let out = hoop_test_support::command(exe).arg(alone).output().unwrap();
+        assert!(
+            out.status.success(),
+            "signal::{alone} failed ({}; a helper thread that takes SIGTERM ends the process \
+             with signal 15):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("ok");
+    }
     for kind in drivers {
         for (name, case) in cases {
-            if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            let chosen = match &filter {
+                Some(f) => name.contains(f.as_str()),
+                None => name != alone,
+            };
+            if !chosen {
                 continue;
             }
             eprint!("test signal::{name} on {kind} ... ");

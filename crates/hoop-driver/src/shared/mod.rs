@@ -217,9 +217,10 @@ impl RingsBuilder {
         let mut reapers = Vec::new();
         for (i, ring) in rings.iter().enumerate() {
             let ring = ring.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("hoop-reaper-{i}"))
-                .spawn(move || ring.reap_until_stopped());
+            let spawned = crate::thread::spawn(
+                std::thread::Builder::new().name(format!("hoop-reaper-{i}")),
+                move || ring.reap_until_stopped(),
+            );
             match spawned {
                 Ok(handle) => reapers.push(handle),
                 Err(e) => {
@@ -359,13 +360,14 @@ impl Drop for RingsInner {
         };
         TEARDOWNS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let (tx, rx) = std::sync::mpsc::channel::<Teardown>();
-        let spawned = std::thread::Builder::new()
-            .name("hoop-rings-teardown".into())
-            .spawn(move || {
+        let spawned = crate::thread::spawn(
+            std::thread::Builder::new().name("hoop-rings-teardown".into()),
+            move || {
                 if let Ok(t) = rx.recv() {
                     t.run();
                 }
-            });
+            },
+        );
         match spawned {
             Ok(_) => {
                 if let Err(std::sync::mpsc::SendError(t)) = tx.send(teardown) {

@@ -107,9 +107,10 @@ impl BlockingPool {
         s.threads += 1;
         drop(s);
         let pool = self.clone();
-        let started = std::thread::Builder::new()
-            .name("hoop-blocking".into())
-            .spawn(move || pool.work());
+        let started = hoop_driver::thread::spawn(
+            std::thread::Builder::new().name("hoop-blocking".into()),
+            move || pool.work(),
+        );
         if started.is_err() {
             let orphan = {
                 let mut s = self.lock();

@@ -88,11 +88,12 @@ impl GlobalTimers {
                 timers: Mutex::new(Timers::default()),
                 changed: Condvar::new(),
             }));
-            std::thread::Builder::new()
-                .name("hoop-timer".into())
-                .spawn(move || g.run())
-                .ok()
-                .map(|_| g)
+            hoop_driver::thread::spawn(
+                std::thread::Builder::new().name("hoop-timer".into()),
+                move || g.run(),
+            )
+            .ok()
+            .map(|_| g)
         })
     }
 

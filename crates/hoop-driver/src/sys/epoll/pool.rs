@@ -60,9 +60,10 @@ impl Pool {
         };
         if spawn {
             let shared = self.shared.clone();
-            let r = std::thread::Builder::new()
-                .name("hoop-blocking".into())
-                .spawn(move || worker(shared));
+            let r = crate::thread::spawn(
+                std::thread::Builder::new().name("hoop-blocking".into()),
+                move || worker(shared),
+            );
             match r {
                 Ok(h) => self.handles.borrow_mut().push(h),
                 Err(e) => {
@@ -122,14 +123,6 @@ impl Drop for Pool {
 }
 
 fn worker(shared: Arc<Shared>) {
-    // A pool thread never takes a signal: one meant for the process goes to a thread that
-    // expects it (a `hoop::signal` listener blocks its signal only in its own threads).
-    // SAFETY: sigfillset initializes the local set; pthread_sigmask reads it.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
     loop {
         let job = {
             let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
