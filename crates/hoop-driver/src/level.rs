@@ -212,6 +212,8 @@ pub mod since {
     pub const FILE_INDEX_ALLOC: Since = (5, 19);
     /// Multishot receive (`IORING_RECV_MULTISHOT`), so hoop's buffer rings.
     pub const MULTISHOT_RECV: Since = (6, 0);
+    /// `IORING_REGISTER_SYNC_CANCEL`: a cancel that returns once its target has ended.
+    pub const SYNC_CANCEL: Since = (6, 0);
     /// Incrementally consumed buffer rings (`IOU_PBUF_RING_INC`).
     pub const PBUF_RING_INC: Since = (6, 12);
     /// `IORING_REGISTER_SEND_MSG_RING`: a message to a ring without a source ring (the
@@ -228,6 +230,7 @@ pub const PATHS: &[(&str, Since)] = &[
     ("ACCEPT_MULTISHOT", since::MULTISHOT_ACCEPT),
     ("FILE_INDEX_ALLOC", since::FILE_INDEX_ALLOC),
     ("RECV_MULTISHOT", since::MULTISHOT_RECV),
+    ("REGISTER_SYNC_CANCEL", since::SYNC_CANCEL),
     ("PBUF_RING_INC", since::PBUF_RING_INC),
     ("REGISTER_SEND_MSG_RING", since::SEND_MSG_RING),
 ];

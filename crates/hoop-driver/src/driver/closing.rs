@@ -107,17 +107,19 @@ impl Home {
         }
     }
 
-    /// Gives `fd` up (into_raw_fd, into_std): on the home thread after submitting every queued
-    /// SQE; elsewhere as a `dup` of it, the original going home to be closed behind its SQEs.
+    /// Gives `fd` up (into_raw_fd, into_std): on the home thread after ending the operations
+    /// whose cancel is queued (the receives a dropped call parked on it: none may take bytes
+    /// from the new owner) and submitting every queued SQE; elsewhere as a `dup` of it, the
+    /// original going home to be closed behind its SQEs.
     pub fn release(home: Option<&Home>, fd: OwnedFd) -> OwnedFd {
         let Some(home) = home else {
             if let Some(d) = Driver::current() {
-                d.submit_queued();
+                d.cancel_queued_now();
             }
             return fd;
         };
         if let Some(d) = Driver::local_with_home(home) {
-            d.submit_queued();
+            d.cancel_queued_now();
             return fd;
         }
         if !home.is_open() {

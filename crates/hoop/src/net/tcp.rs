@@ -9,7 +9,7 @@ mod ring_tests;
 mod stream;
 mod zero_copy;
 
-pub(crate) use fd_impls::fd_traits;
+pub(crate) use fd_impls::{fd_traits, into_std};
 pub use incoming::Incoming;
 pub use listener::TcpListener;
 pub use recv_stream::RecvStream;

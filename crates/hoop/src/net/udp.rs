@@ -8,7 +8,7 @@ use std::time::Duration;
 use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
 use super::socket::{deadline, domain_of, ip_addr, resolve, Socket};
-use super::tcp::fd_traits;
+use super::tcp::{fd_traits, into_std};
 
 /// A UDP socket. Sends and receives take buffers by value and give them back.
 ///
@@ -255,3 +255,4 @@ impl UdpSocket {
 }
 
 fd_traits!(UdpSocket);
+into_std!(UdpSocket, std::net::UdpSocket);

@@ -10,7 +10,7 @@ use hoop_driver::{BufResult, IoBuf, IoBufMut, SockAddr};
 
 use super::socket::{deadline, Socket};
 use super::split::{read_methods, split_halves, write_methods, PollSlots};
-use super::tcp::fd_traits;
+use super::tcp::{fd_traits, into_std};
 
 /// The address of a Unix-domain socket: a path, unnamed, or in the abstract namespace.
 #[derive(Clone, PartialEq, Eq)]
@@ -459,6 +459,9 @@ fd_traits!(UnixListener);
 fd_traits!(UnixStream, stream);
 split_halves!(UnixStream, UnixSocketAddr, UnixSocketAddr::from_sockaddr);
 fd_traits!(UnixDatagram);
+into_std!(UnixListener, std::os::unix::net::UnixListener);
+into_std!(UnixStream, std::os::unix::net::UnixStream);
+into_std!(UnixDatagram, std::os::unix::net::UnixDatagram);
 
 /// The sender of a datagram: an unbound sender leaves the name empty (length 0), which is
 /// "unnamed".

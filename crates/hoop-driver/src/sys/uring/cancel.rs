@@ -63,6 +63,40 @@ impl Uring {
         self.urgent = true;
     }
 
+    /// Ends now every operation whose cancel waits in the queue, so that none of them can
+    /// still act on its fd after this returns (a receive parked on a socket that leaves hoop
+    /// through `into_std` would otherwise take bytes its new owner expects, until the next
+    /// turn submits the cancel). From 6.0, `IORING_REGISTER_SYNC_CANCEL` per target: it
+    /// returns once the target has ended (its CQE, data or `-ECANCELED`, is reaped by the
+    /// next turn as usual, and its orphan handler frees what it held). Before 6.0, or where the
+    /// registration is refused, the cancels are submitted now: the kernel runs a cancel of a
+    /// request parked on a socket's poll within the submitting call.
+    pub(crate) fn cancel_queued_now(&mut self) {
+        if crate::level::has(crate::level::since::SYNC_CANCEL) {
+            let mut refused = std::collections::VecDeque::new();
+            while let Some(target) = self.cancels.pop_front() {
+                let live = self
+                    .table
+                    .slots
+                    .get_mut(target)
+                    .is_some_and(|s| !s.is_completed());
+                if !live {
+                    continue;
+                }
+                let cancel = io_uring::types::CancelBuilder::user_data(target);
+                match self.submitter().register_sync_cancel(None, cancel) {
+                    Ok(()) => self.table.counters.cancels_submitted += 1,
+                    // Ended before the cancel found it: nothing left to stop.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EALREADY)) => {}
+                    Err(_) => refused.push_back(target),
+                }
+            }
+            self.cancels = refused;
+        }
+        self.flush_cancels();
+        self.submit_queued();
+    }
+
     /// Pushes queued cancels while the SQ and the cancel budget allow (a cancel is never
     /// dropped: one that does not fit stays queued and is retried on the next turn).
     pub(super) fn flush_cancels(&mut self) {

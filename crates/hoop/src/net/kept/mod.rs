@@ -22,7 +22,8 @@
 //! Parked operations belong to the runtime of the thread that started them. A socket moved to
 //! another thread with operations parked does not touch them there: calls on the new thread
 //! start their own operations (the parked ones are cancelled when the socket is dropped on
-//! their thread, or leaked, as the `AsyncRead` state's are, when it is dropped elsewhere).
+//! their thread; dropped elsewhere, they are sent home and that runtime's driver cancels and
+//! frees them on its thread, as it does the `AsyncRead` state's operations).
 
 mod keep;
 mod outcome;
@@ -92,6 +93,9 @@ impl<T: MultishotCode + UringOp + EpollOp> Parked for ParkedStream<T> {
 struct Inner {
     /// The thread whose runtime runs the parked operations.
     owner: ThreadId,
+    /// That runtime's driver's home: a clear on another thread sends the parked operations
+    /// there to be dropped (`None` outside a runtime).
+    home: Option<hoop_driver::Home>,
     parked: Vec<Box<dyn Parked>>,
     ready: VecDeque<Outcome>,
     /// Calls waiting for a parked operation: woken when an outcome is taken or a parked
@@ -101,7 +105,7 @@ struct Inner {
 
 // SAFETY: in a thread-bound `Kept`, the parked operations (`Op`s holding the runtime's `Rc`s)
 // are polled only on `owner` (`poll_take` checks the thread) and dropped only there (`clear`
-// forgets them on any other thread); a `Kept::shared` holds only `Send` operations (`Shared`
+// sends them home from any other thread, where `owner`'s driver drops them); a `Kept::shared` holds only `Send` operations (`Shared`
 // parks `SharedOp`s). Everything else in `Inner` is `Send`.
 unsafe impl Send for Inner {}
 
@@ -239,6 +243,7 @@ impl Kept {
                 return;
             }
             inner.owner = here;
+            inner.home = home_here();
         }
         inner.parked.push(op);
         // A call already waiting polls the new operation too.
@@ -278,24 +283,32 @@ impl Kept {
 fn new_inner(owner: ThreadId) -> Box<Inner> {
     Box::new(Inner {
         owner,
+        home: home_here(),
         parked: Vec::new(),
         ready: VecDeque::new(),
         waiters: Vec::new(),
     })
 }
 
+/// The home of this thread's driver, if a runtime runs here.
+fn home_here() -> Option<hoop_driver::Home> {
+    hoop_driver::Driver::current().map(|d| d.home())
+}
+
 impl Kept {
-    /// Drops everything kept: parked operations are cancelled (on their runtime's thread; on
-    /// another they are leaked, never freed under the kernel), kept connections closed. The
+    /// Drops everything kept: parked operations are cancelled (on their runtime's thread; from
+    /// another they are sent home, where that runtime's driver drops them), kept connections
+    /// closed. The
     /// socket calls it before queueing its close, so the cancels go ahead of the close.
     pub(crate) fn clear(&self) {
         let taken = self.lock().take();
         self.any.store(false, Ordering::Release);
         if let Some(mut inner) = taken {
             if self.thread_bound && std::thread::current().id() != inner.owner {
-                // Not the runtime's thread: its `Rc`s must not be touched here (their memory
-                // stays with the kernel's operations: leaked, never freed under it).
-                std::mem::forget(std::mem::take(&mut inner.parked));
+                // Not the runtime's thread: its `Rc`s must not be touched here. They go home,
+                // to be dropped (cancelled) by that runtime's driver on its thread.
+                let parked = std::mem::take(&mut inner.parked);
+                crate::poll_io::send_home(inner.home.as_ref(), parked);
             }
             inner.wake_waiters();
         }

@@ -50,3 +50,25 @@ macro_rules! fd_traits {
     };
 }
 pub(crate) use fd_traits;
+
+/// `into_std` (tokio's name and signature) for a net type whose standard library twin is
+/// `$std`.
+macro_rules! into_std {
+    ($t:ident, $std:ty) => {
+        impl $t {
+            #[doc = concat!("Turns this into a [`", stringify!($std), "`], as tokio's `into_std`.")]
+            ///
+            /// Before the fd leaves, every receive a dropped call parked on it is ended (on
+            /// io_uring with a synchronous cancel): none can take bytes or a connection its
+            /// new owner expects; what such a receive had already brought is dropped with
+            /// this value. The fd keeps its file status flags (nonblocking or not, as hoop's
+            /// driver left it); set the mode the new owner needs. Called on another thread
+            /// than the runtime that made it, the new owner gets a `dup` of the fd and the
+            /// original is closed on its home runtime behind its queued operations.
+            pub fn into_std(self) -> std::io::Result<$std> {
+                Ok(<$std>::from(std::os::fd::OwnedFd::from(self)))
+            }
+        }
+    };
+}
+pub(crate) use into_std;

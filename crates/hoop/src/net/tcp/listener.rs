@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hoop_driver::{op, MultiOp, SockAddr};
 
-use super::fd_impls::fd_traits;
+use super::fd_impls::{fd_traits, into_std};
 use super::incoming::Incoming;
 use super::stream::TcpStream;
 use crate::net::backlog::{listen_arg, ListenOptions};
@@ -143,3 +143,4 @@ impl TcpListener {
 }
 
 fd_traits!(TcpListener);
+into_std!(TcpListener, std::net::TcpListener);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hoop_driver::{op, BufRing, MultiOp, SockAddr};
 
-use super::fd_impls::fd_traits;
+use super::fd_impls::{fd_traits, into_std};
 use super::recv_stream::RecvStream;
 use crate::net::socket::{deadline, domain_of, ip_addr, resolve_nonblocking, Socket};
 use crate::net::split::{read_methods, split_halves, write_methods, PollSlots};
@@ -184,4 +184,5 @@ impl TcpStream {
 }
 
 fd_traits!(TcpStream, stream);
+into_std!(TcpStream, std::net::TcpStream);
 split_halves!(TcpStream, SocketAddr, ip_addr);
