@@ -42,6 +42,11 @@ fn cstr(p: &Path) -> io::Result<CString> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
+/// Whether `e` is a full disk's error (`ENOSPC`, `StorageFull`).
+pub fn is_enospc(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC) && e.kind() == io::ErrorKind::StorageFull
+}
+
 /// A `tmpfs` of a given size, mounted on a fresh directory of its own; unmounted and removed
 /// on drop.
 #[derive(Debug)]
@@ -91,6 +96,28 @@ impl SmallFs {
     /// `path().join(name)`.
     pub fn join(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// The file at `path` holds a strict prefix of `data` and nothing else, and this file
+    /// system is full: returns the prefix's length (the bytes that landed).
+    pub fn landed_prefix(&self, path: &Path, data: &[u8]) -> usize {
+        let got = std::fs::read(path).unwrap();
+        assert!(
+            got.len() < data.len(),
+            "{} of {} bytes: all landed on a full disk?",
+            got.len(),
+            data.len()
+        );
+        assert!(
+            got == data[..got.len()],
+            "the bytes that landed are not the data's first ones"
+        );
+        assert!(
+            self.free_bytes() < 4096,
+            "the write stopped with {} bytes free",
+            self.free_bytes()
+        );
+        got.len()
     }
 
     /// Bytes still free (`statvfs`: free blocks times the block size).

@@ -19,7 +19,7 @@
 
 use hoop_test_support as common;
 
-use common::fullfs::{FailingDisk, SmallFs};
+use common::fullfs::{is_enospc, FailingDisk, SmallFs};
 use common::http::bytes;
 use hoop::fs::File;
 use hoop::DriverKind;
@@ -42,32 +42,6 @@ fn full_fs(test: &str, kind: DriverKind) -> Option<SmallFs> {
 /// Frees the filler's space.
 fn free(fs: &SmallFs) {
     std::fs::remove_file(fs.join("filler")).unwrap();
-}
-
-fn is_enospc(e: &std::io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ENOSPC) && e.kind() == std::io::ErrorKind::StorageFull
-}
-
-/// The file at `path` holds a strict prefix of `data` and nothing else, and the file system
-/// is full: returns the prefix's length (the bytes that landed).
-fn landed_prefix(fs: &SmallFs, path: &std::path::Path, data: &[u8]) -> usize {
-    let got = std::fs::read(path).unwrap();
-    assert!(
-        got.len() < data.len(),
-        "{} of {} bytes: all landed on a full disk?",
-        got.len(),
-        data.len()
-    );
-    assert!(
-        got == data[..got.len()],
-        "the bytes that landed are not the data's first ones"
-    );
-    assert!(
-        fs.free_bytes() < 4096,
-        "the write stopped with {} bytes free",
-        fs.free_bytes()
-    );
-    got.len()
 }
 
 /// `write_at`'s `Ok(n)`s add up to the file's length, then `ENOSPC`; once space is freed,
@@ -98,7 +72,7 @@ fn write_at_counts_what_landed_then_enospc() {
         });
         assert!(is_enospc(&err), "{err:?}");
         assert_eq!(
-            landed_prefix(&fs, &path, &data),
+            fs.landed_prefix(&path, &data),
             claimed,
             "Ok counts vs file length"
         );
@@ -136,7 +110,7 @@ fn write_all_at_fails_with_enospc_and_the_file_holds_what_landed() {
             err
         });
         assert!(is_enospc(&err), "{err:?}");
-        let landed = landed_prefix(&fs, &path, &data);
+        let landed = fs.landed_prefix(&path, &data);
         free(&fs);
         rt.block_on(async {
             let f = File::options().write(true).open(&path).await.unwrap();
@@ -163,7 +137,7 @@ fn fs_write_fails_with_enospc_then_succeeds_once_space_is_freed() {
             .block_on(hoop::fs::write(path.clone(), data.clone()))
             .expect_err("fs::write on a full disk");
         assert!(is_enospc(&err), "{err:?}");
-        landed_prefix(&fs, &path, &data);
+        fs.landed_prefix(&path, &data);
         free(&fs);
         rt.block_on(hoop::fs::write(path.clone(), data.clone()))
             .unwrap();
@@ -265,7 +239,7 @@ fn trait_write_all_and_flush_report_enospc_once() {
                 assert!(is_enospc(&err), "{via:?}: {err:?}");
                 // Reported once: the next flush has nothing left to report.
                 flush(&mut f, via).await.unwrap();
-                let landed = landed_prefix(&fs, &path, &data);
+                let landed = fs.landed_prefix(&path, &data);
                 free(&fs);
                 // The cursor is where the kernel left it; the caller picks up at the length.
                 assert_eq!(seek_to(&mut f, landed as u64, via).await, landed as u64);
@@ -306,7 +280,7 @@ fn close_reports_the_enospc_of_the_write_behind() {
             }
         });
         assert!(is_enospc(&err), "{err:?}");
-        landed_prefix(&fs, &path, &data);
+        fs.landed_prefix(&path, &data);
     });
 }
 
@@ -328,7 +302,7 @@ fn a_dropped_files_enospc_is_counted_not_lost() {
             write_all(&mut f, &data, Via::Futures).await.is_ok()
         });
         let report = rt.shutdown();
-        let landed = landed_prefix(&fs, &path, &data);
+        let landed = fs.landed_prefix(&path, &data);
         if accepted {
             assert_eq!(report.failed_writes, 1, "{report:?}");
             assert_eq!(
@@ -473,53 +447,6 @@ fn sync_errors_surface_once() {
     });
 }
 
-/// At the cursor (`CURRENT_POS`): a short write on a full disk leaves the cursor after the
-/// bytes it wrote, and `write_all_at(.., CURRENT_POS)` fails rather than writing the rest on
-/// top of them. (io_uring on Linux 6.18 leaves the cursor where it was when the second try of
-/// a short write fails: `hoop::fs`'s cursor fix; before it, this `write_all_at` returned `Ok`
-/// with the second half of the data in place of the first.)
-#[test]
-fn writes_at_the_cursor_move_it_past_what_landed() {
-    use std::os::fd::AsRawFd;
-    common::each_driver(|kind| {
-        let Some(fs) = full_fs("cursor", kind) else {
-            return;
-        };
-        let data = bytes(DATA_BYTES, 11);
-        let rt = common::runtime(kind);
-        rt.block_on(async {
-            let path = fs.join("one");
-            let f = File::create(&path).await.unwrap();
-            // Until the disk is full (an injected `short_io` may cut a write shorter).
-            let mut at = 0usize;
-            let err = loop {
-                let (res, _) = f.write_at(data[at..].to_vec(), hoop::op::CURRENT_POS).await;
-                match res {
-                    Ok(n) => {
-                        assert!(n > 0 && at + n < DATA_BYTES, "{at} + {n} on a full disk");
-                        at += n;
-                        // SAFETY: lseek(2) on the file's own fd.
-                        let cursor = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_CUR) };
-                        assert_eq!(cursor, at as libc::off_t, "the cursor after {at} bytes");
-                    }
-                    Err(e) => break e,
-                }
-            };
-            assert!(is_enospc(&err), "{err:?}");
-            f.close().await.unwrap();
-            assert_eq!(landed_prefix(&fs, &path, &data), at);
-            std::fs::remove_file(&path).unwrap();
-
-            let path = fs.join("all");
-            let f = File::create(&path).await.unwrap();
-            let (res, _) = f.write_all_at(data.clone(), hoop::op::CURRENT_POS).await;
-            assert!(is_enospc(&res.unwrap_err()));
-            f.close().await.unwrap();
-            landed_prefix(&fs, &path, &data);
-        });
-    });
-}
-
 /// `hoop::shared`'s `File` through the traits, with no runtime (woken by the rings), on both
 /// engines: `write_all` then `flush` report `ENOSPC` once, the file holds what landed (its
 /// cursor writes take the same fix as the runtime's), and after freeing the rest completes it.
@@ -553,7 +480,7 @@ fn shared_file_write_all_and_flush_report_enospc() {
             (Err(e), Ok(())) | (Ok(()), Err(e)) => assert!(is_enospc(&e), "{kind}: {e:?}"),
             other => panic!("{kind}: shared File on a full disk: {other:?}"),
         }
-        let landed = landed_prefix(&fs, &path, &data);
+        let landed = fs.landed_prefix(&path, &data);
         free(&fs);
         let to = std::io::SeekFrom::Start(landed as u64);
         common::block_on(futures::io::AsyncSeekExt::seek(&mut f, to)).unwrap();

@@ -213,8 +213,15 @@ impl File {
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + '_ {
         // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
-        Op::new(op::Read::new(self.raw(), buf, pos))
+        // machine less per I/O. The borrow of `self` keeps the fd open while it runs. At the
+        // cursor, the cursor is fixed after a short read (`fs::cursor`: a kernel bug).
+        let len = buf.bytes_total();
+        super::cursor::at_cursor(
+            self.raw(),
+            pos,
+            len,
+            Op::new(op::Read::new(self.raw(), buf, pos)),
+        )
     }
 
     /// [`read_at`](Self::read_at) with a deadline linked to it in the kernel
@@ -233,8 +240,10 @@ impl File {
         pos: u64,
         timeout: Duration,
     ) -> BufResult<usize, B> {
+        let len = buf.bytes_total();
         let read = op::Read::new(self.raw(), buf, pos);
-        Op::new(op::Deadline::new(read, timeout)).await
+        let read = Op::new(op::Deadline::new(read, timeout));
+        super::cursor::at_cursor(self.raw(), pos, len, read).await
     }
 
     /// [`write_at`](Self::write_at) with a deadline linked to it in the kernel (see
@@ -292,7 +301,7 @@ impl File {
     /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
     /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        read_exact_on(self.raw().into(), buf, pos).await
+        read_exact_on(self.raw().into(), self.raw(), buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`, in as many writes as it takes.
@@ -303,7 +312,7 @@ impl File {
     /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
     /// rather than dropping it.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        write_all_on(self.raw().into(), buf, pos).await
+        write_all_on(self.raw().into(), self.raw(), buf, pos).await
     }
 
     /// Reads at `pos` into `bufs` in turn (`readv`), each filled to its capacity before the
@@ -457,7 +466,13 @@ impl File {
     {
         // A plain function returning the operation (not an `async fn` around it): one state
         // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
-        Op::new(op::ReadFixed::new(self.raw(), buf, pos))
+        let len = buf.bytes_total();
+        super::cursor::at_cursor(
+            self.raw(),
+            pos,
+            len,
+            Op::new(op::ReadFixed::new(self.raw(), buf, pos)),
+        )
     }
 
     /// Writes the initialized bytes of a buffer of a [`FixedBufPool`](crate::FixedBufPool) at
@@ -473,37 +488,48 @@ impl File {
     {
         // A plain function returning the operation (not an `async fn` around it): one state
         // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
-        Op::new(op::WriteFixed::new(self.raw(), buf, pos))
+        let len = buf.bytes_init();
+        super::cursor::at_cursor(
+            self.raw(),
+            pos,
+            len,
+            Op::new(op::WriteFixed::new(self.raw(), buf, pos)),
+        )
     }
 }
 
 /// Reads exactly `buf.bytes_to_fill()` bytes at `pos` from `target` (a [`File`]'s fd or a
-/// [`FixedFile`](super::FixedFile)'s slot), in as many reads as it takes.
+/// [`FixedFile`](super::FixedFile)'s slot), in as many reads as it takes; at the cursor,
+/// `cursor_fd` (an fd of the same open file) is where the cursor is read and fixed.
 pub(super) async fn read_exact_on<B: IoBufMut>(
     target: op::Target,
+    cursor_fd: RawFd,
     buf: B,
     pos: u64,
 ) -> BufResult<(), B> {
     let msg = "end of file before the buffer was filled";
+    // At the cursor, each read fixes the cursor after a short result (`fs::cursor`).
+    let fd = cursor_fd;
     fill_exact(buf, msg, |s, done| {
-        Op::new(op::Read::new(target, s, advance(pos, done)))
+        let len = s.bytes_total();
+        let read = Op::new(op::Read::new(target, s, advance(pos, done)));
+        super::cursor::at_cursor(fd, pos, len, read)
     })
     .await
 }
 
-/// Writes every initialized byte of `buf` at `pos` to `target`, in as many writes as it takes.
+/// Writes every initialized byte of `buf` at `pos` to `target`, in as many writes as it takes
+/// (`cursor_fd` as for [`read_exact_on`]).
 pub(super) async fn write_all_on<B: IoBuf>(
     target: op::Target,
+    cursor_fd: RawFd,
     buf: B,
     pos: u64,
 ) -> BufResult<(), B> {
     let total = buf.bytes_init();
     let msg = "failed to write the whole buffer";
     // At the cursor, each write fixes the cursor after a short result (`fs::cursor`).
-    let fd = match target {
-        op::Target::Fd(fd) => fd,
-        op::Target::Fixed(_) => -1,
-    };
+    let fd = cursor_fd;
     until_done(buf, total, io::ErrorKind::WriteZero, msg, |s, done| {
         let len = s.bytes_init();
         let write = Op::new(op::Write::new(target, s, advance(pos, done)));

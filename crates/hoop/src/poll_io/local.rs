@@ -24,7 +24,12 @@ impl Ops for Local {
     fn read(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<ReadOp> {
         Bound(match kind {
             Kind::Socket => ReadOp::Socket(Op::new(op::Recv::new(fd, slice, 0))),
-            Kind::File => ReadOp::File(Op::new(op::Read::new(fd, slice, op::CURRENT_POS))),
+            Kind::File => {
+                // The cursor is fixed after a short read (`fs::cursor`), as after a write.
+                let len = slice.bytes_total();
+                let read = Op::new(op::Read::new(fd, slice, op::CURRENT_POS));
+                ReadOp::File(crate::fs::cursor::at_cursor(fd, op::CURRENT_POS, len, read))
+            }
         })
     }
     fn write(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<WriteOp> {
@@ -62,14 +67,15 @@ impl Ops for Local {
 
 /// An operation of the thread's runtime (or a pusher's handle, `push::Handle`) held by a
 /// [`PollIo<Local>`], which touches it only on the thread that started it (`check_thread`) and
-/// forgets it on any other.
+/// sends it home to that thread's driver from any other (`send_home`).
 #[derive(Debug)]
 pub(crate) struct Bound<T>(pub(super) T);
 
 // SAFETY: a `Bound` is only made by `Local` (its operations) and by `PollIo::push` (a pusher's
 // handle, made only where `Ops::pushes`, which only `Local` says), and only held by a
 // `PollIo<Local>` (`pushed` is `None` for every other `Ops`), which polls, borrows and drops
-// it on its owner thread only (`check_thread`; `Drop` and `merge_write` forget it elsewhere)
+// it on its owner thread only (`check_thread`; `Drop` and `merge_write` send it home, where
+// the owner's driver drops it, or leak it when no runtime runs there)
 // and gives no access to it through `&self`: the runtime's `Rc`s inside are never used on
 // another thread. The one thing touched elsewhere is a handle's `gone` flag, an
 // `Arc<AtomicBool>`, which is `Send + Sync` itself.
@@ -87,7 +93,7 @@ impl<T: std::future::Future + Unpin> std::future::Future for Bound<T> {
 #[derive(Debug)]
 pub(crate) enum ReadOp {
     Socket(Op<op::Recv<Slice<Vec<u8>>>>),
-    File(Op<op::Read<Slice<Vec<u8>>>>),
+    File(crate::fs::cursor::AtCursor<Op<op::Read<Slice<Vec<u8>>>>>),
 }
 
 impl std::future::Future for ReadOp {

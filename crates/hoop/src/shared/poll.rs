@@ -122,16 +122,20 @@ pub(crate) struct FileOps {
 }
 
 impl Ops for FileOps {
-    type Read = SharedOp<Keep<op::Read<Buf>, Arc<OwnedFd>>>;
+    type Read = crate::fs::cursor::AtCursor<SharedOp<Keep<op::Read<Buf>, Arc<OwnedFd>>>>;
     type Write = crate::fs::cursor::AtCursor<SharedOp<Keep<op::Write<Buf>, Arc<OwnedFd>>>>;
     /// Files have no write half to shut down (`poll_close` only flushes them).
     type Shutdown = Ready<io::Result<()>>;
     const THREAD_BOUND: bool = false;
     fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
+        // The cursor is fixed after a short read, as after a write (`fs::cursor`).
+        let len = buf.bytes_total();
         let read = op::Read::new(fd, buf, op::CURRENT_POS);
-        self.rings
+        let read = self
+            .rings
             .submit(self.route, Keep::new(read, self.fd.clone()))
-            .eager()
+            .eager();
+        crate::fs::cursor::at_cursor(fd, op::CURRENT_POS, len, read)
     }
     fn write(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Write {
         // The cursor is fixed after a short write (`fs::cursor`: a kernel bug); the fd's `Arc`
