@@ -269,7 +269,11 @@ impl Driver {
     /// next timer; `None`: until a completion or a wake-up).
     pub fn turn_with_wait(&self, block: bool, wait: Option<Duration>) -> io::Result<()> {
         if self.shared.home.has_pending() {
-            for fd in self.shared.home.take() {
+            let (fds, drops) = self.shared.home.take();
+            // Values dropped on other threads, dropped here, on theirs: their operations'
+            // cancels queue first, and the closes of their fds behind them.
+            drop(drops);
+            for fd in fds {
                 self.close_detached(fd);
             }
         }
@@ -344,6 +348,18 @@ impl Driver {
         if let Ok(mut d) = self.shared.engine.try_borrow_mut() {
             if let Engine::Uring(u) = &mut *d {
                 u.submit_queued();
+            }
+        }
+    }
+
+    /// Before an fd leaves hoop (`into_std`, `into_raw_fd`): ends every operation a dropped
+    /// future or stream left to be cancelled (io_uring: synchronously, see
+    /// `Uring::cancel_queued_now`; epoll cancels at the drop already), then submits every queued
+    /// SQE as [`Driver::submit_queued`] does.
+    pub fn cancel_queued_now(&self) {
+        if let Ok(mut d) = self.shared.engine.try_borrow_mut() {
+            if let Engine::Uring(u) = &mut *d {
+                u.cancel_queued_now();
             }
         }
     }
@@ -498,6 +514,15 @@ impl Driver {
     /// Cancels every operation in flight and reaps their final completions (or leaks their
     /// memory after the shutdown timeout). Operations started afterwards fail.
     pub fn shutdown(&self) -> ShutdownReport {
+        // Values sent home from other threads go first: their operations are cancelled and
+        // reaped with the rest.
+        if self.shared.home.has_pending() {
+            let (fds, drops) = self.shared.home.take();
+            drop(drops);
+            for fd in fds {
+                self.close_detached(fd);
+            }
+        }
         let section = crate::deferred::Section::enter();
         let (report, wakeups, orphans) = {
             let mut d = self.shared.engine.borrow_mut();

@@ -103,13 +103,17 @@ const MAX_BUF_BYTES: usize = 1 << 30;
 /// With [`Local`] operations it is `Send` and `Sync` so that the types holding it stay so,
 /// although an operation in flight belongs to the runtime of the thread that started it
 /// (`owner`): polled on another thread while one is in flight it fails with an error instead of
-/// touching the operation, and dropped on another thread it leaks the operation (its buffer
-/// stays with it) rather than drop it there. With nothing in flight the state moves freely.
+/// touching the operation, and dropped on another thread it sends the operation home, to be
+/// dropped (cancelled) by that runtime's driver on its thread (its buffer stays with it until
+/// the kernel is done). With nothing in flight the state moves freely.
 /// Shared rings' operations are `Send` themselves: none of this applies to them.
 pub(crate) struct PollIo<O: Ops = Local> {
     ops: O,
     /// The thread whose runtime runs the operations in flight.
     owner: std::thread::ThreadId,
+    /// That runtime's driver's home, where a drop on another thread sends the operations
+    /// (`None` for shared rings' operations, which are `Send`, or made outside a runtime).
+    home: Option<hoop_driver::Home>,
     kind: Kind,
     /// The largest read and write (so the largest buffer): `BUF_BYTES` for sockets,
     /// `FILE_BUF_BYTES` for files unless `set_max_buf` changed it.
@@ -149,21 +153,48 @@ impl<O: Ops> std::fmt::Debug for PollIo<O> {
 impl<O: Ops> Drop for PollIo<O> {
     fn drop(&mut self) {
         if O::THREAD_BOUND && std::thread::current().id() != self.owner {
-            // Not the owner's thread: the operations' `Rc`s must not be touched here.
-            std::mem::forget(self.read_op.take());
-            std::mem::forget(self.w.write_op.take());
-            std::mem::forget(self.shutdown.take());
-            // The pusher runs on the owner's thread: its `Rc` is not touched here either. It is
-            // told (an atomic flag) to send nothing more: the fd is closed behind this drop.
-            if let Some(p) = self.pushed.take() {
+            // Not the owner's thread: the operations' `Rc`s must not be touched here. The
+            // pusher is told (an atomic flag) to send nothing more (the fd is closed behind
+            // this drop); then the operations and the pusher's handle go home, to be dropped
+            // on the owner's thread by its driver (their cancels queue there, and the `Rc`s
+            // are freed once the kernel is done with them).
+            if let Some(p) = &self.pushed {
                 p.0.give_up_from_anywhere();
-                std::mem::forget(p);
             }
+            let parts = (
+                self.read_op.take(),
+                self.w.write_op.take(),
+                self.shutdown.take(),
+                self.pushed.take(),
+            );
+            send_home(self.home.as_ref(), parts);
         } else if let Some(p) = self.pushed.take() {
             // Dropped with a pusher running (not through `finish_then`, which takes its writes
             // back): they are given up, as a write in flight of a dropped value is.
             push::abandon(&p.0.shared);
         }
+    }
+}
+
+/// The home of this thread's driver, for state whose operations are bound to it.
+fn home_here<O: Ops>() -> Option<hoop_driver::Home> {
+    if O::THREAD_BOUND {
+        hoop_driver::Driver::current().map(|d| d.home())
+    } else {
+        None
+    }
+}
+
+/// Sends `parts` (operations and pusher state of the owner thread, dropped on another) to be
+/// dropped by the owner's driver; with no home (no runtime there), they are leaked: the kernel
+/// may still own their memory.
+pub(crate) fn send_home<T: 'static>(home: Option<&hoop_driver::Home>, parts: T) {
+    match home {
+        // SAFETY: `parts` hold the owner thread's operations and pusher state, whose `Rc`s are
+        // shared with that thread only; the caller gives them up here and never touches them
+        // again.
+        Some(home) => unsafe { home.send_drop(parts) },
+        None => std::mem::forget(parts),
     }
 }
 
@@ -195,6 +226,7 @@ impl<O: Ops> PollIo<O> {
             ));
         }
         self.owner = here;
+        self.home = home_here::<O>();
         Ok(())
     }
 
@@ -202,6 +234,7 @@ impl<O: Ops> PollIo<O> {
         PollIo {
             ops,
             owner: std::thread::current().id(),
+            home: home_here::<O>(),
             kind,
             max_buf: match kind {
                 Kind::Socket => BUF_BYTES,

@@ -29,13 +29,13 @@ pub(crate) enum Kind {
 }
 
 /// How the poll-based state makes its operations.
-pub(crate) trait Ops {
+pub(crate) trait Ops: 'static {
     /// A read (recv or positional read) into the internal buffer.
-    type Read: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin;
+    type Read: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin + 'static;
     /// A write (send or positional write) from the internal buffer.
-    type Write: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin;
+    type Write: std::future::Future<Output = BufResult<usize, Slice<Vec<u8>>>> + Unpin + 'static;
     /// `shutdown(SHUT_WR)` of a socket.
-    type Shutdown: std::future::Future<Output = io::Result<()>> + Unpin;
+    type Shutdown: std::future::Future<Output = io::Result<()>> + Unpin + 'static;
     /// Operations in flight belong to the runtime of the thread that started them.
     const THREAD_BOUND: bool;
     fn read(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Read;

@@ -14,6 +14,7 @@ impl PollIo<Local> {
     pub(crate) fn split_write(&mut self) -> PollIo<Local> {
         let mut w = PollIo::new(self.kind);
         w.owner = self.owner;
+        w.home = self.home.clone();
         w.max_buf = self.max_buf;
         self.swap_write_state(&mut w);
         w
@@ -30,14 +31,14 @@ impl PollIo<Local> {
         let write_busy = w.w.write_op.is_some() || w.pushed.is_some() || w.shutdown.is_some();
         if write_busy && w.owner != self.owner {
             if read_busy {
-                std::mem::forget(w.w.write_op.take());
-                std::mem::forget(w.shutdown.take());
-                // The pusher lives on the other thread: its `Rc` is left to it, and it sends
-                // nothing more (the reunited stream's writes would interleave).
-                if let Some(p) = w.pushed.take() {
+                // The write's operations and pusher live on the other thread: they go home to
+                // be dropped there, and the pusher sends nothing more (the reunited stream's
+                // writes would interleave).
+                if let Some(p) = &w.pushed {
                     p.0.give_up_from_anywhere();
-                    std::mem::forget(p);
                 }
+                let parts = (w.w.write_op.take(), w.shutdown.take(), w.pushed.take());
+                super::send_home(w.home.as_ref(), parts);
                 w.w.write_buf = None;
                 w.w.write_staging.clear();
                 w.w.write_done = 0;
@@ -47,6 +48,7 @@ impl PollIo<Local> {
                 ));
             } else {
                 self.owner = w.owner;
+                self.home = w.home.clone();
             }
         }
         self.swap_write_state(&mut w);
