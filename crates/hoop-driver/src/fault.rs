@@ -115,14 +115,19 @@ pub struct Plan {
     /// Probability of a fault per event, in [0, 1].
     pub rate: f64,
     kinds: u32,
+    /// Kinds injected, whatever the draw, at each driver's first event of the kind
+    /// (`first=A+B`): a test that cannot survive the fault fails at every seed, not on the days
+    /// whose seed happens to hit it.
+    first: u32,
 }
 
 impl Plan {
-    /// Parses `seed=N,rate=P[,kinds=A+B+...]`.
+    /// Parses `seed=N,rate=P[,kinds=A+B+...][,first=A+B+...]`.
     pub fn parse(spec: &str) -> Result<Plan, String> {
         let mut seed = None;
         let mut rate = None;
         let mut kinds = ALL_BITS;
+        let mut first = 0;
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part
                 .split_once('=')
@@ -143,21 +148,12 @@ impl Plan {
                     }
                     rate = Some(r);
                 }
-                "kinds" => {
-                    kinds = 0;
-                    for name in value.split(['+', ':', ' ']).filter(|n| !n.is_empty()) {
-                        let kind = Kind::from_name(name).ok_or_else(|| {
-                            format!(
-                                "HOOP_FAULTS: unknown fault kind `{name}` (kinds: {})",
-                                KINDS.join(", ")
-                            )
-                        })?;
-                        kinds |= kind.bit();
-                    }
-                }
+                "kinds" => kinds = kind_bits(value)?,
+                "first" => first = kind_bits(value)?,
                 other => {
                     return Err(format!(
-                        "HOOP_FAULTS: unknown key `{other}` (expected seed=N,rate=P[,kinds=LIST])"
+                        "HOOP_FAULTS: unknown key `{other}` (expected \
+                         seed=N,rate=P[,kinds=LIST][,first=LIST])"
                     ))
                 }
             }
@@ -166,6 +162,8 @@ impl Plan {
             seed: seed.ok_or("HOOP_FAULTS: seed=N missing")?,
             rate: rate.ok_or("HOOP_FAULTS: rate=P missing")?,
             kinds,
+            // A kind first injected is a kind injected.
+            first: first & kinds,
         })
     }
 
@@ -186,8 +184,31 @@ impl fmt::Display for Plan {
                 .collect();
             write!(f, ",kinds={}", names.join("+"))?;
         }
+        if self.first != 0 {
+            let names: Vec<&str> = Kind::ALL
+                .iter()
+                .filter(|k| self.first & k.bit() != 0)
+                .map(|k| k.name())
+                .collect();
+            write!(f, ",first={}", names.join("+"))?;
+        }
         Ok(())
     }
+}
+
+/// The kinds of a `+`- or `:`-separated list, as bits.
+fn kind_bits(list: &str) -> Result<u32, String> {
+    let mut bits = 0;
+    for name in list.split(['+', ':', ' ']).filter(|n| !n.is_empty()) {
+        let kind = Kind::from_name(name).ok_or_else(|| {
+            format!(
+                "HOOP_FAULTS: unknown fault kind `{name}` (kinds: {})",
+                KINDS.join(", ")
+            )
+        })?;
+        bits |= kind.bit();
+    }
+    Ok(bits)
 }
 
 static COUNTS: [AtomicU64; 11] = [const { AtomicU64::new(0) }; 11];
@@ -451,6 +472,8 @@ struct Injector {
     /// `rate` scaled to u64: an event fires when a draw is below it.
     threshold: u64,
     kinds: u32,
+    /// Kinds still to be injected at their first event (`Plan::first`).
+    first: u32,
 }
 
 impl Faults {
@@ -480,6 +503,7 @@ impl Faults {
                     state: plan.seed ^ h ^ built.wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     threshold,
                     kinds: plan.kinds,
+                    first: plan.first,
                 }
             });
             Faults { inner }
@@ -514,7 +538,9 @@ impl Faults {
             if inj.kinds & kind.bit() == 0 || OPTED_OUT.with(Cell::get) & kind.bit() != 0 {
                 return false;
             }
-            if inj.next() >= inj.threshold || inj.threshold == 0 {
+            if inj.first & kind.bit() != 0 {
+                inj.first &= !kind.bit();
+            } else if inj.next() >= inj.threshold || inj.threshold == 0 {
                 return false;
             }
             COUNTS[kind as usize].fetch_add(1, Ordering::Relaxed);

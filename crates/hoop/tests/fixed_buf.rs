@@ -514,23 +514,22 @@ async fn one_registered_table_per_ring() {
 async fn fixed_buf_works_with_ordinary_ops() {
     let pool = FixedBufPool::new(2, BLOCK).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap())
-        .await
-        .unwrap();
-    let (server, _) = listener.accept().await.unwrap();
-    let mut out = pool.try_take().unwrap();
-    out.copy_from(b"plain ops");
-    let (res, out) = client.write_all(out).await;
-    res.unwrap();
-    let (res, buf) = timeout(
-        LIMIT,
-        server.read_exact(pool.try_take().unwrap().slice(..9)),
-    )
-    .await
-    .unwrap();
-    res.unwrap();
-    assert_eq!(&buf.into_inner()[..], b"plain ops");
-    drop(out);
+    // A reset (injected under a fault plan) ends the exchange: it runs again on a new
+    // connection, and the buffers of the attempt go back to the pool with their futures.
+    let got = common::resets::retry_async("plain ops on a TCP pair", |_| async {
+        let client = TcpStream::connect(listener.local_addr()?).await?;
+        let (server, _) = listener.accept().await?;
+        let mut out = pool.try_take().expect("a free buffer");
+        out.copy_from(b"plain ops");
+        let (res, _out) = client.write_all(out).await;
+        res?;
+        let read = server.read_exact(pool.try_take().expect("a free buffer").slice(..9));
+        let (res, buf) = timeout(LIMIT, read).await.expect("the read within LIMIT");
+        res?;
+        Ok(buf.into_inner()[..].to_vec())
+    })
+    .await;
+    assert_eq!(&got[..], b"plain ops");
 
     let path = temp_path(&format!("plain-{:?}", current_driver()));
     let file = File::create(&path).await.unwrap();

@@ -295,69 +295,86 @@ fn dropped_send_zc_keeps_its_buffer_until_the_notification() {
         let runtime = rt(kind);
         runtime.block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let (go, client, peer_holds) = lazy_reader(l.local_addr().unwrap());
-            let (s, _) = l.accept().await.unwrap();
-            let zc = zero_copy_here();
-            println!("driver={kind}: {}", path_name(kind));
-            let dropped = Rc::new(Cell::new(false));
-            let buf = TrackedBuf {
-                data: patterned(8 << 20),
-                dropped: dropped.clone(),
-            };
-            let r = hoop::time::timeout(Duration::from_millis(200), s.send_zc(buf)).await;
-            match r {
-                Err(_) => {
-                    assert!(
-                        zc,
-                        "driver={kind}: a plain send to a fresh socket did not finish"
-                    );
-                    // The future is gone, the peer has not read: the kernel still holds the
-                    // pages, so the driver must still hold the buffer.
-                    assert!(
-                        !dropped.get(),
-                        "driver={kind}: buffer freed when the future was dropped"
-                    );
-                    hoop::time::sleep(Duration::from_millis(100)).await;
-                    assert!(
-                        !dropped.get(),
-                        "driver={kind}: buffer freed before the notification CQE"
-                    );
-                }
-                Ok((res, buf)) => {
-                    let n = res.unwrap();
-                    println!("driver={kind}: completed before the timeout: {n} bytes sent");
-                    assert!(n > 0);
-                    if zc {
-                        // The notification came although the peer read nothing: only possible
-                        // if the peer could take (and acknowledge) everything sent.
+            // A send an injected reset ended: the case again on a new connection.
+            hoop_test_support::resets::retry_async("a dropped send_zc", |_| async {
+                let (go, client, peer_holds) = lazy_reader(l.local_addr().unwrap());
+                let (s, _) = l.accept().await?;
+                let zc = zero_copy_here();
+                println!("driver={kind}: {}", path_name(kind));
+                let dropped = Rc::new(Cell::new(false));
+                let buf = TrackedBuf {
+                    data: patterned(8 << 20),
+                    dropped: dropped.clone(),
+                };
+                let r = hoop::time::timeout(Duration::from_millis(200), s.send_zc(buf)).await;
+                match r {
+                    Err(_) => {
                         assert!(
-                            n <= peer_holds,
-                            "driver={kind}: a SEND_ZC of {n} bytes completed while the peer \
-                             (receive buffer {peer_holds}) read nothing"
+                            zc,
+                            "driver={kind}: a plain send to a fresh socket did not finish"
                         );
-                        println!(
-                            "driver={kind}: not checked: all {n} bytes fit in the peer's \
-                             receive buffer, so the send finished before the timeout"
+                        // The future is gone, the peer has not read: the kernel still holds the
+                        // pages, so the driver must still hold the buffer.
+                        assert!(
+                            !dropped.get(),
+                            "driver={kind}: buffer freed when the future was dropped"
+                        );
+                        hoop::time::sleep(Duration::from_millis(100)).await;
+                        assert!(
+                            !dropped.get(),
+                            "driver={kind}: buffer freed before the notification CQE"
                         );
                     }
-                    assert!(!dropped.get());
-                    drop(buf);
-                    assert!(dropped.get());
+                    Ok((res, buf)) => {
+                        let n = match res {
+                            Ok(n) => n,
+                            Err(e) => {
+                                // A reset (injected: the send never ran) ends the case on this
+                                // connection: the buffer came back with the result, and the case
+                                // runs again on a new one.
+                                drop(buf);
+                                drop(go);
+                                let _ = client.join();
+                                let _ = s.close().await;
+                                return Err(e);
+                            }
+                        };
+                        println!("driver={kind}: completed before the timeout: {n} bytes sent");
+                        assert!(n > 0);
+                        if zc {
+                            // The notification came although the peer read nothing: only possible
+                            // if the peer could take (and acknowledge) everything sent.
+                            assert!(
+                                n <= peer_holds,
+                                "driver={kind}: a SEND_ZC of {n} bytes completed while the peer \
+                                 (receive buffer {peer_holds}) read nothing"
+                            );
+                            println!(
+                                "driver={kind}: not checked: all {n} bytes fit in the peer's \
+                                 receive buffer, so the send finished before the timeout"
+                            );
+                        }
+                        assert!(!dropped.get());
+                        drop(buf);
+                        assert!(dropped.get());
+                    }
                 }
-            }
-            go.send(()).unwrap();
-            let mut waited = 0;
-            while !dropped.get() && waited < 2000 {
-                hoop::time::sleep(Duration::from_millis(5)).await;
-                waited += 1;
-            }
-            assert!(
-                dropped.get(),
-                "driver={kind}: the orphaned buffer was never released after the peer read"
-            );
-            s.close().await.unwrap();
-            let got = client.join().unwrap();
-            assert!(got > 0, "driver={kind}: the peer got nothing");
+                go.send(()).unwrap();
+                let mut waited = 0;
+                while !dropped.get() && waited < 2000 {
+                    hoop::time::sleep(Duration::from_millis(5)).await;
+                    waited += 1;
+                }
+                assert!(
+                    dropped.get(),
+                    "driver={kind}: the orphaned buffer was never released after the peer read"
+                );
+                s.close().await.unwrap();
+                let got = client.join().unwrap();
+                assert!(got > 0, "driver={kind}: the peer got nothing");
+                Ok(())
+            })
+            .await;
             l.close().await.unwrap();
         });
         drop(runtime);

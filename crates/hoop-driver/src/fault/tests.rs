@@ -76,3 +76,30 @@ fn same_seed_same_stream_and_opt_out_silences() {
     }
     assert!(f.fire(Kind::Late));
 }
+
+#[test]
+fn a_first_kind_fires_at_its_first_event_whatever_the_rate() {
+    let p = Plan::parse("seed=5,rate=0,first=econnreset").unwrap();
+    assert_eq!(p.to_string(), "seed=5,rate=0,first=econnreset");
+    assert_eq!(Plan::parse(&p.to_string()).unwrap(), p);
+    assert!(Plan::parse("seed=5,rate=0,first=nope").is_err());
+    // A kind the plan does not inject is not injected first either.
+    let p = Plan::parse("seed=5,rate=0,kinds=late,first=econnreset").unwrap();
+    assert_eq!(p.to_string(), "seed=5,rate=0,kinds=late");
+    let _plan = set_thread_plan("seed=5,rate=0,first=econnreset").unwrap();
+    let mut f = Faults::new();
+    if !f.active() {
+        return; // built without the feature: nothing fires
+    }
+    assert!(!f.fire(Kind::Late), "rate 0: no other kind");
+    {
+        // An opted-out kind keeps its first event for after the opt-out.
+        let _out = opt_out_quietly(&["econnreset"]);
+        assert!(!f.fire(Kind::Econnreset));
+    }
+    assert!(f.fire(Kind::Econnreset), "the first event");
+    assert!(
+        (0..100).all(|_| !f.fire(Kind::Econnreset)),
+        "then the rate's"
+    );
+}
