@@ -115,9 +115,11 @@ pub struct Plan {
     /// Probability of a fault per event, in [0, 1].
     pub rate: f64,
     kinds: u32,
-    /// Kinds injected, whatever the draw, at each driver's first event of the kind
-    /// (`first=A+B`): a test that cannot survive the fault fails at every seed, not on the days
-    /// whose seed happens to hit it.
+    /// Kinds injected, whatever the draw, at the first event of the kind of each thread's first
+    /// driver of each engine (io_uring, epoll; `first=A+B`): a test that cannot survive the
+    /// fault fails at every seed, not on the days whose seed happens to hit it. A driver the
+    /// thread builds later (a test's retry on a new runtime) and a rerun's thread (named
+    /// `TEST#N`, as the retry helpers name them) draw as usual, so a retry can succeed.
     first: u32,
 }
 
@@ -219,6 +221,10 @@ thread_local! {
     /// Drivers this thread built so far (each gets its own random stream).
     #[cfg(feature = "fault-injection")]
     static BUILT: Cell<u64> = const { Cell::new(0) };
+    /// The engines (`Faults::new`'s bit) this thread built a driver of: only the first of each
+    /// injects the plan's `first` kinds.
+    #[cfg(feature = "fault-injection")]
+    static ENGINES_BUILT: Cell<u32> = const { Cell::new(0) };
     /// A plan set for this thread only ([`set_thread_plan`]), over `HOOP_FAULTS`.
     static THREAD_PLAN: Cell<Option<Plan>> = const { Cell::new(None) };
 }
@@ -477,8 +483,9 @@ struct Injector {
 }
 
 impl Faults {
-    /// An injector for a driver built on the current thread (none when injection is off).
-    pub(crate) fn new() -> Faults {
+    /// An injector for a driver of engine `engine` (a bit: [`Faults::URING`], [`Faults::EPOLL`])
+    /// built on the current thread (none when injection is off).
+    pub(crate) fn new(engine: u32) -> Faults {
         #[cfg(feature = "fault-injection")]
         {
             let inner = current_plan().map(|plan| {
@@ -489,6 +496,13 @@ impl Faults {
                     b.set(n + 1);
                     n
                 });
+                // `first` kinds: on this thread's first driver of the engine, and not on a
+                // rerun's thread (see `Plan::first`).
+                let first_here = ENGINES_BUILT.with(|e| {
+                    let seen = e.get();
+                    e.set(seen | engine);
+                    seen & engine == 0
+                }) && !name.contains('#');
                 // FNV-1a of the thread name, mixed with the seed and the driver's ordinal.
                 let mut h: u64 = 0xcbf2_9ce4_8422_2325;
                 for byte in name.bytes() {
@@ -503,16 +517,22 @@ impl Faults {
                     state: plan.seed ^ h ^ built.wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     threshold,
                     kinds: plan.kinds,
-                    first: plan.first,
+                    first: if first_here { plan.first } else { 0 },
                 }
             });
             Faults { inner }
         }
         #[cfg(not(feature = "fault-injection"))]
         {
+            let _ = engine;
             Faults {}
         }
     }
+
+    /// The io_uring engine, for [`Faults::new`].
+    pub(crate) const URING: u32 = 1;
+    /// The epoll engine, for [`Faults::new`].
+    pub(crate) const EPOLL: u32 = 2;
 
     /// Whether this injector injects anything at all.
     #[inline(always)]

@@ -34,7 +34,7 @@ fn names_round_trip() {
 #[test]
 fn shorten_keeps_alignment() {
     let _plan = set_thread_plan("seed=3,rate=1").unwrap();
-    let mut f = Faults::new();
+    let mut f = Faults::new(Faults::URING);
     if !f.active() {
         return; // built without the feature: nothing to shorten with
     }
@@ -56,7 +56,7 @@ fn same_seed_same_stream_and_opt_out_silences() {
         let _plan = set_thread_plan(&format!("seed={seed},rate=0.5")).unwrap();
         #[cfg(feature = "fault-injection")]
         BUILT.with(|b| b.set(0));
-        let mut f = Faults::new();
+        let mut f = Faults::new(Faults::URING);
         (0..64).map(|_| f.fire(Kind::Late)).collect::<Vec<_>>()
     };
     let a = draws(11);
@@ -68,7 +68,7 @@ fn same_seed_same_stream_and_opt_out_silences() {
     assert_ne!(a, draws(12));
     assert!(a.iter().any(|x| *x) && a.iter().any(|x| !x));
     let _plan = set_thread_plan("seed=1,rate=1").unwrap();
-    let mut f = Faults::new();
+    let mut f = Faults::new(Faults::URING);
     {
         let _out = opt_out(&["late"]);
         assert!(!f.fire(Kind::Late));
@@ -87,7 +87,7 @@ fn a_first_kind_fires_at_its_first_event_whatever_the_rate() {
     let p = Plan::parse("seed=5,rate=0,kinds=late,first=econnreset").unwrap();
     assert_eq!(p.to_string(), "seed=5,rate=0,kinds=late");
     let _plan = set_thread_plan("seed=5,rate=0,first=econnreset").unwrap();
-    let mut f = Faults::new();
+    let mut f = Faults::new(Faults::URING);
     if !f.active() {
         return; // built without the feature: nothing fires
     }

@@ -122,7 +122,7 @@ impl Epoll {
             pwait2: crate::level::has(crate::level::since::EPOLL_PWAIT2),
             ready_fds: Vec::new(),
             retries: BinaryHeap::new(),
-            faults: Faults::new(),
+            faults: Faults::new(Faults::EPOLL),
             held: Vec::new(),
             transient_fds: false,
         })

@@ -116,7 +116,7 @@ struct DepthClock {
 impl Uring {
     pub(crate) fn new(cfg: &Config) -> Result<Uring, SetupError> {
         crate::level::check().map_err(SetupError::invalid_level)?;
-        let mut faults = Faults::new();
+        let mut faults = Faults::new(Faults::URING);
         let entries = cfg.entries.max(1);
         if faults.fire(Fault::Setup) {
             let errno =
