@@ -5,8 +5,8 @@ use std::io;
 
 use crate::compare::echo::{self, in_cell, EchoPlan};
 use crate::compare::{med, pair_ratio, single_status};
+use crate::output::Out;
 use crate::record::echo::EchoResult;
-use crate::report::output::Out;
 
 /// The servers the ratio columns are taken against (numerators), when they ran.
 const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];

@@ -5,9 +5,9 @@ use std::io;
 
 use crate::compare::fanout::{self, in_load, FanoutMatrix, FanoutPlan};
 use crate::compare::{med, pair_ratio, Outcome};
+use crate::output::Out;
 use crate::plan::check::resolve_addr;
 use crate::record::fanout::FanoutResult;
-use crate::report::output::Out;
 
 /// How a server is named in tables (its JSON `server` field stays the short name).
 pub(crate) fn label(server: &str) -> &str {

@@ -1,5 +1,6 @@
-//! What a reader sees: where output goes, the tables' and the report's words, the charts,
-//! and the quick suite that writes them all.
+//! What a reader sees: the tables' and the report's words, the charts, and the quick suite
+//! that writes them all (where output goes is [`crate::output`], below every layer that
+//! prints).
 
 pub mod attack;
 pub mod cancel;
@@ -16,7 +17,6 @@ pub mod hyper_pair;
 pub mod idle;
 pub mod markdown;
 pub mod nop;
-pub mod output;
 pub mod ratio;
 pub mod ratios;
 pub mod suite;

@@ -5,8 +5,8 @@ use std::io;
 
 use crate::compare::nop::{self, NopPlan};
 use crate::load::nop::{HOOP, PEERS, RAW, SHARED};
+use crate::output::Out;
 use crate::record::nop::NopResult;
-use crate::report::output::Out;
 
 /// Why monoio has no row.
 pub(crate) const MONOIO_NONE: &str = "monoio: no row: monoio 0.2 has no public no-op, and none \
