@@ -3,7 +3,7 @@
 //! the driver), a flag on the command line wins over the file, and every kind of bad file
 //! stops the command with exit status 1 and one line on stderr naming the file and the line.
 //! The merge itself (a repeatable flag's list replaced by the command line's, counts, aliases)
-//! is unit-tested on a command of its own in `src/serve/config_file/tests.rs`.
+//! is unit-tested on a command of its own in `crates/hoop-flags/src/config_file/tests.rs`.
 //!
 //! Servers run on both drivers (io_uring skipped, visibly, where it cannot be set up); every
 //! server is a child process killed on drop; every read has a timeout and every loop a bound.

@@ -46,7 +46,7 @@ pub struct FanoutArgs {
     #[arg(long, default_value = "127.0.0.1:7001")]
     pub addr: String,
     #[command(flatten)]
-    pub backlog: super::backlog::BacklogArg,
+    pub backlog: hoop_flags::backlog::BacklogArg,
     /// Which runtime serves the connections (each on one thread).
     #[arg(long, value_enum, default_value_t = FanoutServer::Hoop)]
     pub server: FanoutServer,
