@@ -11,25 +11,12 @@ use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
 use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
+use crate::report::canvas::{categories_width, category_label, titled, COLORS};
 use crate::report::echo::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.
 type Field = fn(&EchoResult) -> Option<f64>;
-
-/// The report's palette (matplotlib's tab10), one color per series in order.
-pub(crate) const COLORS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
 
 /// A group of bars per x label, one bar per series; `None` draws no bar.
 struct Bars<'a> {
@@ -260,7 +247,11 @@ fn latency(path: &Path, echo: &[EchoResult], servers: &[String]) -> Res<()> {
 }
 
 fn single(path: &Path, bars: &Bars<'_>) -> Res<()> {
-    let width = (220 * bars.groups.len() as u32).clamp(640, 1400);
+    // Wider than 1,400 pixels only when the groups' labels need it (the y label area and the
+    // margins besides).
+    let width = (220 * bars.groups.len() as u32)
+        .clamp(640, 1400)
+        .max(categories_width(&bars.groups) + 80 + 24);
     let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     draw_bars(&root, bars)?;
@@ -277,8 +268,8 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
     let y_max = if max > 0.0 { max * 1.35 } else { 1.0 };
     let n = bars.groups.len().max(1);
     // Group i is centred on x = i, so the integer key points carry the group labels.
-    let mut chart = ChartBuilder::on(area)
-        .caption(bars.title, ("sans-serif", 18))
+    let area = titled(area, bars.title)?;
+    let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(80)
@@ -314,19 +305,6 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
         .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     Ok(())
-}
-
-/// The x labels of a category axis where category `i` is centred on x = `i`: its name at the
-/// integer key points, nothing between them.
-pub(crate) fn category_label(names: Vec<String>) -> impl Fn(&f64) -> String {
-    move |x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-            names[i as usize].clone()
-        } else {
-            String::new()
-        }
-    }
 }
 
 /// 1234567 -> "1.23M".

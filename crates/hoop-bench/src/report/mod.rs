@@ -4,6 +4,7 @@
 
 pub mod attack;
 pub mod cancel;
+pub mod canvas;
 pub mod charts;
 pub mod echo;
 pub mod fanout;
@@ -19,4 +20,6 @@ pub mod markdown;
 pub mod nop;
 pub mod ratio;
 pub mod ratios;
+#[cfg(test)]
+mod samples;
 pub mod suite;

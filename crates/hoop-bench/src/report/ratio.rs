@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::compare::{pair_ratios, Sample};
 use crate::measure::latency::median;
-use crate::report::charts::{category_label, COLORS};
+use crate::report::canvas::{categories_width, category_label, titled, COLORS};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -105,14 +105,19 @@ impl RatioChart {
         (top * 1.15).max(1.2)
     }
 
-    /// Draws the chart as an SVG at `path` (at most 1,000 pixels wide).
+    /// Draws the chart as an SVG at `path` (at most 1,000 pixels wide unless its cells' labels
+    /// need more; the title wraps).
     pub fn draw(&self, path: &Path) -> Res<()> {
         let n = self.cells.len().max(1);
-        let width = (120 * n as u32 + 200).clamp(560, 1000);
+        // Wider than 1,000 pixels only when the cells' labels need it (the y label area and
+        // the margins besides).
+        let width = (120 * n as u32 + 200)
+            .clamp(560, 1000)
+            .max(categories_width(&self.cells) + 60 + 24);
         let root = SVGBackend::new(path, (width, 400)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 18))
+        let area = titled(&root, &self.title)?;
+        let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
