@@ -111,14 +111,7 @@ fn echo_json(addr: SocketAddr, conns: &str) -> (Output, Value) {
     let out = hoop(&[
         "bench", "echo", "--addr", &addr, "-c", conns, "-l", "100", "-t", "1", "--json",
     ]);
-    let lines = common::json_lines(&out);
-    assert_eq!(
-        lines.len(),
-        1,
-        "one measurement; stderr: {}",
-        common::stderr_text(&out)
-    );
-    let v = lines[0].clone();
+    let v = support::one_record(&out);
     (out, v)
 }
 

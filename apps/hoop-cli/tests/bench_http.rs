@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use support::run_hoop as hoop;
 
 use serde_json::Value;
 
@@ -60,14 +61,6 @@ fn setup(name: &str) -> Setup {
         .parse()
         .unwrap();
     Setup { dir, server, addr }
-}
-
-fn hoop(args: &[&str]) -> Output {
-    common::command(env!("CARGO_BIN_EXE_hoop"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
 }
 
 fn json(out: &Output) -> Value {

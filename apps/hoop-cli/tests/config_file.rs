@@ -90,15 +90,10 @@ fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 impl Server {
     /// `hoop serve http ARGS` in the directory `cwd`, up to its `listening on` line.
     fn start(cwd: &Path, args: &[&str]) -> Server {
-        let mut child = hoop()
-            .current_dir(cwd)
-            .args(["serve", "http"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hoop");
+        let mut child = support::spawn_server(
+            hoop().current_dir(cwd).args(["serve", "http"]).args(args),
+            Stdio::piped(),
+        );
         let stdout = lines(child.stdout.take().expect("piped stdout"));
         let stderr = lines(child.stderr.take().expect("piped stderr"));
         let mut server = Server {

@@ -37,14 +37,12 @@ struct Server {
 impl Server {
     /// Starts `hoop serve echo --addr 127.0.0.1:0 <extra>` and reads its first line.
     fn start(extra: &[&str]) -> Server {
-        let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
-            .args(["serve", "echo", "--addr", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn hoop");
+        let mut child = support::spawn_server(
+            common::command(env!("CARGO_BIN_EXE_hoop"))
+                .args(["serve", "echo", "--addr", "127.0.0.1:0"])
+                .args(extra),
+            Stdio::inherit(),
+        );
         let stdout = child.stdout.take().expect("piped stdout");
         // Guard first: a failure below still kills the child.
         let mut server = Server {
@@ -659,14 +657,12 @@ fn invalid_arguments_are_refused() {
             "epoll",
         ],
     ] {
-        let child = common::command(env!("CARGO_BIN_EXE_hoop"))
-            .args(["serve", "echo"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hoop");
+        let child = support::spawn_server(
+            common::command(env!("CARGO_BIN_EXE_hoop"))
+                .args(["serve", "echo"])
+                .args(args),
+            Stdio::piped(),
+        );
         let mut server = Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),

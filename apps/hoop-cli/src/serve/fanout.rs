@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hoop::net::{TcpListener, TcpStream};
-use hoop::IoBuf;
+use hoop::{BufResult, IoBuf, Slice};
 use tokio::sync::broadcast;
 
 use super::driver::DriverArg;
@@ -148,6 +148,33 @@ fn send_lines(buf: &[u8], tx: &broadcast::Sender<Line>) -> usize {
     start
 }
 
+/// Reads lines into the channel until the connection ends, a read fails or a line passes
+/// [`MAX_LINE`]; `read` is one owned-buffer read of the connection (its read half, or the
+/// stream the writer shares).
+async fn read_lines<F, Fut>(mut read: F, tx: &broadcast::Sender<Line>)
+where
+    F: FnMut(Slice<Vec<u8>>) -> Fut,
+    Fut: Future<Output = BufResult<usize, Slice<Vec<u8>>>>,
+{
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    loop {
+        buf.reserve(READ_BYTES);
+        // Appends after the partial line kept from the last read.
+        let filled = buf.len();
+        let (res, b) = read(buf.slice(filled..)).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let used = send_lines(&buf, tx);
+        buf.drain(..used);
+        if buf.len() > MAX_LINE {
+            break;
+        }
+    }
+}
+
 /// Waits for the next line, then takes it and every line already queued behind it (up to
 /// [`WRITE_BATCH`] bytes) into `out`. `false`: the channel is closed. Lines lost to lagging
 /// are reported once per connection (`lagged`).
@@ -231,23 +258,7 @@ async fn hoop_conn(stream: TcpStream, tx: broadcast::Sender<Line>) {
             }
         }
     });
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
-    loop {
-        buf.reserve(READ_BYTES);
-        // Appends after the partial line kept from the last read.
-        let filled = buf.len();
-        let (res, b) = rd.read(buf.slice(filled..)).await;
-        buf = b.into_inner();
-        match res {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let used = send_lines(&buf, &tx);
-        buf.drain(..used);
-        if buf.len() > MAX_LINE {
-            break;
-        }
-    }
+    read_lines(|b| rd.read(b), &tx).await;
     writer.abort();
 }
 
@@ -259,23 +270,7 @@ async fn hoop_conn_owned(stream: TcpStream, tx: broadcast::Sender<Line>) {
     let stream = Rc::new(stream);
     let rx = tx.subscribe();
     let writer = hoop::spawn(hoop_writer(stream.clone(), rx));
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
-    loop {
-        buf.reserve(READ_BYTES);
-        // Appends after the partial line kept from the last read.
-        let filled = buf.len();
-        let (res, b) = stream.read(buf.slice(filled..)).await;
-        buf = b.into_inner();
-        match res {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let used = send_lines(&buf, &tx);
-        buf.drain(..used);
-        if buf.len() > MAX_LINE {
-            break;
-        }
-    }
+    read_lines(|b| stream.read(b), &tx).await;
     writer.abort();
 }
 
