@@ -63,6 +63,21 @@ fn setup(name: &str) -> Setup {
     Setup { dir, server, addr }
 }
 
+/// `hoop bench http ARGS --json` with a directory of its own (`tag`), removed after; asserts
+/// exit status 0 and returns the JSON records and the human text (stderr with `--json`).
+fn bench_http_json(tag: &str, args: &[&str]) -> (Vec<Value>, String) {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = vec!["bench", "http"];
+    all.extend_from_slice(args);
+    all.extend(["--json", "--dir", dir.to_str().unwrap()]);
+    let out = hoop(&all);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = common::stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    (common::json_lines(&out), err)
+}
+
 fn json(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
@@ -216,35 +231,22 @@ fn server_pid_gives_cpu_and_context_switches_per_request() {
 /// minimum two rounds of 0.3 s. Checks the output's shape, never a speed.
 #[test]
 fn hyper_shared_against_hyper_tokio_side_by_side() {
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-pair", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hyper-shared,hyper-tokio",
-        "--cells",
-        "1k-c4",
-        "--rounds",
-        "2",
-        "-t",
-        "0.3",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let results: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (results, err) = bench_http_json(
+        "pair",
+        &[
+            "--servers",
+            "hyper-shared,hyper-tokio",
+            "--cells",
+            "1k-c4",
+            "--rounds",
+            "2",
+            "-t",
+            "0.3",
+        ],
+    );
     for server in ["hyper-shared", "hyper-tokio"] {
         let runs: Vec<&Value> = results.iter().filter(|v| v["server"] == server).collect();
-        assert_eq!(runs.len(), 2, "{server}: {text}");
+        assert_eq!(runs.len(), 2, "{server}: {results:?}");
         for v in runs {
             assert_eq!(v["file_bytes"].as_u64(), Some(1024), "{v}");
             assert_eq!(v["conns"].as_u64(), Some(4), "{v}");
@@ -286,34 +288,21 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
 /// where no namespace can be made, a line says it was skipped and the first run stands.
 #[test]
 fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-netns", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hoop",
-        "--cells",
-        "1k-c4",
-        "--rounds",
-        "2",
-        "-t",
-        "0.3",
-        "--netns-mtu",
-        "1500",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let results: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (results, err) = bench_http_json(
+        "netns",
+        &[
+            "--servers",
+            "hoop",
+            "--cells",
+            "1k-c4",
+            "--rounds",
+            "2",
+            "-t",
+            "0.3",
+            "--netns-mtu",
+            "1500",
+        ],
+    );
     let hoop_client = |v: &&Value| v["server"] == "hoop" && v["client"] == "hoop";
     let first: Vec<&Value> = results
         .iter()
@@ -323,7 +312,7 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
     assert_eq!(
         first.len(),
         2,
-        "two rounds on the machine's loopback: {text}"
+        "two rounds on the machine's loopback: {results:?}"
     );
     if err.contains("netns loopback MTU 1500: skipped:") {
         eprintln!("skip: no network namespace here: {err}");
@@ -338,7 +327,11 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
         .filter(hoop_client)
         .filter(|v| v["loopback_mtu"] == 1500)
         .collect();
-    assert_eq!(inside.len(), 2, "two rounds inside the namespace: {text}");
+    assert_eq!(
+        inside.len(),
+        2,
+        "two rounds inside the namespace: {results:?}"
+    );
     for v in first.iter().chain(inside.iter()) {
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         support::assert_only_reset_errors(v);
@@ -429,28 +422,20 @@ fn wrk_runs_beside_the_load_generator_in_every_cell() {
         eprintln!("skip: wrk is not installed (apt-get install wrk)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-wrk", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hoop",
-        "--cells",
-        "1k-c4,1k-c4-close,mix-c4",
-        "--wrk",
-        "--rounds",
-        "2",
-        "-t",
-        "1",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let results = common::json_lines(&out);
+    let (results, err) = bench_http_json(
+        "wrk",
+        &[
+            "--servers",
+            "hoop",
+            "--cells",
+            "1k-c4,1k-c4-close,mix-c4",
+            "--wrk",
+            "--rounds",
+            "2",
+            "-t",
+            "1",
+        ],
+    );
     for (mode, mix) in [
         ("keep-alive", false),
         ("close", false),

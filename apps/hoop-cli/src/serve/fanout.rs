@@ -175,6 +175,29 @@ where
     }
 }
 
+/// Writes what the channel brings through tokio's I/O traits until the channel closes or a
+/// write fails: the lines gathered ([`next_lines`]), then one `write_all` into the write half,
+/// no flush. The tokio server's writer, and hoop's `--writer traits` one (the trait's
+/// `write_all`, as a tokio user spells it; hoop's own takes owned buffers).
+async fn write_lines<W>(mut wr: W, mut rx: broadcast::Receiver<Line>)
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+
+    let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
+    let mut lagged = false;
+    loop {
+        out.clear();
+        if !next_lines(&mut rx, &mut out, &mut lagged).await {
+            return;
+        }
+        if wr.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Waits for the next line, then takes it and every line already queued behind it (up to
 /// [`WRITE_BATCH`] bytes) into `out`. `false`: the channel is closed. Lines lost to lagging
 /// are reported once per connection (`lagged`).
@@ -237,27 +260,10 @@ async fn hoop_accept_loop(
 /// half, no flush), read lines into the channel on this one; when reading ends, the writer is
 /// stopped too.
 async fn hoop_conn(stream: TcpStream, tx: broadcast::Sender<Line>) {
-    use tokio::io::AsyncWriteExt;
-
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
-    let mut rx = tx.subscribe();
-    let writer = hoop::spawn(async move {
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
-        let mut lagged = false;
-        loop {
-            out.clear();
-            if !next_lines(&mut rx, &mut out, &mut lagged).await {
-                return;
-            }
-            // The trait's, as a tokio user spells it (hoop's own `write_all` takes owned
-            // buffers).
-            if AsyncWriteExt::write_all(&mut wr, &out).await.is_err() {
-                return;
-            }
-        }
-    });
+    let (rd, wr) = stream.into_split();
+    let writer = hoop::spawn(write_lines(wr, tx.subscribe()));
     read_lines(|b| rd.read(b), &tx).await;
     writer.abort();
 }
@@ -326,25 +332,12 @@ fn run_tokio_fanout(listener: std::net::TcpListener, capacity: usize) -> io::Res
 }
 
 async fn tokio_conn(stream: tokio::net::TcpStream, tx: broadcast::Sender<Line>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
 
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
-    let mut rx = tx.subscribe();
-    let writer = tokio::spawn(async move {
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
-        let mut lagged = false;
-        loop {
-            out.clear();
-            if !next_lines(&mut rx, &mut out, &mut lagged).await {
-                return;
-            }
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-        }
-    });
+    let (mut rd, wr) = stream.into_split();
+    let writer = tokio::spawn(write_lines(wr, tx.subscribe()));
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
     loop {
         buf.reserve(READ_BYTES);

@@ -1,7 +1,7 @@
 //! What every chart shares: the palette, and a canvas that holds its texts: the title wrapped
 //! onto as many lines as the width needs, and the width grown for the axis labels.
 
-use plotters::coord::Shift;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -94,6 +94,21 @@ pub fn category_label(names: Vec<String>) -> impl Fn(&f64) -> String {
             String::new()
         }
     }
+}
+
+/// Draws the series' legend at `pos` of `chart`'s plot: the report's one style, a white box
+/// (a little transparent, so that what it covers still shows) with a black border.
+pub fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), Box<dyn std::error::Error>> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(pos)
+        .draw()?;
+    Ok(())
 }
 
 #[cfg(test)]

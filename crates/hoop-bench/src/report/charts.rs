@@ -11,7 +11,7 @@ use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
 use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
-use crate::report::canvas::{categories_width, category_label, titled, COLORS};
+use crate::report::canvas::{categories_width, category_label, legend, titled, COLORS};
 use crate::report::echo::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -298,12 +298,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 

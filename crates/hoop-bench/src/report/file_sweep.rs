@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::plan::file::Engine;
 use crate::record::file::FileResult;
-use crate::report::canvas::{titled, COLORS};
+use crate::report::canvas::{legend, titled, COLORS};
 
 /// Whether the engine named `name` keeps one I/O in flight whatever the depth (one run).
 fn once(name: &str) -> bool {
@@ -118,12 +118,7 @@ pub(crate) fn draw(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }

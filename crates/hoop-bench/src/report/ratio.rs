@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::compare::{pair_ratios, Sample};
 use crate::measure::latency::median;
-use crate::report::canvas::{categories_width, category_label, titled, COLORS};
+use crate::report::canvas::{categories_width, category_label, legend, titled, COLORS};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -158,12 +158,7 @@ impl RatioChart {
                 .label(format!("hoop / {name}"))
                 .legend(move |(x, y)| Circle::new((x + 6, y), 5, color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present()?;
         Ok(())
     }
