@@ -187,11 +187,7 @@ where
 
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
     let mut lagged = false;
-    loop {
-        out.clear();
-        if !next_lines(&mut rx, &mut out, &mut lagged).await {
-            return;
-        }
+    while next_lines(&mut rx, &mut out, &mut lagged).await {
         if wr.write_all(&out).await.is_err() {
             return;
         }
@@ -199,14 +195,15 @@ where
 }
 
 /// Waits for the next line, then takes it and every line already queued behind it (up to
-/// [`WRITE_BATCH`] bytes) into `out`. `false`: the channel is closed. Lines lost to lagging
-/// are reported once per connection (`lagged`).
+/// [`WRITE_BATCH`] bytes) into `out`, emptied first. `false`: the channel is closed. Lines lost
+/// to lagging are reported once per connection (`lagged`).
 async fn next_lines(
     rx: &mut broadcast::Receiver<Line>,
     out: &mut Vec<u8>,
     lagged: &mut bool,
 ) -> bool {
     use broadcast::error::{RecvError, TryRecvError};
+    out.clear();
     let mut lost = 0u64;
     while out.is_empty() {
         match rx.recv().await {
@@ -283,11 +280,7 @@ async fn hoop_conn_owned(stream: TcpStream, tx: broadcast::Sender<Line>) {
 async fn hoop_writer(stream: Rc<TcpStream>, mut rx: broadcast::Receiver<Line>) {
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
     let mut lagged = false;
-    loop {
-        out.clear();
-        if !next_lines(&mut rx, &mut out, &mut lagged).await {
-            return;
-        }
+    while next_lines(&mut rx, &mut out, &mut lagged).await {
         let (res, b) = stream.write_all(out).await;
         out = b;
         if res.is_err() {
