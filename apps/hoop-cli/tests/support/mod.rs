@@ -327,3 +327,19 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// Exit status 0; returns stderr (the human text with `--json`).
+pub fn assert_success(out: &Output) -> String {
+    let err = hoop_test_support::stderr_text(out);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    err
+}
+
+/// The JSON lines of stdout, each parsed (a line that is not JSON fails the test).
+pub fn records(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
