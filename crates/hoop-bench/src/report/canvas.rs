@@ -96,6 +96,15 @@ pub fn category_label(names: Vec<String>) -> impl Fn(&f64) -> String {
     }
 }
 
+/// `y_max` raised so that a legend of `entries` lines in a top corner stands above the data
+/// instead of over it: the plot is `plot_h` pixels high, and the data keeps at least 40% of it.
+pub fn above_legend(y_max: f64, entries: usize, plot_h: u32) -> f64 {
+    // plotters' legend: about 15 pixels a line, and its box's margins.
+    let legend_h = 15.0 * entries as f64 + 14.0;
+    let share = (legend_h / f64::from(plot_h.max(1))).min(0.6);
+    y_max / (1.0 - share)
+}
+
 /// Draws the series' legend at `pos` of `chart`'s plot: the report's one style, a white box
 /// (a little transparent, so that what it covers still shows) with a black border.
 pub fn legend<'a, CT: CoordTranslate>(
@@ -131,6 +140,14 @@ mod tests {
         assert_eq!(title_lines("short", 560), ["short"]);
         assert_eq!(title_lines("", 560), Vec::<String>::new());
         assert_eq!(title_lines("unbreakable-and-far-too-long", 40).len(), 1);
+    }
+
+    #[test]
+    fn a_legend_gets_room_above_the_data() {
+        assert_eq!(above_legend(1.0, 0, 300), 1.0 / (1.0 - 14.0 / 300.0));
+        assert!(above_legend(1.0, 5, 300) > 1.3);
+        // However many lines, the data keeps 40% of the height.
+        assert_eq!(above_legend(1.0, 100, 300), 1.0 / 0.4);
     }
 
     #[test]

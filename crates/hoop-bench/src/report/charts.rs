@@ -11,7 +11,9 @@ use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
 use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
-use crate::report::canvas::{categories_width, category_label, legend, titled, COLORS};
+use crate::report::canvas::{
+    above_legend, categories_width, category_label, legend, titled, COLORS,
+};
 use crate::report::echo::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -252,7 +254,9 @@ fn single(path: &Path, bars: &Bars<'_>) -> Res<()> {
     let width = (220 * bars.groups.len() as u32)
         .clamp(640, 1400)
         .max(categories_width(&bars.groups) + 80 + 24);
-    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    // Taller than 420 pixels only when the legend would take more than half the plot.
+    let height = (2 * (15 * bars.series.len() as u32 + 14) + 130).max(420);
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE)?;
     draw_bars(&root, bars)?;
     root.present()?;
@@ -265,10 +269,13 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
         .iter()
         .flat_map(|(_, v)| v.iter().flatten())
         .fold(0.0f64, |a, &b| a.max(b));
-    let y_max = if max > 0.0 { max * 1.35 } else { 1.0 };
+    let y_max = if max > 0.0 { max * 1.1 } else { 1.0 };
     let n = bars.groups.len().max(1);
-    // Group i is centred on x = i, so the integer key points carry the group labels.
     let area = titled(area, bars.title)?;
+    // The plot: below the title, less the margins and the x label area.
+    let plot_h = area.dim_in_pixel().1.saturating_sub(2 * 12 + 36);
+    let y_max = above_legend(y_max, bars.series.len(), plot_h);
+    // Group i is centred on x = i, so the integer key points carry the group labels.
     let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(36)

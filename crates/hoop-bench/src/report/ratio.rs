@@ -10,7 +10,9 @@ use plotters::prelude::*;
 
 use crate::compare::{pair_ratios, Sample};
 use crate::measure::latency::median;
-use crate::report::canvas::{categories_width, category_label, legend, titled, COLORS};
+use crate::report::canvas::{
+    above_legend, categories_width, category_label, legend, titled, COLORS,
+};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -117,11 +119,14 @@ impl RatioChart {
         let root = SVGBackend::new(path, (width, 400)).into_drawing_area();
         root.fill(&WHITE)?;
         let area = titled(&root, &self.title)?;
+        // The plot: below the title, less the margins and the x label area.
+        let plot_h = area.dim_in_pixel().1.saturating_sub(2 * 12 + 40);
+        let y_max = above_legend(self.y_max(), self.peers.len(), plot_h);
         let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..self.y_max())?;
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
         let label = category_label(self.cells.clone());
         chart
             .configure_mesh()
