@@ -1,4 +1,5 @@
-//! What the cancel_safety tests share.
+//! The bounds and the retry rule `cancel_safety.rs` and `cancel_safety_datagrams.rs` share
+//! (each file uses a part).
 
 #![allow(dead_code)]
 

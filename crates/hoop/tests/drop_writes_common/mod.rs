@@ -1,4 +1,6 @@
-//! What the drop_writes tests share.
+//! What `drop_writes.rs` and `drop_writes_full.rs` share: the test data, the two ways to
+//! `write_all` (futures' and tokio's), the socket pairs, and the peer that reads and checks
+//! every byte (each file uses a part).
 
 #![allow(dead_code)]
 

@@ -1,4 +1,6 @@
-//! What the fs tests share.
+//! What `fs.rs`, `fs_fds.rs`, `fs_traits.rs` and `fs_ops.rs` share: the one lock the tests
+//! run under (they count fds), temporary directories, a runtime per driver and test data
+//! (each file uses a part).
 
 #![allow(dead_code)]
 

@@ -1,4 +1,6 @@
-//! What the multishot tests share.
+//! What `multishot.rs`, `multishot_accept.rs` and `multishot_shared_ring.rs` share: the driver
+//! matrix one test at a time, the runtime, the writer peers, and every buffer ring mode (each
+//! file uses a part).
 
 #![allow(dead_code)]
 

@@ -1,4 +1,5 @@
-//! What the net tests share.
+//! What `net.rs`, `net_tcp_errors.rs` and `net_unix.rs` share: the runtime per driver, test
+//! data, the echo servers and the checks of what a peer sees (each file uses a part).
 
 #![allow(dead_code)]
 

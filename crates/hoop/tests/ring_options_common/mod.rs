@@ -1,4 +1,5 @@
-//! What the ring_options tests share.
+//! What `ring_options.rs` and `ring_options_sqpoll.rs` share: io_uring only and one test at a
+//! time, the driver of this thread, and batches of no-ops (each file uses a part).
 
 #![allow(dead_code)]
 

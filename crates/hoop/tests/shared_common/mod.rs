@@ -1,4 +1,6 @@
-//! What the shared tests share.
+//! What `shared.rs` and `shared_rings.rs` share: the rings (on io_uring, or on epoll in the
+//! child), a first poll, and the test that runs the whole file again on the epoll engine in a
+//! child process (each file uses a part).
 
 #![allow(dead_code)]
 

@@ -1,4 +1,6 @@
-//! What the shared_tokio tests share.
+//! What `shared_tokio.rs`, `shared_tokio_threads.rs` and `shared_tokio_park.rs` share: the
+//! rings, tokio's multi-thread runtime, test data and the start and finish of an operation
+//! (each file uses a part).
 
 #![allow(dead_code)]
 
