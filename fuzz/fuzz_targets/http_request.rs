@@ -9,11 +9,13 @@
 // At the crate root (not in an inline module, whose `#[path]`s would go through a directory
 // that does not exist in a fresh clone): `parse.rs` and `resolve.rs` name their neighbours
 // as `super::config` and `super::status`.
-// `config.rs` names the types of `cache_control.rs` and `error_page.rs`.
+// `config.rs` names the types of `cache_control.rs`, `config_error.rs` and `error_page.rs`.
 #[path = "../../crates/hoop-http/src/cache_control.rs"]
 mod cache_control;
 #[path = "../../crates/hoop-http/src/config.rs"]
 mod config;
+#[path = "../../crates/hoop-http/src/config_error.rs"]
+mod config_error;
 #[path = "../../crates/hoop-http/src/encoding.rs"]
 mod encoding;
 #[path = "../../crates/hoop-http/src/error_page.rs"]

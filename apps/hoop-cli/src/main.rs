@@ -35,7 +35,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // `--config FILE`: the file's flags put in before the command line's own.
-    let argv = match serve::config_file::apply(Cli::command(), std::env::args_os().collect()) {
+    let argv = match hoop_flags::config_file::apply(Cli::command(), std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(e) => {
             eprintln!("hoop: {e}");

@@ -7,9 +7,7 @@
 
 use std::io;
 
-pub(crate) mod backlog;
 pub(crate) mod baseline;
-pub mod config_file;
 pub(crate) mod driver;
 pub mod echo;
 pub mod fanout;

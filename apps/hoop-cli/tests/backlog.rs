@@ -3,11 +3,11 @@
 //! drivers, the line on stderr says when net.core.somaxconn caps it, and a bad value is
 //! refused with a message and the usage exit status, before anything listens.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
 
 use hoop_test_support as common;
 use hoop_test_support::listen_diag::tcp_listen_queue;
@@ -15,17 +15,7 @@ use hoop_test_support::listen_diag::tcp_listen_queue;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A running server, killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Served as Server;
 
 fn hoop() -> Command {
     common::command(env!("CARGO_BIN_EXE_hoop"))
@@ -33,35 +23,11 @@ fn hoop() -> Command {
 
 /// Starts `hoop serve <args>` and reads its `listening on` line.
 fn start(args: &[&str]) -> Server {
-    let mut child = hoop()
-        .arg("serve")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hoop");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut server = Server {
-        child,
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-    };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(START_TIMEOUT)
-        .expect("no `listening on` line within the time limit");
-    server.addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("IP:PORT");
-    server
+    Server::start(
+        hoop().arg("serve").args(args),
+        Stdio::piped(),
+        START_TIMEOUT,
+    )
 }
 
 /// Stops the server and returns what it wrote on stderr.

@@ -3,20 +3,14 @@
 //! Checks that the table and one JSON line per server come out with every figure present and
 //! sane; never a speed.
 
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use hoop_test_support as common;
+mod support;
+
 use hoop_test_support::resets;
+use support::run_hoop as hoop;
 
 use serde_json::Value;
-
-fn hoop(args: &[&str]) -> Output {
-    common::command(env!("CARGO_BIN_EXE_hoop"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)

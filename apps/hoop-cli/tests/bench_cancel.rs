@@ -5,6 +5,8 @@
 //! second or two. hoop, on both drivers, loses nothing either (cancel safety with tokio's
 //! contract).
 
+mod support;
+
 use hoop_test_support as common;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
@@ -234,13 +236,7 @@ fn bad_arguments_are_refused_cleanly() {
         let mut all = vec!["bench", "cancel"];
         all.extend_from_slice(args);
         let out = hoop(&all, &[]);
-        let err = common::stderr_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
-        );
-        assert!(!err.contains("panicked"), "{err}");
+        support::assert_refused(&out, args, needle);
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }

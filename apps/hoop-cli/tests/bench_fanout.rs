@@ -4,6 +4,8 @@
 //! one is an error (exit status 1), never a delivery. Each run is a handful of clients for a
 //! fraction of a second.
 
+mod support;
+
 use hoop_test_support as common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -192,13 +194,7 @@ fn bad_arguments_fail_with_one_line() {
         let mut all = vec!["bench", "fanout"];
         all.extend_from_slice(args);
         let out = hoop(&all);
-        let err = common::stderr_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
-        );
-        assert!(!err.contains("panicked"), "{err}");
+        support::assert_refused(&out, args, needle);
     }
 }
 
@@ -293,14 +289,7 @@ fn external(server: &ChatServer) -> (Output, Value) {
     let out = hoop(&[
         "bench", "fanout", "--addr", &addr, "-c", "3", "-t", "0.3", "--rounds", "1", "--json",
     ]);
-    let lines = common::json_lines(&out);
-    assert_eq!(
-        lines.len(),
-        1,
-        "one measurement; stderr: {}",
-        common::stderr_text(&out)
-    );
-    let v = lines[0].clone();
+    let v = support::one_record(&out);
     (out, v)
 }
 
@@ -329,12 +318,7 @@ fn a_dropped_message_is_an_error_not_a_delivery() {
     );
     let server = ChatServer::start(Fault::DropOne);
     let (out, v) = external(&server);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stderr: {}",
-        common::stderr_text(&out)
-    );
+    support::assert_failed(&out);
     // Each of the 3 receivers misses it: a gap each (or, had its sender sent nothing after
     // it, a stalled message).
     assert!(v["errors"].as_u64().unwrap() >= 1, "{v}");
@@ -352,12 +336,7 @@ fn a_dropped_message_is_an_error_not_a_delivery() {
 fn a_corrupt_message_is_an_error_not_a_delivery() {
     let server = ChatServer::start(Fault::CorruptOne);
     let (out, v) = external(&server);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stderr: {}",
-        common::stderr_text(&out)
-    );
+    support::assert_failed(&out);
     // Every receiver sees the wrong byte (and then, as the corrupt message's sequence number
     // could not be trusted, a gap before its sender's next message); one that was rejoining
     // after an injected reset then may not have been subscribed.

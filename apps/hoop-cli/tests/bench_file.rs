@@ -4,9 +4,12 @@
 //! later reads; O_DIRECT on tmpfs and bad arguments are clear errors (exit 1), never a panic.
 //! Nothing here asserts on speed.
 
+mod support;
+
 use hoop_test_support as common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use support::records;
 
 use serde_json::Value;
 
@@ -58,15 +61,6 @@ fn small_run(dir: &Path, extra: &[&str]) -> Output {
     let out = hoop(&args);
     assert_no_panic(&out);
     out
-}
-
-/// The JSON lines of stdout.
-fn records(out: &Output) -> Vec<Value> {
-    text(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
 }
 
 /// Checks one record of a passing engine.
@@ -138,8 +132,7 @@ fn check_record(r: &Value, engine: &str, rw: &str, direct: bool) {
 }
 
 fn check_all_ours(out: &Output, rw: &str, direct: bool) {
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(out);
     let recs = records(out);
     let engines: Vec<&str> = OURS.split(',').collect();
     assert_eq!(recs.len(), engines.len(), "one line per engine: {recs:?}");
@@ -273,8 +266,7 @@ fn a_depth_list_sweeps_every_engine_and_draws_the_chart() {
             out_dir.to_str().unwrap(),
         ],
     );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     let recs = records(&out);
     let runs: Vec<(String, u64)> = recs
         .iter()
@@ -379,8 +371,7 @@ fn fsread_verifies_whole_files_and_skips_tokio_io_uring_without_its_binary() {
             "--sizes", "64k,4k", "--reads", "5", "--warmup", "1", "--secs", "5",
         ],
     );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     let recs = records(&out);
     let runs: Vec<(&str, u64)> = recs
         .iter()
@@ -464,8 +455,7 @@ fn fsread_tokio_io_uring_through_a_built_peer_binary() {
             "tokio-io-uring,shared",
         ],
     );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     let recs = records(&out);
     assert_eq!(recs.len(), 2, "{err}");
     check_fsread_record(&recs[0], "tokio-io-uring", 65536, 5);

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use support::run_hoop as hoop;
 
 use serde_json::Value;
 
@@ -62,12 +63,35 @@ fn setup(name: &str) -> Setup {
     Setup { dir, server, addr }
 }
 
-fn hoop(args: &[&str]) -> Output {
-    common::command(env!("CARGO_BIN_EXE_hoop"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+/// `hoop bench http --url URL -c 2 -t 0.3 --json EXTRA`: a short run against a server the
+/// test started.
+fn against_url(url: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench", "http", "--url", url, "-c", "2", "-t", "0.3", "--json",
+    ];
+    args.extend_from_slice(extra);
+    hoop(&args)
+}
+
+/// `hoop bench http --servers SERVERS --cells CELLS --rounds 2 -t SECS EXTRA --json` with a
+/// directory of its own (`tag`), removed after; asserts exit status 0 and returns the JSON
+/// records and the human text (stderr with `--json`).
+fn bench_http_json(
+    tag: &str,
+    [servers, cells, secs]: [&str; 3],
+    extra: &[&str],
+) -> (Vec<Value>, String) {
+    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = vec!["bench", "http", "--servers", servers, "--cells", cells];
+    all.extend(["--rounds", "2", "-t", secs]);
+    all.extend_from_slice(extra);
+    all.extend(["--json", "--dir", dir.to_str().unwrap()]);
+    let out = hoop(&all);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = common::stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    (common::json_lines(&out), err)
 }
 
 fn json(out: &Output) -> Value {
@@ -133,19 +157,7 @@ fn wrong_bodies_and_missing_files_are_errors_not_requests() {
     // Every byte compared: the last one differs.
     let url = format!("http://{}/other.bin", s.addr);
     let verify = s.dir.join("f.bin");
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--url",
-        &url,
-        "-c",
-        "2",
-        "-t",
-        "0.3",
-        "--json",
-        "--verify",
-        verify.to_str().unwrap(),
-    ]);
+    let out = against_url(&url, &["--verify", verify.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);
     assert_eq!(v["requests"].as_u64(), Some(0), "{v}");
@@ -196,19 +208,7 @@ fn server_pid_gives_cpu_and_context_switches_per_request() {
     let s = setup("pid");
     let url = format!("http://{}/f.bin", s.addr);
     let pid = s.server.id().to_string();
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--url",
-        &url,
-        "-c",
-        "2",
-        "-t",
-        "0.3",
-        "--json",
-        "--server-pid",
-        &pid,
-    ]);
+    let out = against_url(&url, &["--server-pid", &pid]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let v = json(&out);
@@ -223,35 +223,10 @@ fn server_pid_gives_cpu_and_context_switches_per_request() {
 /// minimum two rounds of 0.3 s. Checks the output's shape, never a speed.
 #[test]
 fn hyper_shared_against_hyper_tokio_side_by_side() {
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-pair", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hyper-shared,hyper-tokio",
-        "--cells",
-        "1k-c4",
-        "--rounds",
-        "2",
-        "-t",
-        "0.3",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let results: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (results, err) = bench_http_json("pair", ["hyper-shared,hyper-tokio", "1k-c4", "0.3"], &[]);
     for server in ["hyper-shared", "hyper-tokio"] {
         let runs: Vec<&Value> = results.iter().filter(|v| v["server"] == server).collect();
-        assert_eq!(runs.len(), 2, "{server}: {text}");
+        assert_eq!(runs.len(), 2, "{server}: {results:?}");
         for v in runs {
             assert_eq!(v["file_bytes"].as_u64(), Some(1024), "{v}");
             assert_eq!(v["conns"].as_u64(), Some(4), "{v}");
@@ -293,34 +268,8 @@ fn hyper_shared_against_hyper_tokio_side_by_side() {
 /// where no namespace can be made, a line says it was skipped and the first run stands.
 #[test]
 fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-netns", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hoop",
-        "--cells",
-        "1k-c4",
-        "--rounds",
-        "2",
-        "-t",
-        "0.3",
-        "--netns-mtu",
-        "1500",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let results: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (results, err) =
+        bench_http_json("netns", ["hoop", "1k-c4", "0.3"], &["--netns-mtu", "1500"]);
     let hoop_client = |v: &&Value| v["server"] == "hoop" && v["client"] == "hoop";
     let first: Vec<&Value> = results
         .iter()
@@ -330,7 +279,7 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
     assert_eq!(
         first.len(),
         2,
-        "two rounds on the machine's loopback: {text}"
+        "two rounds on the machine's loopback: {results:?}"
     );
     if err.contains("netns loopback MTU 1500: skipped:") {
         eprintln!("skip: no network namespace here: {err}");
@@ -345,7 +294,11 @@ fn netns_mtu_runs_again_inside_a_namespace_of_its_own() {
         .filter(hoop_client)
         .filter(|v| v["loopback_mtu"] == 1500)
         .collect();
-    assert_eq!(inside.len(), 2, "two rounds inside the namespace: {text}");
+    assert_eq!(
+        inside.len(),
+        2,
+        "two rounds inside the namespace: {results:?}"
+    );
     for v in first.iter().chain(inside.iter()) {
         assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
         support::assert_only_reset_errors(v);
@@ -436,28 +389,8 @@ fn wrk_runs_beside_the_load_generator_in_every_cell() {
         eprintln!("skip: wrk is not installed (apt-get install wrk)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hoop-bench-http-{}-wrk", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = hoop(&[
-        "bench",
-        "http",
-        "--servers",
-        "hoop",
-        "--cells",
-        "1k-c4,1k-c4-close,mix-c4",
-        "--wrk",
-        "--rounds",
-        "2",
-        "-t",
-        "1",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let results = common::json_lines(&out);
+    let (results, err) =
+        bench_http_json("wrk", ["hoop", "1k-c4,1k-c4-close,mix-c4", "1"], &["--wrk"]);
     for (mode, mix) in [
         ("keep-alive", false),
         ("close", false),

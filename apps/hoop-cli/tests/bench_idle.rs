@@ -3,20 +3,12 @@
 //! failed, every active reply verified; two helper processes when each may hold only 200; and
 //! bad input is a clear error. No assertion on speed.
 
+mod support;
+
 use hoop_test_support as common;
-use std::process::{Output, Stdio};
+use support::run_hoop as hoop;
 
 use serde_json::Value;
-
-const HOOP: &str = env!("CARGO_BIN_EXE_hoop");
-
-fn hoop(args: &[&str]) -> Output {
-    common::command(HOOP)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 /// hoop on io_uring is skipped (with its reason in stderr) where io_uring is unavailable.
 fn expected_servers(err: &str) -> Vec<&'static str> {
@@ -156,12 +148,6 @@ fn bad_input_is_a_clear_error() {
         let mut all = vec!["bench", "idle"];
         all.extend_from_slice(args);
         let out = hoop(&all);
-        let err = common::stderr_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: expected {needle:?} in {err}"
-        );
-        assert!(!err.contains("panicked"), "{err}");
+        support::assert_refused(&out, args, needle);
     }
 }

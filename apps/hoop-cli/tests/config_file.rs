@@ -3,7 +3,7 @@
 //! the driver), a flag on the command line wins over the file, and every kind of bad file
 //! stops the command with exit status 1 and one line on stderr naming the file and the line.
 //! The merge itself (a repeatable flag's list replaced by the command line's, counts, aliases)
-//! is unit-tested on a command of its own in `src/serve/config_file/tests.rs`.
+//! is unit-tested on a command of its own in `crates/hoop-flags/src/config_file/tests.rs`.
 //!
 //! Servers run on both drivers (io_uring skipped, visibly, where it cannot be set up); every
 //! server is a child process killed on drop; every read has a timeout and every loop a bound.
@@ -90,15 +90,10 @@ fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 impl Server {
     /// `hoop serve http ARGS` in the directory `cwd`, up to its `listening on` line.
     fn start(cwd: &Path, args: &[&str]) -> Server {
-        let mut child = hoop()
-            .current_dir(cwd)
-            .args(["serve", "http"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hoop");
+        let mut child = support::spawn_server(
+            hoop().current_dir(cwd).args(["serve", "http"]).args(args),
+            Stdio::piped(),
+        );
         let stdout = lines(child.stdout.take().expect("piped stdout"));
         let stderr = lines(child.stderr.take().expect("piped stderr"));
         let mut server = Server {

@@ -16,7 +16,7 @@ use hoop_test_support::resets;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -27,29 +27,18 @@ use support::{ask_fresh, Response};
 
 // ===== the server process =====
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
+use support::Served as Server;
 
 impl Server {
-    fn start(root: &Path, extra: &[&str]) -> Server {
-        let mut cmd = common::command(env!("CARGO_BIN_EXE_hoop"));
-        cmd.args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
-            .arg(root)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn hoop");
-        let stdout = child.stdout.take().expect("piped stdout");
-        // Killed on drop, even if the first line never comes.
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        server.addr = support::listening_addr(stdout, START_TIMEOUT);
-        server
+    fn start_http(root: &Path, extra: &[&str]) -> Server {
+        Server::start(
+            common::command(env!("CARGO_BIN_EXE_hoop"))
+                .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+                .arg(root)
+                .args(extra),
+            Stdio::inherit(),
+            START_TIMEOUT,
+        )
     }
 
     fn pid(&self) -> i32 {
@@ -82,13 +71,6 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 // ===== process =====
 
 /// A response in flight at `sig` finishes, then the server exits 0. The whole scenario is one
@@ -99,7 +81,7 @@ fn graceful_stop(driver: &str, sig: i32) {
     let data = bytes(8 << 20, 7);
     std::fs::write(root.join("big.bin"), &data).unwrap();
     resets::retry("a response in flight at the signal", |_| {
-        let mut server = Server::start(&root, &["--driver", driver, "--cache-bytes", "0"]);
+        let mut server = Server::start_http(&root, &["--driver", driver, "--cache-bytes", "0"]);
         let idle = support::try_connect(server.addr)?;
         let mut s = support::try_connect(server.addr)?;
         s.set_read_timeout(Some(Duration::from_secs(20)))?;
@@ -244,7 +226,7 @@ fn index_option(driver: &str) {
     let (_base, root) = make_root(&format!("index-{driver}"));
     std::fs::write(root.join("home.htm"), b"home page\n").unwrap();
     std::fs::write(root.join("docs/home.htm"), b"docs home\n").unwrap();
-    let server = Server::start(&root, &["--driver", driver, "--index", "home.htm"]);
+    let server = Server::start_http(&root, &["--driver", driver, "--index", "home.htm"]);
     let r = server.get("/");
     assert_eq!((r.status, &r.body[..]), (200, &b"home page\n"[..]));
     let r = server.get("/docs/");
@@ -311,7 +293,7 @@ fn precompressed_flags(driver: &str) {
     ] {
         let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
-        let server = Server::start(&root, &args);
+        let server = Server::start_http(&root, &args);
         let r = ask_with(server.addr, "/site/a.css", "Accept-Encoding: br, gzip\r\n");
         assert_eq!((r.status, &r.body[..]), (200, &identity[..]), "{flags:?}");
         assert_eq!(
@@ -322,7 +304,7 @@ fn precompressed_flags(driver: &str) {
     for flags in [&[][..], &["--no-precompressed", "--precompressed"]] {
         let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
-        let server = Server::start(&root, &args);
+        let server = Server::start_http(&root, &args);
         let r = ask_with(server.addr, "/site/a.css", "Accept-Encoding: br\r\n");
         assert_eq!(r.header("content-encoding"), Some("br"), "{flags:?}");
     }
@@ -357,7 +339,7 @@ fn max_ranges_flag(driver: &str) {
     ] {
         let mut args = vec!["--driver", driver];
         args.extend_from_slice(flags);
-        let server = Server::start(&root, &args);
+        let server = Server::start_http(&root, &args);
         let r = ask_with(server.addr, "/r.bin", two);
         assert_eq!(r.status, multi, "{flags:?}");
         if multi == 206 {

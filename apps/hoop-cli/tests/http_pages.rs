@@ -33,15 +33,13 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, extra: &[&str]) -> Server {
-        let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
-            .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
-            .arg(root)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hoop");
+        let mut child = support::spawn_server(
+            common::command(env!("CARGO_BIN_EXE_hoop"))
+                .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+                .arg(root)
+                .args(extra),
+            Stdio::piped(),
+        );
         let mut err = child.stderr.take().expect("piped stderr");
         let (tx, stderr) = mpsc::channel();
         std::thread::spawn(move || {

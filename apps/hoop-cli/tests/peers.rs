@@ -4,9 +4,12 @@
 //! everywhere, and a peer that cannot be built or run is skipped with one line saying why; the
 //! run goes on and succeeds with what did run.
 
+mod support;
+
 use hoop_test_support as common;
 use std::path::PathBuf;
 use std::process::Output;
+use support::records;
 
 use serde_json::Value;
 
@@ -50,16 +53,12 @@ fn without_peer_binary(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn records(out: &Output) -> Vec<Value> {
-    text(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
+/// `hoop bench file --json` on an 8 MiB file in `dir`, 0.2 s per engine, and `extra`.
+fn small_file_job<'a>(dir: &'a TempDir, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["bench", "file", "--json", "--dir", dir.path()];
+    args.extend(["--size", "8M", "--secs", "0.2"]);
+    args.extend_from_slice(extra);
+    args
 }
 
 fn engines_of(recs: &[Value]) -> Vec<String> {
@@ -76,21 +75,8 @@ fn file_peers_are_accepted_and_skipped_with_a_line_when_their_binary_is_missing(
     let mut engines = vec!["uring"];
     engines.extend(PEERS);
     let list = engines.join(",");
-    let out = without_peer_binary(&[
-        "bench",
-        "file",
-        "--json",
-        "--dir",
-        dir.path(),
-        "--size",
-        "8M",
-        "--secs",
-        "0.2",
-        "--engines",
-        &list,
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let out = without_peer_binary(&small_file_job(&dir, &["--engines", &list]));
+    let err = support::assert_success(&out);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(engines_of(&records(&out)), ["uring"], "{err}");
     for peer in PEERS {
@@ -110,25 +96,12 @@ fn a_failed_peer_build_is_a_skip_line_not_a_failed_run() {
     let peers = TempDir::new("broken-peers");
     std::fs::write(peers.0.join("Cargo.toml"), "this is not a manifest [").unwrap();
     let out = common::command(HOOP)
-        .args([
-            "bench",
-            "file",
-            "--json",
-            "--dir",
-            dir.path(),
-            "--size",
-            "8M",
-            "--secs",
-            "0.2",
-            "--engines",
-            "sync,monoio,glommio",
-        ])
+        .args(small_file_job(&dir, &["--engines", "sync,monoio,glommio"]))
         .env_remove("HOOP_PEER_BIN")
         .env("HOOP_PEERS_DIR", peers.path())
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     assert_eq!(engines_of(&records(&out)), ["sync"], "{err}");
     assert!(err.contains("peers: building hoop-peer"), "{err}");
     for peer in ["monoio", "glommio"] {
@@ -144,23 +117,11 @@ fn a_failed_peer_build_is_a_skip_line_not_a_failed_run() {
 #[test]
 fn a_job_a_peer_cannot_do_is_skipped_with_the_reason() {
     let dir = TempDir::new("rw");
-    let out = without_peer_binary(&[
-        "bench",
-        "file",
-        "--json",
-        "--dir",
-        dir.path(),
-        "--size",
-        "8M",
-        "--secs",
-        "0.2",
-        "--rw",
-        "randwrite",
-        "--engines",
-        "sync,compio",
-    ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let out = without_peer_binary(&small_file_job(
+        &dir,
+        &["--rw", "randwrite", "--engines", "sync,compio"],
+    ));
+    let err = support::assert_success(&out);
     assert!(
         err.contains("compio: skipped: the peers run random reads only"),
         "{err}"
@@ -176,8 +137,7 @@ fn a_job_a_peer_cannot_do_is_skipped_with_the_reason() {
 #[test]
 fn nop_peers_are_skipped_with_a_line_and_monoio_is_explained() {
     let out = without_peer_binary(&["bench", "nop", "-T", "0.2", "-b", "8", "-n", "32", "--json"]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     assert_eq!(
         engines_of(&records(&out)),
         ["hoop", "raw-io-uring"],
@@ -208,8 +168,7 @@ fn echo_compio_is_a_server_and_skipped_with_a_line_without_its_binary() {
         "2",
         "--json",
     ]);
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let err = support::assert_success(&out);
     let servers: Vec<String> = records(&out)
         .iter()
         .map(|r| r["server"].as_str().unwrap().to_string())

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod load;
 pub mod machine;
 pub mod measure;
+pub mod output;
 pub mod plan;
 pub mod record;
 pub mod report;

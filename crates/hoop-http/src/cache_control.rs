@@ -28,7 +28,7 @@
 
 use std::fmt;
 
-use super::config::ConfigError;
+use super::config_error::ConfigError;
 
 /// One `Cache-Control` rule: a pattern (a path glob or a content type, see the
 /// [module docs](self): `*.css`, `/assets/*`, `image/*`, `text/html`) and the header value

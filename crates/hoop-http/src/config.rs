@@ -2,10 +2,10 @@
 //!
 //! (Plain std only: the fuzz target compiles this file on its own.)
 
-use std::fmt;
 use std::time::Duration;
 
 pub use super::cache_control::CacheControlRule;
+pub use super::config_error::ConfigError;
 pub use super::error_page::ErrorPage;
 
 /// Longest request target (the URI of the request line): longer gets 414.
@@ -210,78 +210,4 @@ pub fn check_index(name: &str) -> Result<(), ConfigError> {
         return Err(ConfigError::BadIndex(name.to_string()));
     }
     Ok(())
-}
-
-/// What is wrong with a [`Config`] ([`Config::validate`]). The server's constructors return
-/// it inside an [`std::io::Error`] of kind `InvalidInput` (get it back with
-/// `err.get_ref().and_then(|e| e.downcast_ref::<ConfigError>())`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// [`Config::threads`] is 0.
-    ZeroThreads,
-    /// [`Config::max_conns`] is 0.
-    ZeroMaxConns,
-    /// [`Config::header_timeout`] is zero.
-    ZeroHeaderTimeout,
-    /// [`Config::idle_timeout`] is zero.
-    ZeroIdleTimeout,
-    /// [`Config::stream_chunk_bytes`] is 0.
-    ZeroStreamChunk,
-    /// [`Config::index`] is not one file name.
-    BadIndex(String),
-    /// A [`Config::cache_control`] rule is malformed: the rule, and why.
-    BadCacheControl {
-        /// The rule as given (`PATTERN=VALUE`).
-        rule: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// [`Config::content_security_policy`] is not a header value: the value, and why.
-    BadContentSecurityPolicy(String, &'static str),
-    /// A [`Config::error_pages`] entry is refused: the page (`STATUS=PATH`), and why.
-    BadErrorPage {
-        /// The page as given.
-        page: String,
-        /// What is wrong.
-        reason: &'static str,
-    },
-    /// Not an [`AutoindexFormat`] name (`html`, `json`).
-    BadAutoindexFormat(String),
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::ZeroThreads => f.write_str("threads must be at least 1"),
-            ConfigError::ZeroMaxConns => f.write_str("max_conns must be at least 1"),
-            ConfigError::ZeroHeaderTimeout => f.write_str("header_timeout must not be zero"),
-            ConfigError::ZeroIdleTimeout => f.write_str("idle_timeout must not be zero"),
-            ConfigError::ZeroStreamChunk => f.write_str("stream_chunk_bytes must be at least 1"),
-            ConfigError::BadIndex(name) => write!(
-                f,
-                "{name:?}: an index is one file name (not empty, no '/', not starting with '.')"
-            ),
-            ConfigError::BadCacheControl { rule, reason } => {
-                write!(f, "cache-control rule {rule:?}: {reason}")
-            }
-            ConfigError::BadContentSecurityPolicy(v, reason) => {
-                write!(f, "content-security-policy {v:?}: {reason}")
-            }
-            ConfigError::BadErrorPage { page, reason } => {
-                write!(f, "error page {page:?}: {reason}")
-            }
-            ConfigError::BadAutoindexFormat(s) => {
-                write!(f, "autoindex format {s:?}: html or json")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl From<ConfigError> for std::io::Error {
-    fn from(e: ConfigError) -> std::io::Error {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
-    }
 }

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-use super::config::ConfigError;
+use super::config_error::ConfigError;
 
 /// Largest error page file: bigger is reported at start and the built-in page answers.
 pub const MAX_ERROR_PAGE_BYTES: u64 = 1 << 20;

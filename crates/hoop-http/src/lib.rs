@@ -172,6 +172,7 @@ mod builder;
 pub(crate) mod cache;
 pub mod cache_control;
 pub mod config;
+mod config_error;
 pub(crate) mod conn;
 pub(crate) mod date;
 pub(crate) mod deadline;

@@ -100,12 +100,16 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+mod args;
 mod parse;
 mod select;
+mod tok;
 
-use parse::{parse_args, parse_fn, run_test_expr, runtime_expr, Args, Delim, ParseError, Tok};
+use args::{parse_args, Args, Flavor};
+use parse::{parse_fn, run_test_expr, runtime_expr, TEST_BODY};
 use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
 use select::{out_enum, parse_select, start_expr};
+use tok::{Delim, ParseError, Tok};
 
 /// Marks the `async fn main` of a program that runs on hoop.
 ///
@@ -217,23 +221,6 @@ pub fn select(input: TokenStream) -> TokenStream {
     }
 }
 
-/// Which of the two attributes is being expanded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flavor {
-    Main,
-    Test,
-}
-
-impl Flavor {
-    /// The attribute as the user writes it, for error messages.
-    fn attr(self) -> &'static str {
-        match self {
-            Flavor::Main => "#[hoop::main]",
-            Flavor::Test => "#[hoop::test]",
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The proc_macro layer: converts tokens, calls the parsers, assembles output.
 // ---------------------------------------------------------------------------
@@ -321,9 +308,6 @@ fn test_body(args: &Args, expect_panic: bool, signature: &[TokenTree], body: Gro
     out.extend(parse(&run_test_expr(args, expect_panic)));
     out
 }
-
-/// The name of the inner `async fn` that holds a test's body.
-const TEST_BODY: &str = "__hoop_test_body";
 
 /// Whether one of `attrs` (the item's outer attributes) is `#[should_panic...]`.
 fn has_should_panic(attrs: &[TokenTree]) -> bool {

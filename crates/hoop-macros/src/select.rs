@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use super::parse::{Delim, ParseError, Tok};
+use super::tok::{Delim, ParseError, Tok};
 
 /// At most this many branches (one bit each in the disabled mask, a `u64`).
 pub(crate) const MAX_BRANCHES: usize = 64;

@@ -1,8 +1,9 @@
 //! Cancel safety as tokio documents it: a receive whose future is dropped in `select!` loses
 //! nothing (its result goes to the next call). Each test runs a `select!` loop of the receive
 //! against a 50 µs timer that usually wins, on io_uring and on epoll, and counts what the peer
-//! sent against what arrived: connections, bytes (in order), datagrams. Loops are bounded by
-//! counts and `LIMIT`; nothing is asserted about speed.
+//! sent against what arrived: connections, bytes (in order). Loops are bounded by counts and
+//! `LIMIT`; nothing is asserted about speed. The datagram receives:
+//! `cancel_safety_datagrams.rs`.
 //!
 //! Under injected resets a connection may end early: a client that is not served reconnects
 //! (a lost connection is still a client that waits in vain), and a stream of megabytes goes
@@ -10,26 +11,17 @@
 //! byte checked in order on each connection; a reset is an error there, never a silent loss.
 
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hoop::net::{TcpListener, TcpStream, UdpSocket, UnixDatagram, UnixListener, UnixStream};
+use hoop::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use hoop::time::{sleep, Instant};
 use hoop_test_support as common;
 use hoop_test_support::resets;
 
-const LIMIT: Duration = Duration::from_secs(30);
-const TICK: Duration = Duration::from_micros(50);
-
-/// Whether `e` is an error an injected fault may produce on a receive, after which the loop
-/// just calls again (nothing was received).
-fn retry(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-    ) || e.raw_os_error() == Some(libc::ECANCELED)
-}
+mod cancel_safety_common;
+use cancel_safety_common::*;
 
 /// The byte at offset `i` of the streams the writers send.
 fn pattern(i: usize) -> u8 {
@@ -219,6 +211,7 @@ trait AsyncReadOwned<S> {
 }
 
 struct Tcp;
+
 impl AsyncReadOwned<TcpStream> for Tcp {
     async fn read(&self, s: &TcpStream, buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
         s.read(buf).await
@@ -226,6 +219,7 @@ impl AsyncReadOwned<TcpStream> for Tcp {
 }
 
 struct Unix;
+
 impl AsyncReadOwned<UnixStream> for Unix {
     async fn read(&self, s: &UnixStream, buf: Vec<u8>) -> (std::io::Result<usize>, Vec<u8>) {
         s.read(buf).await
@@ -284,138 +278,6 @@ async fn unix_read_in_select_loses_no_byte() {
         },
     )
     .await;
-}
-
-/// A sender thread sends `n` numbered datagrams through `send`, at most `window` ahead of
-/// what the receiver counted (so the socket's queue never overflows: a loss is the
-/// runtime's); the receiver checks each arrives exactly once.
-fn numbered_sender(
-    n: u32,
-    received: Arc<AtomicUsize>,
-    send: impl Fn(&[u8]) -> std::io::Result<usize> + Send + 'static,
-) -> std::thread::JoinHandle<()> {
-    common::spawn(move || {
-        let end = std::time::Instant::now() + LIMIT;
-        for seq in 0..n {
-            while seq as usize >= received.load(Ordering::Acquire) + 32 {
-                if std::time::Instant::now() > end {
-                    return;
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
-            let mut d = seq.to_le_bytes().to_vec();
-            d.resize(4 + (seq as usize % 200), seq as u8);
-            send(&d).unwrap();
-        }
-    })
-}
-
-/// Checks one datagram and records it; panics on a corrupt or repeated one.
-fn record(seen: &mut [bool], d: &[u8], received: &AtomicUsize) {
-    assert!(d.len() >= 4, "a datagram of {} bytes", d.len());
-    let seq = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
-    assert_eq!(
-        d.len(),
-        4 + (seq as usize % 200),
-        "datagram {seq} truncated"
-    );
-    assert!(
-        d[4..].iter().all(|&x| x == seq as u8),
-        "datagram {seq} corrupt"
-    );
-    assert!(!seen[seq as usize], "datagram {seq} twice");
-    seen[seq as usize] = true;
-    received.fetch_add(1, Ordering::AcqRel);
-}
-
-const DATAGRAMS: u32 = 3000;
-
-#[hoop::test]
-async fn udp_recv_from_in_select_loses_no_datagram() {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = sock.local_addr().unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let from = std_sock.local_addr().unwrap();
-    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
-        std_sock.send_to(d, addr)
-    });
-    let mut seen = vec![false; DATAGRAMS as usize];
-    let end = Instant::now() + LIMIT;
-    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
-        hoop::select! {
-            biased;
-            _ = sleep(TICK) => {}
-            (res, b) = sock.recv_from(Vec::with_capacity(512)) => match res {
-                Ok((_, src)) => {
-                    assert_eq!(src, from);
-                    record(&mut seen, &b, &received);
-                }
-                Err(e) if retry(&e) => {}
-                Err(e) => panic!("recv_from: {e}"),
-            },
-        }
-    }
-    sender.join().unwrap();
-    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
-}
-
-#[hoop::test]
-async fn udp_recv_in_select_loses_no_datagram() {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = sock.local_addr().unwrap();
-    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.connect(std_sock.local_addr().unwrap()).await.unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
-        std_sock.send_to(d, addr)
-    });
-    let mut seen = vec![false; DATAGRAMS as usize];
-    let end = Instant::now() + LIMIT;
-    let mut i = 0u32;
-    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
-        i += 1;
-        // `recv` and `recv_from` take turns: one kept from either serves the other.
-        hoop::select! {
-            biased;
-            _ = sleep(TICK) => {}
-            (res, b) = sock.recv(Vec::with_capacity(512)), if i.is_multiple_of(2) => match res {
-                Ok(_) => record(&mut seen, &b, &received),
-                Err(e) if retry(&e) => {}
-                Err(e) => panic!("recv: {e}"),
-            },
-            (res, b) = sock.recv_from(Vec::with_capacity(512)), if !i.is_multiple_of(2) => match res {
-                Ok(_) => record(&mut seen, &b, &received),
-                Err(e) if retry(&e) => {}
-                Err(e) => panic!("recv_from: {e}"),
-            },
-        }
-    }
-    sender.join().unwrap();
-    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
-}
-
-#[hoop::test]
-async fn unix_datagram_recv_in_select_loses_no_datagram() {
-    let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
-    let sock = UnixDatagram::from_std(b);
-    let received = Arc::new(AtomicUsize::new(0));
-    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| a.send(d));
-    let mut seen = vec![false; DATAGRAMS as usize];
-    let end = Instant::now() + LIMIT;
-    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
-        hoop::select! {
-            biased;
-            _ = sleep(TICK) => {}
-            (res, b) = sock.recv(Vec::with_capacity(512)) => match res {
-                Ok(_) => record(&mut seen, &b, &received),
-                Err(e) if retry(&e) => {}
-                Err(e) => panic!("recv: {e}"),
-            },
-        }
-    }
-    sender.join().unwrap();
-    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
 }
 
 /// A read dropped while in flight, then the stream dropped: the parked read is cancelled with
@@ -494,43 +356,6 @@ async fn read_half_part(got: &mut usize, total: usize) -> std::io::Result<()> {
     writer.join().unwrap();
     assert_eq!(*got, total);
     Ok(())
-}
-
-#[hoop::test]
-async fn unix_datagram_recv_from_in_select_loses_no_datagram() {
-    let dir = std::env::temp_dir().join(format!("hoop-cancel-dgram-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("{:?}.sock", std::thread::current().id()));
-    let _ = std::fs::remove_file(&path);
-    let sock = UnixDatagram::bind(&path).unwrap();
-    let from = dir.join(format!("{:?}.from", std::thread::current().id()));
-    let _ = std::fs::remove_file(&from);
-    let std_sock = std::os::unix::net::UnixDatagram::bind(&from).unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let to = path.clone();
-    let sender = numbered_sender(DATAGRAMS, received.clone(), move |d| {
-        std_sock.send_to(d, &to)
-    });
-    let mut seen = vec![false; DATAGRAMS as usize];
-    let end = Instant::now() + LIMIT;
-    while received.load(Ordering::Acquire) < DATAGRAMS as usize && Instant::now() < end {
-        hoop::select! {
-            biased;
-            _ = sleep(TICK) => {}
-            (res, b) = sock.recv_from(Vec::with_capacity(512)) => match res {
-                Ok((_, src)) => {
-                    assert_eq!(src.as_pathname(), Some(from.as_path()));
-                    record(&mut seen, &b, &received);
-                }
-                Err(e) if retry(&e) => {}
-                Err(e) => panic!("recv_from: {e}"),
-            },
-        }
-    }
-    sender.join().unwrap();
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(&from);
-    assert_eq!(received.load(Ordering::Acquire), DATAGRAMS as usize);
 }
 
 /// `JoinSet::join_next` in `select!`: a result that completed for a dropped call stays in the
@@ -751,47 +576,4 @@ async fn trait_reads_part(got: &mut usize, total: usize) -> std::io::Result<()> 
     writer.join().unwrap();
     assert_eq!(*got, total);
     Ok(())
-}
-
-/// `UdpSocket::peek_from` between receives dropped in a `select!` loop: a peek shows the
-/// datagram the next receive returns (one a dropped receive already took included), and takes
-/// nothing.
-#[hoop::test]
-async fn udp_peek_from_shows_what_the_next_receive_gets() {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = sock.local_addr().unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let std_sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let from = std_sock.local_addr().unwrap();
-    let n = 500u32;
-    let sender = numbered_sender(n, received.clone(), move |d| std_sock.send_to(d, addr));
-    let mut seen = vec![false; n as usize];
-    let end = Instant::now() + LIMIT;
-    let mut peeked: Option<Vec<u8>> = None;
-    while received.load(Ordering::Acquire) < n as usize && Instant::now() < end {
-        hoop::select! {
-            biased;
-            _ = sleep(TICK) => {
-                // Between rounds, a peek (it may wait for a parked receive).
-                if peeked.is_none() {
-                    let (res, b) = hoop::time::timeout(LIMIT, sock.peek_from(Vec::with_capacity(512)))
-                        .await
-                        .expect("peek_from stalled");
-                    let (_, src) = res.unwrap();
-                    assert_eq!(src, from);
-                    peeked = Some(b);
-                }
-            }
-            (res, b) = sock.recv_from(Vec::with_capacity(512)) => {
-                let (_, src) = res.unwrap();
-                assert_eq!(src, from);
-                if let Some(p) = peeked.take() {
-                    assert_eq!(p, b, "the peek showed another datagram than the receive got");
-                }
-                record(&mut seen, &b, &received);
-            }
-        }
-    }
-    sender.join().unwrap();
-    assert_eq!(received.load(Ordering::Acquire), n as usize);
 }

@@ -146,10 +146,10 @@ pub fn run(args: BenchArgs) -> io::Result<()> {
         Some(BenchCommand::Nop(a)) => nop::run(a, json),
         Some(BenchCommand::File(f)) => f
             .plan()
-            .and_then(|p| hoop_bench::compare::file::run_file(p, json)),
+            .and_then(|p| hoop_bench::report::file::run_file(p, json)),
         Some(BenchCommand::Fsread(f)) => f
             .plan()
-            .and_then(|p| hoop_bench::compare::fsread::run_fsread(p, json)),
+            .and_then(|p| hoop_bench::report::fsread::run_fsread(p, json)),
         Some(BenchCommand::Http(h)) => hoop_bench::report::http_command::run_http(h.into(), json),
         Some(BenchCommand::Count(c)) => c
             .plan()

@@ -49,7 +49,7 @@ pub struct EchoArgs {
     #[arg(long, default_value = "127.0.0.1:7000")]
     pub addr: String,
     #[command(flatten)]
-    pub backlog: super::backlog::BacklogArg,
+    pub backlog: hoop_flags::backlog::BacklogArg,
     /// Runtime threads, each pinned to a CPU with its own listener (hoop only; the baselines
     /// run on one thread).
     #[arg(long, default_value_t = 1)]
@@ -284,9 +284,9 @@ pub(crate) fn run_baseline(
     signals: &Signals,
 ) -> io::Result<()> {
     // Bound like hoop's listener (SO_REUSEADDR, the same backlog) so the comparison is fair.
-    let listener = super::backlog::bind(addr, backlog, false)
+    let listener = hoop_flags::backlog::bind(addr, backlog, false)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
-    super::backlog::say_limits(backlog);
+    hoop_flags::backlog::say_limits(backlog);
     let local = listener.local_addr()?;
     let listener = std::net::TcpListener::from(std::os::fd::OwnedFd::from(listener));
     let server = std::thread::Builder::new()

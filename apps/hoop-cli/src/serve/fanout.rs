@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hoop::net::{TcpListener, TcpStream};
-use hoop::IoBuf;
+use hoop::{BufResult, IoBuf, Slice};
 use tokio::sync::broadcast;
 
 use super::driver::DriverArg;
@@ -46,7 +46,7 @@ pub struct FanoutArgs {
     #[arg(long, default_value = "127.0.0.1:7001")]
     pub addr: String,
     #[command(flatten)]
-    pub backlog: super::backlog::BacklogArg,
+    pub backlog: hoop_flags::backlog::BacklogArg,
     /// Which runtime serves the connections (each on one thread).
     #[arg(long, value_enum, default_value_t = FanoutServer::Hoop)]
     pub server: FanoutServer,
@@ -148,15 +148,62 @@ fn send_lines(buf: &[u8], tx: &broadcast::Sender<Line>) -> usize {
     start
 }
 
+/// Reads lines into the channel until the connection ends, a read fails or a line passes
+/// [`MAX_LINE`]; `read` is one owned-buffer read of the connection (its read half, or the
+/// stream the writer shares).
+async fn read_lines<F, Fut>(mut read: F, tx: &broadcast::Sender<Line>)
+where
+    F: FnMut(Slice<Vec<u8>>) -> Fut,
+    Fut: Future<Output = BufResult<usize, Slice<Vec<u8>>>>,
+{
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    loop {
+        buf.reserve(READ_BYTES);
+        // Appends after the partial line kept from the last read.
+        let filled = buf.len();
+        let (res, b) = read(buf.slice(filled..)).await;
+        buf = b.into_inner();
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let used = send_lines(&buf, tx);
+        buf.drain(..used);
+        if buf.len() > MAX_LINE {
+            break;
+        }
+    }
+}
+
+/// Writes what the channel brings through tokio's I/O traits until the channel closes or a
+/// write fails: the lines gathered ([`next_lines`]), then one `write_all` into the write half,
+/// no flush. The tokio server's writer, and hoop's `--writer traits` one (the trait's
+/// `write_all`, as a tokio user spells it; hoop's own takes owned buffers).
+async fn write_lines<W>(mut wr: W, mut rx: broadcast::Receiver<Line>)
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+
+    let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
+    let mut lagged = false;
+    while next_lines(&mut rx, &mut out, &mut lagged).await {
+        if wr.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Waits for the next line, then takes it and every line already queued behind it (up to
-/// [`WRITE_BATCH`] bytes) into `out`. `false`: the channel is closed. Lines lost to lagging
-/// are reported once per connection (`lagged`).
+/// [`WRITE_BATCH`] bytes) into `out`, emptied first. `false`: the channel is closed. Lines lost
+/// to lagging are reported once per connection (`lagged`).
 async fn next_lines(
     rx: &mut broadcast::Receiver<Line>,
     out: &mut Vec<u8>,
     lagged: &mut bool,
 ) -> bool {
     use broadcast::error::{RecvError, TryRecvError};
+    out.clear();
     let mut lost = 0u64;
     while out.is_empty() {
         match rx.recv().await {
@@ -210,44 +257,11 @@ async fn hoop_accept_loop(
 /// half, no flush), read lines into the channel on this one; when reading ends, the writer is
 /// stopped too.
 async fn hoop_conn(stream: TcpStream, tx: broadcast::Sender<Line>) {
-    use tokio::io::AsyncWriteExt;
-
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
-    let mut rx = tx.subscribe();
-    let writer = hoop::spawn(async move {
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
-        let mut lagged = false;
-        loop {
-            out.clear();
-            if !next_lines(&mut rx, &mut out, &mut lagged).await {
-                return;
-            }
-            // The trait's, as a tokio user spells it (hoop's own `write_all` takes owned
-            // buffers).
-            if AsyncWriteExt::write_all(&mut wr, &out).await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
-    loop {
-        buf.reserve(READ_BYTES);
-        // Appends after the partial line kept from the last read.
-        let filled = buf.len();
-        let (res, b) = rd.read(buf.slice(filled..)).await;
-        buf = b.into_inner();
-        match res {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let used = send_lines(&buf, &tx);
-        buf.drain(..used);
-        if buf.len() > MAX_LINE {
-            break;
-        }
-    }
+    let (rd, wr) = stream.into_split();
+    let writer = hoop::spawn(write_lines(wr, tx.subscribe()));
+    read_lines(|b| rd.read(b), &tx).await;
     writer.abort();
 }
 
@@ -259,34 +273,14 @@ async fn hoop_conn_owned(stream: TcpStream, tx: broadcast::Sender<Line>) {
     let stream = Rc::new(stream);
     let rx = tx.subscribe();
     let writer = hoop::spawn(hoop_writer(stream.clone(), rx));
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
-    loop {
-        buf.reserve(READ_BYTES);
-        // Appends after the partial line kept from the last read.
-        let filled = buf.len();
-        let (res, b) = stream.read(buf.slice(filled..)).await;
-        buf = b.into_inner();
-        match res {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let used = send_lines(&buf, &tx);
-        buf.drain(..used);
-        if buf.len() > MAX_LINE {
-            break;
-        }
-    }
+    read_lines(|b| stream.read(b), &tx).await;
     writer.abort();
 }
 
 async fn hoop_writer(stream: Rc<TcpStream>, mut rx: broadcast::Receiver<Line>) {
     let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
     let mut lagged = false;
-    loop {
-        out.clear();
-        if !next_lines(&mut rx, &mut out, &mut lagged).await {
-            return;
-        }
+    while next_lines(&mut rx, &mut out, &mut lagged).await {
         let (res, b) = stream.write_all(out).await;
         out = b;
         if res.is_err() {
@@ -331,25 +325,12 @@ fn run_tokio_fanout(listener: std::net::TcpListener, capacity: usize) -> io::Res
 }
 
 async fn tokio_conn(stream: tokio::net::TcpStream, tx: broadcast::Sender<Line>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
 
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
-    let mut rx = tx.subscribe();
-    let writer = tokio::spawn(async move {
-        let mut out: Vec<u8> = Vec::with_capacity(WRITE_BATCH);
-        let mut lagged = false;
-        loop {
-            out.clear();
-            if !next_lines(&mut rx, &mut out, &mut lagged).await {
-                return;
-            }
-            if wr.write_all(&out).await.is_err() {
-                return;
-            }
-        }
-    });
+    let (mut rd, wr) = stream.into_split();
+    let writer = tokio::spawn(write_lines(wr, tx.subscribe()));
     let mut buf: Vec<u8> = Vec::with_capacity(READ_BYTES);
     loop {
         buf.reserve(READ_BYTES);

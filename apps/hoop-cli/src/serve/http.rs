@@ -16,7 +16,7 @@ use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
 #[derive(Debug, clap::Args)]
 pub struct HttpArgs {
     #[command(flatten)]
-    pub config: super::config_file::ConfigArg,
+    pub config: hoop_flags::config_file::ConfigArg,
     /// The directory to serve.
     #[arg(long)]
     pub root: PathBuf,
@@ -24,7 +24,7 @@ pub struct HttpArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
     #[command(flatten)]
-    pub backlog: super::backlog::BacklogArg,
+    pub backlog: hoop_flags::backlog::BacklogArg,
     /// Runtime threads, each pinned to a CPU with its own listener (SO_REUSEPORT).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -276,5 +276,46 @@ mod tests {
         assert_eq!(parse_bytes("1g"), Ok(1 << 30));
         assert!(parse_bytes("12x").is_err());
         assert!(parse_bytes("").is_err());
+    }
+
+    /// Every flag of `hoop serve http`, present and future, is a key of its config file: a
+    /// file setting each one the sample can derive a value for passes the checks, and the
+    /// merged command line parses with each flag given.
+    #[test]
+    fn every_flag_is_a_config_key() {
+        use clap::parser::ValueSource;
+        use clap::CommandFactory;
+        use hoop_flags::config_file::{apply_with, sample_file};
+        use std::ffi::OsString;
+
+        let root = crate::Cli::command();
+        let http = root
+            .find_subcommand("serve")
+            .and_then(|s| s.find_subcommand("http"))
+            .expect("serve http");
+        let (file, set) = sample_file(http, &[("root", "/")]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(set.len() >= 10, "{file}");
+        let argv = ["hoop", "serve", "http", "--config", "f.toml"]
+            .map(OsString::from)
+            .to_vec();
+        let argv = apply_with(crate::Cli::command(), argv, |_| Ok(file.clone()))
+            .unwrap_or_else(|e| panic!("{e}\n{file}"));
+        let m = crate::Cli::command()
+            .try_get_matches_from(&argv)
+            .unwrap_or_else(|e| panic!("{e}\n{file}"));
+        let m = m
+            .subcommand_matches("serve")
+            .and_then(|m| m.subcommand_matches("http"))
+            .expect("serve http");
+        for (id, switch) in set {
+            // Of two switches that override each other, the later one stands.
+            if !switch {
+                assert_eq!(
+                    m.value_source(id.as_str()),
+                    Some(ValueSource::CommandLine),
+                    "{id}"
+                );
+            }
+        }
     }
 }

@@ -77,16 +77,16 @@ pub(crate) fn run_threads(
     signals: &Signals,
     serve: Serve,
 ) -> io::Result<()> {
-    let first = super::backlog::bind(addr, backlog, threads > 1)
+    let first = hoop_flags::backlog::bind(addr, backlog, threads > 1)
         .map_err(|e| with_context(e, format!("cannot listen on {addr}")))?;
     let local = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..threads {
-        let l = super::backlog::bind(local, backlog, true)
+        let l = hoop_flags::backlog::bind(local, backlog, true)
             .map_err(|e| with_context(e, format!("cannot listen on {local} (SO_REUSEPORT)")))?;
         listeners.push(l);
     }
-    super::backlog::say_limits(backlog);
+    hoop_flags::backlog::say_limits(backlog);
 
     let stop = Arc::new(Stop::new());
     let cpus = allowed_cpus();

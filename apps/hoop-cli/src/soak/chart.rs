@@ -5,14 +5,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::sample::Sample;
+use hoop_bench::report::canvas::{titled, COLORS};
 
-const COLORS: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-];
+use super::sample::Sample;
 
 /// One line: a label and (seconds, value) points.
 type Line = (String, Vec<(f64, f64)>);
@@ -21,7 +16,7 @@ type Line = (String, Vec<(f64, f64)>);
 pub(crate) fn draw(path: &Path, samples: &[Sample], title: &str) -> Result<(), Box<dyn Error>> {
     let root = SVGBackend::new(path, (900, 900)).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 18))?;
+    let root = titled(&root, title)?;
     let panels = root.split_evenly((3, 1));
     let mut fds: Vec<Line> = vec![(
         "soak process (servers in-process + clients)".into(),
@@ -90,4 +85,50 @@ fn panel(
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sample::ChildSample;
+    use super::*;
+
+    /// The chart of a run with child servers draws; with `HOOP_CHARTS_DIR` set it is kept
+    /// there to be looked at.
+    #[test]
+    fn draws_a_run_with_children() {
+        let samples: Vec<Sample> = (0..30)
+            .map(|i| Sample {
+                t_secs: f64::from(i) * 2.0,
+                fds: 40 + (i % 3) as usize,
+                rss_kib: 20_000 + u64::from(i as u32) * 10,
+                in_flight: 8,
+                ops_per_sec: 150_000.0,
+                children: ["serve http (io_uring)", "serve http (epoll)"]
+                    .iter()
+                    .map(|n| ChildSample {
+                        name: n.to_string(),
+                        fds: 12,
+                        rss_kib: 8_000,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let keep = std::env::var_os("HOOP_CHARTS_DIR");
+        let dir = keep.clone().map_or_else(
+            || std::env::temp_dir().join(format!("hoop-soak-chart-{}", std::process::id())),
+            std::path::PathBuf::from,
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("soak.svg");
+        draw(
+            &path,
+            &samples,
+            "hoop soak: 60 s, seed 12345678901234567890",
+        )
+        .unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("open fds"));
+        if keep.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
 }

@@ -7,11 +7,11 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hoop::DriverKind;
 
-use super::tally::{connect, linger_zero, Failures, Rng, Tally};
+use super::tally::{connect, linger_zero, Client, Rng, Tally};
 
 /// A running in-process echo server.
 pub(crate) struct EchoServer {
@@ -140,16 +140,9 @@ async fn connection(s: hoop::net::TcpStream, mut rng: Rng, tally: Arc<Tally>) {
 }
 
 /// One client thread until `until`: connection by connection, a random mix of actions.
-pub(crate) fn client(
-    addr: SocketAddr,
-    mut rng: Rng,
-    until: Instant,
-    tally: &Tally,
-    failures: &Failures,
-    name: &str,
-) {
-    let mut conn: Option<TcpStream> = None;
-    while Instant::now() < until && !failures.any() {
+pub(crate) fn client(addr: SocketAddr, mut rng: Rng, c: Client<'_>) {
+    let tally = c.tally;
+    c.drive(|conn| {
         let action = rng.below(100);
         let res = if action < 60 {
             // Echo on a kept connection.
@@ -159,7 +152,7 @@ pub(crate) fn client(
                     Ok(s) => s,
                     Err(_) => {
                         Tally::add(&tally.errors, 1);
-                        continue;
+                        return None;
                     }
                 },
             };
@@ -167,7 +160,7 @@ pub(crate) fn client(
             let msg = rng.bytes(len);
             let r = echo_once(&s, &msg, tally);
             if matches!(r, Ok(true)) {
-                conn = Some(s);
+                *conn = Some(s);
             }
             r
         } else if action < 72 {
@@ -182,8 +175,8 @@ pub(crate) fn client(
             // Churn: connect and close at once.
             connect(addr).map(|_| true)
         };
-        tally.record(res, failures, name);
-    }
+        Some((res, c.name.to_string()))
+    });
 }
 
 /// One checked echo on a fresh connection.

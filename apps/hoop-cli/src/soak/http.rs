@@ -7,11 +7,11 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hoop::DriverKind;
 
-use super::tally::{connect, linger_zero, Failures, Rng, Tally};
+use super::tally::{connect, linger_zero, Client, Rng, Tally};
 use hoop_bench::target::child::{Ready, ServerChild};
 
 /// Files in the root: sizes from empty to past the server's splice threshold.
@@ -58,17 +58,9 @@ pub(crate) fn start(driver: DriverKind, root: &Path) -> io::Result<ServerChild> 
 }
 
 /// One client thread until `until`.
-pub(crate) fn client(
-    addr: SocketAddr,
-    root: &Root,
-    mut rng: Rng,
-    until: Instant,
-    tally: &Tally,
-    failures: &Failures,
-    name: &str,
-) {
-    let mut conn: Option<TcpStream> = None;
-    while Instant::now() < until && !failures.any() {
+pub(crate) fn client(addr: SocketAddr, root: &Root, mut rng: Rng, c: Client<'_>) {
+    let tally = c.tally;
+    c.drive(|conn| {
         let (file, body) = &root.files[rng.below(root.files.len() as u64) as usize];
         let action = rng.below(100);
         let res = if action < 70 {
@@ -79,7 +71,7 @@ pub(crate) fn client(
             s.and_then(|s| {
                 let r = get(&s, file, body, tally, Duration::ZERO);
                 if matches!(r, Ok(true)) {
-                    conn = Some(s);
+                    *conn = Some(s);
                 }
                 r
             })
@@ -105,8 +97,8 @@ pub(crate) fn client(
             Tally::add(&tally.slow_reads, 1);
             connect(addr).and_then(|s| get(&s, file, body, tally, Duration::from_millis(1)))
         };
-        tally.record(res, failures, &format!("{name}: /{file}"));
-    }
+        Some((res, format!("{}: /{file}", c.name)))
+    });
 }
 
 /// Fetches every file once on one connection (checked like any other response).

@@ -292,20 +292,14 @@ pub fn run(args: SoakArgs) -> io::Result<()> {
                 let f = &failures;
                 let rng = Rng::seeded(seed, 100 * i as u64 + c);
                 sc.spawn(move || {
-                    echo::client(echo_addr, rng, until, echo_tally, f, &format!("echo {d}"))
+                    let name = format!("echo {d}");
+                    echo::client(echo_addr, rng, echo_tally.client(until, f, &name))
                 });
                 let rng = Rng::seeded(seed, 100 * i as u64 + 10 + c);
                 let root = &root;
                 sc.spawn(move || {
-                    http::client(
-                        http_addr,
-                        root,
-                        rng,
-                        until,
-                        http_tally,
-                        f,
-                        &format!("http {d}"),
-                    )
+                    let name = format!("http {d}");
+                    http::client(http_addr, root, rng, http_tally.client(until, f, &name))
                 });
             }
             let (f, in_flight) = (&failures, file_in_flight[i].clone());

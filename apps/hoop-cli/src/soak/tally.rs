@@ -5,7 +5,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -44,6 +44,21 @@ impl Tally {
                 ));
             }
             Err(_) => Tally::add(&self.errors, 1),
+        }
+    }
+
+    /// A client thread of this load, named `name` in the failures, until `until`.
+    pub(crate) fn client<'a>(
+        &'a self,
+        until: Instant,
+        failures: &'a Failures,
+        name: &'a str,
+    ) -> Client<'a> {
+        Client {
+            until,
+            tally: self,
+            failures,
+            name,
         }
     }
 
@@ -132,3 +147,30 @@ impl Failures {
 
 /// Every load thread draws its actions from the soak's seed (the bench's SplitMix64).
 pub(crate) use hoop_bench::load::file::content::Rng;
+
+/// What a client thread runs under: when it stops, its load's tally, the soak's failures, and
+/// its name in them.
+#[derive(Clone, Copy)]
+pub(crate) struct Client<'a> {
+    pub until: Instant,
+    pub tally: &'a Tally,
+    pub failures: &'a Failures,
+    pub name: &'a str,
+}
+
+impl Client<'_> {
+    /// Runs `step` until `until` or the first failure anywhere: one action each time, given the
+    /// connection the last one kept (it may keep one for the next); its outcome is recorded
+    /// under what it says it did, or not at all when it says `None` (counted already).
+    pub(crate) fn drive(
+        &self,
+        mut step: impl FnMut(&mut Option<TcpStream>) -> Option<(io::Result<bool>, String)>,
+    ) {
+        let mut conn: Option<TcpStream> = None;
+        while Instant::now() < self.until && !self.failures.any() {
+            if let Some((res, what)) = step(&mut conn) {
+                self.tally.record(res, self.failures, &what);
+            }
+        }
+    }
+}

@@ -10,8 +10,10 @@
 #![allow(dead_code)]
 
 use hoop_test_support::resets;
+use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
 
 /// The std client connection (timeouts on everything, `TCP_NODELAY`): the HTTP tests' own,
 /// one copy.
@@ -242,4 +244,102 @@ pub fn listening_addr(
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .parse()
         .expect("IP:PORT")
+}
+
+/// `hoop ARGS` run to its end with stdin closed: its exit status and output.
+pub fn run_hoop(args: &[&str]) -> Output {
+    hoop_test_support::command(env!("CARGO_BIN_EXE_hoop"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Starts `cmd`, a server: stdin closed, stdout piped (its `listening on` line comes first:
+/// [`listening_addr`]), stderr as given.
+pub fn spawn_server(cmd: &mut Command, stderr: Stdio) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn hoop")
+}
+
+/// A command line refused as it should be: exit status 1, `needle` on stderr, no panic.
+pub fn assert_refused(out: &Output, args: &[&str], needle: &str) {
+    let err = hoop_test_support::stderr_text(out);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The one JSON line of a bench run against one server with `--json`.
+pub fn one_record(out: &Output) -> Value {
+    let lines = hoop_test_support::json_lines(out);
+    assert_eq!(
+        lines.len(),
+        1,
+        "one measurement; stderr: {}",
+        hoop_test_support::stderr_text(out)
+    );
+    lines[0].clone()
+}
+
+/// Exit status 1: the run found what it was to find (stderr says what).
+pub fn assert_failed(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        hoop_test_support::stderr_text(out)
+    );
+}
+
+/// A `hoop serve` child, killed on drop, and the address its first line gave.
+pub struct Served {
+    /// The server process.
+    pub child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl Served {
+    /// Starts `cmd` (stderr as given) and waits up to `within` for its `listening on` line.
+    pub fn start(cmd: &mut Command, stderr: Stdio, within: std::time::Duration) -> Served {
+        let mut child = spawn_server(cmd, stderr);
+        let stdout = child.stdout.take().expect("piped stdout");
+        // Killed on drop, even if the first line never comes.
+        let mut served = Served {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        served.addr = listening_addr(stdout, within);
+        served
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Exit status 0; returns stderr (the human text with `--json`).
+pub fn assert_success(out: &Output) -> String {
+    let err = hoop_test_support::stderr_text(out);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    err
+}
+
+/// The JSON lines of stdout, each parsed (a line that is not JSON fails the test).
+pub fn records(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
 }

@@ -4,12 +4,12 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::load::cancel::load::{self, Counts, Sizes};
+use crate::load::cancel::load::{self, unit_of, Counts, Sizes};
 use crate::load::cancel::{hoop, tokio};
+use crate::output::Out;
 use crate::plan::cancel::{check_bytes, check_count, CancelPlan};
 use crate::plan::parse_names;
 use crate::record::cancel::CancelResult;
-use crate::report::output::Out;
 
 /// Every runtime, in run order.
 pub(crate) const RUNTIMES: [&str; 6] = [
@@ -147,13 +147,14 @@ pub(crate) fn run_plan(plan: &Plan, out: &Out) -> Outcome {
             out.start(&format!("cancel {runtime}: {scenario}"), per_run);
             let r = match (runtime.as_str(), &peer_bin) {
                 ("hoop", _) => hoop::run(::hoop::DriverKind::Uring, runtime, scenario, &plan.sizes)
-                    .map(|c| CancelResult::counted(runtime, scenario, c)),
+                    .map(|c| counted(runtime, scenario, c)),
                 ("hoop-epoll", _) => {
                     hoop::run(::hoop::DriverKind::Epoll, runtime, scenario, &plan.sizes)
-                        .map(|c| CancelResult::counted(runtime, scenario, c))
+                        .map(|c| counted(runtime, scenario, c))
                 }
-                ("tokio", _) => tokio::run(scenario, &plan.sizes)
-                    .map(|c| CancelResult::counted(runtime, scenario, c)),
+                ("tokio", _) => {
+                    tokio::run(scenario, &plan.sizes).map(|c| counted(runtime, scenario, c))
+                }
                 (_, Some(bin)) => run_peer(bin, runtime, scenario, &plan.sizes),
                 _ => Err("no such runtime".into()),
             };
@@ -250,13 +251,13 @@ fn run_peer(
     let v = run_json(bin, &args, load::BUDGET.as_secs_f64())?;
     let note = str_of(&v, "note");
     if v.get("supported").and_then(serde_json::Value::as_bool) == Some(false) {
-        return Ok(CancelResult::unsupported(
+        return Ok(unsupported(
             runtime,
             scenario,
             note.unwrap_or_else(|| format!("{runtime} has no such call")),
         ));
     }
-    Ok(CancelResult::counted(
+    Ok(counted(
         runtime,
         scenario,
         Counts {
@@ -265,4 +266,35 @@ fn run_peer(
             note,
         },
     ))
+}
+
+/// A runtime's counts in a scenario as its record (made here, where both are known: the
+/// record sits below the load that counts).
+pub(crate) fn counted(runtime: &str, scenario: &str, c: Counts) -> CancelResult {
+    CancelResult {
+        bench: "cancel",
+        runtime: runtime.into(),
+        scenario: scenario.into(),
+        supported: true,
+        unit: unit_of(scenario),
+        sent: Some(c.sent),
+        received: Some(c.received),
+        lost: Some(c.lost()),
+        note: c.note,
+    }
+}
+
+/// The record of a scenario the runtime has no call for: no counts, and why.
+pub(crate) fn unsupported(runtime: &str, scenario: &str, note: String) -> CancelResult {
+    CancelResult {
+        bench: "cancel",
+        runtime: runtime.into(),
+        scenario: scenario.into(),
+        supported: false,
+        unit: unit_of(scenario),
+        sent: None,
+        received: None,
+        lost: None,
+        note: Some(note),
+    }
 }

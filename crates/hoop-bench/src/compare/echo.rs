@@ -10,10 +10,10 @@ use crate::compare::matrix::{Matrix, Order};
 use crate::load::echo::{self as echo_client, ClientConfig, ClientOutcome};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
+use crate::output::Out;
 use crate::plan::check::{check_conns, check_len, check_rounds, check_secs, parse_server_list};
 use crate::record::echo::EchoResult;
 use crate::record::usage::{self, Latency, ServerUse};
-use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
 /// The servers, in the order they run within a round: `hoop` is `hoop serve echo --driver

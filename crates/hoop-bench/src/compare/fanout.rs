@@ -12,10 +12,10 @@ use crate::load::fanout::client::{self, FanoutConfig, FanoutOutcome};
 use crate::load::fanout::{hog, verify};
 use crate::measure::latency as stats;
 use crate::measure::usage::{ServerMetrics, ServerProbe};
+use crate::output::Out;
 use crate::plan::check::{check_conns, check_secs, invalid, parse_server_list};
 use crate::record::fanout::FanoutResult;
 use crate::record::usage::{self, Latency};
-use crate::report::output::Out;
 use crate::target::child::{Ready, ServerChild};
 
 /// The servers, in the order they run in even rounds.

@@ -1,102 +1,19 @@
-//! `hoop bench file`: each engine in turn on one test file, at one queue depth or several, and
-//! the run's verdict. Every read is checked against the file's stamped content; failed, short
+//! `hoop bench file`'s runs: each engine in turn on one test file, and the header said before
+//! them. Every read is checked against the file's stamped content; failed, short
 //! or wrong I/O counts as an error, never as I/O.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::load::file::engine::{EngineCtx, Outcome};
+use crate::load::file::fio;
+use crate::load::file::testfile::TestFile;
 use crate::load::file::{blocking, linux_aio, peer, raw, shared, testfile, tokio_fs, uring};
 use crate::machine as sysinfo;
-use crate::plan::file::{Engine, FileJob, FilePlan, Rw};
+use crate::output::Out;
+use crate::plan::file::{Engine, FileJob, Rw};
 use crate::plan::size::fmt_bytes;
 use crate::record::file::{FileResult, Measured, ResultContext};
-use crate::report::file::{header, notes, table};
-use crate::report::file_sweep;
-use crate::report::output::Out;
-use crate::target::fio;
-
-/// Runs `hoop bench file`.
-pub fn run_file(plan: FilePlan, json: bool) -> io::Result<()> {
-    let FilePlan {
-        job,
-        depths,
-        engines,
-        out: chart_dir,
-    } = plan;
-    for &qd in &depths {
-        FileJob { qd, ..job.clone() }.check()?;
-    }
-    // Sync and fio-psync keep one I/O in flight whatever the depth: they run at the first only.
-    let plan: Vec<(usize, Vec<Engine>)> = depths
-        .iter()
-        .enumerate()
-        .map(|(i, &qd)| {
-            let at_depth = engines
-                .iter()
-                .copied()
-                .filter(|e| i == 0 || !e.depth_one_by_nature())
-                .collect();
-            (qd, at_depth)
-        })
-        .collect();
-    let runs: usize = plan.iter().map(|(_, at_depth)| at_depth.len()).sum();
-    let out = Out::new(json, job.secs * runs as f64);
-    let mut results = Vec::new();
-    for (qd, at_depth) in &plan {
-        if at_depth.is_empty() {
-            continue;
-        }
-        let qd = *qd;
-        results.extend(run_engines(&FileJob { qd, ..job.clone() }, at_depth, &out)?.results);
-    }
-    out.finish();
-    if !results.is_empty() {
-        out.human(&format!("{}\n{}", table(&results), notes(&results)));
-    }
-    if depths.len() > 1 {
-        let dir = chart_dir.unwrap_or_else(|| sysinfo::target_dir().join("hoop-report"));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-        let path = dir.join("file_qd.svg");
-        let title = format!(
-            "file: {} {} IOPS by queue depth, {}",
-            job.rw.name(),
-            fmt_bytes(job.bs as u64),
-            if job.direct {
-                "O_DIRECT"
-            } else {
-                "buffered (hot cache)"
-            }
-        );
-        let drawn = file_sweep::draw(&path, &results, &depths, &title)
-            .map_err(|e| io::Error::other(format!("cannot draw {}: {e}", path.display())));
-        out.human(&format!(
-            "## IOPS by queue depth\n\n{}\n{}",
-            file_sweep::table(&results, &depths),
-            match drawn {
-                Ok(()) => format!("chart: {}", path.display()),
-                Err(e) => format!("chart: not drawn: {e}"),
-            }
-        ));
-    }
-    let failed: Vec<String> = results
-        .iter()
-        .filter(|r| !r.ok())
-        .map(|r| match &r.first_error {
-            Some(e) => format!("{} ({} errors; first: {e})", r.engine, r.errors),
-            None => format!("{} (no I/O counted)", r.engine),
-        })
-        .collect();
-    if !failed.is_empty() {
-        return Err(io::Error::other(format!(
-            "bench file: {} engine(s) failed: {}",
-            failed.len(),
-            failed.join("; ")
-        )));
-    }
-    Ok(())
-}
 
 /// Prepares the test file, says where and how everything runs, then runs each engine in
 /// `engines` (fio's after hoop's and the others', whatever the order given) with `job`, one
@@ -267,4 +184,96 @@ fn run_one(
         h.join()
             .unwrap_or_else(|_| Err(io::Error::other("the engine's thread panicked")))
     })
+}
+
+/// The header: the job, the machine, the file and its device, pinning, verification, cache.
+pub(crate) fn header(
+    job: &FileJob,
+    tf: &TestFile,
+    allowed: &[usize],
+    pin: Option<usize>,
+    warmed: Option<Option<f64>>,
+    order: &[Engine],
+    reordered: bool,
+) -> String {
+    let cpus: Vec<String> = allowed.iter().map(usize::to_string).collect();
+    let mode = if job.direct {
+        "O_DIRECT (page cache bypassed)"
+    } else {
+        "buffered (hot page cache)"
+    };
+    let mut s = format!(
+        "## hoop bench file: {}, bs {}, QD {}, {} s per engine, {mode}\n\n",
+        job.rw.name(),
+        fmt_bytes(job.bs as u64),
+        job.qd,
+        job.secs
+    );
+    s.push_str(&format!(
+        "- machine: {}, CPUs allowed: {}; kernel {}\n",
+        sysinfo::cpu_model(),
+        cpus.join(","),
+        sysinfo::kernel()
+    ));
+    s.push_str(&format!(
+        "- file: {} ({}, {}) on {}\n",
+        tf.path.display(),
+        fmt_bytes(tf.size),
+        tf.origin,
+        tf.fs.describe()
+    ));
+    s.push_str(&match pin {
+        Some(cpu) => format!(
+            "- pinning: each engine's submitting thread on CPU {cpu} (fio: --cpus_allowed={cpu}); \
+             threadpool workers and the kernel's threads (io-wq, SQPOLL) unpinned\n"
+        ),
+        None => "- pinning: none (fewer than 2 CPUs allowed)\n".to_string(),
+    });
+    if order.iter().any(|e| e.on_tokio()) {
+        s.push_str(
+            "- tokio engines: a multi-thread tokio runtime, one worker per allowed CPU; its \
+             workers, blocking pool and every thread the engine starts unpinned (tasks migrate)\n",
+        );
+    }
+    if order.iter().any(|e| e.is_peer()) {
+        s.push_str(
+            "- peers (monoio, compio, tokio-uring, glommio, tokio-io-uring): the hoop-peer binary \
+             (peers/, a cargo project of its own, built on demand), a child process per run: QD \
+             tasks on one thread of the peer's own runtime, that thread pinned like ours \
+             (tokio-io-uring: on a multi-thread tokio runtime, one worker per allowed CPU, all \
+             unpinned, as tokio-fs and shared), reads checked by the same code; CPU: the \
+             child's own getrusage over its run\n",
+        );
+    }
+    s.push_str(&format!(
+        "- verification: a read counts only if it returned {} bytes and the first 8 bytes of \
+         every 512-byte sector in it equal that sector's file offset (all sectors checked); \
+         writes ({}) write the same stamped content; failed, short or wrong I/O counts as an \
+         error, never as I/O; fio's results are not verified\n",
+        job.bs,
+        match job.rw {
+            Rw::Read => "none in this job",
+            Rw::Write => "all of them",
+            Rw::Mixed => "half of them",
+        }
+    ));
+    match warmed {
+        Some(pct) => s.push_str(&format!(
+            "- page cache: the file was read once before the engines; resident: {} (mincore)\n",
+            pct.map_or("unknown".to_string(), |p| format!("{p:.1}%"))
+        )),
+        None => s.push_str("- page cache: bypassed (O_DIRECT)\n"),
+    }
+    s.push_str("- latency: per I/O, submit to completion; CPU and context switches: getrusage of the process over each run (io_uring's kernel threads included)\n");
+    let names: Vec<&str> = order.iter().map(|e| e.name()).collect();
+    s.push_str(&format!(
+        "- engines, in order: {}{}\n",
+        names.join(", "),
+        if reordered {
+            " (fio's last: its writes would spoil the stamped content)"
+        } else {
+            ""
+        }
+    ));
+    s
 }

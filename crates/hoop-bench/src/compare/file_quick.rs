@@ -7,14 +7,14 @@ use std::path::PathBuf;
 
 use crate::compare::file::run_engines;
 use crate::compare::fsread;
+use crate::load::file::fio;
+use crate::output::Out;
 use crate::plan::file::{Engine, FileJob, Rw};
 use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::invalid;
 use crate::plan::size::fmt_bytes;
 use crate::record::file::{FileResult, FileSuite};
 use crate::record::fsread::mean_of;
-use crate::report::output::Out;
-use crate::target::fio;
 
 /// Engines of the O_DIRECT part (fio's skip themselves when fio is not installed).
 const DIRECT: [Engine; 8] = [

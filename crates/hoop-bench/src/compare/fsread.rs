@@ -1,15 +1,14 @@
-//! `hoop bench fsread`: every engine on every file size, one after another, and the run's
-//! verdict.
+//! `hoop bench fsread`'s runs: every engine on every file size, one after another, and the
+//! header said before them.
 
 use std::io;
 
 use crate::load::file::fsread::{prepare, run_local, run_peer, NoResult};
 use crate::machine as sysinfo;
+use crate::output::Out;
 use crate::plan::fsread::{FsreadPlan, PEER};
 use crate::plan::size::fmt_bytes;
 use crate::record::fsread::ReadResult;
-use crate::report::fsread::{header, ratio_lines, table};
-use crate::report::output::Out;
 
 /// What [`run_plan`] measured.
 #[derive(Debug, Default)]
@@ -18,41 +17,6 @@ pub(crate) struct Outcome {
     pub results: Vec<ReadResult>,
     /// Engines skipped, each with why (one line each).
     pub skipped: Vec<String>,
-}
-
-/// Runs `hoop bench fsread`.
-pub fn run_fsread(plan: FsreadPlan, json: bool) -> io::Result<()> {
-    plan.check()?;
-    let out = Out::new(json, plan.planned_secs());
-    let o = run_plan(&plan, &out)?;
-    out.finish();
-    out.human(&format!(
-        "{}\n{}",
-        table(&o.results),
-        ratio_lines(&o.results).join("\n")
-    ));
-    let bad: Vec<String> = o
-        .results
-        .iter()
-        .filter(|r| !r.ok())
-        .map(|r| {
-            format!(
-                "{} {} ({} errors; first: {})",
-                r.engine,
-                fmt_bytes(r.file_bytes),
-                r.errors,
-                r.first_error.as_deref().unwrap_or("no read counted")
-            )
-        })
-        .collect();
-    if !bad.is_empty() {
-        return Err(io::Error::other(format!(
-            "bench fsread: {} run(s) failed: {}",
-            bad.len(),
-            bad.join("; ")
-        )));
-    }
-    Ok(())
 }
 
 /// Prepares the test files, says how everything runs, then runs every engine on every size,
@@ -110,4 +74,30 @@ pub(crate) fn run_plan(plan: &FsreadPlan, out: &Out) -> io::Result<Outcome> {
         }
     }
     Ok(o)
+}
+
+/// The header printed before the runs: the files, the runtime, the checks, the engines.
+pub fn header(plan: &FsreadPlan, fs: &str, workers: usize) -> String {
+    format!(
+        "## hoop bench fsread: whole-file reads, {} timed after {} warm-up per engine and size \
+         (at most {} s each)\n\n\
+         - files: {} in {} on {fs}, hoop's stamped content, read once before the engines (hot \
+         page cache)\n\
+         - runtime: a multi-thread tokio runtime per engine, {workers} workers (one per allowed \
+         CPU), every thread unpinned; the reads one after another from one task of it\n\
+         - verification: a read counts only if it returned the whole file and every byte of it \
+         is the file's content; anything else is an error, never a read\n\
+         - latency: per read, from the call to the bytes in hand (open, size, read, close)\n\
+         - engines, in order: {}\n",
+        plan.reads,
+        plan.warmup,
+        plan.secs,
+        plan.sizes
+            .iter()
+            .map(|&s| fmt_bytes(s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan.dir.display(),
+        plan.engines.join(", ")
+    )
 }

@@ -11,10 +11,10 @@ use crate::load::idle as holder;
 use crate::machine::nofile_hard_limit;
 use crate::machine::proc::rss_bytes;
 use crate::measure::latency as stats;
+use crate::output::Out;
 use crate::plan::idle::{IdlePlan, DEFAULT_IDLE};
 use crate::plan::{check_conns, check_len, check_secs, invalid};
 use crate::record::idle::IdleResult;
-use crate::report::output::Out;
 use crate::target::child::ServerChild;
 
 /// The servers by default, in run order.

@@ -12,7 +12,7 @@ use std::io;
 use serde::Serialize;
 
 use crate::measure::latency::median;
-use crate::report::output::Out;
+use crate::output::Out;
 
 /// One measurement of a comparison: which target it measured, in which round.
 pub trait Sample {

@@ -8,8 +8,8 @@ use crate::load::nop::{
     self, NopConfig, ThreadOutcome, COMPIO, HOOP, PEERS, RAW, SHARED, TOKIO_URING,
 };
 use crate::measure::latency as stats;
+use crate::output::Out;
 use crate::record::nop::NopResult;
-use crate::report::output::Out;
 
 /// The suite's shared-rings rows run this long at most, in seconds.
 const SHARED_NOP_SECS: f64 = 2.0;

@@ -191,7 +191,7 @@ fn device_info(major: u32, minor: u32) -> Option<DeviceInfo> {
 }
 
 /// The percentage of the file's pages resident in the page cache (`mincore` over a shared
-/// read-only mapping), or `None` when that cannot be told.
+/// read-only mapping), unrounded, or `None` when that cannot be told.
 pub(crate) fn cached_pct(file: &std::fs::File, len: u64) -> Option<f64> {
     use std::os::fd::AsRawFd;
     let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
@@ -223,9 +223,7 @@ pub(crate) fn cached_pct(file: &std::fs::File, len: u64) -> Option<f64> {
         return None;
     }
     let resident = vec.iter().filter(|&&b| b & 1 == 1).count();
-    Some(crate::measure::latency::round3(
-        resident as f64 * 100.0 / pages as f64,
-    ))
+    Some(resident as f64 * 100.0 / pages as f64)
 }
 
 #[cfg(test)]

@@ -58,9 +58,17 @@ impl SysInfo {
             uring_ring_sizes: sizes,
             date_utc: utc_now(),
             command: command_line(),
-            perf: crate::measure::usage::perf_path().map(|p| p.display().to_string()),
+            perf: perf_path().map(|p| p.display().to_string()),
         }
     }
+}
+
+/// `perf` on PATH, if any.
+pub(crate) fn perf_path() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("perf"))
+        .find(|p| p.is_file())
 }
 
 /// `model name` from /proc/cpuinfo.

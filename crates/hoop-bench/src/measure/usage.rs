@@ -3,21 +3,13 @@
 //! `perf stat -e raw_syscalls:sys_enter`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use std::io::Read;
 
+use crate::machine::perf_path;
 use crate::machine::proc::{clock_hz, process_cpu, thread_samples, threads_between, ThreadSample};
-
-/// `perf` on PATH, if any.
-pub(crate) fn perf_path() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("perf"))
-        .find(|p| p.is_file())
-}
 
 /// Measures a server process over the window: CPU time, and syscalls when perf is there.
 pub(crate) struct ServerProbe {

@@ -5,9 +5,9 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::load::file::content::SECTOR;
 use crate::plan::check::invalid;
 use crate::plan::size::fmt_bytes;
+use crate::plan::size::SECTOR;
 
 /// Largest `--qd`.
 pub const MAX_QD: usize = 4096;

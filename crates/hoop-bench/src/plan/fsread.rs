@@ -4,8 +4,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::load::file::content::SECTOR;
 use crate::plan::check::{check_secs, invalid};
+use crate::plan::size::SECTOR;
 use crate::plan::size::{fmt_bytes, parse_size};
 
 /// The engines, in the order they run.

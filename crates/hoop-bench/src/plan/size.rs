@@ -4,6 +4,11 @@ use std::io;
 
 use crate::plan::check::invalid;
 
+/// The smallest O_DIRECT unit there is: block sizes and file sizes are multiples of it. The
+/// test file's stamps use the same unit (`load::file::content`, which the peers' binary
+/// compiles on its own, so it keeps its own copy; a test there checks they agree).
+pub const SECTOR: usize = 512;
+
 /// Parses a size given as `flag`: bytes, or a number with a k/m/g/t suffix (powers of 1024;
 /// `KiB`, `KB` and `K` all mean 1024).
 pub fn parse_size(flag: &str, s: &str) -> io::Result<u64> {

@@ -2,8 +2,6 @@
 
 use serde::Serialize;
 
-use crate::load::cancel::load::{unit_of, Counts};
-
 /// One runtime's count in one scenario: a JSON line.
 #[derive(Debug, Clone, Serialize)]
 pub struct CancelResult {
@@ -25,34 +23,4 @@ pub struct CancelResult {
     pub lost: Option<u64>,
     /// The kinds of losses, an early stop, or why the call is missing.
     pub note: Option<String>,
-}
-
-impl CancelResult {
-    pub(crate) fn counted(runtime: &str, scenario: &str, c: Counts) -> CancelResult {
-        CancelResult {
-            bench: "cancel",
-            runtime: runtime.into(),
-            scenario: scenario.into(),
-            supported: true,
-            unit: unit_of(scenario),
-            sent: Some(c.sent),
-            received: Some(c.received),
-            lost: Some(c.lost()),
-            note: c.note,
-        }
-    }
-
-    pub(crate) fn unsupported(runtime: &str, scenario: &str, note: String) -> CancelResult {
-        CancelResult {
-            bench: "cancel",
-            runtime: runtime.into(),
-            scenario: scenario.into(),
-            supported: false,
-            unit: unit_of(scenario),
-            sent: None,
-            received: None,
-            lost: None,
-            note: Some(note),
-        }
-    }
 }

@@ -52,3 +52,39 @@ pub(crate) struct EchoResult {
     /// injects resets (test builds under `HOOP_FAULTS`); 0 otherwise.
     pub reconnects: u64,
 }
+
+/// A result of `server` at 50 connections and 128 bytes, for the tests of the tables and charts.
+#[cfg(test)]
+pub(crate) fn test_result(server: &str, round: u32, rps: f64, cpu: f64) -> EchoResult {
+    EchoResult {
+        bench: "echo",
+        server: server.to_string(),
+        addr: "127.0.0.1:1".to_string(),
+        round,
+        conns: 50,
+        len_bytes: 128,
+        secs: 1.0,
+        requests: rps as u64,
+        errors: 0,
+        first_error: None,
+        rps,
+        latency: Latency {
+            p50_us: Some(10.0),
+            p99_us: Some(20.0),
+            p999_us: Some(30.0),
+            max_us: Some(40.0),
+        },
+        mean_us: Some(12.0),
+        connected: 50,
+        client_cpu_pct: 50.0,
+        client_enters_per_req: None,
+        usage: ServerUse {
+            server_cpu_pct: Some(50.0),
+            server_cpu_us_per_req: Some(cpu),
+            syscalls_per_req: None,
+        },
+        client_bound: false,
+        pinned: true,
+        reconnects: 0,
+    }
+}

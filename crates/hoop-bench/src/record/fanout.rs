@@ -63,3 +63,40 @@ pub(crate) struct FanoutResult {
     /// owed to it.
     pub reconnects: u64,
 }
+
+/// A result of `server` (with the CPU hog or not), for the tests of the tables and charts.
+#[cfg(test)]
+pub(crate) fn test_result(server: &str, round: u32, hog: bool, dps: f64, cpu: f64) -> FanoutResult {
+    FanoutResult {
+        bench: "fanout",
+        server: server.to_string(),
+        addr: "127.0.0.1:1".into(),
+        round,
+        conns: 10,
+        len: 64,
+        window: 4,
+        hog,
+        secs: 1.0,
+        deliveries: dps as u64,
+        messages: dps as u64 / 10,
+        errors: 0,
+        first_error: None,
+        deliveries_per_sec: dps,
+        messages_per_sec: dps / 10.0,
+        latency: Latency {
+            p50_us: Some(10.0),
+            p99_us: Some(20.0),
+            p999_us: Some(30.0),
+            max_us: Some(40.0),
+        },
+        cpu_us_per_delivery: Some(cpu),
+        server_cpu_pct: Some(99.0),
+        syscalls_per_delivery: None,
+        client_cpu_pct: 50.0,
+        client_bound: false,
+        hog_cpu_pct: hog.then_some(50.0),
+        connected: 10,
+        pinned: true,
+        reconnects: 0,
+    }
+}

@@ -51,3 +51,38 @@ pub(crate) struct NopResult {
     /// The setup flags of the ring (hoop: what the kernel accepted).
     pub setup_flags: String,
 }
+
+/// A result of `engine` on `threads` threads, for the tests of the tables and charts.
+#[cfg(test)]
+pub(crate) fn test_result(
+    engine: &'static str,
+    threads: usize,
+    nops_per_sec: f64,
+    p6_us: f64,
+) -> NopResult {
+    NopResult {
+        bench: "nop",
+        engine,
+        threads,
+        // The shared engine's (load::nop::SHARED) ring count.
+        rings: (engine == "hoop-shared").then_some(1),
+        batch: 32,
+        entries: 64,
+        secs: 1.0,
+        nops: nops_per_sec as u64,
+        errors: 0,
+        nops_per_sec,
+        batches: 1,
+        batch_mean_us: Some(10.0),
+        batch_p50_us: Some(9.0),
+        batch_p90_us: Some(11.0),
+        batch_p99_us: Some(12.0),
+        batch_p999_us: Some(13.0),
+        batch_p9999_us: Some(14.0),
+        batch_p99999_us: Some(15.0),
+        batch_p999999_us: Some(p6_us),
+        batch_max_us: Some(p6_us),
+        syscalls_per_op: None,
+        setup_flags: String::new(),
+    }
+}

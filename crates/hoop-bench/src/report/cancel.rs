@@ -4,8 +4,8 @@
 use std::io;
 
 use crate::compare::cancel::{run_plan, Outcome, Plan};
+use crate::output::Out;
 use crate::plan::cancel::CancelPlan;
-use crate::report::output::Out;
 
 /// Runs `hoop bench cancel`.
 pub fn run_cancel(plan: CancelPlan, json: bool) -> io::Result<()> {
@@ -81,8 +81,8 @@ pub(crate) fn section(plan: &Plan, o: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::cancel::{counted, unsupported};
     use crate::load::cancel::load::Counts;
-    use crate::record::cancel::CancelResult;
 
     #[test]
     fn rows_have_as_many_columns_as_the_header() {
@@ -93,8 +93,8 @@ mod tests {
         };
         let o = Outcome {
             results: vec![
-                CancelResult::counted("hoop", "read", counts),
-                CancelResult::unsupported("compio", "unix_recv", "no socket".into()),
+                counted("hoop", "read", counts),
+                unsupported("compio", "unix_recv", "no socket".into()),
             ],
             skipped: vec!["monoio: skipped: no binary".into()],
             failures: vec!["tokio: accept: boom".into()],

@@ -11,25 +11,14 @@ use crate::measure::latency::median;
 use crate::record::echo::EchoResult;
 use crate::record::file::FileSuite;
 use crate::record::nop::NopResult;
+use crate::report::canvas::{
+    above_legend, categories_width, category_label, legend, titled, COLORS,
+};
 use crate::report::echo::{configurations, label};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// A field of a measurement that may be missing.
 type Field = fn(&EchoResult) -> Option<f64>;
-
-/// The report's palette (matplotlib's tab10), one color per series in order.
-pub(crate) const COLORS: [RGBColor; 10] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
 
 /// A group of bars per x label, one bar per series; `None` draws no bar.
 struct Bars<'a> {
@@ -260,8 +249,14 @@ fn latency(path: &Path, echo: &[EchoResult], servers: &[String]) -> Res<()> {
 }
 
 fn single(path: &Path, bars: &Bars<'_>) -> Res<()> {
-    let width = (220 * bars.groups.len() as u32).clamp(640, 1400);
-    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    // Wider than 1,400 pixels only when the groups' labels need it (the y label area and the
+    // margins besides).
+    let width = (220 * bars.groups.len() as u32)
+        .clamp(640, 1400)
+        .max(categories_width(&bars.groups) + 80 + 24);
+    // Taller than 420 pixels only when the legend would take more than half the plot.
+    let height = (2 * (15 * bars.series.len() as u32 + 14) + 130).max(420);
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE)?;
     draw_bars(&root, bars)?;
     root.present()?;
@@ -274,11 +269,14 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
         .iter()
         .flat_map(|(_, v)| v.iter().flatten())
         .fold(0.0f64, |a, &b| a.max(b));
-    let y_max = if max > 0.0 { max * 1.35 } else { 1.0 };
+    let y_max = if max > 0.0 { max * 1.1 } else { 1.0 };
     let n = bars.groups.len().max(1);
+    let area = titled(area, bars.title)?;
+    // The plot: below the title, less the margins and the x label area.
+    let plot_h = area.dim_in_pixel().1.saturating_sub(2 * 12 + 36);
+    let y_max = above_legend(y_max, bars.series.len(), plot_h);
     // Group i is centred on x = i, so the integer key points carry the group labels.
-    let mut chart = ChartBuilder::on(area)
-        .caption(bars.title, ("sans-serif", 18))
+    let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(80)
@@ -307,26 +305,8 @@ fn draw_bars(area: &DrawingArea<SVGBackend<'_>, Shift>, bars: &Bars<'_>) -> Res<
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
-}
-
-/// The x labels of a category axis where category `i` is centred on x = `i`: its name at the
-/// integer key points, nothing between them.
-pub(crate) fn category_label(names: Vec<String>) -> impl Fn(&f64) -> String {
-    move |x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-            names[i as usize].clone()
-        } else {
-            String::new()
-        }
-    }
 }
 
 /// 1234567 -> "1.23M".

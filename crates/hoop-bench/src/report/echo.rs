@@ -5,8 +5,8 @@ use std::io;
 
 use crate::compare::echo::{self, in_cell, EchoPlan};
 use crate::compare::{med, pair_ratio, single_status};
+use crate::output::Out;
 use crate::record::echo::EchoResult;
-use crate::report::output::Out;
 
 /// The servers the ratio columns are taken against (numerators), when they ran.
 const REFERENCES: [&str; 2] = ["hoop", "hoop-epoll"];
@@ -170,41 +170,7 @@ pub(crate) fn summary_table(results: &[EchoResult], servers: &[String]) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::usage::{Latency, ServerUse};
-
-    fn result(server: &str, round: u32, rps: f64, cpu: f64) -> EchoResult {
-        EchoResult {
-            bench: "echo",
-            server: server.to_string(),
-            addr: "127.0.0.1:1".to_string(),
-            round,
-            conns: 50,
-            len_bytes: 128,
-            secs: 1.0,
-            requests: rps as u64,
-            errors: 0,
-            first_error: None,
-            rps,
-            latency: Latency {
-                p50_us: Some(10.0),
-                p99_us: Some(20.0),
-                p999_us: Some(30.0),
-                max_us: Some(40.0),
-            },
-            mean_us: Some(12.0),
-            connected: 50,
-            client_cpu_pct: 50.0,
-            client_enters_per_req: None,
-            usage: ServerUse {
-                server_cpu_pct: Some(50.0),
-                server_cpu_us_per_req: Some(cpu),
-                syscalls_per_req: None,
-            },
-            client_bound: false,
-            pinned: true,
-            reconnects: 0,
-        }
-    }
+    use crate::record::echo::test_result as result;
 
     #[test]
     fn the_table_has_both_hoop_ratios() {

@@ -5,9 +5,9 @@ use std::io;
 
 use crate::compare::fanout::{self, in_load, FanoutMatrix, FanoutPlan};
 use crate::compare::{med, pair_ratio, Outcome};
+use crate::output::Out;
 use crate::plan::check::resolve_addr;
 use crate::record::fanout::FanoutResult;
-use crate::report::output::Out;
 
 /// How a server is named in tables (its JSON `server` field stays the short name).
 pub(crate) fn label(server: &str) -> &str {
@@ -187,42 +187,7 @@ pub(crate) fn section(plan: &FanoutMatrix, o: &Outcome<FanoutResult>) -> String 
 mod tests {
     use super::*;
     use crate::compare::fanout::SERVERS;
-    use crate::record::usage::Latency;
-
-    fn result(server: &str, round: u32, hog: bool, dps: f64, cpu: f64) -> FanoutResult {
-        FanoutResult {
-            bench: "fanout",
-            server: server.to_string(),
-            addr: "127.0.0.1:1".into(),
-            round,
-            conns: 10,
-            len: 64,
-            window: 4,
-            hog,
-            secs: 1.0,
-            deliveries: dps as u64,
-            messages: dps as u64 / 10,
-            errors: 0,
-            first_error: None,
-            deliveries_per_sec: dps,
-            messages_per_sec: dps / 10.0,
-            latency: Latency {
-                p50_us: Some(10.0),
-                p99_us: Some(20.0),
-                p999_us: Some(30.0),
-                max_us: Some(40.0),
-            },
-            cpu_us_per_delivery: Some(cpu),
-            server_cpu_pct: Some(99.0),
-            syscalls_per_delivery: None,
-            client_cpu_pct: 50.0,
-            client_bound: false,
-            hog_cpu_pct: hog.then_some(50.0),
-            connected: 10,
-            pinned: true,
-            reconnects: 0,
-        }
-    }
+    use crate::record::fanout::test_result as result;
 
     #[test]
     fn ratios_pair_within_round_and_load() {

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::plan::file::Engine;
 use crate::record::file::FileResult;
-use crate::report::charts::COLORS;
+use crate::report::canvas::{legend, titled, COLORS};
 
 /// Whether the engine named `name` keeps one I/O in flight whatever the depth (one run).
 fn once(name: &str) -> bool {
@@ -89,8 +89,8 @@ pub(crate) fn draw(
         * 1.15;
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+    let area = titled(&root, title)?;
+    let mut chart = ChartBuilder::on(&area)
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(80)
@@ -118,12 +118,7 @@ pub(crate) fn draw(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }

@@ -1,36 +1,48 @@
-//! What `hoop bench fsread` prints: the header, latency per engine and size, and `shared`'s
-//! ratio to the others.
+//! `hoop bench fsread`, the command: the runs, latency per engine and size, `shared`'s ratio
+//! to the others, and the run's verdict.
 
 use std::fmt::Write as _;
+use std::io;
 
+use crate::compare::fsread::run_plan;
+use crate::output::Out;
 use crate::plan::fsread::{FsreadPlan, ENGINES};
 use crate::plan::size::fmt_bytes;
 use crate::record::fsread::{mean_of, ReadResult};
 
-/// The header printed before the runs: the files, the runtime, the checks, the engines.
-pub fn header(plan: &FsreadPlan, fs: &str, workers: usize) -> String {
-    format!(
-        "## hoop bench fsread: whole-file reads, {} timed after {} warm-up per engine and size \
-         (at most {} s each)\n\n\
-         - files: {} in {} on {fs}, hoop's stamped content, read once before the engines (hot \
-         page cache)\n\
-         - runtime: a multi-thread tokio runtime per engine, {workers} workers (one per allowed \
-         CPU), every thread unpinned; the reads one after another from one task of it\n\
-         - verification: a read counts only if it returned the whole file and every byte of it \
-         is the file's content; anything else is an error, never a read\n\
-         - latency: per read, from the call to the bytes in hand (open, size, read, close)\n\
-         - engines, in order: {}\n",
-        plan.reads,
-        plan.warmup,
-        plan.secs,
-        plan.sizes
-            .iter()
-            .map(|&s| fmt_bytes(s))
-            .collect::<Vec<_>>()
-            .join(", "),
-        plan.dir.display(),
-        plan.engines.join(", ")
-    )
+/// Runs `hoop bench fsread`.
+pub fn run_fsread(plan: FsreadPlan, json: bool) -> io::Result<()> {
+    plan.check()?;
+    let out = Out::new(json, plan.planned_secs());
+    let o = run_plan(&plan, &out)?;
+    out.finish();
+    out.human(&format!(
+        "{}\n{}",
+        table(&o.results),
+        ratio_lines(&o.results).join("\n")
+    ));
+    let bad: Vec<String> = o
+        .results
+        .iter()
+        .filter(|r| !r.ok())
+        .map(|r| {
+            format!(
+                "{} {} ({} errors; first: {})",
+                r.engine,
+                fmt_bytes(r.file_bytes),
+                r.errors,
+                r.first_error.as_deref().unwrap_or("no read counted")
+            )
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(io::Error::other(format!(
+            "bench fsread: {} run(s) failed: {}",
+            bad.len(),
+            bad.join("; ")
+        )));
+    }
+    Ok(())
 }
 
 /// The results as a markdown table.

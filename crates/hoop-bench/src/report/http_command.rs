@@ -7,6 +7,7 @@ use std::io;
 use crate::compare::http::attack::{attack_plan, attack_status, run_attack};
 use crate::compare::http::run::{finish_status, run_side_by_side, Outcome, Plan};
 use crate::compare::http::url;
+use crate::output::Out;
 use crate::plan::http::{
     full_cells, parse_cells, parse_servers, quick_cells, HttpPlan, MAX_PIPELINE,
 };
@@ -14,7 +15,6 @@ use crate::plan::{check_conns, check_rounds, check_secs, invalid};
 use crate::report::attack::attack_table;
 use crate::report::http::{describe, summary_table};
 use crate::report::hyper_pair::hyper_pair_section;
-use crate::report::output::Out;
 use crate::target::netns;
 use crate::target::wrk::wrk_path;
 

@@ -4,10 +4,10 @@
 use std::io;
 
 use crate::compare::idle::{run_plan, Outcome, Plan};
+use crate::output::Out;
 use crate::plan::idle::IdlePlan;
 use crate::record::idle::IdleResult;
 use crate::report::echo::label;
-use crate::report::output::Out;
 
 /// Runs `hoop bench idle`.
 pub fn run_idle(plan: IdlePlan, json: bool) -> io::Result<()> {

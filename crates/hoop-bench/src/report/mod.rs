@@ -1,8 +1,10 @@
-//! What a reader sees: where output goes, the tables' and the report's words, the charts,
-//! and the quick suite that writes them all.
+//! What a reader sees: the tables' and the report's words, the charts, and the quick suite
+//! that writes them all (where output goes is [`crate::output`], below every layer that
+//! prints).
 
 pub mod attack;
 pub mod cancel;
+pub mod canvas;
 pub mod charts;
 pub mod echo;
 pub mod fanout;
@@ -16,7 +18,8 @@ pub mod hyper_pair;
 pub mod idle;
 pub mod markdown;
 pub mod nop;
-pub mod output;
 pub mod ratio;
 pub mod ratios;
+#[cfg(test)]
+mod samples;
 pub mod suite;

@@ -5,8 +5,8 @@ use std::io;
 
 use crate::compare::nop::{self, NopPlan};
 use crate::load::nop::{HOOP, PEERS, RAW, SHARED};
+use crate::output::Out;
 use crate::record::nop::NopResult;
-use crate::report::output::Out;
 
 /// Why monoio has no row.
 pub(crate) const MONOIO_NONE: &str = "monoio: no row: monoio 0.2 has no public no-op, and none \
@@ -174,33 +174,7 @@ pub(crate) fn shared_targets(results: &[NopResult]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn result(engine: &'static str, threads: usize, nops_per_sec: f64, p6_us: f64) -> NopResult {
-        NopResult {
-            bench: "nop",
-            engine,
-            threads,
-            rings: (engine == SHARED).then_some(1),
-            batch: 32,
-            entries: 64,
-            secs: 1.0,
-            nops: nops_per_sec as u64,
-            errors: 0,
-            nops_per_sec,
-            batches: 1,
-            batch_mean_us: Some(10.0),
-            batch_p50_us: Some(9.0),
-            batch_p90_us: Some(11.0),
-            batch_p99_us: Some(12.0),
-            batch_p999_us: Some(13.0),
-            batch_p9999_us: Some(14.0),
-            batch_p99999_us: Some(15.0),
-            batch_p999999_us: Some(p6_us),
-            batch_max_us: Some(p6_us),
-            syscalls_per_op: None,
-            setup_flags: String::new(),
-        }
-    }
+    use crate::record::nop::test_result as result;
 
     #[test]
     fn shared_rows_are_judged_and_kbio_is_quoted_as_a_reference() {

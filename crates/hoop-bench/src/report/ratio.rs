@@ -10,7 +10,9 @@ use plotters::prelude::*;
 
 use crate::compare::{pair_ratios, Sample};
 use crate::measure::latency::median;
-use crate::report::charts::{category_label, COLORS};
+use crate::report::canvas::{
+    above_legend, categories_width, category_label, legend, titled, COLORS,
+};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -105,18 +107,26 @@ impl RatioChart {
         (top * 1.15).max(1.2)
     }
 
-    /// Draws the chart as an SVG at `path` (at most 1,000 pixels wide).
+    /// Draws the chart as an SVG at `path` (at most 1,000 pixels wide unless its cells' labels
+    /// need more; the title wraps).
     pub fn draw(&self, path: &Path) -> Res<()> {
         let n = self.cells.len().max(1);
-        let width = (120 * n as u32 + 200).clamp(560, 1000);
+        // Wider than 1,000 pixels only when the cells' labels need it (the y label area and
+        // the margins besides).
+        let width = (120 * n as u32 + 200)
+            .clamp(560, 1000)
+            .max(categories_width(&self.cells) + 60 + 24);
         let root = SVGBackend::new(path, (width, 400)).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 18))
+        let area = titled(&root, &self.title)?;
+        // The plot: below the title, less the margins and the x label area.
+        let plot_h = area.dim_in_pixel().1.saturating_sub(2 * 12 + 40);
+        let y_max = above_legend(self.y_max(), self.peers.len(), plot_h);
+        let mut chart = ChartBuilder::on(&area)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..self.y_max())?;
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)?;
         let label = category_label(self.cells.clone());
         chart
             .configure_mesh()
@@ -153,12 +163,7 @@ impl RatioChart {
                 .label(format!("hoop / {name}"))
                 .legend(move |(x, y)| Circle::new((x + 6, y), 5, color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present()?;
         Ok(())
     }

@@ -15,6 +15,7 @@ use crate::compare::idle;
 use crate::compare::nop;
 use crate::compare::Outcome;
 use crate::machine::{self as sysinfo, SysInfo};
+use crate::output::Out;
 use crate::plan::http::{quick_cells, SERVERS as HTTP_SERVERS};
 use crate::plan::{check_rounds, check_secs};
 use crate::record::file::FileSuite;
@@ -22,7 +23,6 @@ use crate::report::file_quick::section as file_section;
 use crate::report::http::summary_table;
 use crate::report::markdown::{self as report, ReportData};
 use crate::report::nop as nop_report;
-use crate::report::output::Out;
 use crate::target::wrk::{wrk_path, WRK_MISSING};
 
 /// The HTTP servers wrk also loads in the quick HTTP run (when installed).

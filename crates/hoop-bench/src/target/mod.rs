@@ -1,9 +1,8 @@
 //! What a bench loads or compares against: servers as child processes, the peers' binary,
-//! nginx, fio and network namespaces.
+//! nginx, wrk and network namespaces (fio, a file engine, is in `load::file`).
 
 pub mod captured;
 pub mod child;
-pub mod fio;
 pub mod http;
 pub mod netns;
 pub mod nginx;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::report::output::Out;
+use crate::output::Out;
 use crate::target::captured::run_captured;
 
 /// Extra time a peer gets beyond its job (start-up, drain) before it is killed.

@@ -27,8 +27,8 @@
 //! `Arc`, the rings), so their futures borrow nothing either. An operation may be polled first
 //! on one thread and finished on another, even one polled first on a thread that has exited
 //! since (the kernel then cancels the request; a cancel its owner did not ask for is
-//! resubmitted): `tests/shared_tokio.rs` moves operations in flight between tokio's workers
-//! and past a thread's exit.
+//! resubmitted): `tests/shared_tokio_threads.rs` moves operations in flight between tokio's
+//! workers and past a thread's exit.
 //!
 //! The rules are the thread-per-core runtime's: buffers are owned by the operation until its
 //! final completion, dropping a future cancels its operation in the kernel, a late accept or

@@ -15,10 +15,10 @@ use crate::load::http::files::{file_name, make_files};
 use crate::load::http::fresh::FreshClient;
 use crate::machine::proc::{listen_overflows, process_cpu, rss_bytes};
 use crate::measure::latency as stats;
+use crate::output::Out;
 use crate::plan::http::HttpPlan;
 use crate::plan::{check_secs, invalid};
 use crate::record::attack::AttackResult;
-use crate::report::output::Out;
 use crate::target::child::ServerChild;
 use crate::target::http::start_server;
 

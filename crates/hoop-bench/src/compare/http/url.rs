@@ -11,10 +11,10 @@ use crate::compare::matrix::single_status;
 use crate::load::http::client::{self, HttpClientConfig};
 use crate::load::resets;
 use crate::measure::usage::ServerProbe;
+use crate::output::Out;
 use crate::plan::http::HttpPlan;
 use crate::plan::invalid;
 use crate::record::http::HttpResult;
-use crate::report::output::Out;
 
 /// `http://HOST:PORT/path` -> (address, host header, path).
 fn parse_url(url: &str) -> io::Result<(SocketAddr, String, String)> {

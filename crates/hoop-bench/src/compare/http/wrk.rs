@@ -10,9 +10,9 @@ use crate::load::http::files::file_name;
 use crate::load::http::mix;
 use crate::measure::latency as stats;
 use crate::measure::usage::ServerProbe;
+use crate::output::Out;
 use crate::plan::http::{Cell, RUN_OVERHEAD_SECS};
 use crate::record::http::HttpResult;
-use crate::report::output::Out;
 use crate::target::child::ServerChild;
 use crate::target::wrk::{self, wrk_secs, WrkArgs};
 

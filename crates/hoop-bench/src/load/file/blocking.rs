@@ -10,6 +10,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::count_io;
 use crate::load::file::engine::EngineCtx;
 use crate::machine::pin::allow_cpus;
 use crate::record::file::{Measured, Usage, Who};
@@ -57,14 +58,7 @@ pub(crate) fn run_sync(cx: &EngineCtx) -> io::Result<Measured> {
         let res = do_io(&file, write, &mut buf, off);
         let lat = t0.elapsed().as_nanos();
         calls += 1;
-        m.complete(
-            write,
-            res,
-            job.bs,
-            off,
-            || content::verify(buf.as_slice_full(), off),
-            lat,
-        );
+        count_io(&mut m, write, res, (job.bs, off), &buf, lat);
     }
     m.secs = start.elapsed().as_secs_f64();
     m.usage = Usage::now(Who::Process).since(&u0);
@@ -175,14 +169,7 @@ pub(crate) fn run_threadpool(cx: &EngineCtx) -> io::Result<Measured> {
                 let Req {
                     off, write, buf, ..
                 } = req;
-                m.complete(
-                    write,
-                    res,
-                    job.bs,
-                    off,
-                    || content::verify(buf.as_slice_full(), off),
-                    lat,
-                );
+                count_io(&mut m, write, res, (job.bs, off), &buf, lat);
                 if Instant::now() < deadline {
                     issue(buf)?;
                     in_flight += 1;

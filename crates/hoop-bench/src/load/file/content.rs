@@ -21,6 +21,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn stamps_and_plans_agree_on_the_sector() {
+        assert_eq!(SECTOR, crate::plan::size::SECTOR);
+    }
+
+    #[test]
     fn stamped_blocks_verify_at_their_offset_only() {
         let mut b = aligned(4096).unwrap();
         assert_eq!(b.as_mut_slice_full().as_ptr() as usize % ALIGN, 0);

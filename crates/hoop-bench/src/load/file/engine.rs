@@ -5,11 +5,31 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use crate::load::file::content::Picker;
+use crate::load::file::content::{self, AlignedBuf, Picker};
 use crate::load::file::testfile;
 use crate::machine::fs::FsInfo;
 use crate::plan::file::{FileJob, Rw};
 use crate::record::file::Measured;
+
+/// Counts one I/O of `bs` bytes at `off` through `buf` on `m`, taking `latency_ns`: a read
+/// counts only if `buf` carries the stamped content of `off` ([`content::verify`]).
+pub(crate) fn count_io(
+    m: &mut Measured,
+    write: bool,
+    res: io::Result<usize>,
+    (bs, off): (usize, u64),
+    buf: &AlignedBuf,
+    latency_ns: u128,
+) {
+    m.complete(
+        write,
+        res,
+        bs,
+        off,
+        || content::verify(buf.as_slice_full(), off),
+        latency_ns,
+    );
+}
 
 /// What an engine needs to run.
 pub(crate) struct EngineCtx<'a> {

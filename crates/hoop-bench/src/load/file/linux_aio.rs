@@ -9,6 +9,7 @@ use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use crate::load::file::content::{self, AlignedBuf};
+use crate::load::file::engine::count_io;
 use crate::load::file::engine::EngineCtx;
 use crate::record::file::{Measured, Usage, Who};
 
@@ -256,14 +257,7 @@ pub(crate) fn run_linux_aio(cx: &EngineCtx) -> io::Result<Measured> {
                 Ok(ev.res as usize)
             };
             let lat = now.saturating_duration_since(slot.t0).as_nanos();
-            m.complete(
-                slot.write,
-                res,
-                job.bs,
-                slot.off,
-                || content::verify(slot.buf.as_slice_full(), slot.off),
-                lat,
-            );
+            count_io(&mut m, slot.write, res, (job.bs, slot.off), &slot.buf, lat);
             if now < deadline {
                 batch.push(i);
             }

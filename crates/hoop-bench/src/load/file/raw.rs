@@ -11,6 +11,7 @@ use std::time::Instant;
 use io_uring::{opcode, types, IoUring};
 
 use crate::load::file::content::{self, AlignedBuf, Picker};
+use crate::load::file::engine::count_io;
 use crate::load::file::engine::{EngineCtx, Outcome};
 use crate::load::nop::Stop;
 use crate::record::file::{Measured, Usage, Who};
@@ -137,15 +138,7 @@ pub(crate) fn raw_loop(
                         (Some(now), Some(t0)) => now.saturating_duration_since(t0).as_nanos(),
                         _ => 0,
                     };
-                    let (buf, off) = (&slot.buf, slot.off);
-                    m.complete(
-                        slot.write,
-                        res,
-                        bs,
-                        off,
-                        || content::verify(buf.as_slice_full(), off),
-                        lat,
-                    );
+                    count_io(m, slot.write, res, (bs, slot.off), &slot.buf, lat);
                 }
                 None => match res {
                     Ok(n) if n == bs => {}

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::load::file::content::{self, Rng, SECTOR};
 use crate::machine::fs::FsInfo;
-use crate::report::output::Out;
+use crate::measure::latency::round3;
+use crate::output::Out;
 
 /// Chunk of sequential creation and warming.
 const CHUNK: usize = 1 << 20;
@@ -228,11 +229,11 @@ pub(crate) fn warm(tf: &TestFile, out: &Out) -> io::Result<Option<f64>> {
             Ok::<_, io::Error>(())
         },
     )?;
-    Ok(fsinfo::cached_pct(&f, tf.size))
+    Ok(fsinfo::cached_pct(&f, tf.size).map(round3))
 }
 
 /// The resident percentage of the test file now.
 pub(crate) fn cached_pct(tf: &TestFile) -> Option<f64> {
     let f = File::open(&tf.path).ok()?;
-    fsinfo::cached_pct(&f, tf.size)
+    fsinfo::cached_pct(&f, tf.size).map(round3)
 }

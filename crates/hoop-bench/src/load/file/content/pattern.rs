@@ -3,7 +3,8 @@
 //! use it through [`super`]; the peers' binary (`peers/`, a separate cargo project) includes
 //! this very file (`#[path]`), so a peer's reads are checked exactly as hoop's are.
 
-/// Sector size of the stamps (the smallest O_DIRECT unit there is).
+/// Sector size of the stamps (the smallest O_DIRECT unit there is; `plan::size::SECTOR`, which
+/// the flags are checked against, is the same, as a test in `content` checks).
 pub(crate) const SECTOR: usize = 512;
 /// Alignment of every buffer (O_DIRECT needs the device's logical block size; a page covers
 /// every device).

@@ -1,6 +1,6 @@
 //! Unit tests of the config file: the line computation, the merge on a command of their own
-//! (a repeatable flag, counts, aliases, overriding switches), every error, and every flag of
-//! the real `hoop serve http` as a key.
+//! (a repeatable flag, counts, aliases, overriding switches), every error, and the sample file
+//! (the `hoop` command's own tests give every flag of `hoop serve http` as a key with it).
 
 use super::*;
 use clap::Args;
@@ -262,64 +262,23 @@ fn a_bad_command_line_is_left_to_the_real_parse() {
     assert_eq!(err, "f.toml: gone");
 }
 
-/// Every flag of the real `hoop serve http`, present and future, is a key: a file setting
-/// each one that has a default or a list of possible values (to that value; switches to
-/// `true`) passes the checks, and the merged command line parses with each flag given. A
-/// flag with an action a file cannot set fails here.
+/// The sample file sets every flag it can derive a value for, and the merged command line
+/// parses with each of them given.
 #[test]
-fn every_flag_of_serve_http_is_a_key() {
-    use clap::CommandFactory;
-    let root = crate::Cli::command();
-    let http = root
-        .find_subcommand("serve")
-        .and_then(|s| s.find_subcommand("http"))
-        .expect("serve http")
-        .clone();
-    let mut file = String::new();
-    let mut set = Vec::new();
-    for arg in http.get_arguments() {
-        let Some(long) = arg.get_long() else {
-            continue;
-        };
-        if arg.get_id() == ID {
-            continue;
-        }
-        let kind = kind(arg).unwrap_or_else(|| panic!("--{long}: a file cannot set it"));
-        let value = match kind {
-            Kind::Switch => "true".to_string(),
-            Kind::Count => "1".to_string(),
-            Kind::One | Kind::Many => {
-                let text = match (arg.get_default_values().first(), long) {
-                    (Some(v), _) => v.to_string_lossy().into_owned(),
-                    (None, "root") => "/".to_string(),
-                    (None, _) => match arg.get_possible_values().first() {
-                        Some(v) => v.get_name().to_string(),
-                        // Nothing to derive a valid value from.
-                        None => continue,
-                    },
-                };
-                format!("{text:?}")
-            }
-        };
-        file.push_str(&format!("{long} = {value}\n"));
-        set.push((arg.get_id().clone(), kind));
-    }
-    assert!(set.len() >= 10, "{file}");
-    let argv = ["hoop", "serve", "http", "--config", "f.toml"]
+fn sample_file_sets_every_flag() {
+    let sub = command().find_subcommand("sub").expect("sub").clone();
+    let (file, set) = sample_file(&sub, &[("req", "r")]).unwrap();
+    assert!(file.contains("req = \"r\"\n"), "{file}");
+    assert!(file.contains("on = true\n"), "{file}");
+    assert!(!file.contains("config"), "{file}");
+    let argv = ["top", "sub", "--config", "f.toml"]
         .map(OsString::from)
         .to_vec();
-    let argv = apply_with(crate::Cli::command(), argv, |_| Ok(file.clone()))
-        .unwrap_or_else(|e| panic!("{e}\n{file}"));
-    let m = crate::Cli::command()
-        .try_get_matches_from(&argv)
-        .unwrap_or_else(|e| panic!("{e}\n{file}"));
-    let m = m
-        .subcommand_matches("serve")
-        .and_then(|m| m.subcommand_matches("http"))
-        .expect("serve http");
-    for (id, kind) in set {
-        // Of two switches that override each other, the later one stands.
-        if kind != Kind::Switch {
+    let argv = apply_with(command(), argv, |_| Ok(file.clone())).unwrap();
+    let m = command().try_get_matches_from(&argv).unwrap();
+    let m = m.subcommand_matches("sub").unwrap();
+    for (id, switch) in set {
+        if !switch {
             assert_eq!(
                 m.value_source(id.as_str()),
                 Some(ValueSource::CommandLine),
@@ -327,4 +286,9 @@ fn every_flag_of_serve_http_is_a_key() {
             );
         }
     }
+    let no_help = Command::new("x").arg(Arg::new("h").long("h").action(ArgAction::Help));
+    assert_eq!(
+        sample_file(&no_help, &[]).unwrap_err(),
+        "--h: a file cannot set it"
+    );
 }

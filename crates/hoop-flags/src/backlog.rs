@@ -30,18 +30,14 @@ fn parse_backlog(s: &str) -> Result<u32, String> {
 
 /// Says on stderr, once, what caps a backlog of `requested` on this machine
 /// (`hoop: listen backlog 65535 capped to 4096 by net.core.somaxconn ...`).
-pub(crate) fn say_limits(requested: u32) {
+pub fn say_limits(requested: u32) {
     for note in hoop::net::listen_limits().notes(requested) {
         eprintln!("hoop: {note}");
     }
 }
 
 /// Binds one listener on `addr` with `backlog` (`SO_REUSEPORT` if `reuse_port`).
-pub(crate) fn bind(
-    addr: impl ToSocketAddrs,
-    backlog: u32,
-    reuse_port: bool,
-) -> io::Result<TcpListener> {
+pub fn bind(addr: impl ToSocketAddrs, backlog: u32, reuse_port: bool) -> io::Result<TcpListener> {
     ListenOptions::new()
         .backlog(backlog)
         .reuse_port(reuse_port)

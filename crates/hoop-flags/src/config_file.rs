@@ -1,5 +1,5 @@
 //! `--config FILE`: a command's flags from a TOML file, for any command that flattens
-//! [`ConfigArg`] (today `hoop serve http`).
+//! [`ConfigArg`] (in the `hoop` command, today `hoop serve http`).
 //!
 //! The file is read before clap parses the command line for real, and turned into the words of
 //! the flags it sets, placed right after the subcommand's name and before the command line's
@@ -67,8 +67,9 @@ pub fn apply(root: Command, argv: Vec<OsString>) -> Result<Vec<OsString>, String
     })
 }
 
-/// [`apply`], with `read` giving the text of the file (or the error line).
-fn apply_with(
+/// [`apply`], with `read` giving the text of the file (or the error line): for a caller (or a
+/// test) that has the text at hand.
+pub fn apply_with(
     root: Command,
     argv: Vec<OsString>,
     read: impl FnOnce(&Path) -> Result<String, String>,
@@ -194,7 +195,7 @@ fn keyed_args(cmd: &Command) -> Vec<(&str, &Arg, Kind)> {
 }
 
 /// 1-based line and column (in characters) of byte `offset` of `text`.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let mut offset = offset.min(text.len());
     while !text.is_char_boundary(offset) {
         offset -= 1;
@@ -419,6 +420,48 @@ fn clap_reason(e: &clap::Error) -> String {
 /// A message that may run over several lines, in one.
 fn one_line(msg: &str) -> String {
     msg.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A config file that sets every key of `cmd` (a command that flattens [`ConfigArg`]) to a
+/// value its flag accepts: its default, else the value `given` for it, else its first possible
+/// value (a switch `true`, a count `1`); a flag with none of these is left out. Returned with
+/// the id of each flag it sets and whether that flag is a switch. For a test that every flag
+/// of a command, present and future, is a key: `Err` names a flag a file cannot set.
+pub fn sample_file(
+    cmd: &Command,
+    given: &[(&str, &str)],
+) -> Result<(String, Vec<(clap::Id, bool)>), String> {
+    let mut file = String::new();
+    let mut set = Vec::new();
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else {
+            continue;
+        };
+        if arg.get_id() == ID {
+            continue;
+        }
+        let kind = kind(arg).ok_or_else(|| format!("--{long}: a file cannot set it"))?;
+        let value = match kind {
+            Kind::Switch => "true".to_string(),
+            Kind::Count => "1".to_string(),
+            Kind::One | Kind::Many => {
+                let given = given.iter().find(|(k, _)| *k == long).map(|(_, v)| *v);
+                let text = match (arg.get_default_values().first(), given) {
+                    (Some(v), _) => v.to_string_lossy().into_owned(),
+                    (None, Some(v)) => v.to_string(),
+                    (None, None) => match arg.get_possible_values().first() {
+                        Some(v) => v.get_name().to_string(),
+                        // Nothing to derive a valid value from.
+                        None => continue,
+                    },
+                };
+                format!("{text:?}")
+            }
+        };
+        file.push_str(&format!("{long} = {value}\n"));
+        set.push((arg.get_id().clone(), kind == Kind::Switch));
+    }
+    Ok((file, set))
 }
 
 #[cfg(test)]
