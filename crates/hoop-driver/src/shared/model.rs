@@ -17,6 +17,19 @@ use super::handoff::{Handoff, HasTable};
 use crate::lifecycle::{Completion, Lifecycle, Orphan};
 use crate::table::{Dropped, OpTable};
 
+/// Runs `f` under every interleaving loom explores, and prints how many it ran (the counter
+/// is std's: it counts loom's executions, outside the model).
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    loom::model(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f();
+    });
+    let n = runs.load(std::sync::atomic::Ordering::Relaxed);
+    println!("model-check: {name}: {n} interleavings");
+}
+
 /// A ring's engine as the reaper sees it: completions the kernel owes, and those reaped.
 #[derive(Default)]
 struct FakeEngine {
@@ -71,7 +84,7 @@ fn wait_reaped(hub: &Handoff<FakeEngine>, reaped: &Condvar, n: usize) {
 /// never sleeps through a completion it owes.
 #[test]
 fn the_reaper_never_sleeps_through_an_owed_completion() {
-    loom::model(|| {
+    model("the_reaper_never_sleeps_through_an_owed_completion", || {
         let hub = Arc::new(Handoff::new(FakeEngine::default()));
         let reaped = Arc::new(Condvar::new());
         let r = {
@@ -90,7 +103,7 @@ fn the_reaper_never_sleeps_through_an_owed_completion() {
 /// the detach, the submit and the reaper's check.
 #[test]
 fn a_detaching_reactor_hands_the_wait_back() {
-    loom::model(|| {
+    model("a_detaching_reactor_hands_the_wait_back", || {
         let hub = Arc::new(Handoff::new(FakeEngine::default()));
         assert!(hub.try_attach());
         assert!(!hub.try_attach(), "one reactor at a time");
@@ -162,7 +175,7 @@ impl Wake for Inline {
 /// it: running them under the lock would deadlock).
 #[test]
 fn a_future_dropped_while_its_completion_arrives() {
-    loom::model(|| {
+    model("a_future_dropped_while_its_completion_arrives", || {
         let hub = Arc::new(Handoff::new(SendTable(OpTable::new(1, 0))));
         let finished = Arc::new(AtomicUsize::new(0));
         let woken = Arc::new(AtomicUsize::new(0));
