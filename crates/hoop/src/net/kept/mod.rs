@@ -25,16 +25,18 @@
 //! their thread, or leaked, as the `AsyncRead` state's are, when it is dropped elsewhere).
 
 mod keep;
+#[cfg(all(loom, test))]
+mod model;
 mod outcome;
+mod sync;
 
 pub(crate) use keep::{peek_kept, Keep, Local, Shared};
 pub(crate) use outcome::{keep_accepted, Keepable, Outcome};
 
+use self::sync::{AtomicBool, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::ThreadId;
 
