@@ -465,3 +465,6 @@ impl<T: FixedIoBuf> FixedIoBuf for Slice<T> {
         self.get_ref().fixed_buf()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,8 +28,12 @@
 //! outside every lock. No room (slots or SQ): the future waits in the ring's FIFO, woken when a
 //! slot frees; nothing spins and nothing blocks.
 
+mod handoff;
+#[cfg(all(loom, test))]
+mod model;
 mod op;
 mod ring;
+mod sync;
 
 use std::fmt;
 use std::io;

@@ -13,10 +13,11 @@
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use super::handoff::{Handoff, HasTable, Locked};
 use crate::config::{Config, DriverKind};
 use crate::driver::Engine;
 use crate::setup::SetupError;
@@ -93,20 +94,21 @@ impl Engine {
     }
 }
 
-pub(crate) struct State {
-    pub(crate) engine: SendEngine,
-    /// The reaper waits on the condvar (nothing was owed when it looked, or a reactor waits).
-    reaper_parked: bool,
-    /// Until when the reaper sleeps (parked or in the kernel); `None`: until woken.
-    reaper_until: Option<Instant>,
-    /// The reaper must exit.
-    stop: bool,
+impl HasTable for SendEngine {
+    fn table_mut(&mut self) -> &mut crate::table::OpTable {
+        self.0.table_mut()
+    }
+}
+
+/// Whether the reaper has work now: SQEs to send, or completions owed while no reactor waits.
+fn reaper_due(e: &mut Engine, attached: bool) -> bool {
+    e.has_unsent() || (!attached && e.owed())
 }
 
 /// One ring of a [`Rings`](super::Rings) set.
 pub(crate) struct Ring {
-    state: Mutex<State>,
-    reaper_cv: Condvar,
+    /// The engine behind its lock, and the reaper's hand-off (`handoff`).
+    hub: Handoff<SendEngine>,
     /// What the reaper or a reactor waits on: the ring fd, or the epoll fd.
     wait_fd: RawFd,
     /// The epoll engine's wake-up eventfd (to cut the reaper's wait short), or `None`.
@@ -117,16 +119,12 @@ pub(crate) struct Ring {
     /// Slots in use, for picking the least-loaded ring (written under the lock).
     load: AtomicUsize,
     setup_flags: &'static str,
-    /// Reactor pollers attached (0 or 1): while one is, the reaper leaves the waiting to it.
-    pollers: AtomicUsize,
     /// The attached poller's waker, woken when the ring stops.
     poller_waker: Mutex<Option<Waker>>,
     stopped: AtomicBool,
 }
 
 thread_local! {
-    /// The list wakers are moved into out of a ring's table (no allocation per call).
-    static SCRATCH: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
     /// Rings this thread pushed deferred operations to since its last park.
     static DEFERRED: Cell<Vec<Arc<Ring>>> = const { Cell::new(Vec::new()) };
     /// This thread's park has called [`submit_deferred`].
@@ -240,24 +238,11 @@ impl Ring {
             kind,
             iopoll,
             setup_flags,
-            state: Mutex::new(State {
-                engine: SendEngine(engine),
-                reaper_parked: false,
-                reaper_until: None,
-                stop: false,
-            }),
-            reaper_cv: Condvar::new(),
+            hub: Handoff::new(SendEngine(engine)),
             load: AtomicUsize::new(0),
-            pollers: AtomicUsize::new(0),
             poller_waker: Mutex::new(None),
             stopped: AtomicBool::new(false),
         })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while the lock was held (a bug) must not stop every other thread's I/O: the
-        // state is consistent between calls, so take it back.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn load(&self) -> usize {
@@ -269,7 +254,7 @@ impl Ring {
     }
 
     fn attached(&self) -> bool {
-        self.pollers.load(Ordering::Acquire) > 0
+        self.hub.attached()
     }
 
     /// Runs `f` on the engine under the ring's lock. Then, with the lock released, wakes the
@@ -277,63 +262,35 @@ impl Ring {
     /// has become its turn to wait (something owed and no reactor attached, or an earlier
     /// epoll deadline).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        let section = crate::deferred::Section::enter();
-        let (r, mut wakeups, orphans) = {
-            let mut g = self.lock();
-            let r = f(&mut g.engine.0);
-            let e = &mut g.engine.0;
-            let table = e.table_mut();
-            // Most calls wake nothing: the scratch list is only fetched when there are wakers.
-            let wakeups = if table.wakeups.is_empty() {
-                Vec::new()
-            } else {
-                let mut w = SCRATCH.with(|s| s.take());
-                std::mem::swap(&mut w, &mut table.wakeups);
-                w
-            };
-            let orphans = if table.orphans.is_empty() {
-                Vec::new()
-            } else {
-                std::mem::take(&mut table.orphans)
-            };
-            self.load.store(e.in_use(), Ordering::Relaxed);
-            self.wake_reaper_if_due(&mut g);
-            (r, wakeups, orphans)
-        };
-        drop(section);
-        if !wakeups.is_empty() {
-            for w in wakeups.drain(..) {
-                w.wake();
-            }
-            SCRATCH.with(|s| s.set(wakeups));
-        }
-        for (data, c) in orphans {
-            data.finish(c);
-        }
-        r
+        self.hub.with(
+            crate::deferred::Section::enter(),
+            |e| f(&mut e.0),
+            |g| {
+                self.load.store(g.engine.0.in_use(), Ordering::Relaxed);
+                self.wake_reaper_if_due(g);
+            },
+        )
     }
 
-    fn wake_reaper_if_due(&self, g: &mut State) {
-        let attached = self.attached();
-        let e = &mut g.engine.0;
-        if g.reaper_parked && (e.has_unsent() || (!attached && e.owed())) {
-            g.reaper_parked = false;
-            self.reaper_cv.notify_one();
+    fn wake_reaper_if_due(&self, g: &mut Locked<SendEngine>) {
+        if self
+            .hub
+            .unpark_if(g, |e, attached| reaper_due(&mut e.0, attached))
+        {
             return;
         }
         // An epoll deadline earlier than the reaper's next look (timers are the reaper's
         // whether or not a reactor is attached).
-        if matches!(e, Engine::Uring(_)) {
+        if matches!(g.engine.0, Engine::Uring(_)) {
             return;
         }
-        if let Some(due) = e.next_deadline() {
-            if g.reaper_until.is_none_or(|until| due < until) {
-                g.reaper_until = Some(due);
-                if g.reaper_parked {
-                    g.reaper_parked = false;
-                    self.reaper_cv.notify_one();
-                } else if let Some(fd) = &self.kick_fd {
-                    kick(fd.as_raw_fd());
+        if let Some(due) = g.engine.0.next_deadline() {
+            if g.until.is_none_or(|until| due < until) {
+                g.until = Some(due);
+                if !self.hub.unpark(g) {
+                    if let Some(fd) = &self.kick_fd {
+                        kick(fd.as_raw_fd());
+                    }
                 }
             }
         }
@@ -361,39 +318,22 @@ impl Ring {
     /// wait for a completion (outside the lock), then drain.
     pub(crate) fn reap_until_stopped(&self) {
         loop {
-            let mut unsent;
-            let wait_until;
-            {
-                let mut g = self.lock();
-                loop {
-                    if g.stop {
-                        return;
-                    }
-                    let e = &mut g.engine.0;
-                    unsent = e.has_unsent();
-                    let deadline = e.next_deadline();
-                    let due = deadline.is_some_and(|d| d <= Instant::now());
-                    if unsent || due || (!self.attached() && e.owed()) {
-                        wait_until = deadline;
-                        break;
-                    }
-                    g.reaper_parked = true;
-                    g.reaper_until = deadline;
-                    g = match deadline {
-                        None => self.reaper_cv.wait(g).unwrap_or_else(|e| e.into_inner()),
-                        Some(d) => {
-                            let left = d.saturating_duration_since(Instant::now());
-                            self.reaper_cv
-                                .wait_timeout(g, left)
-                                .map(|(g, _)| g)
-                                .unwrap_or_else(|e| e.into_inner().0)
-                        }
-                    };
-                    g.reaper_parked = false;
-                    g.reaper_until = None;
+            let work = self.hub.next_work(|e, attached| {
+                let e = &mut e.0;
+                let unsent = e.has_unsent();
+                let deadline = e.next_deadline();
+                let due = deadline.is_some_and(|d| d <= Instant::now());
+                if unsent || due || (!attached && e.owed()) {
+                    Ok((unsent, deadline))
+                } else {
+                    Err(deadline)
                 }
-                g.reaper_until = wait_until;
-            }
+            });
+            let Some((mut g, (mut unsent, wait_until))) = work else {
+                return;
+            };
+            g.until = wait_until;
+            drop(g);
             // A signal, a timeout or an error all lead back to the checks above; the drain
             // below finds whatever arrived. Held-back completions and SQEs a refused submit
             // left queued are handled by the submit-and-drain below, not waited for; a kernel
@@ -422,11 +362,7 @@ impl Ring {
     /// Tells the reaper and the attached poller to exit.
     pub(crate) fn stop_reaper(&self) {
         self.stopped.store(true, Ordering::Release);
-        {
-            let mut g = self.lock();
-            g.stop = true;
-            self.reaper_cv.notify_all();
-        }
+        self.hub.stop();
         if let Some(fd) = &self.kick_fd {
             kick(fd.as_raw_fd());
         }
@@ -486,10 +422,9 @@ impl ReactorRing {
     /// Claims the ring for one reactor: `None` if one is attached already. While the guard
     /// lives the reaper leaves the waiting to the reactor; dropping it hands it back.
     pub fn try_attach(&self) -> Option<ReactorGuard> {
-        self.ring
-            .pollers
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .ok()?;
+        if !self.ring.hub.try_attach() {
+            return None;
+        }
         Some(ReactorGuard {
             ring: self.ring.clone(),
         })
@@ -544,11 +479,6 @@ impl Drop for ReactorGuard {
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
-        self.ring.pollers.fetch_sub(1, Ordering::AcqRel);
-        let mut g = self.ring.lock();
-        if g.reaper_parked {
-            g.reaper_parked = false;
-            self.ring.reaper_cv.notify_one();
-        }
+        self.ring.hub.detach();
     }
 }

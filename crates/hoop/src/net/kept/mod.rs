@@ -26,16 +26,18 @@
 //! frees them on its thread, as it does the `AsyncRead` state's operations).
 
 mod keep;
+#[cfg(all(loom, test))]
+mod model;
 mod outcome;
+mod sync;
 
 pub(crate) use keep::{peek_kept, Keep, Local, Shared};
 pub(crate) use outcome::{keep_accepted, Keepable, Outcome};
 
+use self::sync::{AtomicBool, Mutex, MutexGuard, Ordering};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::thread::ThreadId;
 
