@@ -241,6 +241,30 @@ impl Drop for CloseDirect {
     }
 }
 
+/// Installs a direct descriptor's file as an ordinary fd of the process
+/// (`IORING_OP_FIXED_FD_INSTALL`, Linux 6.8; close-on-exec): another fd of the same open file,
+/// its position included, the slot left as it is. A result nobody waits for is closed.
+#[derive(Debug)]
+pub struct FixedFdInstall {
+    pub(crate) slot: u32,
+}
+
+impl FixedFdInstall {
+    /// Installs the file of the slot `fd` owns.
+    pub fn new(fd: &DirectFd) -> Self {
+        FixedFdInstall { slot: fd.slot }
+    }
+}
+
+impl OpCode for FixedFdInstall {
+    type Output = io::Result<OwnedFd>;
+    fn complete(self, c: Completion) -> Self::Output {
+        let fd = cvt(c.res)?;
+        // SAFETY: the kernel installed a new fd that nothing else owns.
+        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) })
+    }
+}
+
 /// Receives into `buf` (from its start, up to its capacity) from a direct descriptor.
 #[derive(Debug)]
 pub struct RecvDirect<B> {

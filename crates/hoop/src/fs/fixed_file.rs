@@ -14,6 +14,7 @@
 //! every method works the same; [`FixedFile::is_fixed`] tells which, and
 //! [`FixedFile::fallback_reason`] why.
 
+use std::cell::OnceCell;
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -36,13 +37,15 @@ pub struct FixedFile {
     inner: Inner,
     /// Why the file is not in a slot (`None` when it is).
     fallback: Option<io::Error>,
+    /// An fd of the slot's open file, installed (`IORING_OP_FIXED_FD_INSTALL`, 6.8) by the first
+    /// operation at the cursor: a slot has no position to read or fix, and operations at the
+    /// cursor fix it after a short result (`fs::cursor`). `None` inside: the kernel refused.
+    cursor: OnceCell<Option<OwnedFd>>,
 }
 
 #[derive(Debug)]
 enum Inner {
-    /// The slot, and an fd of the same open file: a slot has no position of its own to read
-    /// or set, and operations at the cursor fix it after a short result (`fs::cursor`).
-    Fixed(DirectFd, OwnedFd),
+    Fixed(DirectFd),
     Plain(File),
 }
 
@@ -51,10 +54,9 @@ impl File {
     /// `File` stays open and usable, and the two share the open file (its flags, such as
     /// `O_DIRECT`, and its position).
     ///
-    /// The slot is filled from a duplicate of the fd, which the `FixedFile` keeps for its
-    /// cursor (`CURRENT_POS` reads and writes read and fix the position through it: a slot has
-    /// none to `lseek`). Where registered files are unavailable the duplicate becomes the
-    /// `FixedFile`'s plain fd. Fails only if the fd cannot be duplicated (`EMFILE`).
+    /// The slot is filled from a duplicate of the fd, which is closed once the slot holds the
+    /// file. Where registered files are unavailable the duplicate becomes the `FixedFile`'s
+    /// plain fd. Fails only if the fd cannot be duplicated (`EMFILE`).
     ///
     /// # Cancel safety
     ///
@@ -69,9 +71,9 @@ impl File {
         Ok(FixedFile::install(dup).await)
     }
 
-    /// Puts the file into a slot of the ring's registered file table (see [`FixedFile`]),
-    /// keeping its fd for the cursor as [`register`](Self::register) does. Where registered
-    /// files are unavailable the `FixedFile` uses this fd. Does not fail today; the `Result` leaves room for errors a
+    /// Puts the file into a slot of the ring's registered file table (see [`FixedFile`]) and
+    /// closes its fd once the slot holds the file. Where registered files are unavailable the
+    /// `FixedFile` keeps this fd. Does not fail today; the `Result` leaves room for errors a
     /// future kernel mechanism may report.
     ///
     /// # Cancel safety
@@ -84,22 +86,28 @@ impl File {
 }
 
 impl FixedFile {
-    /// Installs `fd` into a free slot, or keeps it as the plain fallback. The slot's file keeps
-    /// `fd` too: the cursor (`CURRENT_POS`) is read and fixed through it, as the slot has no
-    /// fd to `lseek` (the cost is one fd per `FixedFile`).
+    /// Installs `fd` into a free slot, or keeps it as the plain fallback. Once the slot holds
+    /// the file, `fd` is closed through the ring (the close's own error is ignored: the slot
+    /// keeps the file open, so a failure could only come from the fd's flush, which the slot's
+    /// own close reports again).
     async fn install(fd: OwnedFd) -> FixedFile {
         let (res, fd) = match op::FilesUpdateAlloc::new(fd) {
             Ok(update) => Op::new(update).await,
             Err((e, fd)) => (Err(e), fd),
         };
         match res {
-            Ok(slot) => FixedFile {
-                inner: Inner::Fixed(slot, fd),
-                fallback: None,
-            },
+            Ok(slot) => {
+                let _ = Op::new(op::Close::new(fd)).await;
+                FixedFile {
+                    inner: Inner::Fixed(slot),
+                    fallback: None,
+                    cursor: OnceCell::new(),
+                }
+            }
             Err(e) => FixedFile {
                 inner: Inner::Plain(File::from_owned(fd)),
                 fallback: Some(e),
+                cursor: OnceCell::new(),
             },
         }
     }
@@ -107,28 +115,43 @@ impl FixedFile {
     /// What operations name: the slot, or the plain fd.
     fn target(&self) -> Target {
         match &self.inner {
-            Inner::Fixed(slot, _) => Target::from(slot),
+            Inner::Fixed(slot) => Target::from(slot),
             Inner::Plain(file) => Target::Fd(file.as_raw_fd()),
         }
     }
 
-    /// The fd whose position is the file's cursor (see [`Inner::Fixed`]).
-    fn cursor_fd(&self) -> RawFd {
-        match &self.inner {
-            Inner::Fixed(_, fd) => fd.as_raw_fd(),
-            Inner::Plain(file) => file.as_raw_fd(),
+    /// For an operation at `pos`: the fd whose position is the file's cursor when `pos` is
+    /// `CURRENT_POS` (installed from the slot on first use, see `cursor`), else -1 (nothing to
+    /// fix). -1 too where the kernel cannot install one (before 6.8): the cursor then goes
+    /// unfixed, as it did before.
+    async fn cursor_fd(&self, pos: u64) -> RawFd {
+        if pos != op::CURRENT_POS {
+            return -1;
         }
+        let slot = match &self.inner {
+            Inner::Plain(file) => return file.as_raw_fd(),
+            Inner::Fixed(slot) => slot,
+        };
+        if self.cursor.get().is_none() {
+            let fd = Op::new(op::FixedFdInstall::new(slot)).await.ok();
+            // A concurrent first call may have set it meanwhile: its fd stays, this one closes.
+            let _ = self.cursor.set(fd);
+        }
+        self.cursor
+            .get()
+            .and_then(Option::as_ref)
+            .map_or(-1, AsRawFd::as_raw_fd)
     }
 
     /// Whether the file is in a slot of the ring's registered file table (else a plain fd).
     pub fn is_fixed(&self) -> bool {
-        matches!(self.inner, Inner::Fixed(..))
+        matches!(self.inner, Inner::Fixed(_))
     }
 
     /// The slot in the ring's registered file table, if the file is in one.
     pub fn slot(&self) -> Option<u32> {
         match &self.inner {
-            Inner::Fixed(slot, _) => Some(slot.slot()),
+            Inner::Fixed(slot) => Some(slot.slot()),
             Inner::Plain(_) => None,
         }
     }
@@ -143,7 +166,7 @@ impl FixedFile {
     /// The plain file, for the fallback (`None` when the file is in a slot, which has no fd).
     pub fn as_file(&self) -> Option<&File> {
         match &self.inner {
-            Inner::Fixed(..) => None,
+            Inner::Fixed(_) => None,
             Inner::Plain(file) => Some(file),
         }
     }
@@ -159,11 +182,11 @@ impl FixedFile {
         buf: B,
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + '_ {
-        // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        // The borrow of `self` keeps the slot open while it runs; at the cursor, the cursor is
+        // fixed after a short result (`fs::cursor`) through the fd `cursor_fd` installs.
         let len = buf.bytes_total();
         let read = Op::new(op::Read::new(self.target(), buf, pos));
-        super::cursor::at_cursor(self.cursor_fd(), pos, len, read)
+        async move { super::cursor::at_cursor(self.cursor_fd(pos).await, pos, len, read).await }
     }
 
     /// Writes the initialized bytes of `buf` at `pos`; maybe fewer. See [`File::write_at`].
@@ -178,11 +201,11 @@ impl FixedFile {
         buf: B,
         pos: u64,
     ) -> impl Future<Output = BufResult<usize, B>> + '_ {
-        // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        // The borrow of `self` keeps the slot open while it runs; at the cursor, the cursor is
+        // fixed after a short result (`fs::cursor`) through the fd `cursor_fd` installs.
         let len = buf.bytes_init();
         let write = Op::new(op::Write::new(self.target(), buf, pos));
-        super::cursor::at_cursor(self.cursor_fd(), pos, len, write)
+        async move { super::cursor::at_cursor(self.cursor_fd(pos).await, pos, len, write).await }
     }
 
     /// Reads exactly `buf.len()` bytes at `pos` (the whole view of a slice); `UnexpectedEof`
@@ -193,7 +216,8 @@ impl FixedFile {
     /// This method is cancel safe in the sense that nothing is consumed: a positional read does not
     /// move the file's position, so a dropped call loses only its buffer; call it again.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        read_exact_on(self.target(), self.cursor_fd(), buf, pos).await
+        let fd = self.cursor_fd(pos).await;
+        read_exact_on(self.target(), fd, buf, pos).await
     }
 
     /// Writes every initialized byte of `buf` at `pos`. See [`File::write_all_at`].
@@ -204,7 +228,8 @@ impl FixedFile {
     /// data may have been written. In `select!`, keep the future across the loop's rounds (pinned)
     /// rather than dropping it.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, pos: u64) -> BufResult<(), B> {
-        write_all_on(self.target(), self.cursor_fd(), buf, pos).await
+        let fd = self.cursor_fd(pos).await;
+        write_all_on(self.target(), fd, buf, pos).await
     }
 
     /// Reads into a buffer of a [`FixedBufPool`](crate::FixedBufPool) at `pos`: `READ_FIXED`
@@ -218,11 +243,11 @@ impl FixedFile {
     where
         B: FixedIoBuf + IoBufMut,
     {
-        // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        // The borrow of `self` keeps the slot open while it runs; at the cursor, the cursor is
+        // fixed after a short result (`fs::cursor`) through the fd `cursor_fd` installs.
         let len = buf.bytes_total();
         let read = Op::new(op::ReadFixed::new(self.target(), buf, pos));
-        super::cursor::at_cursor(self.cursor_fd(), pos, len, read)
+        async move { super::cursor::at_cursor(self.cursor_fd(pos).await, pos, len, read).await }
     }
 
     /// Writes the initialized bytes of a buffer of a [`FixedBufPool`](crate::FixedBufPool) at
@@ -236,11 +261,11 @@ impl FixedFile {
     where
         B: FixedIoBuf,
     {
-        // A plain function returning the operation (not an `async fn` around it): one state
-        // machine less per I/O. The borrow of `self` keeps the fd open while it runs.
+        // The borrow of `self` keeps the slot open while it runs; at the cursor, the cursor is
+        // fixed after a short result (`fs::cursor`) through the fd `cursor_fd` installs.
         let len = buf.bytes_init();
         let write = Op::new(op::WriteFixed::new(self.target(), buf, pos));
-        super::cursor::at_cursor(self.cursor_fd(), pos, len, write)
+        async move { super::cursor::at_cursor(self.cursor_fd(pos).await, pos, len, write).await }
     }
 
     /// Flushes the file's data and metadata to its device (`fsync`).
@@ -272,13 +297,7 @@ impl FixedFile {
     /// its result is lost.
     pub async fn close(self) -> io::Result<()> {
         match self.inner {
-            Inner::Fixed(slot, fd) => {
-                // The slot's close reports the file's error; the fd's is a second close of
-                // the same open file, which can report nothing new.
-                let res = Op::new(op::CloseDirect::new(slot)).await;
-                let _ = Op::new(op::Close::new(fd)).await;
-                res
-            }
+            Inner::Fixed(slot) => Op::new(op::CloseDirect::new(slot)).await,
             Inner::Plain(file) => file.close().await,
         }
     }

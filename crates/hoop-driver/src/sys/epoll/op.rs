@@ -505,6 +505,9 @@ epoll_ops! {
     [] CloseDirect => |_| no_direct_descriptors();
 
     // No system call runs.
+    [] FixedFdInstall => |_| no_direct_descriptors();
+
+    // No system call runs.
     [B: IoBufMut] RecvDirect<B> => |_| no_direct_descriptors();
 
     // No system call runs.

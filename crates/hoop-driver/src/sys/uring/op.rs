@@ -456,6 +456,13 @@ unsafe impl UringOp for CloseDirect {
     }
 }
 
+// SAFETY: no pointers.
+unsafe impl UringOp for FixedFdInstall {
+    fn create_entry(&mut self) -> Entry {
+        opcode::FixedFdInstall::new(io_uring::types::Fixed(self.slot), 0).build()
+    }
+}
+
 // SAFETY: the buffer's memory is stable by the IoBufMut contract.
 unsafe impl<B: IoBufMut> UringOp for RecvDirect<B> {
     fn create_entry(&mut self) -> Entry {
