@@ -191,25 +191,47 @@ fn ring_buffers_can_be_sent_back() {
             let ring = hoop::BufRing::new(8, 512).unwrap();
             let l = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap();
-            let client = std::thread::spawn(move || {
-                let mut c = std::net::TcpStream::connect(addr).unwrap();
-                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                std::io::Write::write_all(&mut c, b"echo me").unwrap();
-                let mut b = [0u8; 7];
-                c.read_exact(&mut b).unwrap();
-                b
-            });
-            let (s, _) = l.accept().await.unwrap();
-            let mut stream = s.recv_stream(&ring);
-            let mut n = 0;
-            while n < 7 {
-                let buf = stream.next().await.unwrap().unwrap();
-                n += buf.len();
-                let (res, _) = s.write_all(buf).await;
-                res.unwrap();
-            }
-            assert_eq!(&client.join().unwrap(), b"echo me");
-            drop(stream);
+            // A reset (injected) ends the exchange: again on a new connection.
+            let echoed = common::resets::retry_async("an echo from ring buffers", |_| async {
+                let client = std::thread::spawn(move || -> std::io::Result<[u8; 7]> {
+                    let mut c = std::net::TcpStream::connect(addr)?;
+                    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                    std::io::Write::write_all(&mut c, b"echo me")?;
+                    let mut b = [0u8; 7];
+                    c.read_exact(&mut b)?;
+                    Ok(b)
+                });
+                let (s, _) = l.accept().await?;
+                let mut stream = s.recv_stream(&ring);
+                let mut n = 0;
+                let mut served = Ok(());
+                while n < 7 {
+                    let buf = match stream.next().await {
+                        Some(Ok(buf)) => buf,
+                        Some(Err(e)) => {
+                            served = Err(e);
+                            break;
+                        }
+                        None => {
+                            served = Err(common::resets::closed_early("the echo"));
+                            break;
+                        }
+                    };
+                    n += buf.len();
+                    let (res, _) = s.write_all(buf).await;
+                    if let Err(e) = res {
+                        served = Err(e);
+                        break;
+                    }
+                }
+                drop(stream);
+                drop(s);
+                let got = client.join().expect("the client thread");
+                served?;
+                got
+            })
+            .await;
+            assert_eq!(&echoed, b"echo me");
             assert_eq!(ring.available(), 8);
         });
     });

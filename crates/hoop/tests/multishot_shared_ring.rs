@@ -200,6 +200,11 @@ fn idle_connections_hold_no_receive_buffer() {
 /// is not given back while a view of it lives.
 #[test]
 fn incremental_views_keep_their_buffer_and_bytes() {
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "checks every view's buffer id and offset through one connection's receives into one \
+         fresh ring: a reset ends the stream in the middle of the sequence it checks",
+    );
     each_driver(|kind| {
         rt(kind).block_on(async move {
             let ring = hoop::BufRing::new_incremental(2, 64).unwrap();

@@ -45,9 +45,14 @@ async fn echo(rings: Rings) -> std::io::Result<bool> {
             res
         })
     };
-    let (res, echoed) = c.read_exact(vec![0u8; data.len()]).await;
-    res?;
-    writer.await.map_err(std::io::Error::other)??;
+    let reader = async {
+        let (res, echoed) = c.read_exact(vec![0u8; data.len()]).await;
+        res.map(|()| echoed)
+    };
+    // A failed write (a reset) ends the echo at once, its connection dropped, rather than
+    // leave the read waiting for bytes that will never come.
+    let written = async { writer.await.map_err(std::io::Error::other)? };
+    let (echoed, ()) = tokio::try_join!(reader, written)?;
     c.shutdown_with(std::net::Shutdown::Write).await?;
     server.await.map_err(std::io::Error::other)??;
     Ok(echoed == data)
@@ -92,9 +97,12 @@ fn child() {
     run(
         "ECHO",
         rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(20), echo(r))
+            // A reset (injected) ends an echo: again on a new connection.
+            let echo =
+                common::resets::retry_async("an echo through the fallback", |_| echo(r.clone()));
+            tokio::time::timeout(Duration::from_secs(20), echo)
                 .await
-                .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
+                .map_err(|_| std::io::Error::other("timed out"))
         }),
     );
     let r = rings.clone();

@@ -37,6 +37,11 @@ fn tmp(name: &str) -> std::path::PathBuf {
 #[test]
 fn poisoned_ring_hands_back_no_memory_the_kernel_may_write() {
     let _serial = serial();
+    let _faults = common::faults_off(
+        &["econnreset"],
+        "the recv must be armed in the kernel when the ring is poisoned: an injected reset \
+         completes it without an SQE, and there is nothing left to check",
+    );
     let kind = DriverKind::Uring;
     let Ok(rt) = builder(kind).build() else {
         skip(kind, "io_uring unavailable");

@@ -23,7 +23,7 @@ use hoop_driver::error::cvt_libc;
 use hoop_driver::op::{self, DirectFd, Target};
 use hoop_driver::{BufResult, FixedIoBuf, IoBuf, IoBufMut, Op};
 
-use super::file::{read_exact_on, write_all_on};
+use super::at::{read_exact_on, write_all_on};
 use super::File;
 
 /// A file in a slot of the ring's registered file table, or (the fallback) a plain fd; made by

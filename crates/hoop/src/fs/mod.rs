@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 
 use hoop_driver::{op, IoBuf, Op};
 
+pub(crate) mod at;
 pub(crate) mod cursor;
 pub(crate) mod file;
 mod fixed_file;

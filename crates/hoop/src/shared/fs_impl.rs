@@ -12,7 +12,7 @@ use hoop_driver::shared::{Keep, Route, SharedOp};
 use hoop_driver::{BufResult, IoBuf, IoBufMut};
 
 use super::poll::{file_state, FileOps};
-use crate::fs::file::advance;
+use crate::fs::at::advance;
 use crate::fs::Metadata;
 use crate::io_util::{fill_exact, until_done};
 use crate::poll_io::PollIo;

@@ -44,8 +44,10 @@ impl Epoll {
                     | Mode::Accept(_)
                     | Mode::Connect(_)
             );
-        // Not on a datagram socket, which a kernel never resets.
+        // Not on a datagram socket, which a kernel never resets; nor an operation with a
+        // deadline (made-up results never touch one: on io_uring it is a linked chain).
         if socket_io
+            && call.deadline.is_none()
             && crate::sys::may_be_reset(call.args[0] as RawFd)
             && self.faults.fire(Fault::Econnreset)
         {
