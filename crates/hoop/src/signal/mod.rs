@@ -34,8 +34,19 @@
 //!   signal, if you spawn threads of your own) by calling [`signal`] on the main thread before
 //!   any thread is spawned.
 //! * A single runtime on the main thread (`#[hoop::main]`) blocks the signal when the listener
-//!   is made; hoop's own helper threads (the epoll driver's file pool, io_uring's workers) never
-//!   take signals.
+//!   is made.
+//! * Every thread hoop starts for itself (the blocking pool of `spawn_blocking`, the epoll
+//!   driver's file pool, the timer thread, the shared rings' reapers and teardown thread) blocks
+//!   every asynchronous signal from its first instruction (its mask is set before it starts,
+//!   `hoop_driver::thread`), so it never takes a signal meant for a listener, whether it started
+//!   before or after the listener was made. io_uring's io-wq workers are kernel threads that
+//!   take no signals. The threads that may take a signal are the program's own: the main thread
+//!   and any thread it spawns itself.
+//! * **A program's own threads**: a thread spawned *before* [`signal`] is called does not block
+//!   the signal, so a process-directed signal may go to it and its default action runs there
+//!   (SIGTERM ends the process) before any listener reads it. Call [`signal`] (or block the
+//!   signals with `pthread_sigmask`) before spawning threads, or spawn them from inside
+//!   [`run_per_core`](crate::run_per_core), whose threads inherit the blocked set.
 //!
 //! SIGKILL and SIGSTOP cannot be caught; SIGSEGV, SIGBUS, SIGILL and SIGFPE are refused (a
 //! blocked synchronous fault signal kills the process anyway).
