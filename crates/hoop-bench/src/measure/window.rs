@@ -7,6 +7,10 @@ use std::future::poll_fn;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+/// How long past its deadline a window that verified nothing yet stays open for its first
+/// verified success ([`Window::hold_for_first`]).
+pub const FIRST_SUCCESS_GRACE: Duration = Duration::from_secs(2);
+
 /// When results count: from [`Window::open`] to its deadline, or to [`Window::stop`].
 #[derive(Debug, Default)]
 pub struct Window {
@@ -61,12 +65,45 @@ impl Window {
     }
 
     /// Waits for `deadline`, or until `running` says every connection gave up (checked every
-    /// `tick`), then stops counting.
-    pub async fn wait_out(&self, deadline: Instant, tick: Duration, running: impl Fn() -> bool) {
+    /// `tick`), then for the first verified success if there was none yet
+    /// ([`Window::hold_for_first`]), then stops counting. Returns the deadline the window
+    /// closed at.
+    pub async fn wait_out(
+        &self,
+        deadline: Instant,
+        tick: Duration,
+        running: impl Fn() -> bool,
+        verified: impl Fn() -> u64,
+    ) -> Instant {
         while Instant::now() < deadline && running() {
             hoop::time::sleep_until((Instant::now() + tick).min(deadline)).await;
         }
+        let closed = self.hold_for_first(deadline, tick, running, verified).await;
         self.stop();
+        closed
+    }
+
+    /// At `deadline`: a window that verified nothing yet (`verified() == 0`) while its
+    /// connections run stays open until the first verified success, [`FIRST_SUCCESS_GRACE`]
+    /// past the deadline at most, and the deadline moves with it. On a loaded machine a short
+    /// window can pass before the server ran at all, and a run that measured nothing fails;
+    /// the caller's wall time covers the whole window, so its rates stay per real second.
+    /// Returns the deadline the window closed at.
+    pub async fn hold_for_first(
+        &self,
+        deadline: Instant,
+        tick: Duration,
+        running: impl Fn() -> bool,
+        verified: impl Fn() -> u64,
+    ) -> Instant {
+        let last = deadline + FIRST_SUCCESS_GRACE;
+        let mut closed = deadline;
+        while verified() == 0 && running() && Instant::now() < last {
+            closed = (Instant::now() + tick).min(last);
+            self.deadline.set(Some(closed));
+            hoop::time::sleep_until(closed).await;
+        }
+        closed
     }
 
     /// Waits until the window opens.
@@ -122,6 +159,42 @@ mod tests {
         w.stop();
         assert!(w.over() && !w.counts_at(before));
     }
+
+    #[test]
+    fn a_window_that_verified_nothing_waits_for_its_first_success_bounded() {
+        let rt = hoop::Runtime::new().unwrap();
+        rt.block_on(async {
+            // Something verified at the deadline: the window closes there.
+            let w = Window::new();
+            let deadline = w.open(Duration::from_millis(5));
+            let closed = w.wait_out(deadline, TICK, || true, || 1).await;
+            assert_eq!(closed, deadline);
+            assert!(w.stopped());
+            // Nothing yet: open until the first success (60 ms in), not a moment longer.
+            let w = Window::new();
+            let verified = std::rc::Rc::new(Cell::new(0u64));
+            let v2 = verified.clone();
+            let deadline = w.open(Duration::from_millis(5));
+            drop(hoop::spawn(async move {
+                hoop::time::sleep(Duration::from_millis(60)).await;
+                v2.set(1);
+            }));
+            let closed = w.wait_out(deadline, TICK, || true, || verified.get()).await;
+            assert!(closed > deadline + Duration::from_millis(40), "{closed:?}");
+            assert!(closed < deadline + FIRST_SUCCESS_GRACE, "{closed:?}");
+            // Nothing ever, or nobody left running: bounded, or at once.
+            let w = Window::new();
+            let deadline = w.open(Duration::from_millis(1));
+            let closed = w.wait_out(deadline, TICK, || false, || 0).await;
+            assert_eq!(
+                closed, deadline,
+                "no connection running: nothing to wait for"
+            );
+        });
+    }
+
+    /// A tick for the tests.
+    const TICK: Duration = Duration::from_millis(5);
 
     #[test]
     fn the_gate_releases_its_waiters() {

@@ -240,6 +240,11 @@ async fn drive<F: FnOnce()>(cfg: FanoutConfig, on_start: F) -> io::Result<Fanout
         let next = (Instant::now() + TICK).min(deadline);
         hoop::time::sleep_until(next).await;
     }
+    let deliveries = || sh.deliveries.get();
+    let deadline = sh
+        .counting
+        .hold_for_first(deadline, TICK, || sh.alive.get() > 0, deliveries)
+        .await;
     let wall = start.elapsed();
     let cpu = thread_cpu().saturating_sub(cpu0);
     // Messages that should have reached everyone by now.
