@@ -152,9 +152,8 @@ async fn drive<F: FnOnce()>(cfg: ClientConfig, sh: Rc<Shared>, on_start: F) -> C
     let deadline = sh.window.open(cfg.secs);
     let start = deadline - cfg.secs;
     // Wait for the deadline; stop early only if every connection gave up.
-    let requests = || sh.requests.get();
     sh.window
-        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0, requests)
+        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
         .await;
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();

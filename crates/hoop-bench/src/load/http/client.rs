@@ -281,9 +281,8 @@ async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
     let deadline = sh.window.open(sh.cfg.secs);
     let start = deadline - sh.cfg.secs;
     sh.start.set(Some(start));
-    let requests = || sh.requests.get();
     sh.window
-        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0, requests)
+        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
         .await;
     let cpu = thread_cpu().saturating_sub(cpu0);
     let wall = start.elapsed();
