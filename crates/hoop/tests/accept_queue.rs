@@ -169,43 +169,10 @@ fn burst_of_connects_waits_in_the_queue_and_is_accepted() {
 /// Connects `BURST` clients to `addr` at once (non-blocking), waits until each is
 /// established or has retransmitted its SYN, asserts none did, and sends a byte on each.
 fn burst(addr: SocketAddr) -> Vec<std::net::TcpStream> {
-    let sa = match addr {
-        SocketAddr::V4(a) => libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: a.port().to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(a.ip().octets()),
-            },
-            sin_zero: [0; 8],
-        },
-        SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
-    };
+    let sa = sockaddr(addr);
     let mut fds = Vec::with_capacity(BURST);
     for _ in 0..BURST {
-        // SAFETY: socket(2) has no memory-safety preconditions.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_INET,
-                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        // SAFETY: `fd` is a new descriptor nothing else owns.
-        let s = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        // SAFETY: `sa` is a live sockaddr_in of the length given.
-        let r = unsafe {
-            libc::connect(
-                fd,
-                (&sa as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        };
-        let e = std::io::Error::last_os_error();
-        assert!(
-            r == 0 || e.raw_os_error() == Some(libc::EINPROGRESS),
-            "connect: {e}"
-        );
+        let s = connect_nonblocking(&sa);
         fds.push(s);
     }
     // Every client ends established or with its SYN retransmitted; bounded in time.
@@ -239,6 +206,104 @@ fn burst(addr: SocketAddr) -> Vec<std::net::TcpStream> {
         s.write_all(b"x").unwrap();
     }
     fds
+}
+
+/// The `sockaddr_in` of `addr` (an IPv4 address: the tests bind 127.0.0.1).
+fn sockaddr(addr: SocketAddr) -> libc::sockaddr_in {
+    match addr {
+        SocketAddr::V4(a) => libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(a.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        },
+        SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+    }
+}
+
+/// Clients that connect one by one to a listener whose queue holds 2.
+const TRICKLE: usize = 40;
+
+/// An armed `incoming()` stream empties the accept queue at every turn of the runtime, whether
+/// or not its owner polls it, as io_uring's multishot accept does: 40 clients connect one by
+/// one to a listener with a backlog of 1 (a queue of 2) while the task that owns the stream
+/// only sleeps, and none of them has its SYN dropped (each is established at once, none
+/// retransmitted); then the stream yields all 40. On epoll the stream used to accept only when
+/// polled: the third client's SYN was dropped.
+#[test]
+fn armed_stream_empties_the_queue_while_its_owner_is_busy() {
+    let _faults = common::faults_off(
+        &["ecanceled", "eagain", "enobufs", "short_io", "late"],
+        "counts every one of 40 connections as the kernel queued it: an injected error or a \
+         completion held back past the client's check would look like a dropped SYN",
+    );
+    common::each_driver(|kind| {
+        if kind == hoop::DriverKind::Uring && !hoop::driver::setup::kernel_at_least(5, 19) {
+            common::skip(kind, "multishot accept needs Linux 5.19");
+            return;
+        }
+        let rt = common::builder(kind).build().unwrap();
+        rt.block_on(async {
+            let listener = ListenOptions::new().backlog(1).bind("127.0.0.1:0").unwrap();
+            let sa = sockaddr(listener.local_addr().unwrap());
+            let mut incoming = listener.incoming();
+            // Armed by one poll; nothing is waiting yet (the call is cancel safe).
+            assert!(timeout(Duration::from_millis(1), incoming.next())
+                .await
+                .is_err());
+            let mut clients = Vec::with_capacity(TRICKLE);
+            for i in 0..TRICKLE {
+                let c = connect_nonblocking(&sa);
+                // The runtime turns (the owner of the stream sleeps, not polling it).
+                hoop::time::sleep(Duration::from_millis(2)).await;
+                let (state, retrans) = tcp_state(c.as_raw_fd());
+                assert!(
+                    state == TCP_ESTABLISHED && retrans == 0,
+                    "{kind:?}: client {i} of {TRICKLE}: TCP state {state}, {retrans} \
+                     retransmissions: its SYN was dropped, the accept queue was full"
+                );
+                clients.push(c);
+            }
+            for i in 0..TRICKLE {
+                match timeout(LIMIT, incoming.next()).await {
+                    Ok(Some(Ok(_))) => {}
+                    other => panic!("{kind:?}: connection {i} of {TRICKLE}: {other:?}"),
+                }
+            }
+        });
+    });
+}
+
+/// A non-blocking TCP socket whose `connect` to `sa` has started (the handshake completes, or
+/// its SYN waits to be retransmitted, without this call waiting).
+fn connect_nonblocking(sa: &libc::sockaddr_in) -> std::net::TcpStream {
+    // SAFETY: socket(2) has no memory-safety preconditions.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let s = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: `sa` is a live sockaddr_in of the length given.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            (sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    let e = std::io::Error::last_os_error();
+    assert!(
+        r == 0 || e.raw_os_error() == Some(libc::EINPROGRESS),
+        "connect: {e}"
+    );
+    s
 }
 
 /// A reader holding no buffer: `try_recv` until `WouldBlock`, then `PollOnce::ready`. Bytes

@@ -11,7 +11,9 @@ use crate::op::MultishotCode;
 
 /// Accepts connections for as long as it is armed (`IORING_OP_ACCEPT` with
 /// `IORING_ACCEPT_MULTISHOT`, 5.19). Each item owns its fd, so connections accepted after the
-/// stream was dropped are closed.
+/// stream was dropped are closed. The epoll driver keeps it armed the same way: every turn
+/// that finds the listener readable accepts until `EAGAIN`, each connection an item, whether
+/// or not the stream is being polled (a shared ring's engine runs one accept per arm).
 #[derive(Debug)]
 pub struct AcceptMulti {
     pub(crate) fd: RawFd,

@@ -42,9 +42,10 @@ impl AcceptPacing {
     }
 
     /// A connection was accepted: as [`ok`](Self::ok), and every [`ACCEPT_BATCH`]th time a
-    /// yield to the other tasks, so that draining a burst stays fair to them. On io_uring the
-    /// multishot accept stays armed meanwhile; on epoll the next accept runs at once when the
-    /// loop comes back (the listener is still readable), until `EAGAIN` waits for the next edge.
+    /// yield to the other tasks, so that draining a burst stays fair to them. The stream's
+    /// accept stays armed meanwhile on both drivers (io_uring's multishot accept, the epoll
+    /// driver's own), so the kernel's queue is still emptied at every turn: the connections
+    /// wait in the stream, not in a backlog that overflows.
     pub async fn accepted(&mut self) {
         self.ok();
         self.in_batch += 1;

@@ -26,6 +26,11 @@ pub enum Mode {
     Writable(RawFd),
     /// Like `Readable`, on a socket that must be non-blocking (accept).
     Accept(RawFd),
+    /// Like `Accept`, but the operation stays armed, as a multishot accept does on io_uring:
+    /// every connection is an item (`IORING_CQE_F_MORE`), taken whenever the listener is
+    /// readable until `EAGAIN`, however far the stream's owner is behind; only an error or a
+    /// cancel ends it.
+    AcceptMulti(RawFd),
     /// A non-blocking connect: `EINPROGRESS`, then writable, then `SO_ERROR` is the result.
     Connect(RawFd),
     /// A generic read or write: on the pool for regular files and block devices; otherwise

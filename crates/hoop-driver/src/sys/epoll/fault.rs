@@ -42,6 +42,7 @@ impl Epoll {
                     | Mode::Readable(_)
                     | Mode::Writable(_)
                     | Mode::Accept(_)
+                    | Mode::AcceptMulti(_)
                     | Mode::Connect(_)
             );
         // Not on a datagram socket, which a kernel never resets; nor an operation with a

@@ -415,7 +415,7 @@ epoll_ops! {
         }
     };
 
-    // No pointers; each arm is one accept4 (the fallback of multishot).
+    // No pointers; the arm stays armed in the driver, one accept4 per connection.
     [] AcceptMulti => |op| {
         Call::new(
             libc::SYS_accept4,
@@ -425,7 +425,7 @@ epoll_ops! {
                 0,
                 (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as _,
             ],
-            Mode::Accept(op.fd),
+            Mode::AcceptMulti(op.fd),
         )
     };
 

@@ -78,6 +78,10 @@ impl Epoll {
                 self.set_nonblocking(fd);
                 return self.push_fd(call, call.nr, fd, false, false, initial);
             }
+            Mode::AcceptMulti(fd) => {
+                self.set_nonblocking(fd);
+                return self.push_accept_multi(call, fd, initial);
+            }
             Mode::Connect(fd) => {
                 self.set_nonblocking(fd);
                 let res = call.run();
@@ -102,6 +106,44 @@ impl Epoll {
                 self.waiting.insert(user_data, Waiting::Pool);
             }
             Err(e) => self.finish(user_data, -e.raw_os_error().unwrap_or(libc::EAGAIN)),
+        }
+        Ok(user_data)
+    }
+
+    /// A multishot accept kept armed in the driver: queued on the listener's readers, it takes
+    /// every connection waiting whenever the listener is readable (now, if it is), each an item
+    /// of the stream, and stays queued at `EAGAIN`. So the kernel's accept queue is emptied at
+    /// every turn that sees the listener readable, whatever the stream's owner is doing, as
+    /// io_uring's multishot accept empties it at every `io_uring_enter`: a burst of connects
+    /// waits in the stream (unbounded) rather than overflowing the backlog while the
+    /// accept loop runs the connections it already has. A shared ring's engine (which forgets
+    /// the fds nothing waits on), or a stream that is not one, gets the loop of single accepts.
+    fn push_accept_multi(
+        &mut self,
+        mut call: Call,
+        fd: RawFd,
+        state: Lifecycle,
+    ) -> Result<u64, PushError> {
+        if self.transient_fds || !matches!(state, Lifecycle::Streaming(_)) || !self.register(fd)
+        {
+            call.mode = Mode::Accept(fd);
+            return self.push_fd(call, call.nr, fd, false, false, state);
+        }
+        let user_data = self.insert(state)?;
+        self.waiting.insert(
+            user_data,
+            Waiting::Fd {
+                call,
+                nr: call.nr,
+                fd,
+                write: false,
+                connect_check: false,
+            },
+        );
+        let st = self.fds.entry(fd);
+        st.readers.push_back(user_data);
+        if st.readable && st.readers.len() == 1 {
+            self.run_ready_queues(fd);
         }
         Ok(user_data)
     }

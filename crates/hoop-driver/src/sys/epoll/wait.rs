@@ -6,10 +6,15 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
+use super::call::Mode;
 use super::fd::{socket_error, Waiting};
 use super::{Epoll, WAKE_TOKEN};
 use crate::fault::Kind as Fault;
+use crate::lifecycle::Completion;
 use crate::sys::uring::drain_eventfd;
+
+/// `IORING_CQE_F_MORE`: the stream goes on (what an item of a multishot operation carries).
+const IORING_CQE_F_MORE: u32 = 1 << 1;
 
 impl Epoll {
     /// One turn: wait for readiness (if `block` and nothing is ready: until the next timer, or
@@ -208,6 +213,18 @@ impl Epoll {
                 }
                 if res == -libc::EAGAIN {
                     break;
+                }
+                if res >= 0 && matches!(call.mode, Mode::AcceptMulti(_)) {
+                    // An item of a stream that stays armed (and first in the queue).
+                    self.table.counters.cqes_reaped += 1;
+                    self.table.item(
+                        user_data,
+                        Completion {
+                            res,
+                            flags: IORING_CQE_F_MORE,
+                        },
+                    );
+                    continue;
                 }
                 if write {
                     st.writers.pop_front();
