@@ -327,7 +327,15 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+#[path = "axum_serve.rs"]
+pub mod axum;
 pub mod fs;
+#[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
+#[path = "hyper_rt.rs"]
+pub mod hyper;
 mod io_util;
 pub mod net;
 mod poll_io;

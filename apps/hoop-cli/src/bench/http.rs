@@ -38,7 +38,9 @@ pub struct HttpBenchArgs {
     pub rounds: u32,
     /// Side by side: the servers, comma-separated (default: hoop, hoop-epoll, nginx, hyper;
     /// also hyper-shared and hyper-tokio, hyper on hoop::shared sockets and on tokio's own,
-    /// in tokio's multi-thread runtime, unpinned, compared round by round when both run).
+    /// in tokio's multi-thread runtime, unpinned, compared round by round when both run; and
+    /// hyper-hoop, the same hyper service on hoop's own runtime, a thread per allowed CPU,
+    /// unpinned).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub servers: Option<Vec<String>>,
     /// Side by side: only these cells, comma-separated, each SIZE-cCONNS[-close] with SIZE

@@ -102,7 +102,8 @@ pub struct HttpArgs {
     /// Which server: hoop, or a baseline of `hoop bench http`: hyper (tokio current-thread,
     /// whole files read per request), hyper-shared / hyper-tokio (hyper in tokio's
     /// multi-thread runtime, one worker per allowed CPU, on hoop::shared sockets / on tokio's
-    /// TcpStream, the files under --root held in memory).
+    /// TcpStream), hyper-hoop (the same hyper service on hoop's runtime, one thread per
+    /// allowed CPU); the last three hold the files under --root in memory.
     #[arg(long, value_enum, default_value_t = HttpServerKind::Hoop)]
     pub server: HttpServerKind,
     /// Most parts of a range request, as nginx's max_ranges: a `Range` set of more specs is
@@ -123,6 +124,8 @@ pub enum HttpServerKind {
     HyperShared,
     /// The same hyper service on tokio's own `TcpStream` (benchmarks only).
     HyperTokio,
+    /// The same hyper service on hoop's own runtime, a thread per allowed CPU (benchmarks only).
+    HyperHoop,
 }
 
 /// `64M`, `4096`, `1G`, `512k`: bytes (binary multiples).
@@ -192,6 +195,10 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             HttpServerKind::HyperTokio => (
                 "hyper-tokio",
                 Box::new(move |l| hyper_sockets::run(l, &dir, Net::Tokio)),
+            ),
+            HttpServerKind::HyperHoop => (
+                "hyper-hoop",
+                Box::new(move |l| hyper_sockets::run(l, &dir, Net::Hoop)),
             ),
             _ => ("hyper", Box::new(move |l| super::hyper_server::run(l, dir))),
         };

@@ -1,7 +1,10 @@
-//! hyper on two kinds of socket, the same service otherwise: `hyper-shared` (hoop's shared-ring
-//! sockets) and `hyper-tokio` (tokio's), one hyper HTTP/1.1 service in tokio's multi-thread
-//! runtime answering from memory (the files under the root read once at start), so that the
-//! comparison is about the sockets alone.
+//! hyper on three kinds of socket and runtime, the same service otherwise: `hyper-shared`
+//! (hoop's shared-ring sockets) and `hyper-tokio` (tokio's), in tokio's multi-thread runtime,
+//! and `hyper-hoop` (hoop's own runtime, a thread per allowed CPU with `run_per_core`, each
+//! connection a `hoop::spawn`ed task): one hyper HTTP/1.1 service answering from memory (the
+//! files under the root read once at start), so that the comparison is about the sockets and
+//! the runtime alone. None sets a hyper timer (hyper's default: no header-read timeout without
+//! one), so each connection does the same work.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,6 +28,8 @@ pub(crate) enum Net {
     Shared,
     /// `tokio::net::TcpListener` / `TcpStream`.
     Tokio,
+    /// `hoop::net::TcpListener` / `TcpStream` on hoop's runtime, a thread per allowed CPU.
+    Hoop,
 }
 
 /// Most bytes loaded from the root (the bench's files are about 1.1 MiB).
@@ -69,6 +74,9 @@ pub(crate) fn load_files(root: &Path) -> io::Result<Files> {
 pub(crate) fn run(listener: std::net::TcpListener, root: &Path, net: Net) -> io::Result<()> {
     let files = Arc::new(load_files(root)?);
     let workers = hoop_bench::machine::allowed_cpus().len().max(1);
+    if net == Net::Hoop {
+        return run_hoop(listener, files, workers);
+    }
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(workers).enable_all();
     // hoop's park hook: the workers' socket writes are sent by the ring, all of a turn of the
@@ -96,6 +104,7 @@ pub(crate) fn run(listener: std::net::TcpListener, root: &Path, net: Net) -> io:
                     files,
                 ))
             }
+            Net::Hoop => unreachable!("served by run_hoop"),
             Net::Tokio => {
                 listener.set_nonblocking(true)?;
                 let listener = Arc::new(tokio::net::TcpListener::from_std(listener)?);
@@ -114,6 +123,37 @@ pub(crate) fn run(listener: std::net::TcpListener, root: &Path, net: Net) -> io:
         };
         task.await.map_err(io::Error::other)
     })
+}
+
+/// hyper on hoop's runtime: `workers` threads (`run_per_core`), each accepting on the same
+/// listener with its own multishot accept, every connection a task on the thread that
+/// accepted it. Runs until the process ends.
+fn run_hoop(listener: std::net::TcpListener, files: Arc<Files>, workers: usize) -> io::Result<()> {
+    let listener = Arc::new(listener);
+    let outcomes = hoop::run_per_core(workers, move |worker| {
+        let listener = listener.try_clone();
+        let files = files.clone();
+        async move {
+            let listener = hoop::net::TcpListener::from_std(listener?);
+            let _ = listener.set_nodelay(true);
+            let mut pacing = hoop::net::AcceptPacing::new("hyper-hoop", worker);
+            let mut incoming = listener.incoming();
+            loop {
+                match incoming.next().await {
+                    Some(Ok(stream)) => {
+                        pacing.accepted().await;
+                        drop(hoop::spawn(serve_conn(stream, files.clone())));
+                    }
+                    Some(Err(e)) => pacing.failed(e).await,
+                    None => return Ok::<(), io::Error>(()),
+                }
+            }
+        }
+    })?;
+    outcomes
+        .into_iter()
+        .collect::<io::Result<Vec<()>>>()
+        .map(drop)
 }
 
 /// Accepts forever, each connection served by [`serve_conn`] in a task of its own. A failed
@@ -137,7 +177,7 @@ where
 /// One HTTP/1.1 connection (keep-alive by default), whatever the stream type.
 pub(crate) async fn serve_conn<S>(stream: S, files: Arc<Files>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     let svc = service_fn(move |req| answer(req, files.clone()));
     let _ = http1::Builder::new()

@@ -56,14 +56,16 @@ pub(crate) const RUN_OVERHEAD_SECS: f64 = 0.3;
 /// The servers of the side-by-side runs by default (and of the main job), in run order.
 pub(crate) const SERVERS: [&str; 4] = ["hoop", "hoop-epoll", "nginx", "hyper"];
 
-/// Every server `--servers` accepts: the default ones and the hyper pair.
-pub(crate) const ALL_SERVERS: [&str; 6] = [
+/// Every server `--servers` accepts: the default ones, the hyper pair, and hyper on hoop's
+/// own runtime.
+pub(crate) const ALL_SERVERS: [&str; 7] = [
     "hoop",
     "hoop-epoll",
     "nginx",
     "hyper",
     "hyper-shared",
     "hyper-tokio",
+    "hyper-hoop",
 ];
 
 /// The hyper pair: hyper on hoop's shared sockets, and the same on tokio's (the baseline;
@@ -78,13 +80,16 @@ pub(crate) fn label(server: &str) -> &str {
         "hyper" => "tokio+hyper",
         "hyper-shared" => "hyper on hoop::shared",
         "hyper-tokio" => "hyper on tokio net",
+        "hyper-hoop" => "hyper on hoop's runtime",
         other => other,
     }
 }
 
-/// Whether server `name` is a multi-thread server, left unpinned (every allowed CPU).
+/// Whether server `name` is a multi-thread server, left unpinned (every allowed CPU): the
+/// hyper pair, and hyper on hoop's runtime (a thread per allowed CPU, against tokio's
+/// multi-thread runtime with a worker per allowed CPU).
 pub(crate) fn unpinned(name: &str) -> bool {
-    name == HYPER_PAIR.0 || name == HYPER_PAIR.1
+    name == HYPER_PAIR.0 || name == HYPER_PAIR.1 || name == "hyper-hoop"
 }
 
 /// Checks `--servers` and returns it (default: the four of [`SERVERS`]).

@@ -30,6 +30,7 @@ pub(crate) fn start_server(
         "hyper" => (hoop(&["--server", "hyper"]), Ready::ListeningLine),
         "hyper-shared" => (hoop(&["--server", "hyper-shared"]), Ready::ListeningLine),
         "hyper-tokio" => (hoop(&["--server", "hyper-tokio"]), Ready::ListeningLine),
+        "hyper-hoop" => (hoop(&["--server", "hyper-hoop"]), Ready::ListeningLine),
         "nginx" => {
             let Some(bin) = nginx::find() else {
                 return Ok(None);

@@ -124,8 +124,7 @@ impl Epoll {
         fd: RawFd,
         state: Lifecycle,
     ) -> Result<u64, PushError> {
-        if self.transient_fds || !matches!(state, Lifecycle::Streaming(_)) || !self.register(fd)
-        {
+        if self.transient_fds || !matches!(state, Lifecycle::Streaming(_)) || !self.register(fd) {
             call.mode = Mode::Accept(fd);
             return self.push_fd(call, call.nr, fd, false, false, state);
         }

@@ -1,0 +1,67 @@
+//! An axum `Router` on hoop's own runtime (`hoop::axum::serve`), a thread per core with a
+//! listener each of one `SO_REUSEPORT` group.
+//!
+//! ```text
+//! cargo run --release -p hoop --features axum --example axum_local -- [ADDR] [--threads N]
+//! ```
+//! Routes: `GET /` answers `hello from axum on hoop\n`; `GET /users/{id}` answers the JSON
+//! `{"id":ID,"name":"user ID"}`; `POST /echo` answers its body. The first line on stdout is
+//! `listening on ADDR`. Needs feature `axum`.
+
+use std::io;
+
+use axum::extract::Path;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hoop::net::ReuseportGroup;
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct User {
+    id: u64,
+    name: String,
+}
+
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello from axum on hoop\n" }))
+        .route(
+            "/users/{id}",
+            get(|Path(id): Path<u64>| async move {
+                Json(User {
+                    id,
+                    name: format!("user {id}"),
+                })
+            }),
+        )
+        .route("/echo", post(|body: String| async move { body }))
+}
+
+fn main() -> io::Result<()> {
+    let mut addr = "127.0.0.1:3000".to_string();
+    let mut threads = 1;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--threads" => {
+                threads = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidInput, "--threads N: N >= 1")
+                    })?
+            }
+            other => addr = other.to_string(),
+        }
+    }
+    let group = ReuseportGroup::bind_n(&addr, threads)?;
+    println!("listening on {}", group.local_addr());
+    hoop::run_per_core(threads, move |_| {
+        let listener = group.listener();
+        async move { hoop::axum::serve(listener?, app()).await }
+    })?
+    .into_iter()
+    .collect::<io::Result<Vec<()>>>()
+    .map(drop)
+}
