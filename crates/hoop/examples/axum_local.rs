@@ -16,13 +16,15 @@ use axum::{Json, Router};
 use hoop::net::ReuseportGroup;
 use serde::Serialize;
 
+/// What `GET /users/{id}` answers, as JSON.
 #[derive(Serialize)]
-struct User {
+pub struct User {
     id: u64,
     name: String,
 }
 
-fn app() -> Router {
+/// The example's routes (also served by `tests/axum.rs`).
+pub fn app() -> Router {
     Router::new()
         .route("/", get(|| async { "hello from axum on hoop\n" }))
         .route(

@@ -6,36 +6,17 @@
 use std::net::SocketAddr;
 use std::sync::mpsc;
 
-use axum::extract::Path;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use hoop::DriverKind;
 use hoop_test_support as common;
 use hoop_test_support::http::{exchange, request, Client};
-use serde::Serialize;
 
-#[derive(Serialize)]
-struct User {
-    id: u64,
-    name: String,
-}
+/// The example's router (`GET /`, `GET /users/{id}` as JSON, `POST /echo`).
+#[path = "../examples/axum_local.rs"]
+#[allow(dead_code)]
+mod axum_local;
+use axum_local::app;
 
-fn app() -> Router {
-    Router::new()
-        .route("/", get(|| async { "hello from axum on hoop\n" }))
-        .route(
-            "/users/{id}",
-            get(|Path(id): Path<u64>| async move {
-                Json(User {
-                    id,
-                    name: format!("user {id}"),
-                })
-            }),
-        )
-        .route("/echo", post(|body: String| async move { body }))
-}
-
-/// The routes answer what the router says: JSON with the path parameter, a 404 for a path
+/// The routes answer what the router says: JSON with the path parameter, a 400 for a path
 /// that is not a number, a POST's body echoed, and three requests on one connection.
 fn check_routes(addr: SocketAddr, kind: DriverKind) {
     let r = exchange(addr, &request("GET", "/users/42", "Connection: close\r\n"));
