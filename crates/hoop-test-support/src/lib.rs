@@ -538,12 +538,22 @@ pub fn stderr_text(out: &std::process::Output) -> String {
 pub struct TempDir(pub std::path::PathBuf);
 
 impl TempDir {
-    /// Makes (or empties) the directory.
+    /// Makes (or empties) a directory of its own: `hoop-PREFIX-PID-NAME-N` in the system's
+    /// temporary directory, `N` counting the calls of this process, so two tests (or two
+    /// drivers of one test) asking for the same name never share one.
     pub fn new(prefix: &str, name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("hoop-{prefix}-{}-{name}", std::process::id()));
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p =
+            std::env::temp_dir().join(format!("hoop-{prefix}-{}-{name}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
+    }
+
+    /// `name` inside the directory.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
     }
 }
 

@@ -30,7 +30,7 @@ const FILES: usize = 200;
 /// 200 files of 300,000 bytes, each dropped right after `write_all` without a flush, then the
 /// runtime is dropped as `main`'s would be: every file has every byte, the right ones.
 fn files_dropped_unflushed(kind: DriverKind, via: Via) {
-    let dir = TempDir::new(&format!("{kind}-{via:?}"));
+    let dir = TempDir::new("drop-writes", &format!("{kind}-{via:?}"));
     let rt = common::runtime(kind);
     let base = dir.0.clone();
     rt.block_on(async move {
@@ -85,7 +85,7 @@ fn files_dropped_after_tokio_write_all_have_every_byte() {
 fn file_is_complete_when_block_on_returns() {
     common::each_driver(|kind| {
         common::bounded(60, move || {
-            let dir = TempDir::new(&format!("{kind}-idle"));
+            let dir = TempDir::new("drop-writes", &format!("{kind}-idle"));
             let path = dir.0.join("f");
             let rt = common::runtime(kind);
             let p = path.clone();
@@ -310,7 +310,7 @@ fn shared_values_dropped_after_write_all_write_every_byte() {
                 }
             }
         };
-        let dir = TempDir::new(&format!("{kind}-shared"));
+        let dir = TempDir::new("drop-writes", &format!("{kind}-shared"));
         let base = dir.0.clone();
         let r = rings.clone();
         common::block_on(async move {

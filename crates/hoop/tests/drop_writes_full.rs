@@ -24,7 +24,7 @@ fn close_writes_what_was_accepted_first() {
     common::each_driver(|kind| {
         common::bounded(60, move || {
             resets::retry(&format!("{kind}: close after write_all"), |_| {
-                let dir = TempDir::new(&format!("{kind}-close"));
+                let dir = TempDir::new("drop-writes", &format!("{kind}-close"));
                 let path = dir.0.join("f");
                 let (ours, theirs) = tcp_pair();
                 let peer = reader(theirs);

@@ -31,7 +31,7 @@ fn nul_path(dir: &TempDir) -> PathBuf {
 fn open_missing_file_is_not_found() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("missing-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("missing-{kind}"));
         run(kind, async {
             let e = File::open(dir.join("nope")).await.unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -49,7 +49,7 @@ fn open_missing_file_is_not_found() {
 fn create_new_on_existing_file_is_already_exists() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("create-new-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("create-new-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             let f = File::options()
@@ -74,7 +74,7 @@ fn create_new_on_existing_file_is_already_exists() {
 fn write_and_read_at_positions() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("rw-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("rw-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             let f = File::create(&path).await.unwrap();
@@ -114,7 +114,7 @@ fn write_and_read_at_positions() {
 fn read_exact_at_past_eof_is_unexpected_eof() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("eof-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("eof-{kind}"));
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         run(kind, async {
@@ -135,7 +135,7 @@ fn read_exact_at_past_eof_is_unexpected_eof() {
 fn interior_nul_is_invalid_input() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("nul-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("nul-{kind}"));
         let bad = nul_path(&dir);
         let good = dir.join("good");
         std::fs::write(&good, b"x").unwrap();
@@ -174,7 +174,7 @@ fn interior_nul_is_invalid_input() {
 fn open_options_behave_like_std() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("options-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("options-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             // Contradictions fail before touching the file system.
@@ -258,7 +258,7 @@ fn open_options_behave_like_std() {
 fn readv_writev_round_trip() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("vectored-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("vectored-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             let f = OpenOptions::new()
@@ -294,7 +294,7 @@ fn readv_writev_round_trip() {
 fn fallocate_grows_and_set_len_resizes() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("fallocate-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("fallocate-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             let f = OpenOptions::new()
@@ -334,7 +334,7 @@ fn fallocate_grows_and_set_len_resizes() {
 fn metadata_fields_match_std() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("metadata-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("metadata-{kind}"));
         let path = dir.join("f");
         let link = dir.join("link");
         std::fs::write(&path, vec![7u8; 12345]).unwrap();
@@ -384,7 +384,7 @@ fn metadata_fields_match_std() {
 fn directories_rename_and_remove() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("dirs-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("dirs-{kind}"));
         run(kind, async {
             let a = dir.join("a");
             fs::create_dir(&a).await.unwrap();
@@ -446,7 +446,7 @@ fn directories_rename_and_remove() {
 fn read_and_write_helpers() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("helpers-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("helpers-{kind}"));
         let path = dir.join("f");
         run(kind, async {
             fs::write(&path, String::from("first version, longer"))
@@ -471,7 +471,7 @@ fn read_and_write_helpers() {
 fn copy_of_a_1mib_random_file_matches() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("copy-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("copy-{kind}"));
         let src = dir.join("src");
         let dst = dir.join("dst");
         let data = random_bytes((1 << 20) + 123, 0x5eed);

@@ -45,7 +45,7 @@ fn fd_count_after_runtime_drop(kind: DriverKind, expected: usize) -> usize {
 fn std_conversions_and_raw_fds() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("std-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("std-{kind}"));
         let path = dir.join("f");
         std::fs::write(&path, b"std").unwrap();
         let std_file = std::fs::File::open(&path).unwrap();
@@ -107,7 +107,7 @@ async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 fn dropped_open_futures_leak_no_fd() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("cancel-open-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("cancel-open-{kind}"));
         let path = dir.join("f");
         std::fs::write(&path, b"x").unwrap();
         let before_rt = fd_count();
@@ -165,7 +165,7 @@ fn open_future_dropped_after_completion_closes_its_fd_at_once() {
     );
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("cancel-open-reaped-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("cancel-open-reaped-{kind}"));
         let path = dir.join("f");
         std::fs::write(&path, b"x").unwrap();
         run(kind, async {
@@ -191,7 +191,7 @@ fn open_future_dropped_after_completion_closes_its_fd_at_once() {
 fn dropped_file_is_closed_on_the_same_tick() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("drop-close-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("drop-close-{kind}"));
         let path = dir.join("f");
         std::fs::write(&path, b"x").unwrap();
         let before_rt = fd_count();
@@ -259,7 +259,7 @@ fn dropped_file_is_closed_on_the_same_tick() {
 #[test]
 fn operations_outside_a_runtime_fail_cleanly() {
     let _g = lock();
-    let dir = TempDir::new("no-runtime");
+    let dir = TempDir::new("fs-test", "no-runtime");
     let path = dir.join("f");
     std::fs::write(&path, b"x").unwrap();
     // Polled with no runtime on the thread: an error, not a panic or a hang.
@@ -276,7 +276,7 @@ fn operations_outside_a_runtime_fail_cleanly() {
 #[test]
 fn close_that_never_reaches_a_ring_still_closes_the_fd() {
     let _g = lock();
-    let dir = TempDir::new("close-no-runtime");
+    let dir = TempDir::new("fs-test", "close-no-runtime");
     let path = dir.join("f");
     std::fs::write(&path, b"x").unwrap();
     let file = File::from_std(std::fs::File::open(&path).unwrap());
@@ -297,7 +297,7 @@ fn close_that_never_reaches_a_ring_still_closes_the_fd() {
 #[test]
 fn close_op_dropped_before_it_is_polled_still_closes_the_fd() {
     let _g = lock();
-    let dir = TempDir::new("close-unpolled");
+    let dir = TempDir::new("fs-test", "close-unpolled");
     let path = dir.join("f");
     std::fs::write(&path, b"x").unwrap();
     let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&path).unwrap());

@@ -14,10 +14,8 @@ use hoop_test_support as common;
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -55,47 +53,19 @@ async fn limit<F: Future>(f: F) -> F::Output {
         .expect("test body timed out")
 }
 
-/// A directory of its own under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+use hoop_test_support::TempDir;
 
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "hoop-fs-fixed-{}-{tag}-{:?}-{n}",
-            std::process::id(),
-            current_driver()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl TempDir {
-    /// Open fds of this process that refer to files in this directory. Counting only these
-    /// (rather than every entry of /proc/self/fd) keeps the check exact while other tests
-    /// start and stop runtimes, whose fds come and go concurrently.
-    fn open_fds(&self) -> usize {
-        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-            return 0;
-        };
-        entries
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|target| target.starts_with(&self.0))
-            .count()
-    }
+/// Open fds of this process that refer to files in `dir`. Counting only these (rather than
+/// every entry of /proc/self/fd) keeps the check exact while other tests start and stop
+/// runtimes, whose fds come and go concurrently.
+fn open_fds(dir: &TempDir) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(&dir.0))
+        .count()
 }
 
 /// Waits (bounded, 5 s) until `cond` holds; returns whether it did.
@@ -154,7 +124,7 @@ async fn open_direct(path: &std::path::Path) -> Option<File> {
 #[hoop::test]
 async fn o_direct_round_trip_with_aligned_buf() {
     limit(async {
-        let dir = TempDir::new("direct");
+        let dir = TempDir::new("fs-fixed", "direct");
         let path = dir.join("data");
         let Some(file) = open_direct(&path).await else {
             return;
@@ -213,9 +183,9 @@ async fn o_direct_round_trip_with_aligned_buf() {
 #[hoop::test]
 async fn register_reads_and_writes_through_the_slot() {
     limit(async {
-        let dir = TempDir::new("register");
+        let dir = TempDir::new("fs-fixed", "register");
         let path = dir.join("f");
-        let before = dir.open_fds();
+        let before = open_fds(&dir);
         let file = File::options()
             .read(true)
             .write(true)
@@ -233,14 +203,14 @@ async fn register_reads_and_writes_through_the_slot() {
         if expect {
             assert_eq!(driver().fixed_files_in_use(), 1);
             // The duplicate fd was closed once the slot held the file.
-            assert_eq!(dir.open_fds(), before + 1);
+            assert_eq!(open_fds(&dir), before + 1);
         } else {
             let e = fixed.fallback_reason().unwrap();
             if kind() == DriverKind::Epoll {
                 assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
             }
             // The fallback keeps the duplicate.
-            assert_eq!(dir.open_fds(), before + 2);
+            assert_eq!(open_fds(&dir), before + 2);
         }
 
         // write_all_at / read_exact_at, both ways between File and FixedFile.
@@ -296,9 +266,9 @@ async fn register_reads_and_writes_through_the_slot() {
 
         fixed.close().await.unwrap();
         assert_eq!(driver().fixed_files_in_use(), 0, "close frees the slot");
-        assert_eq!(dir.open_fds(), before + 1, "only the File is left");
+        assert_eq!(open_fds(&dir), before + 1, "only the File is left");
         file.close().await.unwrap();
-        assert_eq!(dir.open_fds(), before);
+        assert_eq!(open_fds(&dir), before);
     })
     .await
 }
@@ -309,30 +279,30 @@ async fn register_reads_and_writes_through_the_slot() {
 #[hoop::test]
 async fn into_fixed_closes_the_fd_and_drop_frees_the_slot() {
     limit(async {
-        let dir = TempDir::new("into");
+        let dir = TempDir::new("fs-fixed", "into");
         let path = dir.join("f");
         std::fs::write(&path, b"into fixed").unwrap();
         let expect = expect_fixed();
-        let before = dir.open_fds();
+        let before = open_fds(&dir);
 
         let file = File::open(&path).await.unwrap();
-        assert_eq!(dir.open_fds(), before + 1);
+        assert_eq!(open_fds(&dir), before + 1);
         let fixed = file.into_fixed().await.unwrap();
         assert_eq!(fixed.is_fixed(), expect);
         if expect {
-            assert_eq!(dir.open_fds(), before, "into_fixed closed the fd");
+            assert_eq!(open_fds(&dir), before, "into_fixed closed the fd");
             assert_eq!(driver().fixed_files_in_use(), 1);
         } else {
-            assert_eq!(dir.open_fds(), before + 1, "the fallback keeps the fd");
+            assert_eq!(open_fds(&dir), before + 1, "the fallback keeps the fd");
         }
         let (res, buf) = fixed.read_at(Vec::with_capacity(64), 0).await;
         assert_eq!(&buf[..res.unwrap()], b"into fixed");
         drop(fixed);
         assert!(
-            wait_until(|| driver().fixed_files_in_use() == 0 && dir.open_fds() == before).await,
+            wait_until(|| driver().fixed_files_in_use() == 0 && open_fds(&dir) == before).await,
             "dropped FixedFile: {} slots in use, {} fds (expected {before})",
             driver().fixed_files_in_use(),
-            dir.open_fds()
+            open_fds(&dir)
         );
 
         // Many at once: each gets its own slot, and all are freed.
@@ -347,14 +317,14 @@ async fn into_fixed_closes_the_fd_and_drop_frees_the_slot() {
             slots.dedup();
             assert_eq!(slots.len(), 20, "distinct slots");
             assert_eq!(driver().fixed_files_in_use(), 20);
-            assert_eq!(dir.open_fds(), before);
+            assert_eq!(open_fds(&dir), before);
         }
         drop(all);
         assert!(
-            wait_until(|| driver().fixed_files_in_use() == 0 && dir.open_fds() == before).await,
+            wait_until(|| driver().fixed_files_in_use() == 0 && open_fds(&dir) == before).await,
             "20 dropped FixedFiles: {} slots in use, {} fds (expected {before})",
             driver().fixed_files_in_use(),
-            dir.open_fds()
+            open_fds(&dir)
         );
 
         // register: the File stays; dropping the FixedFile frees the slot (or the duplicate).
@@ -362,7 +332,7 @@ async fn into_fixed_closes_the_fd_and_drop_frees_the_slot() {
         let fixed = file.register().await.unwrap();
         drop(fixed);
         assert!(
-            wait_until(|| driver().fixed_files_in_use() == 0 && dir.open_fds() == before + 1).await,
+            wait_until(|| driver().fixed_files_in_use() == 0 && open_fds(&dir) == before + 1).await,
             "dropped registered file"
         );
         let (res, buf) = file.read_at(Vec::with_capacity(64), 0).await;
@@ -381,14 +351,14 @@ async fn into_fixed_closes_the_fd_and_drop_frees_the_slot() {
             }
         }
         assert!(
-            wait_until(|| driver().fixed_files_in_use() == 0 && dir.open_fds() == before + 1).await,
+            wait_until(|| driver().fixed_files_in_use() == 0 && open_fds(&dir) == before + 1).await,
             "dropped register future: {} slots in use, {} fds (expected {})",
             driver().fixed_files_in_use(),
-            dir.open_fds(),
+            open_fds(&dir),
             before + 1
         );
         file.close().await.unwrap();
-        assert_eq!(dir.open_fds(), before);
+        assert_eq!(open_fds(&dir), before);
     })
     .await
 }
@@ -401,7 +371,7 @@ async fn many_concurrent_reads_through_one_fixed_file() {
         const TASKS: usize = 32;
         const READS: usize = 50;
         const BLOCKS: usize = 64;
-        let dir = TempDir::new("concurrent");
+        let dir = TempDir::new("fs-fixed", "concurrent");
         let path = dir.join("f");
         let data = Rc::new(random_bytes(BLOCKS * BLOCK, 42));
         std::fs::write(&path, &data[..]).unwrap();
@@ -464,11 +434,11 @@ fn fallback_on_an_iopoll_ring_still_works() {
         );
         return;
     }
-    let dir = TempDir::new("iopoll");
+    let dir = TempDir::new("fs-fixed", "iopoll");
     let path = dir.join("f");
     let data = random_bytes(4 * BLOCK, 9);
     std::fs::write(&path, &data).unwrap();
-    let before = dir.open_fds();
+    let before = open_fds(&dir);
     let outcome = common::bounded(60, move || {
         let rt = match common::builder(DriverKind::Uring).iopoll(true).build() {
             Ok(rt) => rt,
@@ -520,7 +490,7 @@ fn fallback_on_an_iopoll_ring_still_works() {
     if let Err(reason) = outcome {
         common::skip(DriverKind::Uring, &format!("IOPOLL fallback: {reason}"));
     }
-    assert_eq!(dir.open_fds(), before, "no fd leaked");
+    assert_eq!(open_fds(&dir), before, "no fd leaked");
 }
 
 /// An operation on a slot the table does not hold (io_uring), or on any slot on the epoll

@@ -21,7 +21,7 @@ fn openat2_resolve_beneath_keeps_paths_inside() {
     use std::ffi::CString;
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("openat2-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("openat2-{kind}"));
         std::fs::create_dir(dir.join("root")).unwrap();
         std::fs::write(dir.join("root/in.txt"), b"inside").unwrap();
         std::fs::write(dir.join("out.txt"), b"outside").unwrap();
@@ -75,7 +75,7 @@ fn splice_moves_file_bytes_through_a_pipe_to_a_socket() {
     use std::os::fd::OwnedFd;
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("splice-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("splice-{kind}"));
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 253) as u8).collect();
         std::fs::write(dir.join("f"), &data).unwrap();
         let file = std::fs::File::open(dir.join("f")).unwrap();

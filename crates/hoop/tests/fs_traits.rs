@@ -56,7 +56,7 @@ enum Step {
 fn traits_copy_with_non_default_buffer_sizes_gives_identical_bytes() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-copy-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-copy-{kind}"));
         let data = random_bytes((1 << 20) + 123, 0x7ea);
         std::fs::write(dir.join("src"), &data).unwrap();
         for (from_size, to_size) in [(12_345, 5_000), (3 << 20, 4096)] {
@@ -124,7 +124,7 @@ fn traits_reads_writes_and_seeks_match_std() {
     ];
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-seq-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-seq-{kind}"));
         let data = random_bytes(200_000, 0x5e9);
         for size in [None, Some(4096), Some(70_001)] {
             let (ours, theirs) = (dir.join("ours"), dir.join("theirs"));
@@ -192,7 +192,7 @@ fn traits_reads_writes_and_seeks_match_std() {
 fn dropped_write_futures_with_staging_lose_and_duplicate_nothing() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-drop-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-drop-{kind}"));
         let data = random_bytes(300_000, 0xd0);
         let path = dir.join("f");
         let dropped = run(kind, async {
@@ -230,7 +230,7 @@ fn dropped_write_futures_with_staging_lose_and_duplicate_nothing() {
 fn set_max_buf_size_zero_is_taken_as_one() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-zero-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-zero-{kind}"));
         let data = random_bytes(3000, 0x2e);
         let path = dir.join("f");
         run(kind, async {
@@ -266,7 +266,7 @@ fn tokio_seek_and_copy() {
     use tokio::io::{AsyncReadExt as TokioRead, AsyncSeekExt as TokioSeek};
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-tokio-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-tokio-{kind}"));
         let data = random_bytes(500_000, 0x70);
         std::fs::write(dir.join("src"), &data).unwrap();
         run(kind, async {
@@ -300,7 +300,7 @@ fn tokio_seek_and_copy() {
 fn failed_write_behind_reports_once_and_drops_the_staged_bytes() {
     let _g = lock();
     each_driver(|kind| {
-        let dir = TempDir::new(&format!("traits-err-{kind}"));
+        let dir = TempDir::new("fs-test", &format!("traits-err-{kind}"));
         let path = dir.join("f");
         let data = random_bytes(50_000, 0xe1);
         std::fs::write(&path, &data).unwrap();

@@ -9,9 +9,8 @@ use hoop_test_support::{fd_count, resets};
 
 use std::io;
 use std::net::Shutdown;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::time::Duration;
 
@@ -22,34 +21,7 @@ use hoop::time::sleep;
 mod net_common;
 use net_common::*;
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "hoop-net-{tag}-{}-{nanos}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&dir).unwrap();
-        TempDir(dir)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use hoop_test_support::TempDir;
 
 /// Echoes until end of stream, then closes.
 async fn echo_unix(s: UnixStream) -> io::Result<usize> {
@@ -102,10 +74,10 @@ async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> io::Result<Vec<u8>
 
 #[test]
 fn unix_stream_echo_via_listener() {
-    let dir = TempDir::new("echo");
+    let dir = TempDir::new("net-unix", "echo");
     each_driver(|kind| {
         // A path per driver: the first run's socket file stays (nothing unlinks it).
-        let path = dir.path(&format!("echo-{kind}.sock"));
+        let path = dir.join(&format!("echo-{kind}.sock"));
         run(kind, async {
             let l = UnixListener::bind(&path).await.unwrap();
             assert_eq!(l.local_addr().unwrap().as_pathname(), Some(path.as_path()));
@@ -146,7 +118,7 @@ fn unix_stream_echo_via_listener() {
             }
             stop.cancel();
             assert_echoed(server.await.unwrap(), sent, retried);
-            let e = UnixStream::connect(dir.path("nobody.sock"))
+            let e = UnixStream::connect(dir.join("nobody.sock"))
                 .await
                 .unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -186,12 +158,12 @@ fn unix_stream_pair_echo() {
 
 #[test]
 fn unix_datagram_round_trips() {
-    let dir = TempDir::new("dgram");
+    let dir = TempDir::new("net-unix", "dgram");
     each_driver(|kind| {
         // Paths per driver: the first run's socket files stay (nothing unlinks them).
         let (pa, pb) = (
-            dir.path(&format!("a-{kind}.sock")),
-            dir.path(&format!("b-{kind}.sock")),
+            dir.join(&format!("a-{kind}.sock")),
+            dir.join(&format!("b-{kind}.sock")),
         );
         run(kind, async {
             let a = UnixDatagram::bind(&pa).unwrap();
@@ -230,9 +202,9 @@ fn unix_datagram_round_trips() {
 #[test]
 fn unix_dropped_accept_leaks_no_fd() {
     const ROUNDS: usize = 50;
-    let dir = TempDir::new("cancel");
+    let dir = TempDir::new("net-unix", "cancel");
     each_driver(|kind| {
-        let path = dir.path(&format!("cancel-{kind}.sock"));
+        let path = dir.join(&format!("cancel-{kind}.sock"));
         run(kind, async {
             let baseline = fd_count();
             let l = UnixListener::bind(&path).await.unwrap();

@@ -8,8 +8,6 @@ use hoop_test_support as common;
 use hoop_test_support::resets;
 
 use std::io::{self, Read};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// What the peer read, checked against what was sent: every byte, then the end of the
@@ -38,26 +36,7 @@ pub fn prefix_then_end(got: &[u8], want: &[u8], what: &str) -> io::Result<()> {
 
 pub const FILE_BYTES: usize = 300_000;
 
-/// A directory of its own under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("hoop-drop-writes-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use hoop_test_support::TempDir;
 
 /// Deterministic pseudo-random bytes (xorshift64*), different for each seed.
 pub fn bytes(len: usize, seed: u64) -> Vec<u8> {
