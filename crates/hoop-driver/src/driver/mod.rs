@@ -190,7 +190,12 @@ impl Driver {
         // An invalid `HOOP_KERNEL_LEVEL` starts no driver (not even `Auto`'s fallback).
         crate::level::check().map_err(SetupError::invalid_level)?;
         let (engine, kind) = match cfg.driver {
-            DriverKind::Uring => (Engine::Uring(Uring::new(cfg)?), DriverKind::Uring),
+            DriverKind::Uring => {
+                // A driver named by its caller gets no injected setup failure: it would only
+                // fail the caller, never exercise a fallback (`Auto` is where that is tested).
+                let _named = crate::fault::opt_out_quietly(&["setup"]);
+                (Engine::Uring(Uring::new(cfg)?), DriverKind::Uring)
+            }
             DriverKind::Epoll => (Engine::Epoll(Epoll::new(cfg)?), DriverKind::Epoll),
             DriverKind::Auto => match Uring::new(cfg) {
                 Ok(u) => (Engine::Uring(u), DriverKind::Uring),

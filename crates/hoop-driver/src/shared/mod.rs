@@ -201,7 +201,14 @@ impl RingsBuilder {
         };
         let mut rings = Vec::new();
         while rings.len() < self.rings {
-            match Ring::new(&cfg(self.iopoll && driver == DriverKind::Uring, driver)) {
+            // A ring of an `Auto` set is told so: it is the one an injected setup failure may
+            // hit (its fallback is what the injection tests).
+            let asked = if self.driver == DriverKind::Auto && driver == DriverKind::Uring {
+                DriverKind::Auto
+            } else {
+                driver
+            };
+            match Ring::new(&cfg(self.iopoll && driver == DriverKind::Uring, asked)) {
                 Ok(r) => rings.push(Arc::new(r)),
                 Err(e) if self.driver == DriverKind::Auto && driver == DriverKind::Uring => {
                     let reason = e.to_string();

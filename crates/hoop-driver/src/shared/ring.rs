@@ -214,7 +214,13 @@ impl Ring {
                 e.set_transient_fds();
                 Engine::Epoll(e)
             }
-            _ => Engine::Uring(Uring::new(cfg)?),
+            kind => {
+                // As `Driver::new`: a set whose caller named io_uring gets no injected setup
+                // failure (`Auto`'s fallback is where one is tested).
+                let _named =
+                    (kind == DriverKind::Uring).then(|| crate::fault::opt_out_quietly(&["setup"]));
+                Engine::Uring(Uring::new(cfg)?)
+            }
         };
         let (wait_fd, kick_fd, kind, iopoll, setup_flags) = match &engine {
             Engine::Uring(u) => (

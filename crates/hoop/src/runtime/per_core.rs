@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use hoop_driver::ShutdownReport;
 
@@ -48,31 +48,100 @@ where
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let f = Arc::new(f);
     let signals = crate::signal::PerCoreSignals::block()?;
-    let handles: Vec<_> = (0..threads.max(1))
+    // Every thread sets up its runtime before `f` runs on any: if one cannot (its ring
+    // refused, `Builder` errors), none runs `f` and the call returns that thread's error,
+    // rather than serving short of a thread, or waiting for ever on servers that never end.
+    let start = Arc::new(StartGate::default());
+    let threads = threads.max(1);
+    let handles: Vec<_> = (0..threads)
         .map(|i| {
             let f = f.clone();
+            let start = start.clone();
             let exit = signals.exit_notice();
             // Fault opt-outs (test builds only) carry to the threads started here.
             let opted_out = crate::fault::opted_out();
             std::thread::Builder::new().name(format!("hoop-{i}")).spawn(
-                move || -> io::Result<(Fut::Output, ShutdownReport)> {
+                move || -> io::Result<Option<(Fut::Output, ShutdownReport)>> {
                     let _exit = exit;
                     let _faults = crate::fault::opt_out_inherited(opted_out);
                     let _ = pin_to_cpu(i % cpus);
-                    let rt = Runtime::new()?;
+                    let rt = match Runtime::new() {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            start.report(false);
+                            return Err(e);
+                        }
+                    };
+                    if !start.report_and_wait(threads) {
+                        return Ok(None);
+                    }
                     let output = rt.block_on(f(i));
-                    Ok((output, rt.shutdown()))
+                    Ok(Some((output, rt.shutdown())))
                 },
             )
         })
         .collect::<io::Result<_>>()?;
-    signals.serve_until_exited(handles.len());
+    if start.wait_all(threads) {
+        signals.serve_until_exited(handles.len());
+    }
     let mut out = Vec::with_capacity(handles.len());
+    let mut failed = None;
     for h in handles {
         match h.join() {
-            Ok(r) => out.push(r?),
+            Ok(Ok(Some(r))) => out.push(r),
+            // Stopped before `f`: another thread's runtime could not start.
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                failed.get_or_insert(e);
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         }
     }
-    Ok(out)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// The threads of [`run_per_core_reports`] each report whether their runtime started; `f`
+/// runs once all did, on none if one did not.
+#[derive(Default)]
+struct StartGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    started: usize,
+    failed: bool,
+}
+
+impl StartGate {
+    /// This thread's runtime started (`ok`) or could not.
+    fn report(&self, ok: bool) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if ok {
+            s.started += 1;
+        } else {
+            s.failed = true;
+        }
+        self.changed.notify_all();
+    }
+
+    /// Reports a started runtime, then waits until all `threads` started (`true`) or one
+    /// failed (`false`).
+    fn report_and_wait(&self, threads: usize) -> bool {
+        self.report(true);
+        self.wait_all(threads)
+    }
+
+    /// Waits until all `threads` started (`true`) or one failed (`false`).
+    fn wait_all(&self, threads: usize) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while !s.failed && s.started < threads {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        !s.failed
+    }
 }
