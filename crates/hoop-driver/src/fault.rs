@@ -206,6 +206,17 @@ fn current_plan() -> Option<Plan> {
     THREAD_PLAN.with(Cell::get).or_else(env_plan)
 }
 
+/// For a driver its caller named (io_uring, not `Auto`): an opt-out of `setup` while it is
+/// set up, unless the plan lists its kinds (`kinds=setup`, a test of the setup errors
+/// themselves). Under a plan of every kind a named driver would only fail its caller on an
+/// injected setup failure; `Auto`'s fallback to epoll is where that kind is tested.
+pub(crate) fn spare_named_setup() -> Option<OptOut> {
+    match current_plan() {
+        Some(plan) if plan.kinds == ALL_BITS => Some(opt_out_quietly(&["setup"])),
+        _ => None,
+    }
+}
+
 /// Whether faults are being injected: the `fault-injection` feature is compiled in and a plan
 /// is set (`HOOP_FAULTS`, or [`set_thread_plan`] on this thread).
 pub fn enabled() -> bool {

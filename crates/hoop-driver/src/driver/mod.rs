@@ -191,9 +191,9 @@ impl Driver {
         crate::level::check().map_err(SetupError::invalid_level)?;
         let (engine, kind) = match cfg.driver {
             DriverKind::Uring => {
-                // A driver named by its caller gets no injected setup failure: it would only
-                // fail the caller, never exercise a fallback (`Auto` is where that is tested).
-                let _named = crate::fault::opt_out_quietly(&["setup"]);
+                // A driver named by its caller gets no injected setup failure from a plan of
+                // every kind: it would only fail the caller (`Auto` is where it is tested).
+                let _named = crate::fault::spare_named_setup();
                 (Engine::Uring(Uring::new(cfg)?), DriverKind::Uring)
             }
             DriverKind::Epoll => (Engine::Epoll(Epoll::new(cfg)?), DriverKind::Epoll),
