@@ -66,7 +66,7 @@ fn router_on_hoops_runtime() {
     common::each_driver(|kind| {
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-        let server = std::thread::spawn(move || {
+        let server = common::spawn(move || {
             let rt = common::builder(kind).build().unwrap();
             rt.block_on(async move {
                 let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -24,7 +24,8 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(Response::new(Full::new(body)))
 }
 
-/// A server on its own thread and runtime of `kind`: every connection served by `serve`.
+/// A server on its own thread (carrying the test's fault opt-outs) and runtime of `kind`:
+/// every connection served by `serve`.
 fn server<F, Fut>(kind: hoop::DriverKind, serve: F) -> (std::net::SocketAddr, impl FnOnce())
 where
     F: Fn(TcpStream) -> Fut + Send + 'static,
@@ -32,7 +33,7 @@ where
 {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = futures::channel::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
+    let thread = common::spawn(move || {
         let rt = common::builder(kind).build().unwrap();
         rt.block_on(async move {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

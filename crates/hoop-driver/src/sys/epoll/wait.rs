@@ -56,21 +56,36 @@ impl Epoll {
     pub(super) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.events.clear();
         let cap = self.events.capacity() as i32;
-        self.table.counters.enter_calls += 1;
-        let n = if self.faults.active() && self.faults.fire(Fault::Eintr) {
-            // Injected: the wait was interrupted by a signal before any event.
-            // SAFETY: sets errno, a thread-local int, for the EINTR path below.
-            unsafe { *libc::__errno_location() = libc::EINTR };
-            -1
-        } else {
-            self.epoll_wait(cap, timeout)
-        };
-        if n < 0 {
+        // A wait a signal interrupted is tried again at once, without blocking (up to a few
+        // times): what is ready now is collected on this turn. A caller that waits for the
+        // epoll fd's own readiness (the shared rings' reactor path, edge-triggered) would
+        // otherwise have consumed the edge and never see those events again.
+        let mut timeout = timeout;
+        let mut interrupted = 0;
+        let n = loop {
+            self.table.counters.enter_calls += 1;
+            let n = if self.faults.active() && self.faults.fire(Fault::Eintr) {
+                // Injected: the wait was interrupted by a signal before any event.
+                // SAFETY: sets errno, a thread-local int, for the EINTR path below.
+                unsafe { *libc::__errno_location() = libc::EINTR };
+                -1
+            } else {
+                self.epoll_wait(cap, timeout)
+            };
+            if n >= 0 {
+                break n;
+            }
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINTR) {
                 return Err(e);
             }
-        } else {
+            interrupted += 1;
+            if interrupted >= 8 {
+                break -1;
+            }
+            timeout = Some(Duration::ZERO);
+        };
+        if n >= 0 {
             // SAFETY: epoll_wait initialized `n` events.
             unsafe { self.events.set_len(n as usize) };
         }
