@@ -10,7 +10,8 @@
 mod support;
 
 use hoop_test_support as common;
-use std::io::{Read, Write};
+use hoop_test_support::ReadRetry as _;
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,7 +80,7 @@ fn serve(mut s: TcpStream, behaviour: Behaviour) {
     let _ = s.set_nodelay(true);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = match s.read(&mut buf) {
+        let n = match s.read_retry(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };

@@ -11,6 +11,7 @@ mod echo_server;
 mod support;
 
 use echo_server::*;
+use hoop_test_support::ReadRetry as _;
 
 use hoop_test_support::resets;
 use std::cell::Cell;
@@ -233,7 +234,7 @@ fn survives_misbehaving_clients(extra: &[&str]) {
     support::exchange("a half-close without a byte", addr, |s| {
         s.shutdown(Shutdown::Write)?;
         let mut buf = [0u8; 16];
-        match s.read(&mut buf)? {
+        match s.read_retry(&mut buf)? {
             0 => Ok(()),
             n => Err(support::wrong(format!(
                 "{n} bytes instead of end of stream"

@@ -15,6 +15,7 @@
 mod support;
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -163,7 +164,7 @@ impl Server {
         let keep = stderr.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 1024];
-            while let Ok(n) = err.read(&mut buf) {
+            while let Ok(n) = err.read_retry(&mut buf) {
                 if n == 0 {
                     break;
                 }

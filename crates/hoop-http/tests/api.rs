@@ -9,9 +9,10 @@
 //! a scenario whose subject is one server's connections and counts runs again on a new server.
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 mod serve;
 use serve::{spawn_server_for, THREAD_TIMEOUT};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -203,7 +204,7 @@ fn cancelling_the_token_lets_the_response_in_flight_finish() {
                 assert_eq!((stats.requests, stats.cut_off), (1, 0), "{kind}: {stats:?}");
                 // The connection ends after its response, and nothing listens any more.
                 let mut byte = [0u8; 1];
-                assert!(matches!(s.read(&mut byte), Ok(0) | Err(_)), "{kind}");
+                assert!(matches!(s.read_retry(&mut byte), Ok(0) | Err(_)), "{kind}");
                 assert!(
                     TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err(),
                     "{kind}"
@@ -280,7 +281,7 @@ fn idle_keep_alive_connections_are_closed_when_serve_returns() {
                 // `serve` returned; its runtime still runs (until `hold`).
                 for (what, s) in [("keep-alive", &mut idle), ("silent", &mut silent)] {
                     let mut byte = [0u8; 1];
-                    let got = s.read(&mut byte);
+                    let got = s.read_retry(&mut byte);
                     assert!(
                         matches!(got, Ok(0)),
                         "{kind}: the {what} connection reads end of stream, not {got:?}"

@@ -7,6 +7,7 @@
 
 mod serve;
 mod site;
+use hoop_test_support::ReadRetry as _;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ const NOT_BEFORE: Duration = Duration::from_millis(250);
 /// any bytes or a timeout fail the test.
 fn closed(s: &mut TcpStream) -> io::Result<()> {
     let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
+    match s.read_retry(&mut buf) {
         Ok(0) => Ok(()),
         Err(e) if resets::is_reset(&e) => Ok(()),
         other => panic!("expected the server to close, got {other:?}"),
@@ -208,7 +209,7 @@ fn max_conns(kind: DriverKind) {
         let mut extra = try_connect(server.addr)?;
         let _ = extra.write_all(b"GET /a.txt HTTP/1.1\r\n\r\n");
         let mut buf = [0u8; 64];
-        match extra.read(&mut buf) {
+        match extra.read_retry(&mut buf) {
             Ok(0) => {}
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
             Ok(_) => {

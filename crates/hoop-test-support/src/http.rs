@@ -9,6 +9,7 @@
 //! to run the exchange again on a new connection; [`exchange`], [`exchange_until_closed`]
 //! and [`Client`] do that themselves. The functions without `try_` fail the test on them.
 
+use crate::ReadRetry as _;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -143,7 +144,7 @@ pub fn try_read_head(s: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
+        match s.read_retry(&mut byte) {
             Ok(1) => head.push(byte[0]),
             Ok(_) => {
                 return Err(crate::resets::closed_early(&format!(
@@ -201,7 +202,7 @@ pub fn parse_head(head: &[u8]) -> Response {
 /// The server closed `s`: end of stream or a reset.
 pub fn assert_closed(s: &mut TcpStream) {
     let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
+    match s.read_retry(&mut buf) {
         Ok(0) => {}
         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
         other => panic!("expected the server to close, got {other:?}"),
@@ -342,7 +343,7 @@ pub fn try_read_to_close(s: &mut impl Read, head_only: bool) -> io::Result<(Resp
     let mut buf = [0u8; 16 * 1024];
     let mut ended = None;
     while got.len() < MAX_TO_CLOSE {
-        match s.read(&mut buf) {
+        match s.read_retry(&mut buf) {
             Ok(0) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

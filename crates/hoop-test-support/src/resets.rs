@@ -50,6 +50,11 @@ pub fn closed_early(what: &str) -> io::Error {
 
 /// The decision after one failed attempt: retry (and count it), or fail the test.
 fn after_failure(what: &str, attempt: u32, e: io::Error) {
+    // A blocked socket call with a timeout fails with EINTR when any signal wakes its thread
+    // (see `ReadRetry`): nothing happened, so the exchange goes again, injected faults or not.
+    if attempt < MAX_RETRIES && e.kind() == io::ErrorKind::Interrupted {
+        return;
+    }
     if attempt < MAX_RETRIES && is_reset(&e) && injected() {
         RETRIED.fetch_add(1, Ordering::Relaxed);
         return;

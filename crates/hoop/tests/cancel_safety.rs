@@ -10,6 +10,7 @@
 //! on over a new connection from the byte where a reset cut it (`resets::Resumed`), every
 //! byte checked in order on each connection; a reset is an error there, never a silent loss.
 
+use hoop_test_support::ReadRetry as _;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,7 +52,7 @@ fn connecting_clients(
             resets::retry(&format!("client {i} of {n}"), |_| {
                 let mut s = connect()?;
                 let mut b = [0u8; 1];
-                match s.read(&mut b)? {
+                match s.read_retry(&mut b)? {
                     1 => Ok(()),
                     _ => Err(resets::closed_early("its byte")),
                 }

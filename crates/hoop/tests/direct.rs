@@ -3,6 +3,7 @@
 //! On the epoll driver `incoming_direct` falls back to plain sockets.
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 use hoop_test_support::{resets, serial};
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, IntoRawFd};
@@ -360,7 +361,7 @@ fn dropped_incoming_direct_leaks_no_slot() {
         for mut c in clients {
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut b = [0u8; 1];
-            match c.read(&mut b) {
+            match c.read_retry(&mut b) {
                 Ok(0) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
                 // A leaked slot keeps the connection open: the read times out.

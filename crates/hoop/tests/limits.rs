@@ -6,8 +6,9 @@
 //! `incoming_direct()` (on io_uring the ring's file table is sized by the lowered limit).
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Duration;
 
@@ -80,7 +81,7 @@ enum Seen {
 fn seen(c: &mut std::net::TcpStream) -> Seen {
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut b = [0u8; 2];
-    match c.read(&mut b) {
+    match c.read_retry(&mut b) {
         Ok(2) if &b == b"hi" => Seen::Served,
         Ok(0) => Seen::Refused,
         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Seen::Refused,

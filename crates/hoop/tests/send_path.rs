@@ -13,6 +13,7 @@
 
 use hoop_test_support as common;
 use hoop_test_support::resets;
+use hoop_test_support::ReadRetry as _;
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -120,7 +121,7 @@ fn peer_reader(
         let mut got = Vec::new();
         let mut chunk = vec![0u8; 8 * 1024];
         loop {
-            let n = s.read(&mut chunk)?;
+            let n = s.read_retry(&mut chunk)?;
             if n == 0 {
                 return Ok(got);
             }
@@ -444,7 +445,7 @@ fn unflushed_request_goes_out_while_the_reader_waits() {
                 std::io::Write::write_all(&mut peer, b"reply")?;
                 // Held until the client has read the reply.
                 let mut end = [0u8; 1];
-                let _ = peer.read(&mut end);
+                let _ = peer.read_retry(&mut end);
                 Ok(got)
             });
             let rt = common::runtime(kind);

@@ -5,6 +5,7 @@
 
 use hoop_test_support as common;
 use hoop_test_support::fd_count;
+use hoop_test_support::ReadRetry as _;
 use std::cell::Cell;
 use std::io::Read;
 use std::net::SocketAddr;
@@ -120,7 +121,7 @@ fn read_and_check(mut c: std::net::TcpStream) -> usize {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0;
     loop {
-        let n = c.read(&mut buf).expect("client read (10 s timeout)");
+        let n = c.read_retry(&mut buf).expect("client read (10 s timeout)");
         if n == 0 {
             return total;
         }

@@ -5,9 +5,10 @@
 //! in flight, so they run one at a time (`common::serial`).
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -180,7 +181,7 @@ fn std_echo() -> (std::net::SocketAddr, EchoServer) {
             peers.push(std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
                 loop {
-                    match s.read(&mut buf) {
+                    match s.read_retry(&mut buf) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => {
                             if s.write_all(&buf[..n]).is_err() {

@@ -4,10 +4,11 @@
 //! and slots in flight, so they run one at a time (`common::serial`).
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -314,7 +315,7 @@ fn operations_first_polled_on_a_thread_that_exits_deliver_and_drop_cleanly() {
         drop((spare_stream, spare_pipe_in));
         let mut b = [0u8; 1];
         assert_eq!(
-            spare_peer.read(&mut b).unwrap(),
+            spare_peer.read_retry(&mut b).unwrap(),
             0,
             "the spare stream's fd closed"
         );

@@ -3,12 +3,13 @@
 //! Each failed on the code before its fix.
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 use hoop_test_support::{resets, serial};
 
 use common::pipe;
 
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,7 +78,7 @@ fn poisoned_ring_hands_back_no_memory_the_kernel_may_write() {
         // Nothing was lost: the data is still in the socket.
         a.set_nonblocking(true).unwrap();
         let mut got = [0u8; 64];
-        let n = (&a).read(&mut got).unwrap();
+        let n = (&a).read_retry(&mut got).unwrap();
         assert_eq!(&got[..n], &[0x55; 64][..n]);
         assert_eq!(n, 64);
     });
@@ -241,7 +242,7 @@ fn sqpoll_chains_never_run_b_after_a_failed() {
         // SAFETY: fcntl on an fd we own.
         unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let mut buf = [0u8; 64];
-        assert!(r.read(&mut buf).is_err(), "the pipe got bytes from b");
+        assert!(r.read_retry(&mut buf).is_err(), "the pipe got bytes from b");
     });
 }
 

@@ -6,6 +6,7 @@
 
 use hoop_test_support as common;
 use hoop_test_support::resets;
+use hoop_test_support::ReadRetry as _;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -222,7 +223,7 @@ pub fn set_linger_zero(s: &TcpStream) {
 /// Asserts the server closed `s`: end of stream or a reset, within the read timeout.
 pub fn assert_closed(s: &mut TcpStream) {
     let mut buf = [0u8; 16];
-    match s.read(&mut buf) {
+    match s.read_retry(&mut buf) {
         Ok(0) => {}
         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
         other => panic!("expected the server to close the connection, got {other:?}"),

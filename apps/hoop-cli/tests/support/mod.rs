@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 use hoop_test_support::resets;
+use hoop_test_support::ReadRetry as _;
 use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -114,7 +115,7 @@ fn read_echo(s: &TcpStream, rest: &[u8], half_close: bool, got: &mut usize) -> i
         } else {
             return Ok(());
         };
-        let n = match (&*s).read(&mut buf[..want]) {
+        let n = match (&*s).read_retry(&mut buf[..want]) {
             Ok(0) if *got == rest.len() => return Ok(()),
             Ok(0) => return Err(resets::closed_early("the whole echo")),
             Ok(n) => n,
@@ -170,7 +171,7 @@ pub fn read_response(s: &mut TcpStream, head_only: bool) -> io::Result<Response>
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte)? == 0 {
+        if s.read_retry(&mut byte)? == 0 {
             return Err(resets::closed_early("the whole response head"));
         }
         head.push(byte[0]);

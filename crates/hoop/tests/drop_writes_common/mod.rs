@@ -6,6 +6,7 @@
 
 use hoop_test_support as common;
 use hoop_test_support::resets;
+use hoop_test_support::ReadRetry as _;
 
 use std::io::{self, Read};
 use std::time::Duration;
@@ -120,7 +121,7 @@ pub fn read_with_pauses<S: Read + Send + 'static>(
         let mut got = Vec::new();
         let mut chunk = vec![0u8; 16 * 1024];
         loop {
-            let n = s.read(&mut chunk)?;
+            let n = s.read_retry(&mut chunk)?;
             if n == 0 {
                 return Ok(got);
             }

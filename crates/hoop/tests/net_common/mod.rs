@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use hoop_test_support as common;
+use hoop_test_support::ReadRetry as _;
 use hoop_test_support::{resets, serial};
 
 use std::future::Future;
@@ -48,7 +49,7 @@ impl XorShift {
 pub fn std_read_with_timeout(mut s: impl Read, set: impl FnOnce(Duration)) -> io::Result<usize> {
     set(Duration::from_millis(100));
     let mut b = [0u8; 16];
-    s.read(&mut b)
+    s.read_retry(&mut b)
 }
 
 pub fn assert_peer_closed(r: io::Result<usize>, what: &str) {
