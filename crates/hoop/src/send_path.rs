@@ -20,8 +20,10 @@
 //! of streams and owned write halves): `ring` (every send on the ring: the default) or
 //! `inline` (inline first); `HOOP_SEND_PATH` for the I/O traits' writes (`poll_write`): `ring`
 //! (ring sends, `Pending` while one is in flight, as before), `inline` (inline first, no
-//! staging), `staging` (ring sends; bytes staged behind a send in flight: the default) or
-//! `both` (inline first, and staging behind a send in flight); `HOOP_SEND_PUSH=off` leaves
+//! staging), `staging` (ring sends; bytes staged behind a send in flight), `adaptive` (the
+//! default: `staging`, except that a socket whose writer answers, one write per flush, tries
+//! the first write after a flush inline) or `both` (inline first, and staging behind a send
+//! in flight); `HOOP_SEND_PUSH=off` leaves
 //! the write direction with the value (no pusher: staged bytes wait for its next poll, as
 //! before pushers; for measuring their cost). Tests choose a path per thread
 //! ([`set_for_thread`]).
@@ -42,6 +44,23 @@ pub(crate) struct SendPath {
     /// A socket's trait writes push themselves (`poll_io::push`): a pusher task sends what
     /// follows a send in flight without the value being polled again.
     pub(crate) push: bool,
+    /// On the staging path, a socket whose writer answers (one write, then a flush: a
+    /// request/response protocol, hyper's connections) tries the first write after a flush
+    /// inline; a writer that writes several times per flush, or never flushes, stages as
+    /// before.
+    pub(crate) adaptive: bool,
+}
+
+/// The traits' path named `traits` (`HOOP_SEND_PATH`'s values): (`trait_inline`, `staging`,
+/// `adaptive`); an unknown name is the default, `adaptive`.
+fn trait_path(traits: Option<&str>) -> (bool, bool, bool) {
+    match traits {
+        Some("ring") => (false, false, false),
+        Some("inline") => (true, false, false),
+        Some("both") => (true, true, false),
+        Some("staging") => (false, true, false),
+        _ => (false, true, true),
+    }
 }
 
 /// The process's send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH`; unknown values mean the
@@ -53,18 +72,15 @@ pub(crate) fn send_path() -> SendPath {
     }
     *PATH.get_or_init(|| {
         let owned_inline = std::env::var("HOOP_SEND_OWNED").as_deref() == Ok("inline");
-        let (trait_inline, staging) = match std::env::var("HOOP_SEND_PATH").as_deref() {
-            Ok("ring") => (false, false),
-            Ok("inline") => (true, false),
-            Ok("both") => (true, true),
-            _ => (false, true),
-        };
+        let (trait_inline, staging, adaptive) =
+            trait_path(std::env::var("HOOP_SEND_PATH").ok().as_deref());
         let push = std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off");
         SendPath {
             owned_inline,
             trait_inline,
             staging,
             push,
+            adaptive,
         }
     })
 }
@@ -76,20 +92,16 @@ thread_local! {
 
 /// Chooses the send path of this thread's sends (tests: every path on both drivers), or with
 /// `None` gives it back to the knobs. `owned` and `traits` are the knobs' values (`ring`,
-/// `inline`; `ring`, `inline`, `staging`, `both`).
+/// `inline`; `ring`, `inline`, `staging`, `adaptive`, `both`).
 pub fn set_for_thread(path: Option<(&str, &str)>) {
     let p = path.map(|(owned, traits)| {
-        let (trait_inline, staging) = match traits {
-            "ring" => (false, false),
-            "inline" => (true, false),
-            "both" => (true, true),
-            _ => (false, true),
-        };
+        let (trait_inline, staging, adaptive) = trait_path(Some(traits));
         SendPath {
             owned_inline: owned == "inline",
             trait_inline,
             staging,
             push: std::env::var("HOOP_SEND_PUSH").as_deref() != Ok("off"),
+            adaptive,
         }
     });
     THREAD_PATH.with(|t| t.set(p));

@@ -25,7 +25,8 @@ use hoop::net::TcpStream;
 
 /// Every send path (`HOOP_SEND_OWNED`, `HOOP_SEND_PATH` values): the defaults and each
 /// alternative, chosen per test thread.
-const PATHS: [(&str, &str); 4] = [
+const PATHS: [(&str, &str); 5] = [
+    ("ring", "adaptive"),
     ("ring", "staging"),
     ("inline", "inline"),
     ("ring", "both"),
@@ -246,6 +247,76 @@ fn owned_writes_inline_then_ring_keep_order() {
 }
 
 /// The same through the traits (`AsyncWriteExt::write_all`, then `close`).
+/// The default path (`adaptive`): a writer that answers (one write, then a flush) sends each
+/// answer inline, with no SQE, once its first flush covered a single write; a writer that
+/// writes several times per flush keeps the staging path (its next cycles' writes go to the
+/// ring); every byte arrives in order either way. The SQE counts are io_uring's (on epoll a
+/// send runs inside the submit: only the bytes are checked there).
+#[test]
+fn answers_go_inline_and_bursts_stay_on_the_ring() {
+    // An injected EAGAIN or short send moves an answer to the ring: the count is exact only
+    // without them.
+    let _faults = common::faults_off(
+        &["eagain", "short_io"],
+        "it counts the SQEs of answers that a socket with room sends inline",
+    );
+    common::each_driver(|kind| {
+        common::bounded(60, move || {
+            hoop::__private::set_send_path(Some(("ring", "adaptive")));
+            resets::retry(&format!("answers and bursts ({kind})"), |_| {
+                let (ours, peer) = small_pair();
+                let answer = pattern(100);
+                let mut want = Vec::new();
+                for _ in 0..10 {
+                    want.extend_from_slice(&answer);
+                }
+                for _ in 0..10 {
+                    for _ in 0..3 {
+                        want.extend_from_slice(&answer);
+                    }
+                }
+                let reader = peer_reader(peer, Duration::ZERO, Duration::ZERO);
+                let rt = common::runtime(kind);
+                let a = answer.clone();
+                let counted = rt.block_on(async move {
+                    let mut s = TcpStream::from_std(ours);
+                    let before = sqes();
+                    for _ in 0..10 {
+                        AsyncWriteExt::write_all(&mut s, &a).await?;
+                        AsyncWriteExt::flush(&mut s).await?;
+                    }
+                    let answers = sqes() - before;
+                    let before = sqes();
+                    for _ in 0..10 {
+                        for _ in 0..3 {
+                            AsyncWriteExt::write_all(&mut s, &a).await?;
+                        }
+                        AsyncWriteExt::flush(&mut s).await?;
+                    }
+                    let bursts = sqes() - before;
+                    AsyncWriteExt::close(&mut s).await?;
+                    Ok::<_, io::Error>((answers, bursts))
+                });
+                let read = expect_bytes(reader, &want);
+                drop(rt);
+                let (answers, bursts) = counted?;
+                read?;
+                if kind == hoop::DriverKind::Uring {
+                    assert_eq!(
+                        answers, 0,
+                        "an answer after a one-write flush went to the ring"
+                    );
+                    assert!(
+                        bursts >= 9,
+                        "bursts sent inline: {bursts} SQEs for 10 cycles"
+                    );
+                }
+                Ok(())
+            });
+        })
+    });
+}
+
 #[test]
 fn trait_writes_inline_then_ring_keep_order() {
     each_path("trait inline then ring", |kind| {

@@ -51,8 +51,9 @@ impl Ops for Local {
     fn shutdown(&self, fd: RawFd) -> Bound<Op<op::Shutdown>> {
         Bound(Op::new(op::Shutdown::new(fd, libc::SHUT_WR)))
     }
-    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
-        crate::send_path::try_send(fd, bufs, crate::send_path::send_path().trait_inline)
+    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>], answer: bool) -> Inline {
+        let path = crate::send_path::send_path();
+        crate::send_path::try_send(fd, bufs, path.trait_inline || (answer && path.adaptive))
     }
     fn stage_sockets(&self) -> bool {
         crate::send_path::send_path().staging

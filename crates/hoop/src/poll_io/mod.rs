@@ -132,6 +132,12 @@ pub(crate) struct PollIo<O: Ops = Local> {
     pushed: Option<Bound<Handle<O>>>,
     /// Writes never move to a pusher (a detached writer's state: `finish`).
     no_push: bool,
+    /// A socket's trait writes accepted since the last `poll_flush`/`poll_close`.
+    writes_since_flush: u32,
+    /// The last flush covered at most one write: this value writes an answer, then flushes
+    /// (a request/response protocol), so the first write after a flush goes inline
+    /// (`SendPath::adaptive`).
+    answers: bool,
     shutdown: Option<O::Shutdown>,
     /// A seek started (`AsyncSeek::start_seek`) and not completed yet.
     seek: Option<io::SeekFrom>,
@@ -247,6 +253,8 @@ impl<O: Ops> PollIo<O> {
             w: WriteDir::new(),
             pushed: None,
             no_push: false,
+            writes_since_flush: 0,
+            answers: true,
             shutdown: None,
             seek: None,
         }

@@ -43,9 +43,10 @@ pub(crate) trait Ops: 'static {
     fn shutdown(&self, fd: RawFd) -> Self::Shutdown;
     /// A send on the stream socket `fd` made now, outside the ring, if these operations have
     /// one (`crate::send_path`); `Inline::Ring` sends through `write` instead. Called only
-    /// while no write of the state is in flight.
-    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Inline {
-        let _ = (fd, bufs);
+    /// while no write of the state is in flight. `answer`: the write is the first since a
+    /// flush that covered one write, a request's answer (`SendPath::adaptive`).
+    fn try_send(&self, fd: RawFd, bufs: &[io::IoSlice<'_>], answer: bool) -> Inline {
+        let _ = (fd, bufs, answer);
         Inline::Ring
     }
     /// Whether a socket's `poll_write` stages bytes behind a send in flight (files always do).
@@ -208,7 +209,7 @@ impl<O: Ops> WriteDir<O> {
         cx: &mut Context<'_>,
     ) {
         if kind == Kind::Socket {
-            match ops.try_send(fd, &[io::IoSlice::new(&buf)]) {
+            match ops.try_send(fd, &[io::IoSlice::new(&buf)], false) {
                 Inline::Sent(n) if n >= buf.len() => {
                     buf.clear();
                     self.write_buf = Some(buf);

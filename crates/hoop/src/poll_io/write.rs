@@ -169,13 +169,16 @@ impl<O: Ops> PollIo<O> {
                 self.wait_pusher(cx);
                 return Poll::Pending;
             }
+            self.writes_since_flush = self.writes_since_flush.saturating_add(1);
             return Poll::Ready(Ok(n));
         }
         // Nothing in flight: a socket sends inline first (`crate::send_path`); what that did
         // not send goes to the ring.
         let mut sent = 0;
         if self.kind == Kind::Socket {
-            match self.ops.try_send(fd, bufs) {
+            let answer = self.answers && self.writes_since_flush == 0;
+            self.writes_since_flush = self.writes_since_flush.saturating_add(1);
+            match self.ops.try_send(fd, bufs, answer) {
                 Inline::Sent(n) if n >= total => return Poll::Ready(Ok(total)),
                 Inline::Sent(n) => sent = n,
                 Inline::Failed(e) => return Poll::Ready(Err(e)),
@@ -248,11 +251,23 @@ impl<O: Ops> PollIo<O> {
 
     pub(crate) fn poll_flush(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_thread()?;
+        self.end_write_cycle();
         self.poll_write_done(fd, cx)
+    }
+
+    /// A flush or close ends a cycle of writes: whether it held one write at most (an answer)
+    /// decides whether the next cycle's first write is tried inline (`SendPath::adaptive`).
+    /// A flush with no write since the last one changes nothing.
+    fn end_write_cycle(&mut self) {
+        if self.writes_since_flush > 0 {
+            self.answers = self.writes_since_flush == 1;
+            self.writes_since_flush = 0;
+        }
     }
 
     pub(crate) fn poll_close(&mut self, fd: RawFd, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.check_thread()?;
+        self.end_write_cycle();
         std::task::ready!(self.poll_write_done(fd, cx))?;
         if self.kind == Kind::File {
             return Poll::Ready(Ok(()));
