@@ -23,7 +23,9 @@
 //!   one write at a time at the file's position, in order, and reading one file overlaps
 //!   writing another. A socket stages likewise (16 KiB at most; `Ops::stage_sockets`, not
 //!   `hoop::shared`'s): by default every trait write of a socket on io_uring goes to the ring
-//!   and what is written while it is in flight is staged behind it (`crate::send_path`). A
+//!   and what is written while it is in flight is staged behind it (`crate::send_path`), but
+//!   a socket whose writer answers (one write per flush: `writes_since_flush`, `answers`)
+//!   tries the first write after a flush inline. A
 //!   socket's write direction pushes itself (`push`, `Ops::pushes`, again not `hoop::shared`'s;
 //!   on both drivers, though on epoll a send is in flight only while the socket is full):
 //!   once a send is in flight, a pusher task of the runtime owns it and the bytes staged
