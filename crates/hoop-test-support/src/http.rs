@@ -346,7 +346,6 @@ pub fn try_read_to_close(s: &mut impl Read, head_only: bool) -> io::Result<(Resp
         match s.read_retry(&mut buf) {
             Ok(0) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 ended = Some(e);
                 break;

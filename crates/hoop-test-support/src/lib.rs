@@ -14,7 +14,6 @@
 //!   [`run_in_child`], [`run_test_child`], [`json_lines`], [`stderr_text`].
 //! - Faults: [`faults_off`] (a test opts out of fault kinds by name, with the reason, visibly),
 //!   [`injected_error`] and the retrying helpers.
-//!
 //! - Blocking clients: [`ReadRetry::read_retry`], a `read` that takes `EINTR` as std's own
 //!   `read_exact` does.
 //!
