@@ -2,7 +2,9 @@
 //! connection per request, on one thread's hoop runtime. Every response is checked (status 200,
 //! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
 //! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
-//! only requests completed inside the window count. A reset while resets are injected is a
+//! only requests completed inside the window count. A keep-alive connection makes one verified
+//! exchange before the window opens (a warm-up, not counted), so the window measures a server
+//! that has accepted and set up its connections. A reset while resets are injected is a
 //! reconnect, not an error (`load::resets`).
 
 use std::cell::{Cell, RefCell};
@@ -373,9 +375,20 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                 }
             };
             let _ = stream.set_nodelay(true);
+            reader.reset();
+            // Before the window, one verified exchange, not counted: the window measures
+            // connections the server has accepted and set up (a cold server's first request
+            // may start a thread; tokio's blocking pool starts one per request in flight).
+            if !sh.window.opened() && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await
+            {
+                if !reader.excused {
+                    failures += 1;
+                }
+                sleep(RECONNECT_BACKOFF).await;
+                continue;
+            }
             settle(&mut settled);
             sh.window.wait_open().await;
-            reader.reset();
             'conn: while !sh.window.over() {
                 let first = next;
                 let batch = match &same {
@@ -415,6 +428,21 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     }
     settle(&mut settled);
     sh.alive.set(sh.alive.get() - 1);
+}
+
+/// The warm-up exchange of a keep-alive connection before the window: one request for
+/// `target`, its response read and checked (an error counts as any other); false if it failed.
+async fn warm_up(stream: &TcpStream, reader: &mut Reader, sh: &Shared, target: &Target) -> bool {
+    let (res, _) = stream.write_all(target.request.clone()).await;
+    if let Err(e) = res {
+        reader.excused = sh.failed("write", &e, &mut reader.streak, || e.to_string());
+        return false;
+    }
+    let ok = reader.response(stream, sh, target).await.is_some();
+    if ok {
+        reader.streak.verified();
+    }
+    ok
 }
 
 /// A connection's receive buffer: bytes `start..len` are unread.
