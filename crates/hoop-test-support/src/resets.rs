@@ -30,8 +30,8 @@ pub fn injected() -> bool {
 }
 
 /// Whether `e` is what a client sees when its connection was reset or closed under it
-/// ([`hoop::net::connection_lost`]: `ECONNRESET`, `EPIPE`, `ECONNABORTED`, or an end of stream
-/// before the whole answer).
+/// ([`hoop::net::connection_lost`]: `ECONNRESET`, `EPIPE`, `ECONNABORTED`, `ENOTCONN`, or an
+/// end of stream before the whole answer).
 pub use hoop::net::connection_lost as is_reset;
 
 /// How many exchanges this process retried after resets so far.

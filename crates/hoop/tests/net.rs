@@ -84,7 +84,7 @@ fn tcp_echo_random_payloads_20_concurrent_clients() {
                             let write = async {
                                 let (res, _) = s.write_all(payload.clone()).await;
                                 res?;
-                                s.shutdown_with(Shutdown::Write).await.map_err(reset_first)
+                                s.shutdown_with(Shutdown::Write).await
                             };
                             let echoed = write_while_reading(write, read_to_end(&s)).await?;
                             if echoed.len() < payload.len() {

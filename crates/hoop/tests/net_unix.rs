@@ -63,7 +63,7 @@ async fn unix_echo_client(s: UnixStream, payload: Vec<u8>) -> io::Result<Vec<u8>
     let write = async {
         let (res, _) = s.write_all(payload).await;
         res?;
-        s.shutdown_with(Shutdown::Write).await.map_err(reset_first)
+        s.shutdown_with(Shutdown::Write).await
     };
     let echoed = write_while_reading(write, unix_read_to_end(&s)).await?;
     if echoed.len() < len {

@@ -99,7 +99,7 @@ pub fn echo_resuming(what: &str, addr: SocketAddr, payload: &[u8], half_close: b
         });
         done += got;
         read?;
-        wrote.map_err(not_connected_is_reset)
+        wrote
     });
 }
 
@@ -115,11 +115,10 @@ fn read_echo(s: &TcpStream, rest: &[u8], half_close: bool, got: &mut usize) -> i
         } else {
             return Ok(());
         };
-        let n = match (&*s).read_retry(&mut buf[..want]) {
-            Ok(0) if *got == rest.len() => return Ok(()),
-            Ok(0) => return Err(resets::closed_early("the whole echo")),
-            Ok(n) => n,
-            Err(e) => return Err(not_connected_is_reset(e)),
+        let n = match (&*s).read_retry(&mut buf[..want])? {
+            0 if *got == rest.len() => return Ok(()),
+            0 => return Err(resets::closed_early("the whole echo")),
+            n => n,
         };
         if *got == rest.len() {
             return Err(wrong(format!("{n} bytes after the whole echo")));
@@ -133,14 +132,6 @@ fn read_echo(s: &TcpStream, rest: &[u8], half_close: bool, got: &mut usize) -> i
         }
         *got += n;
     }
-}
-
-/// `ENOTCONN` (a shutdown of a connection the peer reset) as the reset it is.
-fn not_connected_is_reset(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::ENOTCONN) {
-        return io::Error::new(io::ErrorKind::ConnectionReset, e);
-    }
-    e
 }
 
 /// One HTTP response: its status, its head (as text) and its body.

@@ -3,8 +3,9 @@
 use std::io;
 
 /// Whether `e` is what a client sees when its connection was reset or closed under it:
-/// `ECONNRESET`, `EPIPE`, `ECONNABORTED`, or an end of stream before the whole answer
-/// (`UnexpectedEof`, as `read_exact` returns it when the peer closed early).
+/// `ECONNRESET`, `EPIPE`, `ECONNABORTED`, `ENOTCONN` (what `shutdown` says on a connection
+/// the peer reset), or an end of stream before the whole answer (`UnexpectedEof`, as
+/// `read_exact` returns it when the peer closed early).
 ///
 /// Such an error ends that connection, not the program: a client asks again on a new one
 /// (if the request may be repeated), and an accept loop takes the next connection. Any other
@@ -15,6 +16,7 @@ use std::io;
 ///
 /// assert!(hoop::net::connection_lost(&Error::from(ErrorKind::ConnectionReset)));
 /// assert!(hoop::net::connection_lost(&Error::from_raw_os_error(libc::EPIPE)));
+/// assert!(hoop::net::connection_lost(&Error::from_raw_os_error(libc::ENOTCONN)));
 /// assert!(!hoop::net::connection_lost(&Error::from(ErrorKind::TimedOut)));
 /// ```
 pub fn connection_lost(e: &io::Error) -> bool {
@@ -23,9 +25,10 @@ pub fn connection_lost(e: &io::Error) -> bool {
         io::ErrorKind::ConnectionReset
             | io::ErrorKind::BrokenPipe
             | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::NotConnected
             | io::ErrorKind::UnexpectedEof
     ) || matches!(
         e.raw_os_error(),
-        Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED)
+        Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED) | Some(libc::ENOTCONN)
     )
 }

@@ -113,16 +113,6 @@ pub async fn poll_once<F: Future>(_kind: DriverKind, f: std::pin::Pin<&mut F>) {
     .await
 }
 
-/// A shutdown of a connection the peer reset first says `ENOTCONN` (the reset closed it):
-/// that is the reset, as the client sees it.
-pub fn reset_first(e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::ENOTCONN) {
-        io::Error::new(io::ErrorKind::ConnectionReset, format!("reset before: {e}"))
-    } else {
-        e
-    }
-}
-
 /// Runs `write` while `read` reads the echo to its end: the echo, or the first error of either
 /// (a reset ends both: the other may wait for ever on it, so it is dropped with the stream).
 pub async fn write_while_reading(
