@@ -29,6 +29,9 @@ pub fn connection_lost(e: &io::Error) -> bool {
             | io::ErrorKind::UnexpectedEof
     ) || matches!(
         e.raw_os_error(),
-        Some(libc::ECONNRESET) | Some(libc::EPIPE) | Some(libc::ECONNABORTED) | Some(libc::ENOTCONN)
+        Some(libc::ECONNRESET)
+            | Some(libc::EPIPE)
+            | Some(libc::ECONNABORTED)
+            | Some(libc::ENOTCONN)
     )
 }

@@ -379,8 +379,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             // Before the window, one verified exchange, not counted: the window measures
             // connections the server has accepted and set up (a cold server's first request
             // may start a thread; tokio's blocking pool starts one per request in flight).
-            if !sh.window.opened() && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await
-            {
+            if !sh.window.opened() && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await {
                 if !reader.excused {
                     failures += 1;
                 }
