@@ -427,3 +427,36 @@ fn reads_and_writes_without_a_deadline_stay_small() {
         });
     });
 }
+
+/// A receive made with `poll_first` (the socket believed empty: `IORING_RECVSEND_POLL_FIRST`
+/// on io_uring from 5.19) gets bytes that are there already, and bytes that come later; a
+/// kernel that refused the flag would fail it with `EINVAL`.
+#[test]
+fn recv_poll_first_gets_bytes_there_already_and_bytes_to_come() {
+    use hoop::driver::{op, Op};
+    use std::io::Write as _;
+    use std::os::fd::AsRawFd as _;
+    let _faults = common::faults_off(
+        &["econnreset", "short_io", "ecanceled"],
+        "it checks what one receive returns, byte for byte",
+    );
+    each_driver(|kind| {
+        run(kind, async {
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+            a.set_nonblocking(true).unwrap();
+            let fd = a.as_raw_fd();
+            b.write_all(b"there").unwrap();
+            let (res, buf) = Op::new(op::Recv::new(fd, vec![0u8; 64], 0).poll_first(true)).await;
+            assert_eq!(res.unwrap(), 5, "driver={kind}");
+            assert_eq!(&buf[..], b"there");
+            let later = hoop::spawn(Op::new(
+                op::Recv::new(fd, vec![0u8; 64], 0).poll_first(true),
+            ));
+            sleep(Duration::from_millis(20)).await;
+            b.write_all(b"later").unwrap();
+            let (res, buf) = later.await.unwrap();
+            assert_eq!(res.unwrap(), 5, "driver={kind}");
+            assert_eq!(&buf[..], b"later");
+        });
+    });
+}

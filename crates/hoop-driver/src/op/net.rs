@@ -92,12 +92,28 @@ pub struct Recv<B> {
     pub(crate) fd: RawFd,
     pub(crate) buf: B,
     pub(crate) flags: i32,
+    pub(crate) poll_first: bool,
 }
 
 impl<B: IoBufMut> Recv<B> {
     /// Receives from `fd` into `buf`, from its start up to its capacity.
     pub fn new(fd: RawFd, buf: B, flags: i32) -> Self {
-        Recv { fd, buf, flags }
+        Recv {
+            fd,
+            buf,
+            flags,
+            poll_first: false,
+        }
+    }
+
+    /// With `yes`, the kernel waits for data before its first try (`IORING_RECVSEND_POLL_FIRST`,
+    /// 5.19): for a socket the caller believes empty (its last receive took less than it
+    /// asked, so it drained the socket), the try that would fail with `EAGAIN` before the
+    /// receive waits is skipped. Data that is there already is received at once all the same.
+    /// Ignored before 5.19 and by the epoll driver.
+    pub fn poll_first(mut self, yes: bool) -> Self {
+        self.poll_first = yes;
+        self
     }
 }
 

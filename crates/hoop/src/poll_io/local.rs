@@ -21,9 +21,17 @@ impl Ops for Local {
     type Write = Bound<WriteOp>;
     type Shutdown = Bound<Op<op::Shutdown>>;
     const THREAD_BOUND: bool = true;
-    fn read(&self, fd: RawFd, kind: Kind, slice: Slice<Vec<u8>>) -> Bound<ReadOp> {
+    fn read(
+        &self,
+        fd: RawFd,
+        kind: Kind,
+        slice: Slice<Vec<u8>>,
+        poll_first: bool,
+    ) -> Bound<ReadOp> {
         Bound(match kind {
-            Kind::Socket => ReadOp::Socket(Op::new(op::Recv::new(fd, slice, 0))),
+            Kind::Socket => {
+                ReadOp::Socket(Op::new(op::Recv::new(fd, slice, 0).poll_first(poll_first)))
+            }
             Kind::File => {
                 // The cursor is fixed after a short read (`fs::cursor`), as after a write.
                 let len = slice.bytes_total();

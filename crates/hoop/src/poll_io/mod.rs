@@ -124,6 +124,12 @@ pub(crate) struct PollIo<O: Ops = Local> {
     read_buf: Option<Vec<u8>>,
     read_pos: usize,
     read_op: Option<O::Read>,
+    /// Bytes the read in flight asked for.
+    read_asked: usize,
+    /// Sockets: the last receive took less than it asked, so it emptied the socket; the next
+    /// one waits for data before its first try (`op::Recv::poll_first`: a request-response
+    /// peer has not sent its next request yet when its reply was just read).
+    drained: bool,
     /// Files: the least the next read asks for (0: only what the caller asks), doubled by each
     /// read up to `max_buf`, back to 0 after a seek or a write.
     read_ahead: usize,
@@ -251,6 +257,8 @@ impl<O: Ops> PollIo<O> {
             read_buf: None,
             read_pos: 0,
             read_op: None,
+            read_asked: 0,
+            drained: false,
             read_ahead: 0,
             w: WriteDir::new(),
             pushed: None,

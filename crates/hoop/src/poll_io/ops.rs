@@ -38,7 +38,8 @@ pub(crate) trait Ops: 'static {
     type Shutdown: std::future::Future<Output = io::Result<()>> + Unpin + 'static;
     /// Operations in flight belong to the runtime of the thread that started them.
     const THREAD_BOUND: bool;
-    fn read(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Read;
+    /// A read of `buf`; `poll_first`: a socket believed empty (`op::Recv::poll_first`).
+    fn read(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>, poll_first: bool) -> Self::Read;
     fn write(&self, fd: RawFd, kind: Kind, buf: Slice<Vec<u8>>) -> Self::Write;
     fn shutdown(&self, fd: RawFd) -> Self::Shutdown;
     /// A send on the stream socket `fd` made now, outside the ring, if these operations have

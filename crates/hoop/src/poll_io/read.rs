@@ -100,7 +100,9 @@ impl<O: Ops> PollIo<O> {
             if let Some(op) = &mut self.read_op {
                 let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
                 self.read_op = None;
-                self.read_buf = Some(slice.into_inner());
+                let buf = slice.into_inner();
+                self.drained = buf.len() < self.read_asked;
+                self.read_buf = Some(buf);
                 self.read_pos = 0;
                 match res {
                     // The buffer's length is exactly what arrived (the read rule).
@@ -121,7 +123,9 @@ impl<O: Ops> PollIo<O> {
                 self.read_ahead = len.saturating_mul(2).min(self.max_buf);
             }
             let slice = buf.slice(..len);
-            self.read_op = Some(self.ops.read(fd, self.kind, slice));
+            self.read_asked = len;
+            let poll_first = self.drained && self.kind == Kind::Socket;
+            self.read_op = Some(self.ops.read(fd, self.kind, slice, poll_first));
         }
     }
 }

@@ -35,8 +35,8 @@ impl Ops for SocketOps {
     type Write = SendFuture;
     type Shutdown = SharedOp<Keep<op::Shutdown, Arc<OwnedFd>>>;
     const THREAD_BOUND: bool = false;
-    fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
-        let recv = op::Recv::new(fd, buf, 0);
+    fn read(&self, fd: RawFd, _: Kind, buf: Buf, poll_first: bool) -> Self::Read {
+        let recv = op::Recv::new(fd, buf, 0).poll_first(poll_first);
         self.rings
             .submit(Route::Plain, Keep::new(recv, self.fd.clone()))
             .eager()
@@ -127,7 +127,7 @@ impl Ops for FileOps {
     /// Files have no write half to shut down (`poll_close` only flushes them).
     type Shutdown = Ready<io::Result<()>>;
     const THREAD_BOUND: bool = false;
-    fn read(&self, fd: RawFd, _: Kind, buf: Buf) -> Self::Read {
+    fn read(&self, fd: RawFd, _: Kind, buf: Buf, _poll_first: bool) -> Self::Read {
         // The cursor is fixed after a short read, as after a write (`fs::cursor`).
         let len = buf.bytes_total();
         let read = op::Read::new(fd, buf, op::CURRENT_POS);

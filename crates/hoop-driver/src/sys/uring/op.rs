@@ -49,6 +49,16 @@ pub unsafe trait UringOp: 'static {
     }
 }
 
+/// `IORING_RECVSEND_POLL_FIRST` (linux/io_uring.h, 5.19), in a receive's `ioprio`.
+const IORING_RECVSEND_POLL_FIRST: u16 = 1;
+
+/// Whether this kernel (and `HOOP_KERNEL_LEVEL`) takes `IORING_RECVSEND_POLL_FIRST`: older
+/// kernels refuse a receive with unknown `ioprio` bits.
+fn recv_poll_first() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| crate::setup::kernel_at_least(5, 19))
+}
+
 // SAFETY: the inner op's pointers are its own; the timespec is boxed.
 unsafe impl<T: UringOp> UringOp for Deadline<T> {
     fn create_entry(&mut self) -> Entry {
@@ -291,8 +301,14 @@ unsafe impl UringOp for Accept {
 unsafe impl<B: IoBufMut> UringOp for Recv<B> {
     fn create_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total().min(u32::MAX as usize) as u32;
+        let ioprio = if self.poll_first && recv_poll_first() {
+            IORING_RECVSEND_POLL_FIRST
+        } else {
+            0
+        };
         opcode::Recv::new(Fd(self.fd), self.buf.stable_mut_ptr(), len)
             .flags(self.flags)
+            .ioprio(ioprio)
             .build()
     }
 }
