@@ -49,17 +49,12 @@ async fn serve_client(stream: hoop::net::TcpStream, tx: broadcast::Sender<Arc<st
             let _ = tx.send(Arc::from(format!("{line}\n")));
         }
     });
-    loop {
-        match rx.recv().await {
-            Ok(line) => {
-                // The trait's `write_all` (hoop's own takes an owned buffer: the compiler says
-                // so and names this spelling).
-                let write = AsyncWriteExt::write_all(&mut wr, line.as_bytes());
-                if !matches!(hoop::time::timeout(WRITE_TIMEOUT, write).await, Ok(Ok(()))) {
-                    break;
-                }
-            }
-            Err(_) => break,
+    while let Ok(line) = rx.recv().await {
+        // The trait's `write_all` (hoop's own takes an owned buffer: the compiler says so
+        // and names this spelling).
+        let write = AsyncWriteExt::write_all(&mut wr, line.as_bytes());
+        if !matches!(hoop::time::timeout(WRITE_TIMEOUT, write).await, Ok(Ok(()))) {
+            break;
         }
     }
     reader.abort();
