@@ -2,10 +2,8 @@
 //! connection per request, on one thread's hoop runtime. Every response is checked (status 200,
 //! `Content-Length`, the whole body, byte for byte when verifying; in the static mix the
 //! identity file or exactly its `.gz` variant); anything else is an error counted by kind, and
-//! only requests completed inside the window count. A keep-alive connection makes one verified
-//! exchange before the window opens (a warm-up, not counted), so the window measures a server
-//! that has accepted and set up its connections. A reset while resets are injected is a
-//! reconnect, not an error (`load::resets`).
+//! only requests completed inside the window count, after a keep-alive connection's warm-up
+//! exchange (checked, not counted). A reset while resets are injected is a reconnect.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -28,7 +26,7 @@ use crate::measure::latency as stats;
 use crate::measure::usage::thread_cpu;
 use crate::measure::window::Window;
 
-/// How long the connect phase may take before the window opens anyway.
+/// How long the connect phase (connects and warm-ups) may take before the window opens.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);
 /// Failures after which a connection gives up (keep-alive mode).
 const MAX_FAILURES: u32 = 1000;
@@ -376,9 +374,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             };
             let _ = stream.set_nodelay(true);
             reader.reset();
-            // Before the window, one verified exchange, not counted: the window measures
-            // connections the server has accepted and set up (a cold server's first request
-            // may start a thread; tokio's blocking pool starts one per request in flight).
+            // A warm-up first: a cold server may start a thread per request (tokio's pool).
             if !sh.window.opened() && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await {
                 if !reader.excused {
                     failures += 1;
@@ -429,8 +425,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     sh.alive.set(sh.alive.get() - 1);
 }
 
-/// The warm-up exchange of a keep-alive connection before the window: one request for
-/// `target`, its response read and checked (an error counts as any other); false if it failed.
+/// A keep-alive connection's warm-up: one checked exchange before the window, not counted.
 async fn warm_up(stream: &TcpStream, reader: &mut Reader, sh: &Shared, target: &Target) -> bool {
     let (res, _) = stream.write_all(target.request.clone()).await;
     if let Err(e) = res {
