@@ -124,8 +124,6 @@ pub(crate) struct PollIo<O: Ops = Local> {
     read_buf: Option<Vec<u8>>,
     read_pos: usize,
     read_op: Option<O::Read>,
-    /// Bytes the read in flight asked for.
-    read_asked: usize,
     /// Sockets: the last receive took less than it asked, so it emptied the socket; the next
     /// one waits for data before its first try (`op::Recv::poll_first`: a request-response
     /// peer has not sent its next request yet when its reply was just read).
@@ -257,7 +255,6 @@ impl<O: Ops> PollIo<O> {
             read_buf: None,
             read_pos: 0,
             read_op: None,
-            read_asked: 0,
             drained: false,
             read_ahead: 0,
             w: WriteDir::new(),

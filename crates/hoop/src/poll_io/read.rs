@@ -100,8 +100,10 @@ impl<O: Ops> PollIo<O> {
             if let Some(op) = &mut self.read_op {
                 let (res, slice) = std::task::ready!(Pin::new(op).poll(cx));
                 self.read_op = None;
+                // The slice's range is what the read asked for; the buffer's length what came.
+                let asked = slice.bytes_total();
                 let buf = slice.into_inner();
-                self.drained = buf.len() < self.read_asked;
+                self.drained = buf.len() < asked;
                 self.read_buf = Some(buf);
                 self.read_pos = 0;
                 match res {
@@ -123,7 +125,6 @@ impl<O: Ops> PollIo<O> {
                 self.read_ahead = len.saturating_mul(2).min(self.max_buf);
             }
             let slice = buf.slice(..len);
-            self.read_asked = len;
             let poll_first = self.drained && self.kind == Kind::Socket;
             self.read_op = Some(self.ops.read(fd, self.kind, slice, poll_first));
         }
