@@ -65,7 +65,7 @@ pub(crate) fn finish_then(io: Option<Box<PollIo>>, fd: RawFd, done: impl FnOnce(
     let Some(mut io) = io else {
         return done();
     };
-    let here = std::thread::current().id() == io.owner;
+    let here = super::this_thread() == io.owner;
     if here {
         // A pusher's writes come back to the value: its detached writer drives them (and
         // spawns no pusher: only detached writers run at `block_on`'s end and at shutdown).

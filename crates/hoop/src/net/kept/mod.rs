@@ -179,7 +179,7 @@ impl Kept {
             self.any.store(false, Ordering::Release);
             return Poll::Ready(None);
         };
-        let here = !self.thread_bound || std::thread::current().id() == inner.owner;
+        let here = !self.thread_bound || crate::poll_io::this_thread() == inner.owner;
         if here {
             // Every parked operation that ended brings its outcome, in the order they were
             // parked.
@@ -226,7 +226,7 @@ impl Kept {
     /// Puts back what did not fit a call's buffer, to be served first.
     pub(crate) fn put_back(&self, rest: Outcome) {
         let mut guard = self.lock();
-        let inner = guard.get_or_insert_with(|| new_inner(std::thread::current().id()));
+        let inner = guard.get_or_insert_with(|| new_inner(crate::poll_io::this_thread()));
         inner.ready.push_front(rest);
         self.any.store(true, Ordering::Release);
     }
@@ -235,7 +235,7 @@ impl Kept {
     /// runtime already here: `op` is dropped (cancelled) instead, as before hoop kept results,
     /// since one socket's parked operations must belong to one runtime.
     pub(super) fn park(&self, op: Box<dyn Parked>) {
-        let here = std::thread::current().id();
+        let here = crate::poll_io::this_thread();
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(|| new_inner(here));
         if self.thread_bound && inner.owner != here {
@@ -306,7 +306,7 @@ impl Kept {
         let taken = self.lock().take();
         self.any.store(false, Ordering::Release);
         if let Some(mut inner) = taken {
-            if self.thread_bound && std::thread::current().id() != inner.owner {
+            if self.thread_bound && crate::poll_io::this_thread() != inner.owner {
                 // Not the runtime's thread: its `Rc`s must not be touched here. They go home,
                 // to be dropped (cancelled) by that runtime's driver on its thread.
                 let parked = std::mem::take(&mut inner.parked);
