@@ -2,9 +2,11 @@
 //! listener each of one `SO_REUSEPORT` group.
 //!
 //! ```text
-//! cargo run --release -p hoop --features axum --example axum_local -- [ADDR] [--threads N]
+//! cargo run --release -p hoop --features axum --example axum_local -- [ADDR] [--threads N] [--tokio]
 //! ```
-//! Routes: `GET /` answers `hello from axum on hoop\n`; `GET /users/{id}` answers the JSON
+//! `--tokio`: the same `Router` on `axum::serve` with tokio's own listener, in tokio's
+//! multi-thread runtime with N workers: the baseline hoop is measured against (DESIGN.md,
+//! "Apps at io_uring speed, part two"). Routes: `GET /` answers `hello from axum on hoop\n`; `GET /users/{id}` answers the JSON
 //! `{"id":ID,"name":"user ID"}`; `POST /echo` answers its body. The first line on stdout is
 //! `listening on ADDR`. Needs feature `axum`.
 
@@ -42,6 +44,7 @@ pub fn app() -> Router {
 fn main() -> io::Result<()> {
     let mut addr = "127.0.0.1:3000".to_string();
     let mut threads = 1;
+    let mut on_tokio = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -54,8 +57,12 @@ fn main() -> io::Result<()> {
                         io::Error::new(io::ErrorKind::InvalidInput, "--threads N: N >= 1")
                     })?
             }
+            "--tokio" => on_tokio = true,
             other => addr = other.to_string(),
         }
+    }
+    if on_tokio {
+        return serve_on_tokio(&addr, threads);
     }
     let group = ReuseportGroup::bind_n(&addr, threads)?;
     println!("listening on {}", group.local_addr());
@@ -66,4 +73,17 @@ fn main() -> io::Result<()> {
     .into_iter()
     .collect::<io::Result<Vec<()>>>()
     .map(drop)
+}
+
+/// The baseline: the same routes on `axum::serve`, tokio's listener and runtime.
+fn serve_on_tokio(addr: &str, workers: usize) -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        println!("listening on {}", listener.local_addr()?);
+        axum::serve(listener, app()).await
+    })
 }
