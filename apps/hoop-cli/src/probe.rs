@@ -11,6 +11,8 @@ use hoop::DriverKind;
 use serde::ser::SerializeMap;
 use serde::Serialize;
 
+mod paths;
+
 /// Arguments of `hoop probe`.
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
@@ -202,6 +204,9 @@ pub struct Probe {
     pub opcodes: Option<Vec<&'static str>>,
     /// hoop's io_uring features and whether each is on here (see [`hoop_features`]).
     pub hoop_features: Flags,
+    /// The newest io_uring features: whether the kernel (at the kernel level) has each, whether
+    /// hoop uses it, and why (see `probe/paths.rs`).
+    pub hoop_paths: paths::Paths,
     /// The raw value of `HOOP_DRIVER`, if set.
     pub hoop_driver_env: Option<String>,
     /// The listen backlog hoop's listeners ask for by default and what the kernel gives.
@@ -278,6 +283,7 @@ impl Probe {
             features: None,
             opcodes: None,
             hoop_features: hoop_features(None),
+            hoop_paths: paths::collect(None),
             hoop_driver_env: std::env::var_os("HOOP_DRIVER")
                 .map(|v| v.to_string_lossy().into_owned()),
             listen_backlog: ListenBacklog::collect(),
@@ -298,6 +304,7 @@ impl Probe {
                 p.features = Some(Flags(d.uring_features()));
                 p.opcodes = Some(d.supported_opcodes());
                 p.hoop_features = hoop_features(Some(&d));
+                p.hoop_paths = paths::collect(Some(&d));
             }
             Err(e) => p.reason = Some(e.to_string()),
         }
@@ -371,6 +378,7 @@ impl Probe {
                 opt(self.opcodes.as_ref().map(|o| o.join(", ")), "-"),
             ),
             ("hoop_features", self.hoop_features.human()),
+            ("hoop_paths", self.hoop_paths.human()),
             ("hoop_driver_env", env),
             ("listen_backlog", self.listen_backlog.human()),
         ]

@@ -130,6 +130,43 @@ fn probe_names_the_level_and_what_it_lacks() {
         if level != "6.10" {
             assert_eq!(hoop["recv_bundle"], false, "{level}");
         }
+        // The newest features, all from 6.12 on: none at these levels, each saying why.
+        let paths = &v["hoop_paths"];
+        for name in [
+            "min_wait",
+            "no_iowait",
+            "resize_rings",
+            "mem_region",
+            "epoll_wait",
+            "zcrx",
+            "fixed_vec",
+        ] {
+            assert_eq!(paths[name]["available"], false, "{level}: {name}");
+            assert_eq!(paths[name]["used"], false, "{level}: {name}");
+            let reason = paths[name]["reason"].as_str().expect("a reason");
+            assert!(
+                reason.contains("needs Linux 6.1") || reason.contains("epoll driver"),
+                "{level}: {name}: {reason}"
+            );
+        }
+        // SEND_ZC came with 6.0.
+        let zc = matches!(level, "6.1" | "6.10") && native_uring;
+        assert_eq!(paths["send_zc"]["available"], zc, "{level}");
+    }
+    // Natively, each has its three fields, and what is used is available.
+    let paths = native["hoop_paths"].as_object().expect("hoop_paths");
+    assert_eq!(paths.len(), 8, "{native}");
+    for (name, p) in paths {
+        let (available, used) = (p["available"].as_bool(), p["used"].as_bool());
+        assert!(available.is_some() && used.is_some(), "{name}: {p}");
+        assert!(
+            !used.unwrap() || available.unwrap(),
+            "{name}: used, not available"
+        );
+        assert!(
+            p["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{name}"
+        );
     }
 }
 
