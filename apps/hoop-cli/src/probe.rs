@@ -11,7 +11,7 @@ use hoop::DriverKind;
 use serde::ser::SerializeMap;
 use serde::Serialize;
 
-mod paths;
+use hoop_bench::machine::uring_paths as paths;
 
 /// Arguments of `hoop probe`.
 #[derive(Debug, clap::Args)]
@@ -205,7 +205,7 @@ pub struct Probe {
     /// hoop's io_uring features and whether each is on here (see [`hoop_features`]).
     pub hoop_features: Flags,
     /// The newest io_uring features: whether the kernel (at the kernel level) has each, whether
-    /// hoop uses it, and why (see `probe/paths.rs`).
+    /// hoop uses it, and why (see `hoop_bench::machine::uring_paths`).
     pub hoop_paths: paths::Paths,
     /// The raw value of `HOOP_DRIVER`, if set.
     pub hoop_driver_env: Option<String>,

@@ -5,6 +5,7 @@ pub mod fs;
 pub mod nofile;
 pub mod pin;
 pub mod proc;
+pub mod uring_paths;
 
 pub(crate) use nofile::{nofile_hard_limit, nofile_limit, raise_nofile_limit};
 

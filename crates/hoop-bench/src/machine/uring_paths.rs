@@ -1,5 +1,5 @@
-//! `hoop probe`'s `hoop_paths`: the newest io_uring features, whether this kernel has each (at
-//! hoop's kernel level: `HOOP_KERNEL_LEVEL` masks what a newer kernel brought) and whether
+//! The newest io_uring features (`hoop probe`'s `hoop_paths`): whether this kernel has each
+//! (at hoop's kernel level: `HOOP_KERNEL_LEVEL` masks what a newer kernel brought) and whether
 //! hoop uses it here, with the reason.
 
 use hoop::driver::Driver;
