@@ -558,3 +558,75 @@ fn sleeps_end_without_epoll_pwait2() {
         }
     });
 }
+
+/// This CPU's iowait in /proc/stat, in clock ticks.
+fn iowait_ticks(cpu: usize) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .expect("a line per CPU");
+    // cpuN user nice system idle iowait ...
+    line.split_whitespace()
+        .nth(5)
+        .and_then(|v| v.parse().ok())
+        .expect("an iowait column")
+}
+
+/// A runtime waiting on its sockets is idle, not in iowait, where the kernel can say so
+/// (`IORING_ENTER_NO_IOWAIT`, 6.15): pinned to one CPU, a second's wait with an accept in
+/// flight adds less than half a second of iowait to that CPU (all of it without the flag, on
+/// an otherwise idle CPU). Skips with a line where the kernel (or the kernel level) lacks it;
+/// the epoll driver never counted as iowait.
+#[test]
+fn a_runtime_waiting_on_sockets_is_not_in_iowait() {
+    if !hoop::setup::kernel_at_least(6, 15) {
+        common::skip(
+            DriverKind::Uring,
+            "IORING_ENTER_NO_IOWAIT needs Linux 6.15 (or a kernel level that has it)",
+        );
+        return;
+    }
+    if let Some(reason) = hoop::__private::uring_unavailable() {
+        common::skip(
+            DriverKind::Uring,
+            &format!("io_uring unavailable here: {reason}"),
+        );
+        return;
+    }
+    // SAFETY: sched_getcpu takes no argument.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = usize::try_from(cpu).expect("sched_getcpu");
+    // SAFETY: sched_setaffinity reads a cpu_set_t that lives on this stack for the call, for
+    // the calling thread (0); a zeroed cpu_set_t is an empty set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pin to CPU {cpu}"
+        );
+    }
+    // SAFETY: sysconf takes no pointer.
+    let ticks_per_sec = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100);
+    let rt = runtime(DriverKind::Uring);
+    let (waited, iowait) = rt.block_on(async {
+        let listener = hoop::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // An operation in flight: the kernel counts a waiter as iowait only with some.
+        let accept = hoop::spawn(async move { listener.accept().await.map(drop) });
+        hoop::yield_now().await;
+        let before = iowait_ticks(cpu);
+        let start = std::time::Instant::now();
+        hoop::time::sleep(Duration::from_secs(1)).await;
+        let waited = start.elapsed();
+        let iowait = iowait_ticks(cpu) - before;
+        accept.abort();
+        (waited, iowait)
+    });
+    let waited_ticks = waited.as_millis() as u64 * ticks_per_sec / 1000;
+    assert!(
+        iowait * 2 < waited_ticks,
+        "CPU {cpu} was in iowait for {iowait} of {waited_ticks} ticks while the runtime waited"
+    );
+}

@@ -86,7 +86,16 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
             lacking(kernel)
         },
     };
-    let send_zc = op(SEND_ZC);
+    // Available and used whenever available.
+    let used_when = |available: bool, kernel: &str, used: &str| PathState {
+        available,
+        used: available,
+        reason: if available {
+            used.to_string()
+        } else {
+            lacking(kernel)
+        },
+    };
     Paths(vec![
         (
             "min_wait",
@@ -98,10 +107,10 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
         ),
         (
             "no_iowait",
-            path(
+            used_when(
                 since(6, 15),
                 "6.15",
-                "not used: a thread waiting in io_uring_enter still counts as iowait",
+                "used: a runtime's blocking wait in io_uring_enter is not counted as iowait",
             ),
         ),
         (
@@ -146,17 +155,12 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
         ),
         (
             "send_zc",
-            PathState {
-                available: send_zc,
-                used: send_zc,
-                reason: if send_zc {
-                    "used by TcpStream::send_zc and send_zc_all; ordinary writes do not switch \
-                     to it by size"
-                        .to_string()
-                } else {
-                    lacking("6.0")
-                },
-            },
+            used_when(
+                op(SEND_ZC),
+                "6.0",
+                "used by TcpStream::send_zc and send_zc_all; ordinary writes do not switch to \
+                 it by size",
+            ),
         ),
     ])
 }

@@ -9,6 +9,10 @@ use std::time::Duration;
 /// task work.
 pub(super) const IORING_ENTER_GETEVENTS: u32 = 1;
 
+/// `IORING_ENTER_NO_IOWAIT` (linux/io_uring.h, 6.15; `IORING_FEAT_NO_IOWAIT`): the thread's
+/// wait is not accounted as iowait.
+pub(super) const IORING_ENTER_NO_IOWAIT: u32 = 1 << 7;
+
 /// `IORING_ENTER_EXT_ARG` (linux/io_uring.h, 5.11): the argument is an `io_uring_getevents_arg`.
 const IORING_ENTER_EXT_ARG: u32 = 8;
 

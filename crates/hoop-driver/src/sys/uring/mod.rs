@@ -563,6 +563,8 @@ impl Uring {
 
 /// `IORING_FEAT_EXT_ARG`: `io_uring_enter` takes a timeout (5.11).
 pub(crate) const FEAT_EXT_ARG: u32 = 1 << 8;
+/// `IORING_FEAT_NO_IOWAIT`: `io_uring_enter` takes `IORING_ENTER_NO_IOWAIT` (6.15).
+pub(crate) const FEAT_NO_IOWAIT: u32 = 1 << 17;
 /// `IORING_FEAT_RECVSEND_BUNDLE`: bundles (6.10).
 pub(crate) const FEAT_RECVSEND_BUNDLE: u32 = 1 << 14;
 
