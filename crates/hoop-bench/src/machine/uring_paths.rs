@@ -76,26 +76,18 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
             format!("needs Linux {kernel}: this kernel, or the kernel level, is older")
         }
     };
-    // Available, not used: why not yet.
-    let path = |available: bool, kernel: &str, unused: &str| PathState {
+    // `uses`: hoop uses it wherever it is available; `why`: the reason when available.
+    let state = |available: bool, uses: bool, kernel: &str, why: &str| PathState {
         available,
-        used: false,
+        used: available && uses,
         reason: if available {
-            unused.to_string()
+            why.to_string()
         } else {
             lacking(kernel)
         },
     };
-    // Available and used whenever available.
-    let used_when = |available: bool, kernel: &str, used: &str| PathState {
-        available,
-        used: available,
-        reason: if available {
-            used.to_string()
-        } else {
-            lacking(kernel)
-        },
-    };
+    let path = |available, kernel, unused| state(available, false, kernel, unused);
+    let used_when = |available, kernel, used| state(available, true, kernel, used);
     Paths(vec![
         (
             "min_wait",
