@@ -201,7 +201,7 @@ fn an_invalid_level_is_reported() {
     let reason = v["reason"].as_str().expect("a reason");
     assert!(
         reason.contains("HOOP_KERNEL_LEVEL=\"4.19\"")
-            && reason.contains("5.10, 5.15, 5.19, 6.1, 6.10 or native"),
+            && reason.contains("5.10, 5.15, 5.19, 6.1, 6.10, 6.12, 6.13 or native"),
         "{reason}"
     );
     let out = probe(Some("4.19"), false);

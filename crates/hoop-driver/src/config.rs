@@ -104,6 +104,19 @@ pub struct Config {
     /// SQPOLL), so they outlast the ring. `None` (the default) registers nothing; a kernel that
     /// refuses is ignored.
     pub iowq_max_workers: Option<(u32, u32)>,
+    /// Start with a small CQ (1,024 entries, or 4 x `entries`) and grow it under load with
+    /// `IORING_REGISTER_RESIZE_RINGS` (6.13) to the size [`default_cq_entries`] gives, rather
+    /// than set that size up front: a thread's rings start at 36 KiB instead of up to 1 MiB.
+    /// Only where the kernel resizes (6.13, rings with `DEFER_TASKRUN`) and `cq_entries` and
+    /// `max_in_flight` are `None`; elsewhere the CQ has its full size from the start. Default
+    /// true.
+    pub resize_rings: bool,
+    /// A blocking wait asks the kernel (6.12, `IORING_FEAT_MIN_TIMEOUT`) for a batch of
+    /// completions, at most 32 of those owed, and returns this long after it began once one
+    /// has come, instead of at the first completion: fewer wake-ups under load, each
+    /// completion later by up to this much. `None` (the default, unless `HOOP_MIN_WAIT_US` is
+    /// set): the wait ends at the first completion. Ignored on older kernels and by epoll.
+    pub min_wait: Option<Duration>,
     /// Keep a time-weighted count of the operations in the kernel (`Counters::depth_ns` and
     /// `Counters::depth_sampled_ns`): one clock read per `io_uring_enter` and per drain, so off
     /// by default; benchmarks turn it on to see the queue depth the device really had.
@@ -126,9 +139,22 @@ impl Default for Config {
             iopoll: false,
             register_ring_fd: true,
             iowq_max_workers: None,
+            resize_rings: true,
+            min_wait: min_wait_from_env(),
             sample_depth: false,
         }
     }
+}
+
+/// `HOOP_MIN_WAIT_US`: the default of `Config::min_wait`, in microseconds (unset, empty or 0:
+/// none; a value that is not a number is ignored).
+fn min_wait_from_env() -> Option<Duration> {
+    let us: u64 = std::env::var("HOOP_MIN_WAIT_US")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (us > 0).then(|| Duration::from_micros(us))
 }
 
 /// The kernel's largest CQ (`IORING_MAX_CQ_ENTRIES`); larger requests are clamped to it.

@@ -20,6 +20,8 @@ pub struct Counters {
     pub cancels_submitted: u64,
     /// CQEs whose `user_data` named no live operation (should stay 0).
     pub stale_cqes: u64,
+    /// Times the CQ grew (`IORING_REGISTER_RESIZE_RINGS`, `Config::resize_rings`).
+    pub ring_resizes: u64,
     /// With depth sampling on (`Config::sample_depth`): the sum, over time, of the operations
     /// submitted to the kernel and not yet reaped, in operation-nanoseconds (the wake-up poll
     /// and cancels not counted). Divided by `depth_sampled_ns`: the mean queue depth.

@@ -1,4 +1,4 @@
-//! The kernel level: `HOOP_KERNEL_LEVEL=5.10|5.15|5.19|6.1|6.10|native` starts hoop with the
+//! The kernel level: `HOOP_KERNEL_LEVEL=5.10|5.15|5.19|6.1|6.10|6.12|6.13|native` starts hoop with the
 //! io_uring features of an older kernel switched off, so a deployment's kernel can be tested on
 //! a newer one.
 //!
@@ -33,8 +33,9 @@ pub const VAR: &str = "HOOP_KERNEL_LEVEL";
 
 /// The levels CI runs (the kernels users run: 5.10 LTS, below hoop's io_uring driver; Ubuntu
 /// 22.04's 5.15, the first it runs on (sockets from `socket(2)`, no `IORING_OP_SOCKET`); 5.19,
-/// with `SOCKET` and multishot accept; Debian 12's 6.1; 6.10, the first with bundles).
-pub const LEVELS: [&str; 5] = ["5.10", "5.15", "5.19", "6.1", "6.10"];
+/// with `SOCKET` and multishot accept; Debian 12's 6.1; 6.10, the first with bundles; 6.12, the
+/// first with min-wait and incremental buffer rings; 6.13, the first that resizes rings).
+pub const LEVELS: [&str; 7] = ["5.10", "5.15", "5.19", "6.1", "6.10", "6.12", "6.13"];
 
 /// A kernel version, `(major, minor)`: when a feature came.
 pub type Since = (u32, u32);
@@ -219,6 +220,9 @@ pub mod since {
     /// `IORING_REGISTER_SEND_MSG_RING`: a message to a ring without a source ring (the
     /// runtime's cross-thread wake-up).
     pub const SEND_MSG_RING: Since = (6, 13);
+    /// `IORING_REGISTER_RESIZE_RINGS`: a ring's SQ and CQ resized in place (hoop grows the CQ
+    /// of a thread's ring under load instead of sizing it up front).
+    pub const RESIZE_RINGS: Since = (6, 13);
 }
 
 /// The registrations, flags and system calls of [`since`], by kernel name, for [`Level::absent`].
@@ -233,6 +237,7 @@ pub const PATHS: &[(&str, Since)] = &[
     ("REGISTER_SYNC_CANCEL", since::SYNC_CANCEL),
     ("PBUF_RING_INC", since::PBUF_RING_INC),
     ("REGISTER_SEND_MSG_RING", since::SEND_MSG_RING),
+    ("REGISTER_RESIZE_RINGS", since::RESIZE_RINGS),
 ];
 
 /// `IORING_OP_*` (linux/io_uring.h) by number, without the prefix, and the kernel that brought
@@ -392,7 +397,10 @@ mod tests {
         ] {
             let e = Level::parse(bad).unwrap_err();
             assert!(e.starts_with("HOOP_KERNEL_LEVEL="), "{e}");
-            assert!(e.contains("5.10, 5.15, 5.19, 6.1, 6.10 or native"), "{e}");
+            assert!(
+                e.contains("5.10, 5.15, 5.19, 6.1, 6.10, 6.12, 6.13 or native"),
+                "{e}"
+            );
             assert!(!e.contains('\n'), "{e}");
         }
     }
@@ -500,6 +508,11 @@ mod tests {
         ] {
             assert!(lacks("6.10", name), "6.10 has {name}");
         }
+        // 6.12: min-wait and incremental rings; no ring resize (6.13). 6.13: resize; no
+        // NO_IOWAIT (6.15).
+        assert!(!lacks("6.12", "FEAT_MIN_TIMEOUT") && !lacks("6.12", "PBUF_RING_INC"));
+        assert!(lacks("6.12", "REGISTER_RESIZE_RINGS"));
+        assert!(!lacks("6.13", "REGISTER_RESIZE_RINGS") && lacks("6.13", "FEAT_NO_IOWAIT"));
         // Each level lacks everything the next one lacks, and more.
         for w in LEVELS.windows(2) {
             let (older, newer) = (absent(w[0]), absent(w[1]));

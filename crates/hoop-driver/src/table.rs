@@ -45,9 +45,15 @@ impl OpTable {
     /// A table of `cap` counted operations plus `uncapped` slots for operations outside the
     /// cap.
     pub(crate) fn new(cap: usize, uncapped: usize) -> OpTable {
+        OpTable::growable(cap, cap, uncapped)
+    }
+
+    /// A table whose cap starts at `cap` and may be raised to `max_cap` ([`OpTable::set_cap`]):
+    /// the slots for `max_cap` are there from the start.
+    pub(crate) fn growable(cap: usize, max_cap: usize, uncapped: usize) -> OpTable {
         let cap = cap.max(1);
         OpTable {
-            slots: Slots::new(cap.saturating_add(uncapped)),
+            slots: Slots::new(cap.max(max_cap).saturating_add(uncapped)),
             cap,
             granted: 0,
             room: VecDeque::new(),
@@ -97,6 +103,18 @@ impl OpTable {
     /// Room for counted operations not promised to room waiters.
     pub(crate) fn free_slots(&self) -> usize {
         self.room().saturating_sub(self.granted)
+    }
+
+    /// Raises the in-flight cap (the CQ grew) and grants the room it makes.
+    pub(crate) fn set_cap(&mut self, cap: usize) {
+        self.cap = self.cap.max(cap);
+        self.grant();
+    }
+
+    /// Operations waiting for room.
+    #[inline]
+    pub(crate) fn room_waiters(&self) -> usize {
+        self.room.len()
     }
 
     /// Queues a waiter for room; returns its ticket.

@@ -630,3 +630,58 @@ fn a_runtime_waiting_on_sockets_is_not_in_iowait() {
         "CPU {cpu} was in iowait for {iowait} of {waited_ticks} ticks while the runtime waited"
     );
 }
+
+/// With a min-wait (`Builder::min_wait`, Linux 6.12; ignored before and by epoll) a blocking
+/// wait asks for a batch of completions: one that never fills still ends once a completion has
+/// come. A read waits on a socket with 200 other reads in flight that never complete, another
+/// thread writes one byte at a time 20 times, 5 ms apart, and every byte arrives, as do timers
+/// between them.
+#[test]
+fn a_min_wait_still_returns_for_one_completion() {
+    use std::io::Write;
+    each_driver(|kind| {
+        let got = bounded(60, move || {
+            let rt = builder(kind)
+                .min_wait(Some(Duration::from_micros(500)))
+                .build()
+                .unwrap();
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let (idle, _idle_peer) = std::os::unix::net::UnixStream::pair().unwrap();
+            let writer = common::spawn(move || {
+                for i in 0..20u8 {
+                    std::thread::sleep(Duration::from_millis(5));
+                    b.write_all(&[i]).unwrap();
+                }
+                b
+            });
+            let got = rt.block_on(async move {
+                let idle_fd = idle.as_raw_fd();
+                // Reads that never complete: more than the batch a min-wait asks for.
+                let idle_reads: Vec<_> = (0..200)
+                    .map(|_| Op::new(op::Read::new(idle_fd, vec![0u8; 1], u64::MAX)))
+                    .map(|o| hoop::spawn(async move { drop(o.await) }))
+                    .collect();
+                let fd = a.as_raw_fd();
+                let mut got = Vec::new();
+                while got.len() < 20 {
+                    hoop::time::sleep(Duration::from_micros(300)).await;
+                    let (r, buf) = Op::new(op::Read::new(fd, vec![0u8; 20], u64::MAX)).await;
+                    match r {
+                        Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                        Ok(_) => panic!("end of stream after {got:?}"),
+                        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                        Err(e) => panic!("read: {e}"),
+                    }
+                }
+                for h in idle_reads {
+                    h.abort();
+                }
+                drop((a, idle));
+                got
+            });
+            writer.join().unwrap();
+            got
+        });
+        assert_eq!(got, (0..20u8).collect::<Vec<_>>());
+    });
+}

@@ -18,15 +18,7 @@ use common::{bounded, builder, each_driver, runtime, DriverKind};
 fn default_cap_covers_the_descriptor_limit() {
     // An injected tiny CQ is exactly what this test must not see.
     let _f = common::faults_off(&["cq_overflow"], "the test reads the ring's real CQ size");
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the rlimit above.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    let cap = |cq: u32| cq as u64 - u64::from((cq / 16).max(1)) - 1;
-    // 61439 is the cap of the kernel's largest CQ (65536 entries).
-    let want = lim.rlim_cur.min(61439);
+    let want = descriptor_limit();
     let default_cq = hoop::driver::default_cq_entries(256);
     assert!(default_cq >= 16384, "{default_cq}");
     assert!(
@@ -34,7 +26,8 @@ fn default_cap_covers_the_descriptor_limit() {
         "CQ {default_cq} for a limit of {want}"
     );
     each_driver(|kind| {
-        let rt = runtime(kind);
+        // Set up at its full size (a growable ring reaches it under load: the next test).
+        let rt = builder(kind).resize_rings(false).build().unwrap();
         match kind {
             DriverKind::Uring => {
                 let (_, cq) = rt.ring_sizes();
@@ -42,6 +35,130 @@ fn default_cap_covers_the_descriptor_limit() {
             }
             _ => common::skip(kind, "no CQ: its cap is computed from the same default"),
         }
+    });
+}
+
+/// The in-flight cap a CQ of `cq` entries allows (the driver's rule).
+fn cap(cq: u32) -> u64 {
+    cq as u64 - u64::from((cq / 16).max(1)) - 1
+}
+
+/// The descriptors this process may open, at most 61439 (the cap of the kernel's largest CQ,
+/// 65536 entries).
+fn descriptor_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit above.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    lim.rlim_cur.min(61439)
+}
+
+/// A runtime thread starts with at most 1 MiB of ring memory (36 KiB where the kernel resizes
+/// rings, 6.13), and its CQ grows under load (`IORING_REGISTER_RESIZE_RINGS`) to hold what is
+/// in flight: 6,000 reads of one byte wait on a socket at once, far past the cap of the ring's
+/// first CQ, and every one gets its byte once they are written (nothing lost or repeated
+/// across the resizes, no CQE for a dead operation). The growth is asserted where the kernel
+/// (or the kernel level) resizes; elsewhere the same reads run on a ring set up at full size,
+/// and on epoll.
+#[test]
+fn the_cq_starts_small_and_grows_under_load() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const READS: usize = 6000;
+    let _f = common::faults_off(&["cq_overflow"], "the test reads the ring's real CQ size");
+    each_driver(|kind| {
+        let (got, counters, start, end, flags) = bounded(60, move || {
+            let rt = runtime(kind);
+            let start = (rt.ring_sizes(), rt.ring_bytes());
+            let mut fds = [0; 2];
+            // SAFETY: socketpair writes two new fds into the array.
+            let r = unsafe {
+                libc::socketpair(
+                    libc::AF_UNIX,
+                    libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                    0,
+                    fds.as_mut_ptr(),
+                )
+            };
+            assert_eq!(r, 0, "socketpair: {}", std::io::Error::last_os_error());
+            // SAFETY: socketpair returned two new fds that nothing else owns.
+            let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            let got = rt.block_on(async move {
+                let fd = a.as_raw_fd();
+                let readers: Vec<_> = (0..READS)
+                    .map(|_| {
+                        hoop::spawn(async move {
+                            // An injected ECANCELED ends a read that never ran: read again.
+                            loop {
+                                let read = hoop::driver::Op::new(hoop::driver::op::Read::new(
+                                    fd,
+                                    vec![0u8; 1],
+                                    u64::MAX,
+                                ));
+                                match read.await {
+                                    (Ok(1), buf) => return buf[0],
+                                    (Err(e), _) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                                    (other, _) => panic!("read: {other:?}"),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                // Let every reader reach the kernel (or the room FIFO) before any byte comes.
+                for _ in 0..20 {
+                    hoop::yield_now().await;
+                }
+                let bytes: Vec<u8> = (0..READS).map(|i| (i % 251) as u8).collect();
+                let mut w = std::fs::File::from(b);
+                std::io::Write::write_all(&mut w, &bytes).unwrap();
+                let mut got = vec![0usize; 251];
+                for r in readers {
+                    got[usize::from(r.await.unwrap())] += 1;
+                }
+                drop((a, w));
+                got
+            });
+            let end = (rt.ring_sizes(), rt.ring_bytes());
+            (got, rt.counters(), start, end, rt.setup_flags())
+        });
+        // Each byte value was read as many times as it was written.
+        let want: Vec<usize> = (0..251)
+            .map(|v| (0..READS).filter(|i| i % 251 == v).count())
+            .collect();
+        assert_eq!(got, want, "bytes read by value");
+        assert_eq!(counters.stale_cqes, 0, "{counters:?}");
+        if kind != DriverKind::Uring {
+            return;
+        }
+        let ((_, start_cq), start_bytes) = start;
+        let ((_, end_cq), end_bytes) = end;
+        assert!(
+            start_bytes <= 1 << 20,
+            "{start_bytes} bytes of rings at start"
+        );
+        let resizes = hoop::setup::kernel_at_least(6, 13) && flags.contains("DEFER_TASKRUN");
+        if !resizes {
+            common::skip(
+                kind,
+                &format!(
+                    "growth not checked (CQ {start_cq}, {start_bytes} bytes, setup flags \
+                     {flags}): resizing needs Linux 6.13 (or a kernel level that has it) and \
+                     DEFER_TASKRUN"
+                ),
+            );
+            assert_eq!((counters.ring_resizes, start_cq), (0, end_cq));
+            return;
+        }
+        assert!(counters.ring_resizes > 0, "{counters:?}");
+        assert!(
+            start_bytes <= 64 << 10,
+            "{start_bytes} bytes of rings at start"
+        );
+        assert!(
+            cap(end_cq) >= READS as u64 && end_bytes > start_bytes,
+            "CQ {start_cq} -> {end_cq}, {start_bytes} -> {end_bytes} bytes"
+        );
     });
 }
 

@@ -158,11 +158,39 @@ impl Driver {
         }
     }
 
-    /// SQ and CQ sizes the kernel gave (`(0, 0)` for epoll).
+    /// SQ and CQ sizes the kernel gave, now (`(0, 0)` for epoll): the CQ grows under load
+    /// where `Config::resize_rings` applies.
     pub fn ring_sizes(&self) -> (u32, u32) {
         match &*self.shared.engine.borrow() {
             Engine::Uring(u) => (u.params().sq_entries(), u.params().cq_entries()),
             Engine::Epoll(_) => (0, 0),
+        }
+    }
+
+    /// Whether the CQ starts small and grows under load (`Config::resize_rings` on a kernel
+    /// and ring that resize: 6.13, `DEFER_TASKRUN`); false for epoll.
+    pub fn resizes_rings(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.resizes(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
+    /// The min-wait of this ring's blocking waits (`Config::min_wait`, Linux 6.12), when in
+    /// force; `None` when off, on older kernels and for epoll.
+    pub fn min_wait(&self) -> Option<std::time::Duration> {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.min_wait_in_force(),
+            Engine::Epoll(_) => None,
+        }
+    }
+
+    /// The bytes of the rings mapped into the process now: the SQ ring and its index array,
+    /// the SQEs, and the CQ ring with its CQEs (0 for epoll).
+    pub fn ring_bytes(&self) -> usize {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.ring_bytes(),
+            Engine::Epoll(_) => 0,
         }
     }
 }

@@ -33,7 +33,8 @@ impl Builder {
     /// Default settings: 256 SQ entries, a CQ of max(16384, 4 x SQ) grown to hold one operation
     /// per descriptor of the `RLIMIT_NOFILE` soft limit (at most 65536 entries, see
     /// `hoop_driver::default_cq_entries`), `SINGLE_ISSUER | DEFER_TASKRUN` when the kernel has
-    /// them.
+    /// them. From Linux 6.13 the CQ starts at 1,024 entries and grows to that size under load
+    /// ([`Builder::resize_rings`]).
     pub fn new() -> Builder {
         Builder::default()
     }
@@ -56,6 +57,23 @@ impl Builder {
     /// receives and accepts (which wait for a peer) are not counted against it.
     pub fn max_in_flight(mut self, ops: u32) -> Builder {
         self.cfg.max_in_flight = Some(ops);
+        self
+    }
+
+    /// Whether the CQ starts small and grows under load (`IORING_REGISTER_RESIZE_RINGS`, Linux
+    /// 6.13; default true): see `hoop_driver::Config::resize_rings`. Off, or with
+    /// [`Builder::cq_entries`] or [`Builder::max_in_flight`] set, the CQ has its full size from
+    /// the start.
+    pub fn resize_rings(mut self, on: bool) -> Builder {
+        self.cfg.resize_rings = on;
+        self
+    }
+
+    /// A blocking wait returns after `min_wait` once a completion has come, asking the kernel
+    /// for a batch (Linux 6.12; see `hoop_driver::Config::min_wait`). Default: off (the
+    /// `HOOP_MIN_WAIT_US` environment variable sets it for a whole process).
+    pub fn min_wait(mut self, min_wait: Option<Duration>) -> Builder {
+        self.cfg.min_wait = min_wait;
         self
     }
 

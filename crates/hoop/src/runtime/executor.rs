@@ -166,8 +166,15 @@ impl Runtime {
         self.inner.driver.setup_flags()
     }
 
-    /// The SQ and CQ sizes the kernel gave this runtime's ring.
+    /// The SQ and CQ sizes of this runtime's ring now (the CQ grows under load, see
+    /// [`Builder::resize_rings`](crate::runtime::Builder::resize_rings)).
     pub fn ring_sizes(&self) -> (u32, u32) {
         self.inner.driver.ring_sizes()
+    }
+
+    /// The bytes of this runtime's rings mapped into the process (SQ ring, SQEs, CQ ring); 0
+    /// on epoll.
+    pub fn ring_bytes(&self) -> usize {
+        self.inner.driver.ring_bytes()
     }
 }

@@ -13,6 +13,15 @@ pub(super) const IORING_ENTER_GETEVENTS: u32 = 1;
 /// wait is not accounted as iowait.
 pub(super) const IORING_ENTER_NO_IOWAIT: u32 = 1 << 7;
 
+/// `IORING_FEAT_EXT_ARG`: `io_uring_enter` takes a timeout (5.11).
+pub(crate) const FEAT_EXT_ARG: u32 = 1 << 8;
+/// `IORING_FEAT_NO_IOWAIT`: `io_uring_enter` takes `IORING_ENTER_NO_IOWAIT` (6.15).
+pub(crate) const FEAT_NO_IOWAIT: u32 = 1 << 17;
+/// `IORING_FEAT_MIN_TIMEOUT`: a wait's `min_wait_usec` (6.12).
+pub(crate) const FEAT_MIN_TIMEOUT: u32 = 1 << 15;
+/// `IORING_FEAT_RECVSEND_BUNDLE`: bundles (6.10).
+pub(crate) const FEAT_RECVSEND_BUNDLE: u32 = 1 << 14;
+
 /// `IORING_ENTER_EXT_ARG` (linux/io_uring.h, 5.11): the argument is an `io_uring_getevents_arg`.
 const IORING_ENTER_EXT_ARG: u32 = 8;
 
@@ -44,6 +53,7 @@ pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io
             1,
             IORING_ENTER_GETEVENTS,
             Some(timeout),
+            0,
         )
     }
     .map(drop)
@@ -52,7 +62,9 @@ pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io
 /// `io_uring_enter(2)` on `fd` (a ring fd, or a registered index with
 /// `IORING_ENTER_REGISTERED_RING` in `flags`). With `wait` the call passes an
 /// `io_uring_getevents_arg` whose timeout bounds a blocking wait (`IORING_ENTER_EXT_ARG`); a
-/// wait that timed out returns `Ok(to_submit)`.
+/// wait that timed out returns `Ok(to_submit)`. A `min_wait_usec` above 0 (6.12,
+/// `IORING_FEAT_MIN_TIMEOUT`) goes in the same argument: the wait for `want` completions
+/// ends after that long once one has come.
 ///
 /// # Safety
 /// `fd` must name a ring the caller keeps open, and every SQE among the `to_submit` queued ones
@@ -63,17 +75,20 @@ pub(super) unsafe fn sys_enter(
     want: u32,
     mut flags: u32,
     wait: Option<Duration>,
+    min_wait_usec: u32,
 ) -> io::Result<usize> {
     {
         let ts = wait.map(|d| KernelTimespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: i64::from(d.subsec_nanos()),
         });
-        let arg = ts.as_ref().map(|ts| GeteventsArg {
+        let arg = (ts.is_some() || min_wait_usec > 0).then(|| GeteventsArg {
             sigmask: 0,
             sigmask_sz: 8,
-            min_wait_usec: 0,
-            ts: ts as *const KernelTimespec as u64,
+            min_wait_usec,
+            ts: ts
+                .as_ref()
+                .map_or(0, |ts| ts as *const KernelTimespec as u64),
         });
         let (argp, argsz) = match &arg {
             Some(a) => {
@@ -86,7 +101,7 @@ pub(super) unsafe fn sys_enter(
             None => (std::ptr::null(), 0),
         };
         // SAFETY: the argument is null (size 0) or an io_uring_getevents_arg on this stack
-        // frame pointing to a timespec on this stack frame, both alive for the call; `fd` names
+        // frame pointing to a timespec on this stack frame (or to none), alive for the call; `fd` names
         // a ring the caller keeps open, and every SQE it submits points to memory its operation
         // owns until the final CQE (the callers' contracts).
         let r = unsafe {

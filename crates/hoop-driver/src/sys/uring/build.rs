@@ -15,6 +15,7 @@ struct Attempt {
     sq_aff: bool,
     iopoll: bool,
     single_issuer_defer: bool,
+    no_sqarray: bool,
     coop_taskrun: bool,
     submit_all: bool,
 }
@@ -28,6 +29,7 @@ impl Attempt {
             (self.sq_aff, "SQ_AFF"),
             (self.iopoll, "IOPOLL"),
             (self.single_issuer_defer, "SINGLE_ISSUER|DEFER_TASKRUN"),
+            (self.no_sqarray, "NO_SQARRAY"),
             (self.coop_taskrun, "COOP_TASKRUN|TASKRUN_FLAG"),
             (self.submit_all, "SUBMIT_ALL"),
             (true, "CQSIZE"),
@@ -51,6 +53,7 @@ impl Attempt {
                 self.single_issuer_defer,
                 bit("SINGLE_ISSUER") | bit("DEFER_TASKRUN"),
             ),
+            (self.no_sqarray, bit("NO_SQARRAY")),
             (self.coop_taskrun, bit("COOP_TASKRUN") | bit("TASKRUN_FLAG")),
             (self.submit_all, bit("SUBMIT_ALL")),
             (true, bit("CQSIZE") | bit("CLAMP")),
@@ -70,11 +73,14 @@ impl Attempt {
 /// DEFER_TASKRUN, COOP_TASKRUN and TASKRUN_FLAG with SQPOLL), then without `SQ_AFF` (a CPU it
 /// refuses), then without SQPOLL, also when SQPOLL is refused with EPERM (kernels before 5.13
 /// reserve it to privileged users). Always `SUBMIT_ALL` where the kernel takes it, a CQ of `cq`
-/// entries, and `IOPOLL` in every attempt if `cfg.iopoll`.
+/// entries, and `IOPOLL` in every attempt if `cfg.iopoll`. A ring that will `grow` asks for
+/// `NO_SQARRAY` with `DEFER_TASKRUN` first: a resize (6.13 to at least 6.18) hands back no
+/// offset for the new SQ index array, so only a ring without one can be mapped again.
 pub(super) fn build_ring(
     entries: u32,
     cq: u32,
     cfg: &Config,
+    grow: bool,
 ) -> Result<(IoUring, &'static str), SetupError> {
     let base = Attempt {
         iopoll: cfg.iopoll,
@@ -109,11 +115,18 @@ pub(super) fn build_ring(
         // polled O_DIRECT read while another request failed on every enter (the runtime's
         // wake-up poll, which IOPOLL rings refuse with EINVAL); with COOP_TASKRUN it does.
         if !cfg.iopoll {
-            attempts.push(Attempt {
+            let defer = Attempt {
                 single_issuer_defer: true,
                 submit_all: true,
                 ..base
-            });
+            };
+            if grow {
+                attempts.push(Attempt {
+                    no_sqarray: true,
+                    ..defer
+                });
+            }
+            attempts.push(defer);
         }
         attempts.push(Attempt {
             coop_taskrun: true,
@@ -156,6 +169,9 @@ pub(super) fn build_ring(
         }
         if a.single_issuer_defer {
             b.setup_single_issuer().setup_defer_taskrun();
+        }
+        if a.no_sqarray {
+            b.setup_no_sqarray();
         }
         if a.coop_taskrun {
             b.setup_coop_taskrun().setup_taskrun_flag();

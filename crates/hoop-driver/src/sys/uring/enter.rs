@@ -76,8 +76,11 @@ impl Uring {
             let r = match self.fault_at_enter(sqpoll, to_submit) {
                 Some(Err(e)) => Err(e),
                 // A short submit: the kernel does not wait after taking fewer SQEs than asked.
-                Some(Ok(fewer)) => self.raw_enter(fewer, 0, flags, None),
-                None => self.raw_enter(to_submit, want, flags, wait),
+                Some(Ok(fewer)) => self.raw_enter(fewer, 0, flags, None, 0),
+                None => {
+                    let (want, min_wait_usec) = self.min_wait(block, want);
+                    self.raw_enter(to_submit, want, flags, wait, min_wait_usec)
+                }
             };
             match r {
                 Ok(n) => {
@@ -126,6 +129,7 @@ impl Uring {
         want: u32,
         mut flags: u32,
         wait: Option<Duration>,
+        min_wait_usec: u32,
     ) -> io::Result<usize> {
         let fd = match &self.registered {
             Some(reg) => {
@@ -137,6 +141,30 @@ impl Uring {
         // SAFETY: a registered index names this ring in this thread's table (the driver never
         // leaves the thread that built it, and a shared ring registers none); the SQEs pushed
         // point to memory their operations own until the final CQE (UringOp's contract).
-        unsafe { sys_enter(fd, to_submit, want, flags, wait) }
+        unsafe { sys_enter(fd, to_submit, want, flags, wait, min_wait_usec) }
+    }
+
+    /// With `Config::min_wait` on a kernel that has it (6.12, `IORING_FEAT_MIN_TIMEOUT`): a
+    /// blocking wait asks for a batch of completions (as many as are owed, at most
+    /// [`MIN_WAIT_BATCH`]) and returns after `min_wait` once one has come, rather than at the
+    /// first. Otherwise `want` as it is, and no minimum.
+    #[inline]
+    fn min_wait(&mut self, block: bool, want: u32) -> (u32, u32) {
+        if !block || self.min_wait_usec == 0 || !self.has_feature(super::FEAT_MIN_TIMEOUT) {
+            return (want, 0);
+        }
+        let owed = self.owed_cqes().clamp(1, MIN_WAIT_BATCH);
+        (owed as u32, self.min_wait_usec)
     }
 }
+
+impl Uring {
+    /// The min-wait in force: `Config::min_wait`, where the kernel has it.
+    pub(crate) fn min_wait_in_force(&self) -> Option<Duration> {
+        (self.min_wait_usec > 0 && self.has_feature(super::FEAT_MIN_TIMEOUT))
+            .then(|| Duration::from_micros(u64::from(self.min_wait_usec)))
+    }
+}
+
+/// Most completions a min-wait asks for at once.
+const MIN_WAIT_BATCH: usize = 32;

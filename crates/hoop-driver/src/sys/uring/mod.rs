@@ -21,6 +21,7 @@ mod op;
 mod probe;
 mod reap;
 mod regring;
+mod resize;
 mod sqe;
 mod teardown;
 
@@ -33,10 +34,12 @@ use std::time::Duration;
 use io_uring::{opcode, squeue::Entry, types, IoUring};
 
 pub(crate) use self::abi::wait_for_cqe;
+pub(crate) use self::abi::{FEAT_EXT_ARG, FEAT_MIN_TIMEOUT, FEAT_NO_IOWAIT, FEAT_RECVSEND_BUNDLE};
 use self::build::build_ring;
 pub use self::op::UringOp;
 use self::probe::{feature_bits, feature_names, opcode_names, probe_opcodes};
 use self::regring::RegisteredRing;
+pub use self::teardown::ShutdownReport;
 use crate::config::Config;
 use crate::fault::{Faults, Kind as Fault};
 use crate::lifecycle::Lifecycle;
@@ -104,6 +107,10 @@ pub(crate) struct Uring {
     storage_queued: bool,
     /// The last turn waited and left operations in the kernel: `flush_early` submits.
     early: bool,
+    /// How the CQ grows (`resize`); `None` for a ring set up at its full size.
+    grow: Option<resize::Grow>,
+    /// `Config::min_wait` in microseconds (0: off).
+    min_wait_usec: u32,
 }
 
 /// The state of depth sampling: the depth since `since`.
@@ -130,14 +137,34 @@ impl Uring {
             .cq_entries
             .unwrap_or_else(|| crate::config::default_cq_entries(entries))
             .max(entries.saturating_mul(2));
+        // A ring that may grow starts small (`resize`); its in-flight cap follows its CQ.
+        let growable = cfg.resize_rings
+            && cfg.taskrun_flags
+            && !cfg.iopoll
+            && cfg.sqpoll_idle.is_none()
+            && cfg.cq_entries.is_none()
+            && cfg.max_in_flight.is_none()
+            && crate::level::has(crate::level::since::RESIZE_RINGS);
+        let start_cq = if growable {
+            resize::START_CQ_ENTRIES
+                .max(entries.saturating_mul(4))
+                .min(cq)
+        } else {
+            cq
+        };
         // Injected: a CQ of twice the SQ (at most 16 entries) while the in-flight cap stays
         // what the asked-for CQ allows, so the CQ overflows under load.
         let tiny_cq = faults.fire(Fault::CqOverflow);
         let (ring, setup_flags) = if tiny_cq {
             let sq = entries.min(8);
-            build_ring(sq, sq * 2, cfg)?
+            build_ring(sq, sq * 2, cfg, false)?
         } else {
-            build_ring(entries, cq, cfg)?
+            build_ring(entries, start_cq, cfg, start_cq < cq)?
+        };
+        let (ring, setup_flags, grow) = if !tiny_cq && start_cq < cq {
+            resize::start(ring, setup_flags, entries, cq, cfg)?
+        } else {
+            (ring, setup_flags, None)
         };
         let probe = probe_opcodes(&ring)?;
         // Both registrations are optimisations: a kernel that refuses them is ignored.
@@ -171,7 +198,11 @@ impl Uring {
         Ok(Uring {
             ring,
             probe,
-            table: OpTable::new(capacity, crate::config::uncapped_slots()),
+            table: OpTable::growable(
+                capacity,
+                crate::config::cap_for_cq(cq as usize),
+                crate::config::uncapped_slots(),
+            ),
             cancels: VecDeque::new(),
             cancels_in_flight: 0,
             cancel_budget,
@@ -196,6 +227,10 @@ impl Uring {
             depth_clock: cfg.sample_depth.then(Box::default),
             storage_queued: false,
             early: false,
+            grow,
+            min_wait_usec: cfg
+                .min_wait
+                .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX)),
         })
     }
 
@@ -516,36 +551,6 @@ impl Uring {
         self.early = waited && self.owed_cqes().saturating_sub(self.cancels_in_flight) > 0;
         Ok(())
     }
-
-    // ----- shutdown ---------------------------------------------------------------------------
-}
-
-/// What a shutdown did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Operations that were in flight and got a cancel.
-    pub cancelled: usize,
-    /// Operations whose final CQE never came within the timeout: their memory was leaked on
-    /// purpose, because the kernel may still write it.
-    pub leaked: usize,
-    /// Operations whose futures are still alive and whose final CQE did not come (their memory
-    /// will be leaked when the futures are dropped).
-    pub still_in_flight: usize,
-    /// Files, streams and write halves dropped with write-behind pending (bytes their
-    /// `AsyncWrite` had accepted) whose writes did not finish within the shutdown timeout: the
-    /// runtime waited for them, then cancelled the rest and closed them (filled in by `hoop`'s
-    /// runtime; the driver alone leaves it 0).
-    pub unfinished_writes: usize,
-    /// The bytes those writes had accepted and not written (or not known to be written).
-    pub unfinished_write_bytes: u64,
-    /// Files, streams and write halves dropped with write-behind pending whose writes ended
-    /// in an error (a full disk's `ENOSPC`, a peer's reset): nobody was left to return it to
-    /// (only `flush` and `close` return write errors), so it is counted here rather than lost
-    /// without a trace (filled in by `hoop`'s runtime; the driver alone leaves it 0).
-    pub failed_writes: usize,
-    /// The bytes those writes had accepted and did not write (the rest after the error).
-    pub failed_write_bytes: u64,
 }
 
 impl Uring {
@@ -560,13 +565,6 @@ impl Uring {
         self.registered.is_some()
     }
 }
-
-/// `IORING_FEAT_EXT_ARG`: `io_uring_enter` takes a timeout (5.11).
-pub(crate) const FEAT_EXT_ARG: u32 = 1 << 8;
-/// `IORING_FEAT_NO_IOWAIT`: `io_uring_enter` takes `IORING_ENTER_NO_IOWAIT` (6.15).
-pub(crate) const FEAT_NO_IOWAIT: u32 = 1 << 17;
-/// `IORING_FEAT_RECVSEND_BUNDLE`: bundles (6.10).
-pub(crate) const FEAT_RECVSEND_BUNDLE: u32 = 1 << 14;
 
 /// Reads (and so resets) an eventfd's counter.
 pub(crate) fn drain_eventfd(fd: &OwnedFd) {

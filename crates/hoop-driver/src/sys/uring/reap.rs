@@ -39,6 +39,7 @@ impl Uring {
             self.drain_once();
         }
         self.sample_depth(false);
+        self.maybe_grow();
         self.table.grant();
     }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types};
 
-use super::{ShutdownReport, Uring};
+use super::Uring;
 use crate::slots::tag;
 
 impl Uring {
@@ -123,4 +123,32 @@ impl Drop for Uring {
         let _ = self.shutdown();
         let _ = self.table.leak_ignored();
     }
+}
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Operations that were in flight and got a cancel.
+    pub cancelled: usize,
+    /// Operations whose final CQE never came within the timeout: their memory was leaked on
+    /// purpose, because the kernel may still write it.
+    pub leaked: usize,
+    /// Operations whose futures are still alive and whose final CQE did not come (their memory
+    /// will be leaked when the futures are dropped).
+    pub still_in_flight: usize,
+    /// Files, streams and write halves dropped with write-behind pending (bytes their
+    /// `AsyncWrite` had accepted) whose writes did not finish within the shutdown timeout: the
+    /// runtime waited for them, then cancelled the rest and closed them (filled in by `hoop`'s
+    /// runtime; the driver alone leaves it 0).
+    pub unfinished_writes: usize,
+    /// The bytes those writes had accepted and not written (or not known to be written).
+    pub unfinished_write_bytes: u64,
+    /// Files, streams and write halves dropped with write-behind pending whose writes ended
+    /// in an error (a full disk's `ENOSPC`, a peer's reset): nobody was left to return it to
+    /// (only `flush` and `close` return write errors), so it is counted here rather than lost
+    /// without a trace (filled in by `hoop`'s runtime; the driver alone leaves it 0).
+    pub failed_writes: usize,
+    /// The bytes those writes had accepted and did not write (the rest after the error).
+    pub failed_write_bytes: u64,
 }
