@@ -90,7 +90,7 @@ impl Slots {
     }
 
     /// Takes a free slot in state `state`; returns its `user_data`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert(&mut self, state: Lifecycle) -> Option<u64> {
         let index = self.free.pop()?;
         let counted = state.counts_against_cap();

@@ -91,6 +91,9 @@ impl<T: OpCode + UringOp + EpollOp> Op<T> {
     /// `ECANCELED` nobody asked for, the operation again ([`crate::op::resubmit_after`]).
     #[inline]
     fn settle(&mut self, c: Completion, cx: &mut Context<'_>) -> Poll<T::Output> {
+        if c.res != -libc::ECANCELED {
+            return self.finish(c);
+        }
         let deadline = self
             .data
             .as_ref()
@@ -213,7 +216,21 @@ impl<T: OpCode + UringOp + EpollOp> Future for Op<T> {
 }
 
 impl<T: OpCode> Drop for Op<T> {
+    #[inline]
     fn drop(&mut self) {
+        // The common case, a finished operation, costs one comparison where the future is
+        // dropped; the others are out of line.
+        if matches!(self.phase, Phase::Idle | Phase::Done) {
+            return;
+        }
+        self.drop_unfinished();
+    }
+}
+
+impl<T: OpCode> Op<T> {
+    #[cold]
+    #[inline(never)]
+    fn drop_unfinished(&mut self) {
         match self.phase {
             Phase::Room(ticket) => {
                 if let Some(driver) = &self.driver {

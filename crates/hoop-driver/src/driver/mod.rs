@@ -63,7 +63,11 @@ impl Engine {
         match self {
             Engine::Uring(u) => match data.link_timeout() {
                 Some(ts) => u.push_with_timeout(data.create_entry(), ts, granted, state),
-                None => u.push(data.create_entry(), granted, state),
+                None => u.push_with(
+                    |user_data| data.create_entry().user_data(user_data),
+                    granted,
+                    state,
+                ),
             },
             Engine::Epoll(e) => e.push(data.create_call(), granted, state),
         }

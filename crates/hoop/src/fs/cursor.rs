@@ -58,6 +58,7 @@ where
     F: Future<Output = BufResult<usize, B>> + Unpin,
 {
     type Output = BufResult<usize, B>;
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (res, buf) = std::task::ready!(Pin::new(&mut this.write).poll(cx));

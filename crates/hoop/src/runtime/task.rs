@@ -21,10 +21,19 @@ use hoop_driver::{Notifier, RingWaker};
 use super::blocking::BlockingPool;
 
 /// Identifies a task: its slab index and the generation of that slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub(crate) struct TaskId {
     pub(crate) index: u32,
     pub(crate) generation: u32,
+}
+
+impl PartialEq for TaskId {
+    /// One comparison of the key rather than one per field (the run loop compares every id it
+    /// runs with the main future's).
+    #[inline]
+    fn eq(&self, other: &TaskId) -> bool {
+        self.key() == other.key()
+    }
 }
 
 impl TaskId {

@@ -302,10 +302,22 @@ impl Uring {
 
     /// Pushes an operation's SQE into a new slot. `granted` says the caller holds a grant from
     /// the room FIFO (it may then pass waiters that came before others).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(
         &mut self,
         entry: Entry,
+        granted: bool,
+        state: Lifecycle,
+    ) -> Result<u64, PushError> {
+        self.push_with(move |user_data| entry.user_data(user_data), granted, state)
+    }
+
+    /// [`Uring::push`] with the SQE made by `entry` once its slot is known (given the slot's
+    /// `user_data`): the SQE is built in place, not built, moved and copied.
+    #[inline(always)]
+    pub(crate) fn push_with(
+        &mut self,
+        entry: impl FnOnce(u64) -> Entry,
         granted: bool,
         state: Lifecycle,
     ) -> Result<u64, PushError> {
@@ -321,7 +333,7 @@ impl Uring {
         let Some(user_data) = self.table.slots.insert(state) else {
             return Err(PushError::NoRoom);
         };
-        let mut entry = entry.user_data(user_data);
+        let mut entry = entry(user_data);
         if self.faults.active() && self.fault_injected_at_push(&mut entry, user_data) {
             return Ok(user_data);
         }
@@ -329,7 +341,8 @@ impl Uring {
             let _ = self.table.slots.remove(user_data);
             return Err(PushError::NoRoom);
         }
-        self.storage_queued |= is_storage_io(entry.get_opcode() as u8);
+        // Only a ring waiting on a device submits file I/O early (`flush_early`).
+        self.storage_queued |= self.early && is_storage_io(entry.get_opcode() as u8);
         Ok(user_data)
     }
 

@@ -102,7 +102,7 @@ impl Uring {
             cancels_in_flight,
             wake_armed,
             wake_fd,
-            awaiting_cqes,
+            finals: 0,
         };
         let mut n = 0u64;
         for h in released {
@@ -136,6 +136,9 @@ impl Uring {
             }
             reaper.deliver(user_data, c, true);
         }
+        // The final CQEs, owed no more, counted once for the batch.
+        *awaiting_cqes = awaiting_cqes.saturating_sub(reaper.finals);
+        let table = reaper.table;
         table.counters.cqes_reaped += n;
         table.counters.max_cqe_batch = table.counters.max_cqe_batch.max(n);
         n as usize
@@ -149,7 +152,8 @@ struct Reaper<'a> {
     cancels_in_flight: &'a mut usize,
     wake_armed: &'a mut bool,
     wake_fd: &'a Arc<OwnedFd>,
-    awaiting_cqes: &'a mut usize,
+    /// Final CQEs from the kernel delivered so far (each was owed, `awaiting_cqes`).
+    finals: usize,
 }
 
 impl Reaper<'_> {
@@ -159,9 +163,7 @@ impl Reaper<'_> {
     pub(super) fn deliver(&mut self, user_data: u64, c: Completion, from_kernel: bool) {
         // The common case first: the final CQE of an operation's slot.
         if !tag::is_tag(user_data) && !cqueue::more(c.flags) {
-            if from_kernel {
-                *self.awaiting_cqes = self.awaiting_cqes.saturating_sub(1);
-            }
+            self.finals += usize::from(from_kernel);
             self.table.complete(user_data, c);
             return;
         }
@@ -171,7 +173,7 @@ impl Reaper<'_> {
             return;
         }
         if from_kernel && !cqueue::more(c.flags) {
-            *self.awaiting_cqes = self.awaiting_cqes.saturating_sub(1);
+            self.finals += 1;
         }
         if user_data == tag::CANCEL {
             *self.cancels_in_flight -= 1;
