@@ -72,6 +72,10 @@ pub struct EchoArgs {
     /// receive bundles, 6.10+), `inc-bundles` (`inc` with bundles).
     #[arg(long, value_enum, default_value_t = RecvRing::Inc, hide = true)]
     pub recv_ring: RecvRing,
+    /// hoop basic path (for measurements): replies of at least this many bytes go out with
+    /// `IORING_OP_SEND_ZC` (`TcpStream::send_zc_all`) instead of a send.
+    #[arg(long, value_name = "BYTES", hide = true, requires = "basic")]
+    pub send_zc_min: Option<usize>,
 }
 
 /// The best path's receive buffer ring (`--recv-ring`).
@@ -129,9 +133,10 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
             let kind = settle_driver("echo", args.driver)?;
             let basic = args.basic;
             let recv_ring = args.recv_ring;
+            let zc_min = args.send_zc_min.unwrap_or(usize::MAX);
             let serve: super::threads::Serve = Arc::new(move |i, listener, stop| {
                 let accept: Pin<Box<dyn Future<Output = ()>>> = if basic {
-                    Box::pin(accept_loop(listener, i))
+                    Box::pin(accept_loop(listener, i, zc_min))
                 } else {
                     Box::pin(accept_loop_best(listener, i, recv_ring))
                 };
@@ -163,14 +168,14 @@ pub fn run(args: EchoArgs) -> io::Result<()> {
 
 /// Accepts forever, one echo task per connection. Failures never end the loop: running out of
 /// descriptors or memory waits 1 ms, anything else is logged and retried with a backoff.
-async fn accept_loop(listener: TcpListener, worker: usize) {
+async fn accept_loop(listener: TcpListener, worker: usize, zc_min: usize) {
     let mut pacing = AcceptPacing::new("echo", worker);
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
                 pacing.accepted().await;
                 // Detached: the task runs until its connection ends or the runtime drops.
-                drop(hoop::spawn(echo_conn(stream)));
+                drop(hoop::spawn(echo_conn(stream, zc_min)));
             }
             Err(e) => pacing.failed(e).await,
         }
@@ -209,7 +214,7 @@ async fn accept_loop_best(listener: TcpListener, worker: usize, kind: RecvRing) 
         Ok(r) => r,
         Err(e) => {
             eprintln!("hoop echo: thread {worker}: no buffer ring ({e}); using the basic path");
-            return accept_loop(listener, worker).await;
+            return accept_loop(listener, worker, usize::MAX).await;
         }
     };
     let mut pacing = AcceptPacing::new("echo", worker);
@@ -250,8 +255,9 @@ async fn echo_conn_ring(stream: hoop::net::DirectTcpStream, ring: hoop::BufRing)
     }
 }
 
-/// Echoes one connection until end of stream or the first error.
-async fn echo_conn(stream: TcpStream) {
+/// Echoes one connection until end of stream or the first error; replies of `zc_min` bytes or
+/// more with zero-copy sends.
+async fn echo_conn(stream: TcpStream, zc_min: usize) {
     // Best effort: without it only latency suffers.
     let _ = stream.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::with_capacity(BUF_SIZE);
@@ -264,7 +270,11 @@ async fn echo_conn(stream: TcpStream) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let (res, b) = stream.write_all(buf).await;
+        let (res, b) = if buf.len() >= zc_min {
+            stream.send_zc_all(buf).await
+        } else {
+            stream.write_all(buf).await
+        };
         buf = b;
         if res.is_err() {
             break;
