@@ -117,6 +117,14 @@ pub struct Config {
     /// completion later by up to this much. `None` (the default, unless `HOOP_MIN_WAIT_US` is
     /// set): the wait ends at the first completion. Ignored on older kernels and by epoll.
     pub min_wait: Option<Duration>,
+    /// Bounded waits (a timer's deadline, a min-wait) pass their arguments in a page
+    /// registered with the ring (`IORING_REGISTER_MEM_REGION`, 6.13) rather than copied in on
+    /// every `io_uring_enter`; the ring is set up disabled, the page registered, the ring
+    /// enabled. Default true (`HOOP_REG_WAIT=0` turns it off for a whole process): a bounded
+    /// wait's `io_uring_enter` took 200 ns instead of 264 (DESIGN.md). A kernel that refuses
+    /// the page leaves the ring as it would be without. Ignored before 6.13, with SQPOLL or
+    /// IOPOLL, and by epoll.
+    pub reg_wait: bool,
     /// Keep a time-weighted count of the operations in the kernel (`Counters::depth_ns` and
     /// `Counters::depth_sampled_ns`): one clock read per `io_uring_enter` and per drain, so off
     /// by default; benchmarks turn it on to see the queue depth the device really had.
@@ -141,6 +149,7 @@ impl Default for Config {
             iowq_max_workers: None,
             resize_rings: true,
             min_wait: min_wait_from_env(),
+            reg_wait: std::env::var("HOOP_REG_WAIT").map_or(true, |v| v.trim() != "0"),
             sample_depth: false,
         }
     }

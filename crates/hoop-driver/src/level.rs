@@ -223,6 +223,8 @@ pub mod since {
     /// `IORING_REGISTER_RESIZE_RINGS`: a ring's SQ and CQ resized in place (hoop grows the CQ
     /// of a thread's ring under load instead of sizing it up front).
     pub const RESIZE_RINGS: Since = (6, 13);
+    /// `IORING_REGISTER_MEM_REGION` with wait arguments (`Config::reg_wait`).
+    pub const MEM_REGION: Since = (6, 13);
 }
 
 /// The registrations, flags and system calls of [`since`], by kernel name, for [`Level::absent`].
@@ -238,6 +240,7 @@ pub const PATHS: &[(&str, Since)] = &[
     ("PBUF_RING_INC", since::PBUF_RING_INC),
     ("REGISTER_SEND_MSG_RING", since::SEND_MSG_RING),
     ("REGISTER_RESIZE_RINGS", since::RESIZE_RINGS),
+    ("REGISTER_MEM_REGION", since::MEM_REGION),
 ];
 
 /// `IORING_OP_*` (linux/io_uring.h) by number, without the prefix, and the kernel that brought

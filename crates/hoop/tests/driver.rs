@@ -685,3 +685,63 @@ fn a_min_wait_still_returns_for_one_completion() {
         assert_eq!(got, (0..20u8).collect::<Vec<_>>());
     });
 }
+
+/// With registered wait arguments (`Builder::reg_wait`, Linux 6.13: the ring set up disabled,
+/// a page registered, the ring enabled) a bounded wait still ends at its deadline and not
+/// before: 30 sleeps of 2 ms each take at least 2 ms, with and without a min-wait, and a read
+/// whose byte comes from another thread 20 ms later completes. Where the kernel (or the level)
+/// lacks it, the same runs on an ordinary ring and a line says so.
+#[test]
+fn registered_wait_arguments_bound_the_wait() {
+    use std::io::Write;
+    each_driver(|kind| {
+        for min_wait in [None, Some(Duration::from_micros(100))] {
+            let registered = bounded(60, move || {
+                let rt = builder(kind)
+                    .reg_wait(true)
+                    .min_wait(min_wait)
+                    .build()
+                    .unwrap();
+                let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+                rt.block_on(async move {
+                    let registered =
+                        hoop::driver::Driver::current().is_some_and(|d| d.waits_registered());
+                    for _ in 0..30 {
+                        let t = std::time::Instant::now();
+                        hoop::time::sleep(Duration::from_millis(2)).await;
+                        assert!(t.elapsed() >= Duration::from_millis(2), "{:?}", t.elapsed());
+                    }
+                    let writer = common::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(20));
+                        b.write_all(&[7]).unwrap();
+                        b
+                    });
+                    let fd = a.as_raw_fd();
+                    loop {
+                        let (r, buf) = Op::new(op::Read::new(fd, vec![0u8; 1], u64::MAX)).await;
+                        match r {
+                            Ok(1) => {
+                                assert_eq!(buf[0], 7);
+                                break;
+                            }
+                            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                            other => panic!("read: {other:?}"),
+                        }
+                    }
+                    drop(writer.join().unwrap());
+                    registered
+                })
+            });
+            let expected = kind == DriverKind::Uring && hoop::setup::kernel_at_least(6, 13);
+            if expected {
+                assert!(registered, "no wait region on a 6.13 kernel");
+            } else {
+                common::skip(
+                    kind,
+                    "registered wait arguments need io_uring on Linux 6.13 (or a kernel level \
+                     that has it): ran on an ordinary ring",
+                );
+            }
+        }
+    });
+}

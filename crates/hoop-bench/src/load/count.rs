@@ -24,6 +24,10 @@ pub enum CountOp {
     Nop,
     /// 4 KiB reads of this file (hot in the page cache).
     Read(PathBuf),
+    /// `io_uring_enter` calls that pass a bounded wait's arguments and return at once (hoop
+    /// only; in the registered wait region where the kernel has one, unless `HOOP_REG_WAIT=0`):
+    /// the time per call goes to stderr.
+    Wait,
 }
 
 /// One `hoop bench count` run: `count` operations, `batch` per batch (no-ops) or in flight
@@ -67,7 +71,13 @@ impl CountPlan {
         let op = match op {
             "nop" => CountOp::Nop,
             "read" => CountOp::Read(file.ok_or_else(|| invalid("--op read needs --file"))?),
-            other => return Err(invalid(format!("--op must be nop or read (got {other:?})"))),
+            "wait" if hoop => CountOp::Wait,
+            "wait" => return Err(invalid("--op wait runs on --engine hoop only")),
+            other => {
+                return Err(invalid(format!(
+                    "--op must be nop, read or wait (got {other:?})"
+                )))
+            }
         };
         Ok(CountPlan {
             op,
@@ -84,6 +94,7 @@ pub fn run_count(plan: &CountPlan) -> io::Result<()> {
     let done = match &plan.op {
         CountOp::Nop => count_nops(plan.hoop, plan.count, plan.batch)?,
         CountOp::Read(path) => count_reads(plan.hoop, plan.count, plan.batch, path)?,
+        CountOp::Wait => count_waits(plan.count)?,
     };
     if done < plan.count {
         return Err(io::Error::other(format!(
@@ -94,10 +105,34 @@ pub fn run_count(plan: &CountPlan) -> io::Result<()> {
     let op = match plan.op {
         CountOp::Nop => "nop",
         CountOp::Read(_) => "read",
+        CountOp::Wait => "wait",
     };
     let engine = if plan.hoop { "hoop" } else { "raw" };
     println!("count: {op} {engine} {done} ops");
     Ok(())
+}
+
+/// `count` enters with a bounded wait's arguments that return at once, on a runtime's ring;
+/// prints the time per call on stderr.
+fn count_waits(count: u64) -> io::Result<u64> {
+    let rt = hoop::runtime::Builder::new()
+        .driver(hoop::driver::DriverKind::Uring)
+        .build()?;
+    rt.block_on(async move {
+        let driver = hoop::driver::Driver::current()
+            .ok_or_else(|| io::Error::other("no driver on the runtime's thread"))?;
+        let start = std::time::Instant::now();
+        for _ in 0..count {
+            driver.enter_bounded_nowait()?;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / count as f64;
+        eprintln!(
+            "wait: {ns:.1} ns per io_uring_enter with a bounded wait's arguments (registered \
+             wait region: {})",
+            driver.waits_registered()
+        );
+        Ok(count)
+    })
 }
 
 /// `count` no-ops in batches of `batch`; returns how many succeeded.

@@ -139,10 +139,18 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
         ),
         (
             "mem_region",
-            path(
+            state(
                 since(6, 13),
+                uring.is_some_and(|d| d.waits_registered()),
                 "6.13",
-                "not used: the wait arguments are passed with each io_uring_enter",
+                if uring.is_some_and(|d| d.waits_registered()) {
+                    "used: a bounded wait's arguments (deadline, min-wait) are read from a page \
+                     registered with the ring, not copied in per io_uring_enter \
+                     (HOOP_REG_WAIT=0 turns it off)"
+                } else {
+                    "not used: turned off (HOOP_REG_WAIT=0, Builder::reg_wait), or the kernel \
+                     refused the region"
+                },
             ),
         ),
         (

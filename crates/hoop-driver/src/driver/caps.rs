@@ -185,6 +185,26 @@ impl Driver {
         }
     }
 
+    /// One `io_uring_enter` with a bounded wait's arguments that returns at once (no
+    /// completion wanted): the cost of passing them, for `hoop bench count --op wait`.
+    /// `Unsupported` for epoll.
+    #[doc(hidden)]
+    pub fn enter_bounded_nowait(&self) -> io::Result<()> {
+        match &mut *self.shared.engine.borrow_mut() {
+            Engine::Uring(u) => u.enter_bounded_nowait(),
+            Engine::Epoll(_) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        }
+    }
+
+    /// Whether bounded waits pass their arguments in a registered wait region
+    /// (`Config::reg_wait`, Linux 6.13); false for epoll.
+    pub fn waits_registered(&self) -> bool {
+        match &*self.shared.engine.borrow() {
+            Engine::Uring(u) => u.waits_registered(),
+            Engine::Epoll(_) => false,
+        }
+    }
+
     /// The bytes of the rings mapped into the process now: the SQ ring and its index array,
     /// the SQEs, and the CQ ring with its CQEs (0 for epoll).
     pub fn ring_bytes(&self) -> usize {

@@ -77,6 +77,14 @@ impl Builder {
         self
     }
 
+    /// Whether bounded waits pass their arguments in a page registered with the ring (Linux
+    /// 6.13; see `hoop_driver::Config::reg_wait`). Default: on (the `HOOP_REG_WAIT=0`
+    /// environment variable turns it off for a whole process).
+    pub fn reg_wait(mut self, on: bool) -> Builder {
+        self.cfg.reg_wait = on;
+        self
+    }
+
     /// Whether to try `SINGLE_ISSUER | DEFER_TASKRUN` and `COOP_TASKRUN` (default true).
     pub fn taskrun_flags(mut self, on: bool) -> Builder {
         self.cfg.taskrun_flags = on;

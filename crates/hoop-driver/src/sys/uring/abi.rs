@@ -54,6 +54,7 @@ pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io
             IORING_ENTER_GETEVENTS,
             Some(timeout),
             0,
+            None,
         )
     }
     .map(drop)
@@ -64,7 +65,8 @@ pub(crate) fn wait_for_cqe(ring_fd: std::os::fd::RawFd, timeout: Duration) -> io
 /// `io_uring_getevents_arg` whose timeout bounds a blocking wait (`IORING_ENTER_EXT_ARG`); a
 /// wait that timed out returns `Ok(to_submit)`. A `min_wait_usec` above 0 (6.12,
 /// `IORING_FEAT_MIN_TIMEOUT`) goes in the same argument: the wait for `want` completions
-/// ends after that long once one has come.
+/// ends after that long once one has come. With `region` (`Config::reg_wait`) both go in the
+/// registered wait region instead (`IORING_ENTER_EXT_ARG_REG`): nothing is copied in.
 ///
 /// # Safety
 /// `fd` must name a ring the caller keeps open, and every SQE among the `to_submit` queued ones
@@ -76,7 +78,28 @@ pub(super) unsafe fn sys_enter(
     mut flags: u32,
     wait: Option<Duration>,
     min_wait_usec: u32,
+    region: Option<&super::regwait::WaitRegion>,
 ) -> io::Result<usize> {
+    if let (Some(region), true) = (region, wait.is_some() || min_wait_usec > 0) {
+        let (offset, size) = region.set(wait, min_wait_usec);
+        flags |= IORING_ENTER_EXT_ARG | super::regwait::IORING_ENTER_EXT_ARG_REG;
+        // SAFETY: the argument is an offset into the ring's registered wait region, which the
+        // region's owner keeps alive and which `set` just wrote; `fd` names a ring the caller
+        // keeps open, and every SQE it submits points to memory its operation owns until the
+        // final CQE (the callers' contracts).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                fd,
+                libc::c_long::from(to_submit),
+                libc::c_long::from(want),
+                libc::c_long::from(flags),
+                offset,
+                size,
+            )
+        };
+        return enter_result(r, to_submit, wait.is_some());
+    }
     {
         let ts = wait.map(|d| KernelTimespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
@@ -115,14 +138,19 @@ pub(super) unsafe fn sys_enter(
                 argsz,
             )
         };
-        if r >= 0 {
-            return Ok(r as usize);
-        }
-        let e = io::Error::last_os_error();
-        if wait.is_some() && e.raw_os_error() == Some(libc::ETIME) {
-            // The wait timed out: the SQEs were submitted all the same.
-            return Ok(to_submit as usize);
-        }
-        Err(e)
+        enter_result(r, to_submit, wait.is_some())
     }
+}
+
+/// The result of `io_uring_enter` returning `r`: a wait that timed out (`ETIME`, with a
+/// timeout) submitted the SQEs all the same.
+fn enter_result(r: libc::c_long, to_submit: u32, timed: bool) -> io::Result<usize> {
+    if r >= 0 {
+        return Ok(r as usize);
+    }
+    let e = io::Error::last_os_error();
+    if timed && e.raw_os_error() == Some(libc::ETIME) {
+        return Ok(to_submit as usize);
+    }
+    Err(e)
 }

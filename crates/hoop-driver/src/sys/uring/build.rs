@@ -5,6 +5,7 @@ use std::io;
 use io_uring::IoUring;
 
 use super::probe::intern;
+use super::regwait::{self, WaitRegion};
 use crate::config::Config;
 use crate::setup::SetupError;
 
@@ -75,13 +76,16 @@ impl Attempt {
 /// reserve it to privileged users). Always `SUBMIT_ALL` where the kernel takes it, a CQ of `cq`
 /// entries, and `IOPOLL` in every attempt if `cfg.iopoll`. A ring that will `grow` asks for
 /// `NO_SQARRAY` with `DEFER_TASKRUN` first: a resize (6.13 to at least 6.18) hands back no
-/// offset for the new SQ index array, so only a ring without one can be mapped again.
+/// offset for the new SQ index array, so only a ring without one can be mapped again. With
+/// `Config::reg_wait` (6.13) every attempt is set up disabled, a wait region is registered
+/// (`regwait`), and the ring enabled.
 pub(super) fn build_ring(
     entries: u32,
     cq: u32,
     cfg: &Config,
     grow: bool,
-) -> Result<(IoUring, &'static str), SetupError> {
+) -> Result<(IoUring, &'static str, Option<WaitRegion>), SetupError> {
+    let reg_wait = regwait::wanted(cfg);
     let base = Attempt {
         iopoll: cfg.iopoll,
         ..Attempt::default()
@@ -179,8 +183,16 @@ pub(super) fn build_ring(
         if a.submit_all {
             b.setup_submit_all();
         }
+        if reg_wait {
+            b.setup_r_disabled();
+        }
         match b.build(entries) {
-            Ok(ring) => return Ok((ring, a.name())),
+            Ok(ring) if reg_wait => {
+                let region = WaitRegion::register_and_enable(&ring)
+                    .map_err(|e| SetupError::classify(e, entries))?;
+                return Ok((ring, a.name(), region));
+            }
+            Ok(ring) => return Ok((ring, a.name(), None)),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
             Err(e) if a.sqpoll && e.raw_os_error() == Some(libc::EPERM) => last = Some(e),
             Err(e) => return Err(SetupError::classify(e, entries)),

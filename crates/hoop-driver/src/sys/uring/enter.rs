@@ -141,7 +141,17 @@ impl Uring {
         // SAFETY: a registered index names this ring in this thread's table (the driver never
         // leaves the thread that built it, and a shared ring registers none); the SQEs pushed
         // point to memory their operations own until the final CQE (UringOp's contract).
-        unsafe { sys_enter(fd, to_submit, want, flags, wait, min_wait_usec) }
+        unsafe {
+            sys_enter(
+                fd,
+                to_submit,
+                want,
+                flags,
+                wait,
+                min_wait_usec,
+                self.wait_region.as_ref(),
+            )
+        }
     }
 
     /// With `Config::min_wait` on a kernel that has it (6.12, `IORING_FEAT_MIN_TIMEOUT`): a
@@ -159,6 +169,25 @@ impl Uring {
 }
 
 impl Uring {
+    /// One `io_uring_enter` that passes a bounded wait's arguments (a 1 s deadline, the
+    /// min-wait) and waits for no completion, so it returns at once: what the arguments cost
+    /// the system call (`hoop bench count --op wait`).
+    pub(crate) fn enter_bounded_nowait(&mut self) -> io::Result<()> {
+        self.raw_enter(
+            0,
+            0,
+            super::abi::IORING_ENTER_GETEVENTS,
+            Some(Duration::from_secs(1)),
+            self.min_wait_usec,
+        )
+        .map(drop)
+    }
+
+    /// Whether bounded waits pass their arguments in a registered wait region.
+    pub(crate) fn waits_registered(&self) -> bool {
+        self.wait_region.is_some()
+    }
+
     /// The min-wait in force: `Config::min_wait`, where the kernel has it.
     pub(crate) fn min_wait_in_force(&self) -> Option<Duration> {
         (self.min_wait_usec > 0 && self.has_feature(super::FEAT_MIN_TIMEOUT))

@@ -21,6 +21,7 @@ mod op;
 mod probe;
 mod reap;
 mod regring;
+mod regwait;
 mod resize;
 mod sqe;
 mod teardown;
@@ -111,6 +112,8 @@ pub(crate) struct Uring {
     grow: Option<resize::Grow>,
     /// `Config::min_wait` in microseconds (0: off).
     min_wait_usec: u32,
+    /// The registered wait arguments (`Config::reg_wait`); after `ring`, so dropped after it.
+    wait_region: Option<regwait::WaitRegion>,
 }
 
 /// The state of depth sampling: the depth since `since`.
@@ -155,16 +158,16 @@ impl Uring {
         // Injected: a CQ of twice the SQ (at most 16 entries) while the in-flight cap stays
         // what the asked-for CQ allows, so the CQ overflows under load.
         let tiny_cq = faults.fire(Fault::CqOverflow);
-        let (ring, setup_flags) = if tiny_cq {
+        let built = if tiny_cq {
             let sq = entries.min(8);
             build_ring(sq, sq * 2, cfg, false)?
         } else {
             build_ring(entries, start_cq, cfg, start_cq < cq)?
         };
-        let (ring, setup_flags, grow) = if !tiny_cq && start_cq < cq {
-            resize::start(ring, setup_flags, entries, cq, cfg)?
+        let ((ring, setup_flags, wait_region), grow) = if !tiny_cq && start_cq < cq {
+            resize::start(built, entries, cq, cfg)?
         } else {
-            (ring, setup_flags, None)
+            (built, None)
         };
         let probe = probe_opcodes(&ring)?;
         // Both registrations are optimisations: a kernel that refuses them is ignored.
@@ -228,6 +231,7 @@ impl Uring {
             storage_queued: false,
             early: false,
             grow,
+            wait_region,
             min_wait_usec: cfg
                 .min_wait
                 .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX)),

@@ -159,23 +159,27 @@ fn params_of(ring: &IoUring) -> Params {
 /// once with a resize to its own size, so a kernel (or a sandbox) that refuses is found at
 /// setup. Where it cannot grow, the ring is set up again at `target_cq`.
 pub(super) fn start(
-    ring: IoUring,
-    setup_flags: &'static str,
+    built: Built,
     entries: u32,
     target_cq: u32,
     cfg: &Config,
-) -> Result<(IoUring, &'static str, Option<Grow>), SetupError> {
+) -> Result<(Built, Option<Grow>), SetupError> {
+    let (ring, setup_flags, region) = built;
     let start_cq = ring.params().cq_entries();
     if can_grow(setup_flags) {
         if let Ok(resized) = resize(&ring, start_cq) {
             drop(ring);
-            return Ok((resized, setup_flags, Some(Grow::new(start_cq, target_cq))));
+            let grow = Grow::new(start_cq, target_cq);
+            return Ok(((resized, setup_flags, region), Some(grow)));
         }
     }
     drop(ring);
-    let (ring, setup_flags) = build_ring(entries, target_cq, cfg, false)?;
-    Ok((ring, setup_flags, None))
+    drop(region);
+    Ok((build_ring(entries, target_cq, cfg, false)?, None))
 }
+
+/// A ring as `build_ring` made it: the ring, its setup flags, its wait region.
+pub(super) type Built = (IoUring, &'static str, Option<super::regwait::WaitRegion>);
 
 /// Resizes the CQ of `ring` to `cq_entries` (the SQ keeps its size) and maps the new rings:
 /// the returned `IoUring`, on a duplicate of the ring fd, replaces `ring`, whose mappings are
