@@ -331,6 +331,7 @@ struct ReadmeDoctests;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 #[path = "axum_serve.rs"]
 pub mod axum;
+pub mod epoll;
 pub mod fs;
 #[cfg(feature = "hyper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]

@@ -155,10 +155,11 @@ pub fn collect(driver: Option<&Driver>) -> Paths {
         ),
         (
             "epoll_wait",
-            path(
+            used_when(
                 op(EPOLL_WAIT),
                 "6.15",
-                "not used: hoop has no descriptor that only epoll can watch",
+                "used by hoop::epoll::Epoll::wait (a program's own epoll set waited on as one \
+                 operation; before 6.15, a poll of the set's fd and a non-blocking epoll_wait)",
             ),
         ),
         (

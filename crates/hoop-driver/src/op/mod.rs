@@ -17,6 +17,7 @@ use crate::error::cvt;
 use crate::lifecycle::{Completion, Orphan, StreamOrphan};
 
 pub mod direct;
+pub mod epoll;
 pub mod fixed;
 pub mod fs;
 pub mod link;
@@ -27,6 +28,7 @@ pub mod time;
 pub mod zc;
 
 pub use direct::*;
+pub use epoll::EpollWait;
 pub use fixed::*;
 pub use fs::*;
 pub use link::{deadline_passed, Deadline, Elapsed, TimedOut};

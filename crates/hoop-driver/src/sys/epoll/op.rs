@@ -415,6 +415,21 @@ epoll_ops! {
         }
     };
 
+    // The events buffer is a Vec the operation owns and never grows. The set's fd is watched;
+    // `epoll_wait(2)` with no timeout runs once it is readable (none found: wait again).
+    [] EpollWait => |op| {
+        let max = op.max_events();
+        let events: *mut libc::epoll_event = op.events.as_mut_ptr();
+        Call {
+            zero_is_eagain: true,
+            ..Call::new(
+                libc::SYS_epoll_wait,
+                &[op.epfd as _, events as _, max as _, 0],
+                Mode::Readable(op.epfd),
+            )
+        }
+    };
+
     // No pointers; the arm stays armed in the driver, one accept4 per connection.
     [] AcceptMulti => |op| {
         Call::new(

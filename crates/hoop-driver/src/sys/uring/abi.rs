@@ -80,66 +80,52 @@ pub(super) unsafe fn sys_enter(
     min_wait_usec: u32,
     region: Option<&super::regwait::WaitRegion>,
 ) -> io::Result<usize> {
-    if let (Some(region), true) = (region, wait.is_some() || min_wait_usec > 0) {
-        let (offset, size) = region.set(wait, min_wait_usec);
-        flags |= IORING_ENTER_EXT_ARG | super::regwait::IORING_ENTER_EXT_ARG_REG;
-        // SAFETY: the argument is an offset into the ring's registered wait region, which the
-        // region's owner keeps alive and which `set` just wrote; `fd` names a ring the caller
-        // keeps open, and every SQE it submits points to memory its operation owns until the
-        // final CQE (the callers' contracts).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                fd,
-                libc::c_long::from(to_submit),
-                libc::c_long::from(want),
-                libc::c_long::from(flags),
-                offset,
-                size,
+    let bounded = wait.is_some() || min_wait_usec > 0;
+    // The argument, when passed by pointer: built on this frame, alive for the call.
+    let ts = wait.map(|d| KernelTimespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    });
+    let arg = (bounded && region.is_none()).then(|| GeteventsArg {
+        sigmask: 0,
+        sigmask_sz: 8,
+        min_wait_usec,
+        ts: ts
+            .as_ref()
+            .map_or(0, |ts| ts as *const KernelTimespec as u64),
+    });
+    let (argp, argsz) = match (region, &arg) {
+        // In the registered page: the argument is its offset there.
+        (Some(region), _) if bounded => {
+            flags |= IORING_ENTER_EXT_ARG | super::regwait::IORING_ENTER_EXT_ARG_REG;
+            region.set(wait, min_wait_usec)
+        }
+        (_, Some(a)) => {
+            flags |= IORING_ENTER_EXT_ARG;
+            (
+                a as *const GeteventsArg as usize,
+                std::mem::size_of::<GeteventsArg>(),
             )
-        };
-        return enter_result(r, to_submit, wait.is_some());
-    }
-    {
-        let ts = wait.map(|d| KernelTimespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
-            tv_nsec: i64::from(d.subsec_nanos()),
-        });
-        let arg = (ts.is_some() || min_wait_usec > 0).then(|| GeteventsArg {
-            sigmask: 0,
-            sigmask_sz: 8,
-            min_wait_usec,
-            ts: ts
-                .as_ref()
-                .map_or(0, |ts| ts as *const KernelTimespec as u64),
-        });
-        let (argp, argsz) = match &arg {
-            Some(a) => {
-                flags |= IORING_ENTER_EXT_ARG;
-                (
-                    a as *const GeteventsArg as *const libc::c_void,
-                    std::mem::size_of::<GeteventsArg>() as libc::c_long,
-                )
-            }
-            None => (std::ptr::null(), 0),
-        };
-        // SAFETY: the argument is null (size 0) or an io_uring_getevents_arg on this stack
-        // frame pointing to a timespec on this stack frame (or to none), alive for the call; `fd` names
-        // a ring the caller keeps open, and every SQE it submits points to memory its operation
-        // owns until the final CQE (the callers' contracts).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                fd,
-                libc::c_long::from(to_submit),
-                libc::c_long::from(want),
-                libc::c_long::from(flags),
-                argp,
-                argsz,
-            )
-        };
-        enter_result(r, to_submit, wait.is_some())
-    }
+        }
+        _ => (0, 0),
+    };
+    // SAFETY: the argument is none (0, size 0), an io_uring_getevents_arg on this stack frame
+    // pointing to a timespec on this stack frame (or to none), alive for the call, or an offset
+    // into the ring's registered wait region, which its owner keeps alive and `set` just wrote;
+    // `fd` names a ring the caller keeps open, and every SQE it submits points to memory its
+    // operation owns until the final CQE (the callers' contracts).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            fd,
+            libc::c_long::from(to_submit),
+            libc::c_long::from(want),
+            libc::c_long::from(flags),
+            argp,
+            argsz,
+        )
+    };
+    enter_result(r, to_submit, wait.is_some())
 }
 
 /// The result of `io_uring_enter` returning `r`: a wait that timed out (`ETIME`, with a

@@ -355,6 +355,42 @@ unsafe impl UringOp for PollOnce {
     }
 }
 
+// SAFETY: the events buffer is a Vec on the heap that the operation owns and never grows.
+unsafe impl UringOp for EpollWait {
+    fn create_entry(&mut self) -> Entry {
+        let max = self.max_events();
+        opcode::EpollWait::new(
+            Fd(self.epfd),
+            self.events
+                .as_mut_ptr()
+                .cast::<io_uring::types::epoll_event>(),
+            max,
+        )
+        .build()
+    }
+
+    /// Before 6.15 (no `IORING_OP_EPOLL_WAIT`): a non-blocking `epoll_wait(2)` here; the
+    /// caller waits for the set's fd to be readable when it finds nothing.
+    fn without_sqe(&mut self, driver: &crate::Driver) -> Option<i32> {
+        if driver.kind() != crate::DriverKind::Uring
+            || driver.supports_opcode(opcode::EpollWait::CODE)
+        {
+            return None;
+        }
+        let max = i32::try_from(self.max_events()).unwrap_or(i32::MAX);
+        // SAFETY: the kernel writes at most `max` events into the Vec's buffer, which holds
+        // that many; the call does not block (timeout 0).
+        let n = unsafe { libc::epoll_wait(self.epfd, self.events.as_mut_ptr(), max, 0) };
+        Some(if n < 0 {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            n
+        })
+    }
+}
+
 // SAFETY: no pointers (no address is asked of a multishot accept).
 unsafe impl UringOp for AcceptMulti {
     fn create_entry(&mut self) -> Entry {
