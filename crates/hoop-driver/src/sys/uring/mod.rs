@@ -202,9 +202,13 @@ impl Uring {
         Ok(Uring {
             ring,
             probe,
+            // A growable ring has the slots of its largest cap from the start.
             table: OpTable::growable(
                 capacity,
-                crate::config::cap_for_cq(cq as usize),
+                match grow {
+                    Some(_) => crate::config::cap_for_cq(cq as usize),
+                    None => capacity,
+                },
                 crate::config::uncapped_slots(),
             ),
             cancels: VecDeque::new(),
