@@ -123,7 +123,7 @@ pub struct Config {
     /// enabled. Default true (`HOOP_REG_WAIT=0` turns it off for a whole process): a bounded
     /// wait's `io_uring_enter` took 200 ns instead of 264 (DESIGN.md). A kernel that refuses
     /// the page leaves the ring as it would be without. Ignored before 6.13, with SQPOLL or
-    /// IOPOLL, and by epoll.
+    /// IOPOLL, on shared rings (their reapers wait outside the ring's lock) and by epoll.
     pub reg_wait: bool,
     /// Keep a time-weighted count of the operations in the kernel (`Counters::depth_ns` and
     /// `Counters::depth_sampled_ns`): one clock read per `io_uring_enter` and per drain, so off

@@ -69,9 +69,12 @@ pub(super) struct RegWait {
 const _: () = assert!(std::mem::size_of::<RegWait>() == 64);
 const _: () = assert!(std::mem::size_of::<RegionDesc>() == 64);
 
-/// Whether a ring for `cfg` is to be set up disabled, to register a wait region.
+/// Whether a ring for `cfg` is to be set up disabled, to register a wait region: a runtime
+/// thread's own ring (a shared ring's reapers wait outside its lock, with no region, so it
+/// would gain nothing).
 pub(super) fn wanted(cfg: &Config) -> bool {
     cfg.reg_wait
+        && cfg.taskrun_flags
         && !cfg.iopoll
         && cfg.sqpoll_idle.is_none()
         && crate::level::has(crate::level::since::MEM_REGION)
