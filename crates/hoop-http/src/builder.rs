@@ -9,8 +9,10 @@ use hoop::sync::CancellationToken;
 
 use crate::access_log::{AccessLog, AccessLogEntry};
 use crate::config::{AutoindexFormat, CacheControlRule, Config, ErrorPage};
-use crate::server::Server;
+use crate::server::{Parts, Server};
+use crate::service::{Body, BoxError, MakeFallback};
 use crate::stop::StopOn;
+use tower_service::Service;
 
 /// Builds a [`Server`] ([`Server::builder`]): every setter starts from [`Config::default()`]
 /// and [`build`](Builder::build) checks the result ([`Config::validate`]) and opens the root.
@@ -29,10 +31,11 @@ use crate::stop::StopOn;
 /// ```
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder {
-    root: PathBuf,
+    root: Option<PathBuf>,
     cfg: Config,
     log: Option<AccessLog>,
     stop: StopOn,
+    service: Option<MakeFallback>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -42,6 +45,7 @@ impl std::fmt::Debug for Builder {
             .field("cfg", &self.cfg)
             .field("access_log_hook", &self.log.is_some())
             .field("stop", &self.stop)
+            .field("fallback_service", &self.service.is_some())
             .finish()
     }
 }
@@ -50,23 +54,100 @@ impl Server {
     /// A [`Builder`] for a server of the directory `root`: the common settings, an
     /// access-log hook and when [`run`](Server::run) stops.
     pub fn builder(root: impl AsRef<Path>) -> Builder {
-        Builder::new(root.as_ref())
+        Builder {
+            root: Some(root.as_ref().to_path_buf()),
+            ..Builder::new()
+        }
+    }
+
+    /// A [`Builder`] for a server with no files: `service` answers every request (see
+    /// [`Builder::fallback_service`]; [`Builder::root`] adds files in front of it).
+    ///
+    /// ```no_run
+    /// use axum::{routing::get, Router};
+    ///
+    /// let app = Router::new().route("/health", get(|| async { "ok" }));
+    /// let server = hoop_http::Server::with_service(app).build()?;
+    /// server.run("127.0.0.1:8080")?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn with_service<S, B>(service: S) -> Builder
+    where
+        S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: 'static,
+        B: http_body::Body + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Builder::new().fallback_service(service)
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder::new()
     }
 }
 
 impl Builder {
-    fn new(root: &Path) -> Builder {
+    /// A builder with no root and no service ([`build`](Builder::build) wants one of them).
+    pub fn new() -> Builder {
         Builder {
-            root: root.to_path_buf(),
+            root: None,
             cfg: Config::default(),
             log: None,
             stop: StopOn::default(),
+            service: None,
         }
     }
 
     /// The directory to serve (replaces the one given to [`Server::builder`]).
     pub fn root(mut self, root: impl AsRef<Path>) -> Builder {
-        self.root = root.as_ref().to_path_buf();
+        self.root = Some(root.as_ref().to_path_buf());
+        self
+    }
+
+    /// The service behind the files: every request no file answers (a target with no file,
+    /// and every method but GET and HEAD, and every request with a body) goes to `service`, a
+    /// [`tower_service::Service`] over [`http::Request`]s with a streamed [`Body`] whose
+    /// response is an [`http::Response`] with any [`http_body::Body`]: an axum `Router` plugs
+    /// in as it is. Each runtime thread calls a clone of its own, so its futures and bodies
+    /// need not be `Send`.
+    ///
+    /// The connection's rules hold for it as for files: keep-alive and pipelining (answers
+    /// leave in order, a batch in one send), the header and idle timeouts (the idle one
+    /// bounds each read of the body and each send of the response, never the service's own
+    /// work), [`Config::max_body_bytes`] (413), the access log. A request body is streamed to
+    /// the service as it arrives, at most 256 KiB queued ahead of it, with `Content-Length`
+    /// or chunked, and `Expect: 100-continue` answered when the service first polls it; the
+    /// response body is streamed out with a `Content-Length` where its length is known,
+    /// chunked otherwise. A service error or a panic in a handler answers 500, and the
+    /// connection goes on when the request body was read; a body the service left unread
+    /// is read and dropped (up to 256 KiB) to keep the connection, else it closes.
+    ///
+    /// ```no_run
+    /// use axum::{routing::post, Router};
+    ///
+    /// let app = Router::new().route("/echo", post(|body: String| async move { body }));
+    /// let server = hoop_http::Server::builder("./public").fallback_service(app).build()?;
+    /// server.run("127.0.0.1:8080")?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fallback_service<S, B>(mut self, service: S) -> Builder
+    where
+        S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: 'static,
+        B: http_body::Body + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.service = Some(MakeFallback::new(service));
+        self
+    }
+
+    /// [`Config::max_body_bytes`]: the largest request body the service is handed.
+    pub fn max_body_bytes(mut self, n: u64) -> Builder {
+        self.cfg.max_body_bytes = n;
         self
     }
 
@@ -219,8 +300,15 @@ impl Builder {
     }
 
     /// The server: the configuration checked (a [`ConfigError`](crate::ConfigError) in an
-    /// `InvalidInput` [`io::Error`]), the root opened (its error as it comes).
+    /// `InvalidInput` [`io::Error`]), the root opened (its error as it comes); with neither
+    /// a root nor a service, an `InvalidInput` error.
     pub fn build(self) -> io::Result<Server> {
-        Server::with(&self.root, self.cfg, self.log, self.stop)
+        Server::with(Parts {
+            root: self.root.as_deref(),
+            cfg: self.cfg,
+            log: self.log,
+            stop: self.stop,
+            service: self.service,
+        })
     }
 }

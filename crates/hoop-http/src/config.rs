@@ -98,6 +98,11 @@ pub struct Config {
     /// file (200). 0 turns ranges off (no `Accept-Ranges: bytes`, every `Range` ignored); 1
     /// allows single ranges only; two or more parts are sent as `multipart/byteranges`.
     pub max_ranges: usize,
+    /// The largest request body handed to the fallback service (`--max-body-bytes`): a
+    /// `Content-Length` over it is answered 413 without calling the service, a chunked body
+    /// that grows past it ends with an error the service sees (and the connection closes).
+    /// Requests with a body only reach the service: without one they are answered 413.
+    pub max_body_bytes: u64,
 }
 
 /// The format of a directory listing ([`Config::autoindex_format`]).
@@ -154,6 +159,7 @@ impl Default for Config {
             error_pages: Vec::new(),
             autoindex_format: AutoindexFormat::Html,
             max_ranges: 32,
+            max_body_bytes: 64 << 20,
         }
     }
 }

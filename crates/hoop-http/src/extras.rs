@@ -42,8 +42,8 @@ pub(crate) struct Extras {
 impl Extras {
     /// Prepares `cfg`'s additions (checked already: [`Config::validate`]); reads the error
     /// pages beneath `root`, and says on stderr, one line each, which could not be read (the
-    /// built-in page answers for those).
-    pub fn load(cfg: &Config, root: &Root) -> Extras {
+    /// built-in page answers for those, as for every page without a root).
+    pub fn load(cfg: &Config, root: Option<&Root>) -> Extras {
         let rules = cfg
             .cache_control
             .iter()
@@ -66,6 +66,9 @@ impl Extras {
             not_found: None,
         };
         // The last page given for a status wins: the earlier ones are not even read.
+        let Some(root) = root else {
+            return extras;
+        };
         for (i, page) in cfg.error_pages.iter().enumerate() {
             if cfg.error_pages[i + 1..]
                 .iter()
@@ -231,7 +234,7 @@ mod tests {
             ],
             ..Config::default()
         };
-        let x = Extras::load(&cfg, &root);
+        let x = Extras::load(&cfg, Some(&root));
         assert_eq!(
             x.cache_control(b"a.css", false, "text/css"),
             b"Cache-Control: max-age=1\r\n"
@@ -259,7 +262,7 @@ mod tests {
         let e = read_page(&ErrorPage::new(404, "/nope.html"), &root).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
         // Nothing configured: nothing added.
-        let none = Extras::load(&Config::default(), &root);
+        let none = Extras::load(&Config::default(), Some(&root));
         assert_eq!(none.cache_control(b"a.css", false, "text/css"), b"");
         assert!(none.always().is_empty() && none.page(Status::NotFound).is_none());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -34,11 +34,21 @@ use crate::conn::{self, Shared};
 use crate::date::DateCache;
 use crate::deadline::Deadlines;
 use crate::resolve::Root;
+use crate::service::MakeFallback;
 use crate::stop::{stop_future, StopOn};
 
 /// Buffers in each thread's provided buffer ring, and their size.
 const RING_ENTRIES: u16 = 4096;
 const RING_BUF_BYTES: usize = 4096;
+
+/// What a [`Server`] is made of (the builder's result).
+pub(crate) struct Parts<'a> {
+    pub(crate) root: Option<&'a Path>,
+    pub(crate) cfg: Config,
+    pub(crate) log: Option<AccessLog>,
+    pub(crate) stop: StopOn,
+    pub(crate) service: Option<MakeFallback>,
+}
 
 /// How often the graceful stop checks whether responses are still in flight.
 const DRAIN_POLL: Duration = Duration::from_millis(5);
@@ -50,7 +60,8 @@ const DRAIN_POLL: Duration = Duration::from_millis(5);
 #[derive(Clone)]
 pub struct Server {
     cfg: Arc<Config>,
-    root: Arc<Root>,
+    root: Option<Arc<Root>>,
+    service: Option<MakeFallback>,
     open_conns: Arc<AtomicUsize>,
     next_thread: Arc<AtomicUsize>,
     log: Option<AccessLog>,
@@ -100,21 +111,40 @@ impl Server {
     /// is a [`ConfigError`](crate::ConfigError) in an `InvalidInput` [`io::Error`]). The root
     /// is opened now: a missing or unreadable root is an error here, not at the first request.
     pub fn new(root: impl AsRef<Path>, cfg: Config) -> io::Result<Server> {
-        Server::with(root.as_ref(), cfg, None, StopOn::default())
+        let parts = Parts {
+            root: Some(root.as_ref()),
+            cfg,
+            log: None,
+            stop: StopOn::default(),
+            service: None,
+        };
+        Server::with(parts)
     }
 
-    pub(crate) fn with(
-        root: &Path,
-        cfg: Config,
-        log: Option<AccessLog>,
-        stop: StopOn,
-    ) -> io::Result<Server> {
+    pub(crate) fn with(parts: Parts<'_>) -> io::Result<Server> {
+        let Parts {
+            root,
+            cfg,
+            log,
+            stop,
+            service,
+        } = parts;
         cfg.validate()?;
         let log = log.or_else(|| cfg.access_log.then(stdout_logger));
-        let root = Root::open(root)?;
-        let extras = Arc::new(crate::extras::Extras::load(&cfg, &root));
+        let root = match root {
+            Some(root) => Some(Root::open(root)?),
+            None if service.is_some() => None,
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a server needs a root directory, a fallback service, or both",
+                ))
+            }
+        };
+        let extras = Arc::new(crate::extras::Extras::load(&cfg, root.as_ref()));
         Ok(Server {
-            root: Arc::new(root),
+            root: root.map(Arc::new),
+            service,
             cfg: Arc::new(cfg),
             open_conns: Arc::new(AtomicUsize::new(0)),
             next_thread: Arc::new(AtomicUsize::new(0)),
@@ -174,6 +204,7 @@ impl Server {
                 .unwrap_or(usize::from(RING_ENTRIES) / 2),
             scratch: RefCell::new(vec![0; conn::READ_BYTES]),
             extras: self.extras.clone(),
+            service: self.service.as_ref().map(|m| RefCell::new(m.make())),
         });
         // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
         let splice = hoop::driver::Driver::current().is_some_and(|d| {

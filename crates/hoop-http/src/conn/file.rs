@@ -40,13 +40,17 @@ impl Conn<'_> {
             vary: negotiable,
         };
 
-        let mut found = match find(&sh.root, &sh.cache, &rel, &rel).await {
+        // Without a root, the service answers everything.
+        let Some(root) = sh.root.as_deref() else {
+            return Err(Status::NotFound);
+        };
+        let mut found = match find(root, &sh.cache, &rel, &rel).await {
             Ok(found) => found,
             Err(status) => {
                 // `/dir/` without an index: a listing with --autoindex, else 403 if the
                 // directory exists.
                 if target.dir_form && status == Status::NotFound {
-                    if let Ok(dir) = sh.root.open_beneath(&target.rel, true).await {
+                    if let Ok(dir) = root.open_beneath(&target.rel, true).await {
                         if sh.cfg.autoindex {
                             return self
                                 .send_listing(dir, &target.rel, date, keep, head_only)
@@ -86,7 +90,7 @@ impl Conn<'_> {
                 if sh.missing.borrow().is_missing(&key) {
                     continue;
                 }
-                match find(&sh.root, &sh.cache, &variant, &key).await {
+                match find(root, &sh.cache, &variant, &key).await {
                     Ok(v) if v.meta().is_file() && v.meta().not_older_than(&original) => {
                         found = v;
                         rep.coding = Some(coding);

@@ -48,6 +48,11 @@ impl Conn<'_> {
         status: Status,
         body_bytes: u64,
     ) {
+        self.log_code(request, status.code(), body_bytes);
+    }
+
+    /// Counts an answered request with status `code` and gives it to the access log.
+    pub(super) fn log_code(&self, request: Option<RequestLine<'_>>, code: u16, body_bytes: u64) {
         self.sh.requests.set(self.sh.requests.get() + 1);
         if let Some(Hook(hook)) = &self.sh.log {
             let time = SystemTime::now();
@@ -56,7 +61,7 @@ impl Conn<'_> {
             hook(&AccessLogEntry {
                 remote: self.remote,
                 request,
-                status: status.code(),
+                status: code,
                 body_bytes,
                 time,
                 date: date.now(),

@@ -38,14 +38,15 @@ mod log;
 mod page;
 mod parts;
 pub(crate) mod run;
+mod service;
 
 /// What the connections of one server thread share.
 #[derive(Debug)]
 pub struct Shared {
     /// Limits and timeouts.
     pub cfg: Arc<Config>,
-    /// The served directory.
-    pub root: Arc<Root>,
+    /// The served directory (`None`: a service alone answers).
+    pub root: Option<Arc<Root>>,
     /// This thread's file cache.
     pub cache: RefCell<Cache>,
     /// This thread's connection deadlines.
@@ -81,6 +82,8 @@ pub struct Shared {
     /// What the configuration adds to responses (`Cache-Control`, security headers, error
     /// pages), shared by every thread.
     pub extras: Arc<crate::extras::Extras>,
+    /// This thread's clone of the service behind the files, if any.
+    pub service: Option<RefCell<Box<dyn crate::service::Fallback>>>,
 }
 
 /// Counts the connection as open until dropped.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::BufRing;
 
+use super::service::Outcome;
 use super::{Conn, CountGuard, OpenGuard, Shared, READ_BYTES};
 use crate::parse::{parse, Method, Parsed, Request};
 use crate::response::write_status;
@@ -18,7 +19,7 @@ use crate::status::Status;
 
 /// Where received bytes come from: a multishot recv on the thread's buffer ring (the best
 /// path), or single reads into a buffer of the connection's own.
-enum Reader<'a> {
+pub(super) enum Reader<'a> {
     Ring(DirectRecvStream<'a>),
     Plain(&'a DirectTcpStream, Vec<u8>),
     /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch,
@@ -28,7 +29,7 @@ enum Reader<'a> {
 
 impl Reader<'_> {
     /// Appends what arrives next to `input`; 0 at end of stream.
-    async fn read_into(&mut self, input: &mut Vec<u8>) -> io::Result<usize> {
+    pub(super) async fn read_into(&mut self, input: &mut Vec<u8>) -> io::Result<usize> {
         match self {
             Reader::Ring(rx) => match rx.next().await {
                 Some(Ok(buf)) => {
@@ -161,11 +162,36 @@ impl Conn<'_> {
             loop {
                 match parse(&input[start..]) {
                     Parsed::Complete { request, len_bytes } => {
+                        let head_at = start;
                         start += len_bytes;
                         awaiting_first = false;
-                        let keep = match self.respond(&request).await {
-                            Some(k) => k,
-                            None => return false,
+                        // The service takes what the files cannot: other methods, bodies, and
+                        // (below) targets no file answers.
+                        let to_service = self.sh.service.is_some()
+                            && (request.method == Method::Other || request.has_body);
+                        let answer = match to_service {
+                            true => Answer::Fallback,
+                            false => self.respond(&request).await,
+                        };
+                        let keep = match answer {
+                            Answer::Keep(k) => k,
+                            Answer::Failed => return false,
+                            Answer::Fallback => {
+                                let head = head_at..start;
+                                match self.exchange(&request, &mut input, head, reader).await {
+                                    Outcome::Keep(next) => {
+                                        start = next;
+                                        true
+                                    }
+                                    Outcome::Close { next, unread: u } => {
+                                        start = next;
+                                        close = true;
+                                        unread = u || start < input.len();
+                                        break;
+                                    }
+                                    Outcome::Failed => return false,
+                                }
+                            }
                         };
                         if !keep {
                             close = true;
@@ -231,8 +257,18 @@ impl Conn<'_> {
     }
 
     /// Answers one request: appends the response to `out` (sending first whatever must go
-    /// before a large body). Returns whether the connection stays open, or `None` if it failed.
-    async fn respond(&mut self, req: &Request) -> Option<bool> {
+    /// before a large body), or leaves it to the service when no file answers it.
+    async fn respond(&mut self, req: &Request) -> Answer {
+        match self.respond_here(req).await {
+            Some(Ok(keep)) => Answer::Keep(keep),
+            Some(Err(())) => Answer::Fallback,
+            None => Answer::Failed,
+        }
+    }
+
+    /// [`respond`](Self::respond): `Some(Ok(keep))` answered, `Some(Err(()))` for the service,
+    /// `None` if the connection failed.
+    async fn respond_here(&mut self, req: &Request) -> Option<Result<bool, ()>> {
         let keep = req.keep_alive && !self.sh.stopping.get();
         let head_only = req.method == Method::Head;
         let date = self.sh.date.borrow_mut().now().to_string();
@@ -241,27 +277,39 @@ impl Conn<'_> {
             let head = self.head(Status::MethodNotAllowed, &date, keep);
             write_status(&mut self.out, head, false);
             self.log(req, Status::MethodNotAllowed);
-            return Some(keep);
+            return Some(Ok(keep));
         }
         if req.has_body {
             let head = self.head(Status::PayloadTooLarge, &date, false);
             write_status(&mut self.out, head, head_only);
             self.log(req, Status::PayloadTooLarge);
-            return Some(false);
+            return Some(Ok(false));
         }
         let status = match self.respond_file(req, &date, keep, head_only).await {
             Ok(Some(status)) => {
                 self.log(req, status);
-                return Some(keep);
+                return Some(Ok(keep));
             }
             Ok(None) => return None,
+            // A target no file answers goes to the service, when there is one.
+            Err(Status::NotFound) if self.sh.service.is_some() => return Some(Err(())),
             Err(status) => status,
         };
         let keep = keep && !status.closes_connection();
         self.write_error(status, &date, keep, head_only).await?;
         self.log(req, status);
-        Some(keep)
+        Some(Ok(keep))
     }
+}
+
+/// What [`Conn::respond`] did with a request.
+enum Answer {
+    /// Answered; whether the connection stays open.
+    Keep(bool),
+    /// No file answers it: the service does.
+    Fallback,
+    /// The connection failed.
+    Failed,
 }
 
 /// How long a closing connection keeps reading, and how much.

@@ -1,0 +1,559 @@
+//! A request no file answers, answered by the fallback service: the request made from its
+//! head, its body fed to the service as it arrives (while the service runs, and while its
+//! response goes out: both ways stream), the response written behind the others of the
+//! batch (pipelined answers leave together), and the connection kept when the body was read
+//! to its end.
+//!
+//! One task does it all: the service's future, the body's feeder and the response writer
+//! are polled together by [`Side`], so nothing is spawned per request and a body that arrived
+//! with its head (the common case) needs no feeder at all.
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::io::Write as _;
+use std::ops::Range;
+use std::pin::{pin, Pin};
+use std::task::Poll;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hoop::net::DirectTcpStream;
+use hoop::IoBuf;
+use http::header;
+use http_body::Body as _;
+
+use super::run::Reader;
+use super::{Conn, READ_BYTES};
+use crate::access_log::RequestLine;
+use crate::deadline::Timer;
+use crate::parse::Request;
+use crate::response::write_status;
+use crate::service::chunked::Decoder;
+use crate::service::request::{self, Framing};
+use crate::service::{
+    catch, Body, BodyError, BodyErrorKind, BodySender, CatchUnwind, ResponseBody,
+};
+use crate::status::Status;
+
+/// How the exchange left the connection.
+pub(super) enum Outcome {
+    /// Answered, the body read to its end: the next request starts at this index of the
+    /// input.
+    Keep(usize),
+    /// Answered; close (`unread`: request bytes may be unread, linger).
+    Close { next: usize, unread: bool },
+    /// The connection failed.
+    Failed,
+}
+
+/// Past its response, a body the service did not read is read and dropped up to this many
+/// bytes to keep the connection; a longer one closes it.
+const DRAIN_MAX_BYTES: u64 = 256 * 1024;
+
+/// The interim response to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+impl Conn<'_> {
+    /// Answers the request whose head is `input[head]` through the service: its body is taken
+    /// from the input after the head, then read through `reader`.
+    pub(super) async fn exchange(
+        &mut self,
+        req: &Request,
+        input: &mut Vec<u8>,
+        head: Range<usize>,
+        reader: &mut Reader<'_>,
+    ) -> Outcome {
+        let date = self.sh.date.borrow_mut().now().to_string();
+        let built = match request::build(&input[head.clone()]) {
+            Ok(h) => h,
+            Err(status) => return self.refuse(req, status, &date, head.end),
+        };
+        let keep = req.keep_alive && !self.sh.stopping.get();
+        let head_only = built.request.method() == http::Method::HEAD;
+        let http10 = built.request.version() == http::Version::HTTP_10;
+        let method = built.request.method().clone();
+        let mut next = head.end;
+        let (body, feeder) = match built.framing {
+            Framing::Empty => (Body::empty(), None),
+            Framing::Length(n) if n > self.sh.cfg.max_body_bytes => {
+                return self.refuse(req, Status::PayloadTooLarge, &date, next);
+            }
+            Framing::Length(n) if (input.len() - next) as u64 >= n => {
+                let end = next + n as usize;
+                let bytes = Bytes::copy_from_slice(&input[next..end]);
+                next = end;
+                (Body::whole(bytes), None)
+            }
+            Framing::Length(n) => {
+                let (body, tx) = Body::streamed(Some(n));
+                let arrived = input.len() - next;
+                tx.push(Bytes::copy_from_slice(&input[next..]));
+                input.clear();
+                next = 0;
+                let left = Left::Length(n - arrived as u64);
+                (
+                    body,
+                    Some(Feeder::new(tx, left, built.expect_continue && arrived == 0)),
+                )
+            }
+            Framing::Chunked => {
+                let mut decoder = Decoder::default();
+                let mut data = Vec::new();
+                let Ok(took) = decoder.decode(&input[next..], &mut data) else {
+                    return self.refuse(req, Status::BadRequest, &date, next);
+                };
+                if data.len() as u64 > self.sh.cfg.max_body_bytes {
+                    return self.refuse(req, Status::PayloadTooLarge, &date, next);
+                }
+                if decoder.done() {
+                    next += took;
+                    (Body::whole(Bytes::from(data)), None)
+                } else {
+                    let arrived = input.len() - next;
+                    let (body, tx) = Body::streamed(None);
+                    let total = data.len() as u64;
+                    tx.push(Bytes::from(data));
+                    input.clear();
+                    next = 0;
+                    let left = Left::Chunked(decoder, total);
+                    (
+                        body,
+                        Some(Feeder::new(tx, left, built.expect_continue && arrived == 0)),
+                    )
+                }
+            }
+        };
+        let request = built.request.map(|()| body);
+
+        let (stream, timer, sh) = (self.stream, self.timer, self.sh);
+        let max_body_bytes = sh.cfg.max_body_bytes;
+        let idle = sh.cfg.idle_timeout;
+        let fed = feeder.is_some();
+        let answered = Cell::new(false);
+        let mut side = Side {
+            fut: pin!(feed(
+                feeder,
+                input,
+                reader,
+                (stream, timer, idle),
+                (max_body_bytes, &answered)
+            )),
+            done: if fed { None } else { Some(Fed::Whole) },
+        };
+
+        // The service: ready, then called; a panic or an error is a 500.
+        let service = sh.service.as_ref();
+        let called = match service {
+            Some(svc) => {
+                let ready = side
+                    .alongside(poll_fn(|cx| {
+                        match catch(|| svc.borrow_mut().poll_ready(cx)) {
+                            Ok(Poll::Ready(Ok(()))) => Poll::Ready(true),
+                            Ok(Poll::Pending) => Poll::Pending,
+                            _ => Poll::Ready(false),
+                        }
+                    }))
+                    .await;
+                match ready.then(|| catch(|| svc.borrow_mut().call(request))) {
+                    Some(Ok(fut)) => match side.alongside(CatchUnwind(fut)).await {
+                        Ok(Ok(response)) => Some(response),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        let Some(response) = called else {
+            // The body may still be arriving: the 500 closes unless it was all read.
+            let keep = keep && side.done.is_some_and(|f| f.complete());
+            let head = self.head(Status::InternalServerError, &date, keep);
+            write_status(&mut self.out, head, head_only);
+            self.log_service(req, method.as_str(), 500, 0);
+            return match keep {
+                true => Outcome::Keep(next),
+                false => Outcome::Close { next, unread: true },
+            };
+        };
+
+        let written = {
+            let write = self.write_response(response, keep, head_only, http10, &date);
+            side.alongside(write).await
+        };
+        let Some((status, body_bytes, keep)) = written else {
+            return Outcome::Failed;
+        };
+        self.log_service(req, method.as_str(), status, body_bytes);
+        // The body's end: read already, read now if the service left little of it, else close.
+        answered.set(true);
+        let fed = side.finish().await;
+        match (fed, keep) {
+            (Fed::Whole | Fed::Read, true) => Outcome::Keep(next),
+            (Fed::Whole | Fed::Read, false) => Outcome::Close {
+                next,
+                unread: false,
+            },
+            // The response still goes out (a body that was malformed or too large is
+            // answered by the service); the close lingers for the client to read it.
+            (Fed::Failed | Fed::Unread, _) => Outcome::Close { next, unread: true },
+        }
+    }
+
+    /// Answers `status` without calling the service, and closes.
+    fn refuse(&mut self, req: &Request, status: Status, date: &str, next: usize) -> Outcome {
+        let head = self.head(status, date, false);
+        write_status(&mut self.out, head, false);
+        self.log(req, status);
+        Outcome::Close { next, unread: true }
+    }
+
+    /// Writes the service's response into `out` (sent with the batch, or as it grows):
+    /// its head, then its body with a `Content-Length` where the length is known, chunked
+    /// otherwise (close-delimited to an HTTP/1.0 client). Returns the status, the body bytes
+    /// and whether the connection stays open; `None` if it failed (a body that errs or
+    /// panics midway cannot be finished: the connection closes).
+    async fn write_response(
+        &mut self,
+        response: http::Response<ResponseBody>,
+        keep: bool,
+        head_only: bool,
+        http10: bool,
+        date: &str,
+    ) -> Option<(u16, u64, bool)> {
+        let (parts, mut body) = response.into_parts();
+        let code = parts.status.as_u16();
+        let bodiless = head_only || code < 200 || code == 204 || code == 304;
+        let stated = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let length = body.size_hint().exact().or(stated);
+        let closes = parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        let chunked = !bodiless && length.is_none() && !http10;
+        let keep = keep && !closes && (bodiless || length.is_some() || chunked);
+
+        let out = &mut self.out;
+        let _ = write!(
+            out,
+            "HTTP/1.1 {} {}\r\n",
+            code,
+            parts.status.canonical_reason().unwrap_or("")
+        );
+        if !parts.headers.contains_key(header::SERVER) {
+            out.extend_from_slice(b"Server: hoop\r\n");
+        }
+        if !parts.headers.contains_key(header::DATE) {
+            out.extend_from_slice(b"Date: ");
+            out.extend_from_slice(date.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(self.sh.extras.always());
+        for (name, value) in &parts.headers {
+            if hop_by_hop(name) {
+                continue;
+            }
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        match length {
+            Some(n) if code >= 200 && code != 204 => {
+                let _ = write!(out, "Content-Length: {n}\r\n");
+            }
+            _ if chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            _ => {}
+        }
+        if !keep {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if http10 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if bodiless {
+            return Some((code, 0, keep));
+        }
+
+        let mut sent_bytes: u64 = 0;
+        loop {
+            let frame = poll_fn(|cx| match catch(|| Pin::new(&mut body).poll_frame(cx)) {
+                Ok(p) => p.map(Ok),
+                Err(panicked) => Poll::Ready(Err(panicked)),
+            })
+            .await;
+            let data = match frame {
+                Ok(None) => break,
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => data,
+                    // Trailers are not sent (a trailer section needs the client's `TE`).
+                    Err(_) => continue,
+                },
+                Ok(Some(Err(_))) | Err(_) => return None,
+            };
+            if data.is_empty() {
+                continue;
+            }
+            sent_bytes += data.len() as u64;
+            if length.is_some_and(|n| sent_bytes > n) {
+                // More than the head promised: the connection cannot go on.
+                return None;
+            }
+            if chunked {
+                let _ = write!(self.out, "{:x}\r\n", data.len());
+            }
+            if data.len() > self.sh.cfg.one_send_max_bytes {
+                // A big frame goes out as it is, behind what is pending.
+                if !self.flush().await || !self.send_bytes(data).await {
+                    return None;
+                }
+            } else {
+                self.out.extend_from_slice(&data);
+            }
+            if chunked {
+                self.out.extend_from_slice(b"\r\n");
+            }
+            if self.out.len() >= self.sh.cfg.out_batch_bytes && !self.flush().await {
+                return None;
+            }
+        }
+        if chunked {
+            self.out.extend_from_slice(b"0\r\n\r\n");
+        }
+        if length.is_some_and(|n| sent_bytes != n) {
+            return None;
+        }
+        Some((code, sent_bytes, keep))
+    }
+
+    /// Sends `data` under the idle deadline.
+    async fn send_bytes(&mut self, data: Bytes) -> bool {
+        self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+        matches!(
+            self.timer.run(self.stream.write_all(SendBytes(data))).await,
+            Some((Ok(()), _))
+        )
+    }
+
+    /// Counts and logs a request the service answered.
+    fn log_service(&self, req: &Request, method: &str, status: u16, body_bytes: u64) {
+        let line = RequestLine {
+            method,
+            target: &req.target,
+            minor_version: req.minor_version,
+        };
+        self.log_code(Some(line), status, body_bytes);
+    }
+}
+
+/// Headers that belong to one connection, set by the server itself.
+fn hop_by_hop(name: &header::HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::TRANSFER_ENCODING
+        || name == header::CONTENT_LENGTH
+        || name == "keep-alive"
+        || name == "proxy-connection"
+}
+
+/// A body frame sent without copying.
+struct SendBytes(Bytes);
+
+// SAFETY: a `Bytes`' storage never moves and is never written while it is shared; the value
+// keeps it alive for as long as the kernel may read it.
+unsafe impl IoBuf for SendBytes {
+    fn stable_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.0.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// What is left of a streamed body.
+enum Left {
+    /// Bytes, by `Content-Length`.
+    Length(u64),
+    /// The chunked decoder, and the data bytes so far.
+    Chunked(Decoder, u64),
+}
+
+impl Left {
+    fn done(&self) -> bool {
+        match self {
+            Left::Length(n) => *n == 0,
+            Left::Chunked(d, _) => d.done(),
+        }
+    }
+}
+
+/// Reads a streamed body for the service.
+struct Feeder {
+    tx: BodySender,
+    left: Left,
+    /// `100 Continue` is owed when the service first polls the body.
+    expect_continue: bool,
+}
+
+impl Feeder {
+    fn new(tx: BodySender, left: Left, expect_continue: bool) -> Feeder {
+        Feeder {
+            tx,
+            left,
+            expect_continue,
+        }
+    }
+}
+
+/// How the feeding ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fed {
+    /// The body arrived with its head (no feeder): the input is as it was.
+    Whole,
+    /// Read to its end (what followed it is in the input).
+    Read,
+    /// Not read to its end (the service answered without asking for it after an
+    /// `Expect: 100-continue`, or it was longer than the drain allows): the connection
+    /// closes.
+    Unread,
+    /// The connection failed or timed out, or the body was malformed or too large.
+    Failed,
+}
+
+impl Fed {
+    fn complete(self) -> bool {
+        matches!(self, Fed::Whole | Fed::Read)
+    }
+}
+
+/// Feeds `feeder`'s body from the connection's reads: each read is queued for the service as
+/// it comes (what follows the body goes back to `input`). Once the service dropped the body,
+/// or `answered` is set (its response is out) and it stopped reading, the rest is read and
+/// dropped, up to [`DRAIN_MAX_BYTES`].
+async fn feed(
+    feeder: Option<Feeder>,
+    input: &mut Vec<u8>,
+    reader: &mut Reader<'_>,
+    (stream, timer, idle): (&DirectTcpStream, &Timer, std::time::Duration),
+    (max_body_bytes, answered): (u64, &Cell<bool>),
+) -> Fed {
+    let Some(mut f) = feeder else {
+        return Fed::Whole;
+    };
+    let fail = |f: &Feeder, kind| {
+        f.tx.finish(Err(BodyError::new(kind)));
+        Fed::Failed
+    };
+    let mut drained_bytes: Option<u64> = None;
+    loop {
+        if f.left.done() {
+            f.tx.finish(Ok(()));
+            return Fed::Read;
+        }
+        if f.expect_continue {
+            let wanted = poll_fn(|cx| match answered.get() {
+                true => Poll::Ready(false),
+                false => f.tx.poll_wanted(cx),
+            })
+            .await;
+            if !wanted {
+                // Answered (or dropped) without asking: the client may never send it.
+                f.tx.finish(Err(BodyError::new(BodyErrorKind::Closed)));
+                return Fed::Unread;
+            }
+            timer.set(Instant::now() + idle);
+            match timer.run(stream.write_all(CONTINUE.to_vec())).await {
+                Some((Ok(()), _)) => {}
+                _ => return fail(&f, BodyErrorKind::Closed),
+            }
+            f.expect_continue = false;
+        }
+        if drained_bytes.is_none() {
+            let wanted = poll_fn(|cx| match answered.get() {
+                true => Poll::Ready(f.tx.poll_room(cx) == Poll::Ready(true)),
+                false => f.tx.poll_room(cx),
+            })
+            .await;
+            if !wanted {
+                f.tx.finish(Err(BodyError::new(BodyErrorKind::Closed)));
+                drained_bytes = Some(0);
+            }
+        }
+        let mut buf = Vec::with_capacity(READ_BYTES);
+        timer.set(Instant::now() + idle);
+        match timer.run(reader.read_into(&mut buf)).await {
+            Some(Ok(n)) if n > 0 => {}
+            Some(_) => return fail(&f, BodyErrorKind::Closed),
+            None => return fail(&f, BodyErrorKind::TimedOut),
+        }
+        let chunk = match &mut f.left {
+            Left::Length(left) => {
+                let take = usize::try_from(*left).unwrap_or(usize::MAX).min(buf.len());
+                input.extend_from_slice(&buf[take..]);
+                buf.truncate(take);
+                *left -= take as u64;
+                buf
+            }
+            Left::Chunked(decoder, total) => {
+                let mut data = Vec::with_capacity(buf.len());
+                let Ok(took) = decoder.decode(&buf, &mut data) else {
+                    return fail(&f, BodyErrorKind::Malformed);
+                };
+                input.extend_from_slice(&buf[took..]);
+                *total += data.len() as u64;
+                if *total > max_body_bytes {
+                    return fail(&f, BodyErrorKind::TooLarge);
+                }
+                data
+            }
+        };
+        match &mut drained_bytes {
+            Some(d) => {
+                *d += chunk.len() as u64;
+                if *d > DRAIN_MAX_BYTES {
+                    return Fed::Unread;
+                }
+            }
+            None => f.tx.push(Bytes::from(chunk)),
+        }
+    }
+}
+
+/// The body's feeder, polled alongside whatever the exchange awaits.
+struct Side<'f, F: Future<Output = Fed>> {
+    fut: Pin<&'f mut F>,
+    done: Option<Fed>,
+}
+
+impl<F: Future<Output = Fed>> Side<'_, F> {
+    /// Awaits `main`, polling the feeder too until it ends.
+    async fn alongside<T>(&mut self, main: impl Future<Output = T>) -> T {
+        let mut main = pin!(main);
+        poll_fn(|cx| {
+            if self.done.is_none() {
+                if let Poll::Ready(fed) = self.fut.as_mut().poll(cx) {
+                    self.done = Some(fed);
+                }
+            }
+            main.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// After the response (`answered` set): lets the feeder end, the body read to its end or
+    /// given up.
+    async fn finish(&mut self) -> Fed {
+        if let Some(fed) = self.done {
+            return fed;
+        }
+        let fed = self.fut.as_mut().await;
+        self.done = Some(fed);
+        fed
+    }
+}
