@@ -1,5 +1,8 @@
 //! The items `/json/{count}` answers with: HttpArena's `dataset.json` (a JSON array of items),
 //! or a built-in deterministic one of the same shape for runs without that file.
+//!
+//! std, serde and serde_json only: the peers' actix server compiles this very file (`#[path]`
+//! in `peers/src/lib.rs`), so its built-in dataset is this one, item for item.
 
 use std::io;
 use std::path::Path;
@@ -74,8 +77,8 @@ impl Dataset {
         Ok(Dataset { items })
     }
 
-    /// 50 items made in code, the same every time (the peers' actix server has a copy of this
-    /// generator: keep the two identical): names `Item N`, five categories, prices with cents,
+    /// 50 items made in code, the same every time (the peers' actix server compiles this very
+    /// generator): names `Item N`, five categories, prices with cents,
     /// quantities in 1..=100, one or two tags, scores 1.0..=5.0.
     pub fn builtin() -> Dataset {
         let items = (1..=BUILTIN_ITEMS)

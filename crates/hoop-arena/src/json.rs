@@ -1,11 +1,13 @@
 //! The body of `/json/{count}`, serialized straight from the dataset: borrowed fields and a
 //! sequence serialized from an iterator, so no item is cloned and no `serde_json::Value` is
 //! built.
+//!
+//! std, serde and serde_json only, with `crate::dataset` as its one path: the peers' actix
+//! server compiles this very file (and `dataset.rs`), so its JSON is this crate's.
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
-use crate::dataset::{Item, Rating};
-use crate::Dataset;
+use crate::dataset::{Dataset, Item, Rating};
 
 /// One item as `/json` answers it: every field of the item, and its `total`.
 #[derive(serde::Serialize)]

@@ -4,7 +4,8 @@
 //! The same Router is served two ways, so that the comparison measures the servers and not the
 //! handlers: by `hoop serve arena`, on hoop-http as its fallback service (requests no file
 //! answers), and by [`serve_tokio`], the axum-on-tokio baseline. (The actix-web baseline in
-//! `peers/` copies the contracts and the built-in dataset.)
+//! `peers/` has the same contracts in actix's style, and compiles this crate's `dataset.rs` and
+//! `json.rs` themselves.)
 //!
 //! ```no_run
 //! use std::sync::Arc;

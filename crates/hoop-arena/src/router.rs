@@ -196,7 +196,7 @@ fn too_large() -> Response {
         .into_response()
 }
 
-/// A 200 with `text/plain` (what HttpArena's clients expect; no charset, as its peers send).
+/// A 200 with `text/plain` (what HttpArena checks for; no charset: the bodies are ASCII).
 fn text(body: Body) -> Response {
     let mut res = Response::new(body);
     res.headers_mut()
