@@ -7,6 +7,7 @@
 //! hoop-peer fsread --engine tokio-io-uring --path P --size BYTES [--reads 200] [--warmup 20] [--secs S] [--workers N]
 //! hoop-peer nop  --engine E [--secs S] [--batch 32] [--entries 128] [--cpu N]
 //! hoop-peer echo --engine compio [--addr 127.0.0.1:0]
+//! hoop-peer arena-actix [--addr 127.0.0.1:0] [--workers N] [--dataset FILE]
 //! hoop-peer cancel --runtime monoio|compio|tokio-uring --scenario S [--clients N] [--bytes N] [--datagrams N] [--files N] [--file-bytes N] [--dir D]
 //! hoop-peer engines
 //! ```
@@ -30,6 +31,10 @@
 //! `echo`: compio's TCP echo server, the same work as hoop's baselines (64 KiB owned buffer, read
 //! then write all back, `TCP_NODELAY`); prints `listening on IP:PORT`; runs until killed.
 //!
+//! `arena-actix`: HttpArena's endpoints (`/baseline11`, `/pipeline`, `/json/{count}`,
+//! `/upload`) on actix-web with N workers, the contracts of hoop-arena's axum Router (see
+//! `arena.rs`); prints `listening on IP:PORT`; runs until killed.
+//!
 //! `cancel`: one scenario of `hoop bench cancel` (accept, read, udp_recv_from, unix_recv,
 //! drop_after_write) on the runtime, each I/O future raced against a 50 µs sleep and dropped
 //! when the sleep wins; what was sent, received and lost. One JSON line (see `cancel.rs`).
@@ -50,6 +55,7 @@ use hdrhistogram::Histogram;
 #[path = "../../crates/hoop-bench/src/load/file/content/pattern.rs"]
 mod pattern;
 
+mod arena;
 mod buf;
 mod cancel;
 mod echo;
@@ -78,6 +84,14 @@ mod machine {
     pub(crate) use nofile::raise_nofile_limit;
 }
 
+/// hoop-arena's dataset (dataset.json, or the built-in 50 items) and `/json`'s serialization,
+/// the very files (std, serde and serde_json only), so that the actix server answers what the
+/// axum Router answers without depending on the workspace's crates.
+#[path = "../../crates/hoop-arena/src/dataset.rs"]
+mod dataset;
+#[path = "../../crates/hoop-arena/src/json.rs"]
+mod json;
+
 use pattern::Picker;
 
 /// The file engines.
@@ -103,15 +117,16 @@ pub fn main() {
 }
 
 fn run(args: &[String]) -> io::Result<()> {
-    let (cmd, rest) = args
-        .split_first()
-        .ok_or_else(|| invalid("usage: hoop-peer file|fsread|nop|echo|cancel|engines [flags]"))?;
+    let (cmd, rest) = args.split_first().ok_or_else(|| {
+        invalid("usage: hoop-peer file|fsread|nop|echo|arena-actix|cancel|engines [flags]")
+    })?;
     let flags = Flags::parse(rest)?;
     match cmd.as_str() {
         "file" => file::run(&flags),
         "fsread" => fsread::run(&flags),
         "nop" => nop::run(&flags),
         "echo" => echo::run(&flags),
+        "arena-actix" => arena::run(&flags),
         "cancel" => cancel::run(&flags),
         "engines" => {
             println!(
@@ -125,7 +140,7 @@ fn run(args: &[String]) -> io::Result<()> {
             Ok(())
         }
         other => Err(invalid(format!(
-            "unknown command {other:?} (file, fsread, nop, echo, cancel, engines)"
+            "unknown command {other:?} (file, fsread, nop, echo, arena-actix, cancel, engines)"
         ))),
     }
 }
