@@ -7,6 +7,7 @@
 
 use std::io;
 
+pub mod arena;
 pub(crate) mod baseline;
 pub(crate) mod driver;
 pub mod echo;
@@ -35,6 +36,9 @@ pub enum ServeCommand {
     /// Line chat: every line a client sends goes to every connected client, the sender
     /// included (the fan-out benchmark's server).
     Fanout(fanout::FanoutArgs),
+    /// HttpArena's endpoints (`/baseline11`, `/pipeline`, `/json/{count}`, `/upload`) as an
+    /// axum Router behind hoop-http's files (`--root`): the HTTP profiles' server.
+    Arena(arena::ArenaArgs),
 }
 
 /// Runs `hoop serve`.
@@ -43,5 +47,6 @@ pub fn run(args: ServeArgs) -> io::Result<()> {
         ServeCommand::Echo(args) => echo::run(args),
         ServeCommand::Http(args) => http::run(args),
         ServeCommand::Fanout(args) => fanout::run(args),
+        ServeCommand::Arena(args) => arena::run(args),
     }
 }

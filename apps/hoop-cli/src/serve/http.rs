@@ -129,7 +129,7 @@ pub enum HttpServerKind {
 }
 
 /// `64M`, `4096`, `1G`, `512k`: bytes (binary multiples).
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.as_bytes().last() {
         Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
         Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
