@@ -305,6 +305,14 @@ fn upload(len_bytes: usize, chunked: bool) -> Vec<u8> {
 #[test]
 fn bodies_stream_to_the_service_with_a_length_or_chunked() {
     let root = make_root("bodies");
+    // A read that fails ends the connection; at one failure per fifty reads an upload of
+    // 20 MB (over a thousand reads) never gets through. The kinds that end reads are off
+    // here; the others (short reads, late completions, ...) stay, and failing reads in the
+    // middle of a body are `a_client_that_leaves_mid_upload_leaves_nothing_behind`'s case.
+    let _faults = common::faults_off(
+        &["econnreset", "ecanceled", "enobufs"],
+        "a 20 MB upload is a thousand reads, none of which may fail",
+    );
     let big = 20 * 1000 * 1000;
     drivers(|kind| {
         resets::retry(&format!("{kind}: uploads"), |attempt| {
@@ -477,7 +485,9 @@ fn a_client_that_leaves_mid_upload_leaves_nothing_behind() {
                 drop(s);
             }
             let give_up = Instant::now() + Duration::from_secs(20);
-            while (watch.open_connections() > 0 || seen.body_errors.load(Ordering::SeqCst) < 3)
+            let faults = hoop::fault::describe().is_some();
+            while (watch.open_connections() > 0
+                || (!faults && seen.body_errors.load(Ordering::SeqCst) < 3))
                 && Instant::now() < give_up
             {
                 std::thread::sleep(Duration::from_millis(10));
@@ -487,11 +497,12 @@ fn a_client_that_leaves_mid_upload_leaves_nothing_behind() {
                 0,
                 "{kind}: every connection closed"
             );
-            assert_eq!(
-                seen.body_errors.load(Ordering::SeqCst),
-                3,
-                "{kind}: each body erred"
-            );
+            // An injected fault may end a connection before its head is read (no call).
+            let errors = seen.body_errors.load(Ordering::SeqCst);
+            match hoop::fault::describe() {
+                None => assert_eq!(errors, 3, "{kind}: each body erred"),
+                Some(_) => assert!(errors <= 3, "{kind}: {errors} body errors"),
+            }
             assert_eq!(seen.uploaded_bytes.load(Ordering::SeqCst), 0, "{kind}");
             Ok(())
         })

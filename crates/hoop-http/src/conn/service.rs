@@ -170,9 +170,10 @@ impl Conn<'_> {
             let head = self.head(Status::InternalServerError, &date, keep);
             write_status(&mut self.out, head, head_only);
             self.log_service(req, method.as_str(), 500, 0);
-            return match keep {
-                true => Outcome::Keep(next),
-                false => Outcome::Close { next, unread: true },
+            return match (keep, side.done) {
+                (true, _) => Outcome::Keep(next),
+                (false, Some(Fed::Broken)) => Outcome::Failed,
+                (false, _) => Outcome::Close { next, unread: true },
             };
         };
 
@@ -196,6 +197,7 @@ impl Conn<'_> {
             // The response still goes out (a body that was malformed or too large is
             // answered by the service); the close lingers for the client to read it.
             (Fed::Failed | Fed::Unread, _) => Outcome::Close { next, unread: true },
+            (Fed::Broken, _) => Outcome::Failed,
         }
     }
 
@@ -422,8 +424,10 @@ enum Fed {
     /// `Expect: 100-continue`, or it was longer than the drain allows): the connection
     /// closes.
     Unread,
-    /// The connection failed or timed out, or the body was malformed or too large.
+    /// The body was malformed or too large: the service's answer goes out, then the close.
     Failed,
+    /// The connection failed or timed out: nothing more goes out on it.
+    Broken,
 }
 
 impl Fed {
@@ -448,7 +452,10 @@ async fn feed(
     };
     let fail = |f: &Feeder, kind| {
         f.tx.finish(Err(BodyError::new(kind)));
-        Fed::Failed
+        match kind {
+            BodyErrorKind::Closed | BodyErrorKind::TimedOut => Fed::Broken,
+            BodyErrorKind::Malformed | BodyErrorKind::TooLarge => Fed::Failed,
+        }
     };
     let mut drained_bytes: Option<u64> = None;
     loop {
