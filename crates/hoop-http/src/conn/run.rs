@@ -165,10 +165,12 @@ impl Conn<'_> {
                         let head_at = start;
                         start += len_bytes;
                         awaiting_first = false;
-                        // The service takes what the files cannot: other methods, bodies, and
-                        // (below) targets no file answers.
+                        // The service takes what the files cannot: everything without a
+                        // root, other methods, bodies, and (below) targets no file answers.
                         let to_service = self.sh.service.is_some()
-                            && (request.method == Method::Other || request.has_body);
+                            && (self.sh.root.is_none()
+                                || request.method == Method::Other
+                                || request.has_body);
                         let answer = match to_service {
                             true => Answer::Fallback,
                             false => self.respond(&request).await,
