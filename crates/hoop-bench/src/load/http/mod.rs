@@ -1,6 +1,9 @@
-//! The HTTP load: the verifying client, the static mix, the test files, and the attackers and
-//! fresh client of the attack.
+//! The HTTP load: the verifying client, the static mix, the test files, the arena profiles,
+//! and the attackers and fresh client of the attack.
 
+// The profile runs that use it come in the next commit.
+#[allow(dead_code)]
+pub mod arena;
 pub mod attack;
 pub mod client;
 pub mod files;
