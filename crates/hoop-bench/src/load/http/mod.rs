@@ -1,8 +1,6 @@
 //! The HTTP load: the verifying client, the static mix, the test files, the arena profiles,
 //! and the attackers and fresh client of the attack.
 
-// The profile runs that use it come in the next commit.
-#[allow(dead_code)]
 pub mod arena;
 pub mod attack;
 pub mod client;
