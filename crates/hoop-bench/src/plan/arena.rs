@@ -159,7 +159,34 @@ pub(crate) struct ArenaPlan {
     pub dir: PathBuf,
 }
 
+/// The servers of the main job's short profile runs (each profile keeps those that serve it).
+pub(crate) const QUICK_SERVERS: [&str; 4] = ["hoop", "axum-tokio", "actix", "nginx"];
+/// Seconds per run of the main job's profile runs.
+pub(crate) const QUICK_SECS: f64 = 1.0;
+
 impl ArenaPlan {
+    /// The main job's short runs: every profile once at its first connection count (upload 32,
+    /// the others 512), 1 s, one round, one pinned thread, hoop against axum on tokio, actix
+    /// (unless `peers` is false) and nginx where it applies.
+    pub(crate) fn quick(dir: PathBuf, peers: bool) -> ArenaPlan {
+        ArenaPlan {
+            profiles: Profile::ALL.to_vec(),
+            servers: Some(
+                QUICK_SERVERS
+                    .iter()
+                    .filter(|s| peers || **s != "actix")
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            conns: None,
+            first_conns_only: true,
+            secs: QUICK_SECS,
+            rounds: 1,
+            threads: vec![1],
+            dir,
+        }
+    }
+
     /// Checks `--servers` and `-c`.
     pub(crate) fn check(&self) -> io::Result<()> {
         if let Some(c) = self.conns {
@@ -248,5 +275,18 @@ mod tests {
         assert_eq!(plan.conns_of(Profile::Upload), [32]);
         assert!((plan.planned_secs() - 2.0 * (1.0 + RUN_OVERHEAD_SECS)).abs() < 1e-9);
         assert!(plan.check().is_ok());
+        let quick = ArenaPlan::quick(PathBuf::from("/nonexistent"), false);
+        assert_eq!(
+            quick.servers_of(Profile::Static),
+            ["hoop", "axum-tokio", "nginx"]
+        );
+        assert_eq!(quick.servers_of(Profile::Json), ["hoop", "axum-tokio"]);
+        // The main job's share stays well under two minutes.
+        let with_peers = ArenaPlan::quick(PathBuf::from("/nonexistent"), true);
+        assert!(
+            with_peers.planned_secs() < 60.0,
+            "{}",
+            with_peers.planned_secs()
+        );
     }
 }

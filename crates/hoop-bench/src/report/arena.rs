@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::compare::http::arena::ArenaOutcome;
 use crate::compare::{med, pair_ratios};
 use crate::measure::latency::median;
-use crate::plan::arena::label;
+use crate::plan::arena::{label, ArenaPlan};
 use crate::record::arena::ArenaResult;
 
 /// A cell of a profile: (profile, threads, connections).
@@ -132,6 +133,28 @@ pub(crate) fn profile_tables(results: &[ArenaResult], notes: &[String]) -> Strin
     for n in notes {
         s.push_str(&format!("{n}\n"));
     }
+    s
+}
+
+/// The main job's section: what ran, the tables, and the runs that failed.
+pub(crate) fn suite_section(plan: &ArenaPlan, o: &ArenaOutcome) -> String {
+    let mut s = format!(
+        "## HTTP profiles (HttpArena)\n\n\
+         HttpArena's profiles, briefly: each once at its first connection count (upload 32, the \
+         others 512), {} s, {} round, one server thread pinned to its own CPU and the client on \
+         another; `hoop serve arena` (io_uring), axum on tokio (`--engine axum-tokio`), \
+         actix-web (`hoop-peer arena-actix`) and nginx (static and pipelined). Every answer is \
+         verified: baseline sums, `ok` of 16 pipelined requests, short-lived connections of 10 \
+         requests closed by the server, json items against the dataset, upload byte counts, \
+         static bodies byte for byte. The full runs: `hoop bench http --profile all`.\n\n{}",
+        plan.secs,
+        plan.rounds,
+        profile_tables(&o.results, &o.notes)
+    );
+    for f in &o.failures {
+        s.push_str(&format!("- failed: {f}\n"));
+    }
+    s.push('\n');
     s
 }
 
