@@ -33,9 +33,10 @@ pub struct HttpBenchArgs {
     /// Side by side: the full matrix (adds 10,000 keep-alive connections).
     #[arg(long)]
     pub full: bool,
-    /// Side by side: repetitions of each configuration (at least 2).
-    #[arg(long, value_name = "R", default_value_t = 2)]
-    pub rounds: u32,
+    /// Side by side: repetitions of each configuration (at least 2) [default: 2; with
+    /// --profile: 3, at least 1].
+    #[arg(long, value_name = "R")]
+    pub rounds: Option<u32>,
     /// Side by side: the servers, comma-separated (default: hoop, hoop-epoll, nginx, hyper;
     /// also hyper-shared and hyper-tokio, hyper on hoop::shared sockets and on tokio's own,
     /// in tokio's multi-thread runtime, unpinned, compared round by round when both run; and
@@ -83,6 +84,12 @@ pub struct HttpBenchArgs {
     /// backlog; 8000: all at once, a SYN flood].
     #[arg(long, value_name = "N", requires = "attack")]
     pub attack_in_flight: Option<usize>,
+    /// HttpArena's profiles side by side, comma-separated: baseline, pipelined, short-lived,
+    /// json, upload, static, or all. Servers (--servers): hoop, hoop-nocache (static),
+    /// hoop-epoll, axum-tokio, actix, nginx and h2o (static and pipelined); one pinned thread
+    /// (the targets) and two unpinned; -c, -t [2], --rounds [3] apply.
+    #[arg(long = "profile", value_name = "LIST", value_delimiter = ',')]
+    pub profile: Option<Vec<String>>,
 }
 
 impl From<HttpBenchArgs> for HttpPlan {
@@ -106,6 +113,7 @@ impl From<HttpBenchArgs> for HttpPlan {
             slowloris: a.slowloris,
             idle: a.idle,
             attack_in_flight: a.attack_in_flight,
+            profiles: a.profile,
         }
     }
 }

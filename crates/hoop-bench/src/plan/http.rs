@@ -26,8 +26,8 @@ pub struct HttpPlan {
     pub server_pid: Option<u32>,
     /// `--full`: the full matrix.
     pub full: bool,
-    /// `--rounds`: repetitions of each configuration.
-    pub rounds: u32,
+    /// `--rounds`: repetitions of each configuration (default: 2; 3 with `--profile`).
+    pub rounds: Option<u32>,
     /// `--servers`.
     pub servers: Option<Vec<String>>,
     /// `--cells`.
@@ -46,6 +46,8 @@ pub struct HttpPlan {
     pub idle: Option<usize>,
     /// `--attack-in-flight`.
     pub attack_in_flight: Option<usize>,
+    /// `--profile`: HttpArena's profiles, side by side (`all`: the six).
+    pub profiles: Option<Vec<String>>,
 }
 
 /// Most requests in flight per connection (`--pipeline`).

@@ -1,6 +1,7 @@
 //! What a run is asked to do, checked before anything starts: the limits of the flags, the
 //! checks every command shares, server lists and sizes.
 
+pub mod arena;
 pub mod cancel;
 pub mod check;
 pub mod file;

@@ -2,6 +2,7 @@
 //! several records share are one struct each in [`usage`], flattened, so every JSON line keeps
 //! its field names and order.
 
+pub mod arena;
 pub mod attack;
 pub mod cancel;
 pub mod echo;

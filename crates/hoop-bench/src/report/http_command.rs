@@ -40,6 +40,9 @@ pub fn run_http(args: HttpPlan, json: bool) -> io::Result<()> {
         ));
     }
     crate::machine::raise_nofile_limit();
+    if args.profiles.is_some() {
+        return crate::report::arena_command::run_profiles_command(&args, json);
+    }
     if args.attack {
         return run_attack_command(&args, json);
     }
@@ -56,7 +59,8 @@ pub fn run_http(args: HttpPlan, json: bool) -> io::Result<()> {
             if args.wrk && wrk_path().is_none() {
                 return Err(invalid("--wrk: wrk is not installed (apt-get install wrk)"));
             }
-            check_rounds(args.rounds)?;
+            let rounds = args.rounds.unwrap_or(2);
+            check_rounds(rounds)?;
             let secs = args.secs.unwrap_or(2.0);
             check_secs("-t/--secs", secs)?;
             let servers = parse_servers(args.servers.clone())?;
@@ -85,7 +89,7 @@ pub fn run_http(args: HttpPlan, json: bool) -> io::Result<()> {
                 cells,
                 servers: servers.clone(),
                 secs,
-                rounds: args.rounds,
+                rounds,
                 pipeline: args.pipeline,
                 dir,
                 wrk: if args.wrk { servers } else { Vec::new() },

@@ -43,6 +43,10 @@ pub(crate) struct ReportData<'a> {
     pub http_table: &'a str,
     /// Seconds per HTTP run (none: skipped).
     pub http_secs: Option<f64>,
+    /// HTTP profile measurements (empty when skipped).
+    pub arena: &'a [crate::record::arena::ArenaResult],
+    /// The HTTP profile section (markdown; none: skipped).
+    pub arena_section: Option<&'a str>,
     /// Fan-out measurements (empty when skipped).
     pub fanout: &'a [crate::record::fanout::FanoutResult],
     /// The fan-out section (markdown; none: skipped).
@@ -84,6 +88,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
     for r in d.http {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
+    for r in d.arena {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
     for r in d.fanout {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
@@ -104,7 +111,7 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
     // Beside the absolute bars, each bench's ratio chart: what a reader compares.
-    match crate::report::ratios::write(dir, d.echo, d.http, d.fanout) {
+    match crate::report::ratios::write(dir, d.echo, d.http, d.fanout, d.arena) {
         Ok(c) => charts.extend(c),
         Err(e) => {
             chart_error = Some(chart_error.map_or(e.clone(), |first| format!("{first}; {e}")))
@@ -247,6 +254,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
              Full matrix (adds 10,000 connections): `hoop bench http --full`.\n\n{}\n",
             d.http_table
         );
+    }
+
+    if let Some(section) = d.arena_section {
+        m.push_str(section);
     }
 
     if let Some(section) = d.fanout_section {

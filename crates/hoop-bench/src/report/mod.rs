@@ -2,6 +2,8 @@
 //! that writes them all (where output goes is [`crate::output`], below every layer that
 //! prints).
 
+pub mod arena;
+pub mod arena_command;
 pub mod attack;
 pub mod cancel;
 pub mod canvas;

@@ -1,9 +1,10 @@
-//! The suite's ratio charts: hoop (io_uring) against every other server of the echo, HTTP and
-//! fan-out comparisons, cell by cell.
+//! The suite's ratio charts: hoop (io_uring) against every other server of the echo, HTTP,
+//! HTTP profile and fan-out comparisons, cell by cell.
 
 use std::path::Path;
 
 use crate::compare::Sample;
+use crate::record::arena::ArenaResult;
 use crate::record::echo::EchoResult;
 use crate::record::fanout::FanoutResult;
 use crate::record::http::HttpResult;
@@ -104,17 +105,52 @@ pub(crate) fn fanout(fanout: &[FanoutResult]) -> RatioChart {
     )
 }
 
+/// HttpArena's profiles: requests/s of hoop (io_uring) over each server, one cell per profile
+/// and connection count, the one-thread pinned rows (the targets) only.
+pub(crate) fn arena(results: &[ArenaResult]) -> RatioChart {
+    let targets: Vec<&ArenaResult> = results.iter().filter(|r| r.target).collect();
+    let mut keys: Vec<(&'static str, usize)> = Vec::new();
+    for r in &targets {
+        if !keys.contains(&(r.profile, r.conns)) {
+            keys.push((r.profile, r.conns));
+        }
+    }
+    let preds: Vec<Pred<&ArenaResult>> = keys
+        .iter()
+        .map(|&(p, c)| {
+            Box::new(move |r: &&ArenaResult| r.profile == p && r.conns == c) as Pred<&ArenaResult>
+        })
+        .collect();
+    let cells: Vec<CellOf<'_, &ArenaResult>> = keys
+        .iter()
+        .zip(&preds)
+        .map(|((p, c), pred)| (format!("{p} c{c}"), pred.as_ref()))
+        .collect();
+    RatioChart::of(
+        "http profiles (HttpArena): hoop's requests/s over each server's, 1 pinned thread \
+         (paired by round; whiskers: the rounds' range)",
+        "hoop / server",
+        &targets,
+        "hoop",
+        &peers_of(&targets, crate::plan::arena::label),
+        &cells,
+        |r| Some(r.rps),
+    )
+}
+
 /// Draws every non-empty ratio chart into `dir`; returns the file names written.
 pub(crate) fn write(
     dir: &Path,
     echo_results: &[EchoResult],
     http_results: &[HttpResult],
     fanout_results: &[FanoutResult],
+    arena_results: &[ArenaResult],
 ) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
     for (name, chart) in [
         ("echo_ratio.svg", echo(echo_results)),
         ("http_ratio.svg", http(http_results)),
+        ("http_profiles_ratio.svg", arena(arena_results)),
         ("fanout_ratio.svg", fanout(fanout_results)),
     ] {
         if chart.is_empty() {

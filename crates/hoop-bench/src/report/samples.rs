@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::compare::file_quick::fixtures::result as file_result;
 use crate::plan::http::{full_cells, Cell};
+use crate::record::arena::{test_result as arena_result, ArenaResult};
 use crate::record::echo::{test_result as echo_result, EchoResult};
 use crate::record::fanout::{test_result as fanout_result, FanoutResult};
 use crate::record::file::{FileResult, FileSuite};
@@ -22,6 +23,27 @@ fn out_dir() -> (PathBuf, bool) {
             false,
         ),
     }
+}
+
+/// Every profile at both connection counts, one and two threads, every server, three rounds.
+fn arena() -> Vec<ArenaResult> {
+    use crate::plan::arena::{Profile, ARENA_SERVERS};
+    let mut v = Vec::new();
+    for p in Profile::ALL {
+        for conns in p.conns() {
+            for threads in [1, 2] {
+                for (k, s) in ARENA_SERVERS.iter().enumerate() {
+                    for round in 0..3 {
+                        let rps = 50_000.0 + 7_000.0 * k as f64 + 1_000.0 * round as f64;
+                        let mut r = arena_result(p.name(), s, round, threads, rps);
+                        r.conns = conns;
+                        v.push(r);
+                    }
+                }
+            }
+        }
+    }
+    v
 }
 
 fn echo() -> (Vec<EchoResult>, Vec<String>) {
@@ -177,7 +199,7 @@ fn every_chart_keeps_its_texts_inside_its_canvas() {
     let (http, fanout, nop, file) = (http(), fanout(), nop(), file());
     let mut names =
         crate::report::charts::write_charts(&dir, &echo, &servers, &nop, &file, &http).unwrap();
-    names.extend(crate::report::ratios::write(&dir, &echo, &http, &fanout).unwrap());
+    names.extend(crate::report::ratios::write(&dir, &echo, &http, &fanout, &arena()).unwrap());
     let (sweep, depths) = file_sweep();
     crate::report::file_sweep::draw(
         &dir.join("file_qd.svg"),
@@ -187,7 +209,7 @@ fn every_chart_keeps_its_texts_inside_its_canvas() {
     )
     .unwrap();
     names.push("file_qd.svg".into());
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 11, "{names:?}");
     let bad: Vec<String> = names.iter().flat_map(|n| outside(&dir.join(n))).collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
     if !keep {

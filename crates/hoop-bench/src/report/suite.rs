@@ -1,6 +1,6 @@
 //! `hoop bench` with no subcommand: every bench at a quick size (echo matrix and its 16 KiB cell,
-//! no-ops, file reads, HTTP, fan-out, cancellation counts, idle connections), each phase timed,
-//! then the tables and the report in `target/hoop-report/`.
+//! no-ops, file reads, HTTP static files and HttpArena's profiles, fan-out, cancellation counts,
+//! idle connections), each phase timed, then the tables and the report in `target/hoop-report/`.
 
 use std::io;
 use std::path::PathBuf;
@@ -116,6 +116,9 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             Vec::new()
         },
     });
+    // HttpArena's profiles, briefly, with the HTTP phase.
+    let arena_plan =
+        (!o.no_http).then(|| crate::plan::arena::ArenaPlan::quick(dir.join("http"), !o.no_peers));
     let fanout_plan = (!o.no_fanout).then(|| FanoutMatrix::quick(o.fanout_secs));
     if let Some(p) = &fanout_plan {
         p.check()?;
@@ -132,6 +135,9 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         + nop::planned_secs(&nop_runs)
         + file_opts.as_ref().map_or(0.0, QuickOptions::planned_secs)
         + http_plan.as_ref().map_or(0.0, http::Plan::planned_secs)
+        + arena_plan
+            .as_ref()
+            .map_or(0.0, crate::plan::arena::ArenaPlan::planned_secs)
         + fanout_plan.as_ref().map_or(0.0, FanoutMatrix::planned_secs)
         + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs)
         + idle_plan.as_ref().map_or(0.0, idle::Plan::planned_secs);
@@ -204,6 +210,17 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     };
 
     let t = Instant::now();
+    let arena_outcome = match &arena_plan {
+        Some(plan) => {
+            let o = crate::compare::http::arena::run_profiles(plan, &out);
+            failures.extend(o.failures.iter().map(|f| format!("http profiles: {f}")));
+            phases.push(("http profiles".into(), t.elapsed()));
+            o
+        }
+        None => crate::compare::http::arena::ArenaOutcome::default(),
+    };
+
+    let t = Instant::now();
     let fanout_outcome = match &fanout_plan {
         Some(plan) => {
             let o = fanout::run_matrix(plan, &out);
@@ -267,6 +284,12 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         ));
     }
 
+    let arena_section = arena_plan
+        .as_ref()
+        .map(|p| crate::report::arena::suite_section(p, &arena_outcome));
+    if let Some(s) = &arena_section {
+        out.human(s);
+    }
     let fanout_section = fanout_plan
         .as_ref()
         .map(|p| crate::report::fanout::section(p, &fanout_outcome));
@@ -303,6 +326,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             http: &http_outcome.results,
             http_table: &http_table,
             http_secs: http_plan.as_ref().map(|p| p.secs),
+            arena: &arena_outcome.results,
+            arena_section: arena_section.as_deref(),
             fanout: &fanout_outcome.results,
             fanout_section: fanout_section.as_deref(),
             cancel: &cancel_outcome.results,
@@ -339,6 +364,16 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     if http_bad > 0 {
         return Err(io::Error::other(format!(
             "{http_bad} HTTP run(s) counted errors or verified no request"
+        )));
+    }
+    let arena_bad = arena_outcome
+        .results
+        .iter()
+        .filter(|r| r.errors > 0 || r.requests == 0)
+        .count();
+    if arena_bad > 0 {
+        return Err(io::Error::other(format!(
+            "{arena_bad} HTTP profile run(s) counted errors or verified no request"
         )));
     }
     let fanout_bad = fanout::bad(&fanout_outcome.results);

@@ -28,10 +28,23 @@ pub(crate) fn find() -> Option<PathBuf> {
 /// Its listen backlog is hoop's default ([`hoop::net::DEFAULT_BACKLOG`]), so both get the
 /// same accept queue (the kernel caps both at `net.core.somaxconn`).
 pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
+    config_with(prefix, root, addr, 1, "")
+}
+
+/// [`config`] with `workers` worker processes (more than one needs the master process, whose
+/// own CPU time is then all a probe of its pid sees) and `extra` lines in the server block.
+pub(crate) fn config_with(
+    prefix: &Path,
+    root: &Path,
+    addr: SocketAddr,
+    workers: usize,
+    extra: &str,
+) -> String {
     let p = prefix.display();
+    let master = if workers > 1 { "on" } else { "off" };
     format!(
-        "worker_processes 1;\n\
-         master_process off;\n\
+        "worker_processes {workers};\n\
+         master_process {master};\n\
          daemon off;\n\
          worker_rlimit_nofile 65536;\n\
          error_log {p}/error.log warn;\n\
@@ -54,6 +67,7 @@ pub(crate) fn config(prefix: &Path, root: &Path, addr: SocketAddr) -> String {
          \x20   server {{\n\
          \x20       listen {addr} backlog={backlog};\n\
          \x20       root {};\n\
+         {extra}\
          \x20   }}\n\
          }}\n",
         root.display(),
@@ -68,9 +82,14 @@ pub(crate) fn command(
     root: &Path,
     addr: SocketAddr,
 ) -> io::Result<Command> {
+    command_with(nginx, prefix, &config(prefix, root, addr))
+}
+
+/// Writes configuration `text` under `prefix` and returns the command that runs nginx with it.
+pub(crate) fn command_with(nginx: &Path, prefix: &Path, text: &str) -> io::Result<Command> {
     std::fs::create_dir_all(prefix)?;
     let conf = prefix.join("nginx.conf");
-    std::fs::write(&conf, config(prefix, root, addr))?;
+    std::fs::write(&conf, text)?;
     let mut cmd = Command::new(nginx);
     cmd.arg("-p").arg(prefix).arg("-c").arg(&conf);
     // nginx 1.19.5+: the startup error log too goes under the prefix, not /var/log.

@@ -1,6 +1,7 @@
 //! `hoop bench http`'s comparisons: the side-by-side runs of the static servers (with wrk
 //! beside the load generator), one server by URL, and the servers under attack.
 
+pub mod arena;
 pub mod attack;
 pub mod result;
 pub mod run;

@@ -136,7 +136,13 @@ fn gzip_file(gzip: &Path, file: &Path) -> io::Result<Vec<u8>> {
 /// variants remade when their file was) and returns its files, with a line for the table
 /// when there are no `.gz` variants.
 pub(crate) fn make(root: &Path) -> io::Result<(Vec<MixFile>, Option<String>)> {
-    let dir = root.join(DIR);
+    make_at(root, DIR)
+}
+
+/// [`make`] under `root/dir_name`, asked for as `/dir_name/NAME` (the arena's static profile
+/// uses `static`, as HttpArena does).
+pub(crate) fn make_at(root: &Path, dir_name: &str) -> io::Result<(Vec<MixFile>, Option<String>)> {
+    let dir = root.join(dir_name);
     std::fs::create_dir_all(&dir)?;
     let gzip = gzip_path();
     let mut files = Vec::with_capacity(NAMES.len());
@@ -174,7 +180,7 @@ pub(crate) fn make(root: &Path) -> io::Result<(Vec<MixFile>, Option<String>)> {
             }
         };
         files.push(MixFile {
-            path: format!("/{DIR}/{name}"),
+            path: format!("/{dir_name}/{name}"),
             identity: Arc::from(data),
             gzip: gz,
         });

@@ -1,6 +1,7 @@
-//! The HTTP load: the verifying client, the static mix, the test files, and the attackers and
-//! fresh client of the attack.
+//! The HTTP load: the verifying client, the static mix, the test files, the arena profiles,
+//! and the attackers and fresh client of the attack.
 
+pub mod arena;
 pub mod attack;
 pub mod client;
 pub mod files;

@@ -1,0 +1,362 @@
+//! The arena profiles' load generator: keep-alive connections (baseline, pipelined, json,
+//! upload) or connections of 10 requests each (short-lived), on one thread's hoop runtime.
+//! Every answer is checked (status 200 and the exact body: a sum, `ok`, a byte count, or the
+//! json profile's items against the dataset); anything else is an error counted by kind, and
+//! only answers verified inside the window count, after a keep-alive connection's warm-up
+//! exchange (checked, not counted).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use hoop::net::TcpStream;
+use hoop::time::{sleep, Instant};
+use hoop::IoBuf;
+
+use crate::load::http::arena::dataset;
+use crate::load::http::arena::reader::{Failure, Reader};
+use crate::load::http::arena::requests::{Exchange, Expect, Requests, Shape, SHORT_LIVED_REQUESTS};
+use crate::load::http::arena::response::Head;
+use crate::load::http::client::HttpOutcome;
+use crate::load::thread::run_pinned;
+use crate::measure::latency as stats;
+use crate::measure::usage::thread_cpu;
+use crate::measure::window::Window;
+
+/// How long the connect phase (connects and warm-ups) may take before the window opens
+/// (longer than the static client's: 256 uploads of 500 KB warm up first).
+const CONNECT_PHASE: Duration = Duration::from_secs(10);
+/// Failures after which a connection gives up.
+const MAX_FAILURES: u32 = 1000;
+/// Pause before reconnecting after a failure.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(1);
+/// How often the coordinating task looks at the clock.
+const TICK: Duration = Duration::from_millis(5);
+/// How long a server may take to close after answering `Connection: close`.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub(crate) struct ArenaLoad {
+    /// The server.
+    pub addr: SocketAddr,
+    /// `Host` header value.
+    pub host: String,
+    /// Connections.
+    pub conns: usize,
+    /// Length of the window.
+    pub secs: Duration,
+    /// What each connection sends.
+    pub shape: Shape,
+}
+
+/// The run's counters, shared by its connection tasks.
+struct Shared {
+    cfg: ArenaLoad,
+    window: Window,
+    settled: Cell<usize>,
+    alive: Cell<usize>,
+    connected: Cell<usize>,
+    requests: Cell<u64>,
+    body_bytes: Cell<u64>,
+    errors: RefCell<BTreeMap<String, u64>>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+    start: Cell<Option<Instant>>,
+    per_second: RefCell<Vec<u64>>,
+    hist_first_second: RefCell<Histogram<u64>>,
+    /// The json answers verified so far, by (count, m): the same bytes again are the same
+    /// answer, checked with a compare instead of a parse (a pinned client parsing 50 items per
+    /// request would measure itself).
+    json_seen: JsonSeen,
+}
+
+/// Verified json bodies by (count, m).
+pub(crate) type JsonSeen = RefCell<HashMap<(usize, u64), Vec<u8>>>;
+
+impl Shared {
+    /// Counts one verified answer of `body_bytes`, completed at `t1`.
+    fn count(&self, body_bytes: u64, t1: Instant, latency_ns: u128) {
+        self.requests.set(self.requests.get() + 1);
+        self.body_bytes.set(self.body_bytes.get() + body_bytes);
+        if let Some(start) = self.start.get() {
+            let sec = t1.saturating_duration_since(start).as_secs() as usize;
+            if let Some(n) = self.per_second.borrow_mut().get_mut(sec) {
+                *n += 1;
+            }
+            if sec == 0 {
+                stats::record_ns(&mut self.hist_first_second.borrow_mut(), latency_ns);
+            }
+        }
+        stats::record_ns(&mut self.hist.borrow_mut(), latency_ns);
+    }
+
+    /// Counts an error (none once the window closed: a run cut short is not an error).
+    fn error(&self, f: &Failure) {
+        if self.window.over() {
+            return;
+        }
+        *self
+            .errors
+            .borrow_mut()
+            .entry(f.kind.to_string())
+            .or_insert(0) += 1;
+        let mut first = self.first_error.borrow_mut();
+        if first.is_none() {
+            *first = Some(format!("{}: {}", f.kind, f.what));
+        }
+    }
+}
+
+/// Runs the load on a new thread (pinned to `pin` if given) with its own hoop runtime;
+/// `on_start` runs there right before the window opens.
+pub(crate) fn run_arena<F>(
+    cfg: &ArenaLoad,
+    pin: Option<usize>,
+    on_start: F,
+) -> io::Result<HttpOutcome>
+where
+    F: FnOnce() + Send,
+{
+    std::net::TcpStream::connect_timeout(&cfg.addr, Duration::from_secs(3))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", cfg.addr)))?;
+    run_pinned("hoop-bench-arena", "arena client", pin, || {
+        let cfg = cfg.clone();
+        let entries = (cfg.conns * 2).clamp(256, 4096);
+        let rt = hoop::Runtime::builder()
+            .entries(entries.next_power_of_two() as u32)
+            .build()?;
+        let sh = Rc::new(Shared {
+            cfg,
+            window: Window::new(),
+            settled: Cell::new(0),
+            alive: Cell::new(0),
+            connected: Cell::new(0),
+            requests: Cell::new(0),
+            body_bytes: Cell::new(0),
+            errors: RefCell::new(BTreeMap::new()),
+            first_error: RefCell::new(None),
+            hist: RefCell::new(stats::new_histogram()?),
+            start: Cell::new(None),
+            per_second: RefCell::new(Vec::new()),
+            hist_first_second: RefCell::new(stats::new_histogram()?),
+            json_seen: RefCell::new(HashMap::new()),
+        });
+        let outcome = rt.block_on(drive(sh, on_start));
+        drop(rt);
+        Ok(outcome)
+    })
+}
+
+async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
+    let conns = sh.cfg.conns;
+    for id in 0..conns {
+        sh.alive.set(sh.alive.get() + 1);
+        drop(hoop::spawn(connection(id, sh.clone())));
+    }
+    let connect_deadline = Instant::now() + CONNECT_PHASE;
+    while sh.settled.get() < conns && Instant::now() < connect_deadline {
+        sleep(TICK).await;
+    }
+    on_start();
+    let cpu0 = thread_cpu();
+    *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
+    let connected = sh.connected.get();
+    let deadline = sh.window.open(sh.cfg.secs);
+    let start = deadline - sh.cfg.secs;
+    sh.start.set(Some(start));
+    sh.window
+        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
+        .await;
+    let cpu = thread_cpu().saturating_sub(cpu0);
+    HttpOutcome {
+        requests: sh.requests.get(),
+        body_bytes: sh.body_bytes.get(),
+        errors: sh.errors.borrow().clone(),
+        first_error: sh.first_error.borrow().clone(),
+        reconnects: 0,
+        hist: sh.hist.borrow().clone(),
+        wall: start.elapsed(),
+        cpu,
+        connected,
+        by_encoding: None,
+        per_second: sh.per_second.borrow().clone(),
+        hist_first_second: sh.hist_first_second.borrow().clone(),
+    }
+}
+
+/// Marks a connection settled (connected and warmed up, or given up) once.
+fn settle(sh: &Shared, settled: &mut bool) {
+    if !*settled {
+        *settled = true;
+        if !sh.window.opened() {
+            sh.connected.set(sh.connected.get() + 1);
+        }
+        sh.settled.set(sh.settled.get() + 1);
+    }
+}
+
+/// One connection task: connects, warms up (keep-alive), then exchanges until the window
+/// closes; a short-lived one reconnects after every 10 requests.
+async fn connection(id: usize, sh: Rc<Shared>) {
+    let short = matches!(sh.cfg.shape, Shape::ShortLived);
+    let mut reqs = Requests::new(&sh.cfg.shape, id, &sh.cfg.host);
+    let mut reader = Reader::default();
+    let mut failures = 0;
+    let mut settled = false;
+    if short {
+        // Every connection is new anyway: no warm-up, all connects inside the window.
+        settle(&sh, &mut settled);
+        sh.window.wait_open().await;
+    }
+    while !sh.window.over() && failures < MAX_FAILURES {
+        let stream = match TcpStream::connect(sh.cfg.addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                sh.error(&Failure::new("connect", format!("{}: {e}", sh.cfg.addr)));
+                failures += 1;
+                sleep(RECONNECT_BACKOFF).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        reader.reset();
+        if !short && !sh.window.opened() {
+            let warm = reqs.warm_up();
+            if let Err(f) = exchange(&stream, &mut reader, &sh, &warm, false).await {
+                sh.error(&f);
+                failures += 1;
+                sleep(RECONNECT_BACKOFF).await;
+                continue;
+            }
+            settle(&sh, &mut settled);
+            sh.window.wait_open().await;
+        }
+        let mut made = 0u32;
+        let mut failed = false;
+        while !sh.window.over() {
+            let close = short && made + 1 == SHORT_LIVED_REQUESTS;
+            let ex = reqs.next(close);
+            match exchange(&stream, &mut reader, &sh, &ex, true).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(f) => {
+                    sh.error(&f);
+                    failed = true;
+                    break;
+                }
+            }
+            made += 1;
+            if close {
+                if let Err(f) = reader.expect_close(&stream, CLOSE_WAIT).await {
+                    sh.error(&f);
+                    failed = true;
+                }
+                break;
+            }
+        }
+        if sh.window.over() {
+            break;
+        }
+        if failed {
+            failures += 1;
+            sleep(RECONNECT_BACKOFF).await;
+        }
+    }
+    settle(&sh, &mut settled);
+    sh.alive.set(sh.alive.get() - 1);
+}
+
+/// Writes `ex` and reads and checks its answers, counting each verified one when `counted`
+/// and the window is open: `Ok(false)` once one completed past the window.
+async fn exchange(
+    stream: &TcpStream,
+    reader: &mut Reader,
+    sh: &Shared,
+    ex: &Exchange,
+    counted: bool,
+) -> Result<bool, Failure> {
+    let t0 = Instant::now();
+    let (res, _) = stream.write_all(ex.bytes.clone()).await;
+    res.map_err(|e| Failure::new("write", e.to_string()))?;
+    if ex.upload_bytes > 0 {
+        let Shape::Upload(body) = &sh.cfg.shape else {
+            return Err(Failure::new("write", "an upload without the upload body"));
+        };
+        // The shared buffer itself, no copy: the kernel reads it as often as it is sent.
+        let (res, _) = stream
+            .write_all(body.clone().slice(0..ex.upload_bytes))
+            .await;
+        res.map_err(|e| Failure::new("write", e.to_string()))?;
+    }
+    for expect in &ex.expects {
+        let head = reader.response(stream).await?;
+        check(expect, &head, &reader.body, &sh.cfg.shape, &sh.json_seen)?;
+        if !counted {
+            continue;
+        }
+        let t1 = Instant::now();
+        if !sh.window.counts_at(t1) {
+            return Ok(false);
+        }
+        let bytes = if ex.upload_bytes > 0 {
+            ex.upload_bytes
+        } else {
+            reader.body.len()
+        };
+        sh.count(bytes as u64, t1, (t1 - t0).as_nanos());
+    }
+    Ok(true)
+}
+
+/// Checks one answer: status 200 and the expected body (json: parsed and checked, or the very
+/// bytes of an answer already checked for the same request).
+pub(crate) fn check(
+    expect: &Expect,
+    head: &Head,
+    body: &[u8],
+    shape: &Shape,
+    json_seen: &JsonSeen,
+) -> Result<(), Failure> {
+    if head.status != 200 {
+        return Err(Failure::new(
+            "status",
+            format!(
+                "status {}, not 200 (body {:?})",
+                head.status,
+                String::from_utf8_lossy(&body[..body.len().min(80)])
+            ),
+        ));
+    }
+    let want: &[u8] = match expect {
+        Expect::Static(b) => b,
+        Expect::Text(t) => t.as_bytes(),
+        Expect::Json { count, m } => {
+            let Shape::Json(items) = shape else {
+                return Err(Failure::new("json", "a json answer without the dataset"));
+            };
+            let key = (*count, *m);
+            if json_seen.borrow().get(&key).is_some_and(|b| b == body) {
+                return Ok(());
+            }
+            dataset::check(body, items, *count, *m).map_err(|e| Failure::new("json", e))?;
+            json_seen.borrow_mut().insert(key, body.to_vec());
+            return Ok(());
+        }
+    };
+    if body != want {
+        return Err(Failure::new(
+            "body",
+            format!(
+                "body {:?}, expected {:?}",
+                String::from_utf8_lossy(&body[..body.len().min(80)]),
+                String::from_utf8_lossy(want)
+            ),
+        ));
+    }
+    Ok(())
+}
