@@ -107,6 +107,9 @@ pub(crate) const NOP_ENGINES: [&str; 2] = ["compio", "tokio-uring"];
 /// The echo servers.
 pub(crate) const ECHO_ENGINES: [&str; 1] = ["compio"];
 
+/// The commands.
+const KNOWN: [&str; 7] = ["file", "fsread", "nop", "echo", "arena-actix", "cancel", "engines"];
+
 /// The program: `hoop-peer` and `hoop-peer-glommio` (the same with feature `glommio`).
 pub fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -121,6 +124,17 @@ fn run(args: &[String]) -> io::Result<()> {
         invalid("usage: hoop-peer file|fsread|nop|echo|arena-actix|cancel|engines [flags]")
     })?;
     let flags = Flags::parse(rest)?;
+    // `COMMAND --help` says what the command is and runs nothing (hoop bench asks it to
+    // find out whether this binary has the command).
+    if flags.has("help") {
+        return match KNOWN.contains(&cmd.as_str()) {
+            true => {
+                println!("hoop-peer {cmd}: see the module documentation of hoop-peers");
+                Ok(())
+            }
+            false => Err(invalid(format!("unknown command {cmd:?}"))),
+        };
+    }
     match cmd.as_str() {
         "file" => file::run(&flags),
         "fsread" => fsread::run(&flags),
