@@ -27,7 +27,7 @@ use axum::extract::{Path, Query};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use common::http::{parse_head, read_fully, try_connect, try_read_head, Response};
+use common::http::{parse_head, try_connect, try_read_any, try_read_head, Response};
 use common::resets;
 use hoop::sync::CancellationToken;
 use hoop::DriverKind;
@@ -156,53 +156,9 @@ fn start(kind: DriverKind, server: Server, attempt: u32) -> Option<(SocketAddr, 
     Some((addr, stopper))
 }
 
-/// Reads one response, its body by `Content-Length` or chunked.
-fn read_any(s: &mut TcpStream) -> io::Result<Response> {
-    let head = try_read_head(s)?;
-    let mut r = parse_head(&head);
-    if r.status == 100 {
-        return read_any(s);
-    }
-    if let Some(len) = r.header("content-length") {
-        let len: usize = len.parse().unwrap();
-        r.body.resize(len, 0);
-        read_fully(s, &mut r.body, "the whole body")?;
-    } else if r.header("transfer-encoding") == Some("chunked") {
-        loop {
-            let line = read_line(s)?;
-            let size = usize::from_str_radix(line.trim(), 16).expect("a chunk size");
-            if size == 0 {
-                assert_eq!(read_line(s)?, "", "no trailers");
-                break;
-            }
-            let at = r.body.len();
-            r.body.resize(at + size, 0);
-            read_fully(s, &mut r.body[at..], "a chunk")?;
-            assert_eq!(read_line(s)?, "", "CRLF after a chunk");
-        }
-    }
-    Ok(r)
-}
-
-fn read_line(s: &mut TcpStream) -> io::Result<String> {
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while line.len() < 1024 {
-        if s.read(&mut b)? == 0 {
-            return Err(resets::closed_early("a chunk line"));
-        }
-        if b[0] == b'\n' {
-            break;
-        }
-        line.push(b[0]);
-    }
-    assert_eq!(line.pop(), Some(b'\r'), "a line ends with CRLF");
-    Ok(String::from_utf8(line).unwrap())
-}
-
 fn ask(s: &mut TcpStream, req: &[u8]) -> io::Result<Response> {
     s.write_all(req)?;
-    read_any(s)
+    try_read_any(s)
 }
 
 /// Whether the server closed `s` within `wait`.
@@ -330,7 +286,7 @@ fn bodies_stream_to_the_service_with_a_length_or_chunked() {
                 // Written from another thread: the server reads as the service asks.
                 let mut w = s.try_clone()?;
                 let writer = std::thread::spawn(move || w.write_all(&req));
-                let r = read_any(&mut s)?;
+                let r = try_read_any(&mut s)?;
                 writer.join().unwrap()?;
                 assert_eq!(r.status, 200, "{kind}: {len} chunked={chunked}");
                 assert_eq!(r.body, len.to_string().as_bytes(), "{kind}: counted");
@@ -343,9 +299,9 @@ fn bodies_stream_to_the_service_with_a_length_or_chunked() {
             let mut two = upload(5, true);
             two.extend_from_slice(b"GET /users/2?page=9 HTTP/1.1\r\nHost: x\r\n\r\n");
             s.write_all(&two)?;
-            let r = read_any(&mut s)?;
+            let r = try_read_any(&mut s)?;
             assert_eq!(&r.body[..], b"5", "{kind}: the pipelined POST");
-            let r = read_any(&mut s)?;
+            let r = try_read_any(&mut s)?;
             assert_eq!(&r.body[..], b"user 2 page 9", "{kind}: the GET after it");
             Ok(())
         })
@@ -371,14 +327,14 @@ fn expect_100_continue_is_answered_when_the_service_reads() {
             let interim = parse_head(&try_read_head(&mut s)?);
             assert_eq!(interim.status, 100, "{kind}: the interim response first");
             s.write_all(b"abcd")?;
-            let r = read_any(&mut s)?;
+            let r = try_read_any(&mut s)?;
             assert_eq!((r.status, &r.body[..]), (200, &b"4"[..]), "{kind}");
             // A route that never reads the body answers without a 100, and the connection
             // closes (the client may or may not send the body).
             s.write_all(
                 b"POST /users/1?page=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
             )?;
-            let r = read_any(&mut s)?;
+            let r = try_read_any(&mut s)?;
             assert_eq!(r.status, 405, "{kind}: answered without the body");
             assert!(
                 closed(&mut s, Duration::from_secs(5)),
@@ -558,7 +514,7 @@ fn bad_framing_and_bodies_over_the_limit_are_refused() {
             s.write_all(&req)?;
             std::thread::sleep(Duration::from_millis(50));
             s.write_all(b"1\r\nb\r\n0\r\n\r\n")?;
-            let r = read_any(&mut s)?;
+            let r = try_read_any(&mut s)?;
             assert_eq!(r.status, 400, "{kind}: the handler saw the body fail");
             let give_up = Instant::now() + Duration::from_secs(5);
             while log.lock().unwrap().len() < 5 && Instant::now() < give_up {

@@ -138,6 +138,53 @@ pub fn try_read_response(s: &mut impl Read, head_only: bool) -> io::Result<Respo
     Ok(r)
 }
 
+/// Reads one response whatever its framing: its body by `Content-Length`, chunked (no
+/// trailers), or none; interim responses (`100 Continue`) are skipped. For a server that
+/// answers with a service's bodies, whose length may be unknown. How the connection ended is
+/// returned as in [`try_read_response`]; bad chunked framing fails the test.
+pub fn try_read_any(s: &mut impl Read) -> io::Result<Response> {
+    let mut r = parse_head(&try_read_head(s)?);
+    while r.status == 100 {
+        r = parse_head(&try_read_head(s)?);
+    }
+    if let Some(len) = r.header("content-length") {
+        let len: usize = len.parse().unwrap();
+        r.body.resize(len, 0);
+        read_fully(s, &mut r.body, "the whole body")?;
+    } else if r.header("transfer-encoding") == Some("chunked") {
+        loop {
+            let line = read_line(s)?;
+            let size = usize::from_str_radix(line.trim(), 16).expect("a chunk size");
+            if size == 0 {
+                assert_eq!(read_line(s)?, "", "no trailers");
+                break;
+            }
+            let at = r.body.len();
+            r.body.resize(at + size, 0);
+            read_fully(s, &mut r.body[at..], "a chunk")?;
+            assert_eq!(read_line(s)?, "", "CRLF after a chunk");
+        }
+    }
+    Ok(r)
+}
+
+/// One CRLF-ended line of a chunked body, without its CRLF, read byte by byte.
+fn read_line(s: &mut impl Read) -> io::Result<String> {
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while line.len() < 1024 {
+        if s.read_retry(&mut b)? == 0 {
+            return Err(crate::resets::closed_early("a chunk line"));
+        }
+        if b[0] == b'\n' {
+            break;
+        }
+        line.push(b[0]);
+    }
+    assert_eq!(line.pop(), Some(b'\r'), "a line ends with CRLF");
+    Ok(String::from_utf8(line).unwrap())
+}
+
 /// Reads the head of one response, byte by byte (so nothing after it is consumed), up to
 /// and with its blank line.
 pub fn try_read_head(s: &mut impl Read) -> io::Result<Vec<u8>> {
