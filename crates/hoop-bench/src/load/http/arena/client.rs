@@ -129,6 +129,7 @@ where
         let entries = (cfg.conns * 2).clamp(256, 4096);
         let rt = hoop::Runtime::builder()
             .entries(entries.next_power_of_two() as u32)
+            .driver(hoop::DriverKind::Epoll)
             .build()?;
         let sh = Rc::new(Shared {
             cfg,
