@@ -3,6 +3,7 @@
 //! request bytes may be unread).
 
 use std::cell::{Cell, RefCell};
+use std::future::Future as _;
 use std::io;
 use std::net::Shutdown;
 use std::rc::Rc;
@@ -72,6 +73,42 @@ impl Reader<'_> {
                 input.extend_from_slice(&buf[..n]);
                 Ok(n)
             }
+        }
+    }
+}
+
+impl Reader<'_> {
+    /// Appends what has already arrived, without waiting: a received buffer the ring holds,
+    /// or what one non-blocking `recv(2)` finds. `None` when nothing is there (or the stream
+    /// ended or failed: the next [`read_into`](Self::read_into) says so).
+    pub(super) async fn read_now(&mut self, input: &mut Vec<u8>) -> Option<usize> {
+        match self {
+            Reader::Ring(rx) => {
+                let mut next = std::pin::pin!(rx.next());
+                let got = std::future::poll_fn(|cx| match next.as_mut().poll(cx) {
+                    std::task::Poll::Ready(got) => std::task::Poll::Ready(Some(got)),
+                    std::task::Poll::Pending => std::task::Poll::Ready(None),
+                })
+                .await;
+                match got {
+                    Some(Some(Ok(buf))) if !buf.is_empty() => {
+                        input.extend_from_slice(&buf);
+                        Some(buf.len())
+                    }
+                    _ => None,
+                }
+            }
+            Reader::Ready(fd, scratch, driver) => {
+                let mut b = scratch.borrow_mut();
+                match driver.try_recv(*fd, &mut b) {
+                    Ok(n) if n > 0 => {
+                        input.extend_from_slice(&b[..n]);
+                        Some(n)
+                    }
+                    _ => None,
+                }
+            }
+            Reader::Plain(..) => None,
         }
     }
 }
