@@ -23,7 +23,7 @@ use http::header;
 use http_body::Body as _;
 
 use super::run::Reader;
-use super::{Conn, READ_BYTES};
+use super::Conn;
 use crate::access_log::RequestLine;
 use crate::deadline::Timer;
 use crate::parse::Request;
@@ -496,14 +496,15 @@ async fn feed(
                 drained_bytes = Some(0);
             }
         }
-        let mut buf = Vec::with_capacity(CHUNK_BYTES + READ_BYTES);
+        let mut buf = Vec::with_capacity(2 * CHUNK_BYTES);
         timer.set(Instant::now() + idle);
         match timer.run(reader.read_into(&mut buf)).await {
             Some(Ok(n)) if n > 0 => {}
             Some(_) => return fail(&f, BodyErrorKind::Closed),
             None => return fail(&f, BodyErrorKind::TimedOut),
         }
-        // What else has arrived goes in the same chunk: one frame per 64 KiB, not per 4 KiB
+        // What else has arrived goes in the same chunk (each read adds at most 64 KiB: the
+        // capacity is never outgrown): one frame per 64 KiB, not per 4 KiB
         // ring buffer (an upload of 20 MB is 300 frames for the service, not 5,000).
         while buf.len() < CHUNK_BYTES {
             if reader.read_now(&mut buf).await.is_none() {
