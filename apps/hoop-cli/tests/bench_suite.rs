@@ -57,6 +57,25 @@ fn the_suite_writes_a_report() {
         lines.iter().partition(|v| v["bench"] == "file");
     let (http, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "http");
+    // HttpArena's profiles, run briefly: every profile's hoop row verified something with no
+    // error; the side-by-side matrix's checks below see the other lines.
+    let (profiles, http): (Vec<&Value>, Vec<&Value>) =
+        http.into_iter().partition(|v| v.get("profile").is_some());
+    for profile in [
+        "baseline",
+        "pipelined",
+        "short-lived",
+        "json",
+        "upload",
+        "static",
+    ] {
+        let hoop_row = profiles
+            .iter()
+            .find(|v| v["profile"] == profile && v["server"] == "hoop")
+            .unwrap_or_else(|| panic!("no hoop row for {profile}: {profiles:?}"));
+        assert_eq!(hoop_row["errors"], 0, "{hoop_row}");
+        assert!(hoop_row["requests"].as_u64().unwrap() > 0, "{hoop_row}");
+    }
     let (fanout, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "fanout");
     // The cancellation counts: hoop, hoop-epoll and tokio (no peers) x 6 scenarios, each line
