@@ -5,7 +5,7 @@
 //! `Clone + Send`, so each runtime thread gets a clone of its own, made once when the thread
 //! starts serving, and calls it without a lock. Its futures and response bodies need not be
 //! `Send`: they run on the thread that took the connection. Here it is erased behind
-//! [`Fallback`], so the connection code is not generic over it.
+//! `Fallback`, so the connection code is not generic over it.
 //!
 //! Split by idea: the request body the service reads (`body`), the chunked decoder that
 //! feeds it (`chunked`) and the request made from a parsed head (`request`). The exchange on
