@@ -18,8 +18,8 @@
 //! Every read has a timeout, every loop is bounded, nothing measures speed. Each scenario is
 //! cut in units of a few exchanges; a unit that meets a reset (injected by CI's fault plans)
 //! runs again on a new server (`resets::retry`), and a wrong answer fails the test whatever
-//! the plan. The uploads opt out of injected resets on epoll only (`UPLOADS_ON_EPOLL`: there
-//! an upload is too many receives for any attempt to finish at CI's rate).
+//! the plan. The uploads opt out of the kinds that fail a receive (`UPLOADS`: an upload is too
+//! many receives for any attempt to finish at CI's rate).
 
 mod served_common;
 
