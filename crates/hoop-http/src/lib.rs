@@ -8,24 +8,6 @@
 //! root, symlinks included), with limits and timeouts on every connection ([`Config`]),
 //! `Cache-Control` rules, custom 404/403 pages and optional security headers.
 //!
-//! Behind the files, an application: [`Builder::fallback_service`] hands every request no file
-//! answers (other methods, request bodies, targets with no file) to a tower `Service` over
-//! [`http::Request`]s, such as an axum `Router`, with the request [`Body`] streamed to it and
-//! its response body streamed out; [`Server::with_service`] makes a server with no files at all.
-//!
-//! ```no_run
-//! use axum::{extract::Path, routing::get, Router};
-//!
-//! let app = Router::new().route("/hello/{name}", get(|Path(n): Path<String>| async move {
-//!     format!("hello, {n}")
-//! }));
-//! hoop_http::Server::builder("./public")
-//!     .fallback_service(app)
-//!     .build()?
-//!     .run("127.0.0.1:8080")?;
-//! # Ok::<(), std::io::Error>(())
-//! ```
-//!
 //! # Serving
 //!
 //! Build a [`Server`] ([`Server::builder`], or [`Server::new`] with a [`Config`]), then either:

@@ -21,8 +21,7 @@ use crate::status::Status;
 /// Where received bytes come from: a multishot recv on the thread's buffer ring (the best
 /// path), or single reads into a buffer of the connection's own.
 pub(super) enum Reader<'a> {
-    /// The stream, and its ring (to arm a new one after a body read directly).
-    Ring(DirectRecvStream<'a>, BufRing),
+    Ring(DirectRecvStream<'a>),
     Plain(&'a DirectTcpStream, Vec<u8>),
     /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch,
     /// through the thread's driver.
@@ -33,7 +32,7 @@ impl Reader<'_> {
     /// Appends what arrives next to `input`; 0 at end of stream.
     pub(super) async fn read_into(&mut self, input: &mut Vec<u8>) -> io::Result<usize> {
         match self {
-            Reader::Ring(rx, _) => match rx.next().await {
+            Reader::Ring(rx) => match rx.next().await {
                 Some(Ok(buf)) => {
                     input.extend_from_slice(&buf);
                     Ok(buf.len())
@@ -84,7 +83,7 @@ impl Reader<'_> {
     /// ended or failed: the next [`read_into`](Self::read_into) says so).
     pub(super) async fn read_now(&mut self, input: &mut Vec<u8>) -> Option<usize> {
         match self {
-            Reader::Ring(rx, _) => {
+            Reader::Ring(rx) => {
                 let mut next = std::pin::pin!(rx.next());
                 let got = std::future::poll_fn(|cx| match next.as_mut().poll(cx) {
                     std::task::Poll::Ready(got) => std::task::Poll::Ready(Some(got)),
@@ -114,39 +113,6 @@ impl Reader<'_> {
     }
 }
 
-impl<'a> Reader<'a> {
-    /// Stops the ring's multishot receive, so that a long body can be read straight into
-    /// buffers of its own (the kernel's copy is the only one): what it had received is
-    /// appended to `got`, in order, and the ring returned, to go back to with
-    /// [`resume_ring`](Self::resume_ring). `None` (the reader unchanged) when it is not on
-    /// the ring, or the driver could not take the cancel now.
-    pub(super) async fn pause_ring(
-        &mut self,
-        stream: &'a DirectTcpStream,
-        got: &mut Vec<u8>,
-    ) -> Option<BufRing> {
-        let Reader::Ring(rx, _) = self else {
-            return None;
-        };
-        if !rx.stop() {
-            return None;
-        }
-        // What arrived before the cancel ran, up to the stream's end.
-        while let Some(Ok(buf)) = rx.next().await {
-            got.extend_from_slice(&buf);
-        }
-        match std::mem::replace(self, Reader::Plain(stream, Vec::new())) {
-            Reader::Ring(_, ring) => Some(ring),
-            _ => None,
-        }
-    }
-
-    /// Arms the ring's multishot receive again (after [`pause_ring`](Self::pause_ring)).
-    pub(super) fn resume_ring(&mut self, stream: &'a DirectTcpStream, ring: BufRing) {
-        *self = Reader::Ring(stream.recv_stream(&ring), ring);
-    }
-}
-
 /// Serves one accepted connection until it closes. `ring`: the thread's buffer ring, if any.
 pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared>) {
     let _open = OpenGuard(sh.open_conns.clone());
@@ -168,7 +134,7 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     let ring = ring.filter(|r| r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max);
     let _ring_reader = ring.as_ref().map(|_| CountGuard::new(&sh.ring_readers));
     let mut reader = match (&ring, stream.as_tcp_stream()) {
-        (Some(r), _) => Reader::Ring(stream.recv_stream(r), r.clone()),
+        (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
         (None, Some(tcp)) => match hoop::driver::Driver::current() {
             Some(d) => {
                 use std::os::fd::AsRawFd;
@@ -185,12 +151,12 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     }
 }
 
-impl<'a> Conn<'a> {
+impl Conn<'_> {
     /// The request loop. Returns whether the close should linger: the connection ends with a
     /// response the client should read while request bytes may still be unread (an error
     /// status, a body not taken, pipelined requests after a `Connection: close`); a clean
     /// close, a timeout, an error or the client's close return false.
-    async fn run(&mut self, reader: &mut Reader<'a>) -> bool {
+    async fn run(&mut self, reader: &mut Reader<'_>) -> bool {
         let cfg = self.sh.cfg.clone();
         let mut input: Vec<u8> = Vec::new();
         // The head being received must be complete by this time (the first one counts from

@@ -54,13 +54,10 @@ const DRAIN_MAX_BYTES: u64 = 256 * 1024;
 /// then), so that its per-frame work is paid per chunk, not per received buffer.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// A body with at least this many bytes still to come is read without the ring.
-const DIRECT_MIN_BYTES: u64 = 256 * 1024;
-
 /// The interim response to `Expect: 100-continue`.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
-impl<'a> Conn<'a> {
+impl Conn<'_> {
     /// Answers the request whose head is `input[head]` through the service: its body is taken
     /// from the input after the head, then read through `reader`.
     pub(super) async fn exchange(
@@ -68,7 +65,7 @@ impl<'a> Conn<'a> {
         req: &Request,
         input: &mut Vec<u8>,
         head: Range<usize>,
-        reader: &mut Reader<'a>,
+        reader: &mut Reader<'_>,
     ) -> Outcome {
         let date = self.sh.date.borrow_mut().now().to_string();
         let built = match request::build(&input[head.clone()]) {
@@ -447,55 +444,16 @@ impl Fed {
 /// it comes (what follows the body goes back to `input`). Once the service dropped the body,
 /// or `answered` is set (its response is out) and it stopped reading, the rest is read and
 /// dropped, up to [`DRAIN_MAX_BYTES`].
-async fn feed<'a>(
+async fn feed(
     feeder: Option<Feeder>,
     input: &mut Vec<u8>,
-    reader: &mut Reader<'a>,
-    (stream, timer, idle): (&'a DirectTcpStream, &Timer, std::time::Duration),
+    reader: &mut Reader<'_>,
+    (stream, timer, idle): (&DirectTcpStream, &Timer, std::time::Duration),
     (max_body_bytes, answered): (u64, &Cell<bool>),
 ) -> Fed {
     let Some(mut f) = feeder else {
         return Fed::Whole;
     };
-    // A long body with a known length is read straight into the chunks the service gets: the
-    // ring's receive is paused (what it had received comes first), so the kernel's copy is
-    // the only one, and armed again after the body.
-    let mut got = Vec::new();
-    let paused = match f.left {
-        Left::Length(n) if n >= DIRECT_MIN_BYTES => reader.pause_ring(stream, &mut got).await,
-        _ => None,
-    };
-    if let Left::Length(left) = &mut f.left {
-        let take = usize::try_from(*left).unwrap_or(usize::MAX).min(got.len());
-        input.extend_from_slice(&got[take..]);
-        got.truncate(take);
-        *left -= take as u64;
-        f.tx.push(Bytes::from(got));
-    }
-    let fed = feed_body(
-        &mut f,
-        input,
-        reader,
-        (stream, timer, idle),
-        (max_body_bytes, answered),
-    )
-    .await;
-    if let Some(ring) = paused {
-        if fed == Fed::Read {
-            reader.resume_ring(stream, ring);
-        }
-    }
-    fed
-}
-
-/// [`feed`]'s loop.
-async fn feed_body<'a>(
-    f: &mut Feeder,
-    input: &mut Vec<u8>,
-    reader: &mut Reader<'a>,
-    (stream, timer, idle): (&'a DirectTcpStream, &Timer, std::time::Duration),
-    (max_body_bytes, answered): (u64, &Cell<bool>),
-) -> Fed {
     let fail = |f: &Feeder, kind| {
         f.tx.finish(Err(BodyError::new(kind)));
         match kind {
@@ -523,7 +481,7 @@ async fn feed_body<'a>(
             timer.set(Instant::now() + idle);
             match timer.run(stream.write_all(CONTINUE.to_vec())).await {
                 Some((Ok(()), _)) => {}
-                _ => return fail(f, BodyErrorKind::Closed),
+                _ => return fail(&f, BodyErrorKind::Closed),
             }
             f.expect_continue = false;
         }
@@ -538,29 +496,13 @@ async fn feed_body<'a>(
                 drained_bytes = Some(0);
             }
         }
+        let mut buf = Vec::with_capacity(2 * CHUNK_BYTES);
         timer.set(Instant::now() + idle);
-        let mut buf = match (&f.left, &*reader) {
-            // Paused ring: one read into the chunk itself, never past the body's end.
-            (Left::Length(left), Reader::Plain(..)) => {
-                let want = usize::try_from(*left)
-                    .unwrap_or(usize::MAX)
-                    .min(CHUNK_BYTES);
-                match timer.run(stream.read(Vec::with_capacity(want))).await {
-                    Some((Ok(n), buf)) if n > 0 => buf,
-                    Some(_) => return fail(f, BodyErrorKind::Closed),
-                    None => return fail(f, BodyErrorKind::TimedOut),
-                }
-            }
-            _ => {
-                let mut buf = Vec::with_capacity(2 * CHUNK_BYTES);
-                match timer.run(reader.read_into(&mut buf)).await {
-                    Some(Ok(n)) if n > 0 => {}
-                    Some(_) => return fail(f, BodyErrorKind::Closed),
-                    None => return fail(f, BodyErrorKind::TimedOut),
-                }
-                buf
-            }
-        };
+        match timer.run(reader.read_into(&mut buf)).await {
+            Some(Ok(n)) if n > 0 => {}
+            Some(_) => return fail(&f, BodyErrorKind::Closed),
+            None => return fail(&f, BodyErrorKind::TimedOut),
+        }
         // What else has arrived goes in the same chunk (each read adds at most 64 KiB: the
         // capacity is never outgrown): one frame per 64 KiB, not per 4 KiB
         // ring buffer (an upload of 20 MB is 300 frames for the service, not 5,000).
@@ -580,12 +522,12 @@ async fn feed_body<'a>(
             Left::Chunked(decoder, total) => {
                 let mut data = Vec::with_capacity(buf.len());
                 let Ok(took) = decoder.decode(&buf, &mut data) else {
-                    return fail(f, BodyErrorKind::Malformed);
+                    return fail(&f, BodyErrorKind::Malformed);
                 };
                 input.extend_from_slice(&buf[took..]);
                 *total += data.len() as u64;
                 if *total > max_body_bytes {
-                    return fail(f, BodyErrorKind::TooLarge);
+                    return fail(&f, BodyErrorKind::TooLarge);
                 }
                 data
             }

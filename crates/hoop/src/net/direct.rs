@@ -375,13 +375,4 @@ impl DirectRecvStream<'_> {
             RecvInner::Plain(s) => s.next().await,
         }
     }
-
-    /// Asks the kernel to end the receive; the stream still yields what it received before,
-    /// then `None` (see [`RecvStream::stop`]). Returns whether the stream will end.
-    pub fn stop(&mut self) -> bool {
-        match &mut self.inner {
-            RecvInner::Direct(op) => op.cancel(),
-            RecvInner::Plain(s) => s.stop(),
-        }
-    }
 }

@@ -26,15 +26,6 @@ impl RecvStream<'_> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    /// Asks the kernel to end the receive while the stream still yields what it received
-    /// before the cancel ran, then `None`: nothing delivered is lost, and once it has ended
-    /// the socket's next [`TcpStream::read`](crate::net::TcpStream::read) starts a receive of
-    /// its own. Returns whether the stream will end (`false`: the driver could not take the
-    /// cancel now; the stream is as it was).
-    pub fn stop(&mut self) -> bool {
-        self.op.cancel()
-    }
-
     /// Bytes kept from a dropped read or receive stream come first, in order: they cannot be
     /// yielded as ring buffers, so while there are any the stream fails with `InvalidInput`
     /// (read them with [`TcpStream::read`](crate::net::TcpStream::read)); while a dropped
