@@ -71,8 +71,8 @@ pub fn on_each_driver<U: std::fmt::Debug>(
 
 /// Why the uploads opt out of the faults that fail a receive.
 pub const UPLOADS: &str = "an upload is hundreds to thousands of receives (16 KiB each on \
-     epoll, 64 KiB read straight into the body's chunks on io_uring), each failed at CI's rate \
-     (2%), so no attempt would finish";
+     epoll, up to 64 KiB on io_uring's ring), each failed at CI's rate (2%), so few attempts \
+     would finish";
 
 /// [`on_each_driver`]; with `uploads`, the servers opt out of the kinds that fail a receive
 /// ([`UPLOADS`]).
