@@ -67,10 +67,9 @@ impl Conn<'_> {
         head: Range<usize>,
         reader: &mut Reader<'_>,
     ) -> Outcome {
-        let date = self.sh.date.borrow_mut().now().to_string();
         let built = match request::build(&input[head.clone()]) {
             Ok(h) => h,
-            Err(status) => return self.refuse(req, status, &date, head.end),
+            Err(status) => return self.refuse(req, status, head.end),
         };
         let keep = req.keep_alive && !self.sh.stopping.get();
         let head_only = built.request.method() == http::Method::HEAD;
@@ -80,7 +79,7 @@ impl Conn<'_> {
         let (body, feeder) = match built.framing {
             Framing::Empty => (Body::empty(), None),
             Framing::Length(n) if n > self.sh.cfg.max_body_bytes => {
-                return self.refuse(req, Status::PayloadTooLarge, &date, next);
+                return self.refuse(req, Status::PayloadTooLarge, next);
             }
             Framing::Length(n) if (input.len() - next) as u64 >= n => {
                 let end = next + n as usize;
@@ -104,10 +103,10 @@ impl Conn<'_> {
                 let mut decoder = Decoder::default();
                 let mut data = Vec::new();
                 let Ok(took) = decoder.decode(&input[next..], &mut data) else {
-                    return self.refuse(req, Status::BadRequest, &date, next);
+                    return self.refuse(req, Status::BadRequest, next);
                 };
                 if data.len() as u64 > self.sh.cfg.max_body_bytes {
-                    return self.refuse(req, Status::PayloadTooLarge, &date, next);
+                    return self.refuse(req, Status::PayloadTooLarge, next);
                 }
                 if decoder.done() {
                     next += took;
@@ -171,6 +170,7 @@ impl Conn<'_> {
         let Some(response) = called else {
             // The body may still be arriving: the 500 closes unless it was all read.
             let keep = keep && side.done.is_some_and(|f| f.complete());
+            let date = self.sh.date.borrow_mut().now().to_string();
             let head = self.head(Status::InternalServerError, &date, keep);
             write_status(&mut self.out, head, head_only);
             self.log_service(req, method.as_str(), 500, 0);
@@ -182,7 +182,7 @@ impl Conn<'_> {
         };
 
         let written = {
-            let write = self.write_response(response, keep, head_only, http10, &date);
+            let write = self.write_response(response, keep, head_only, http10);
             side.alongside(write).await
         };
         let Some((status, body_bytes, keep)) = written else {
@@ -206,8 +206,9 @@ impl Conn<'_> {
     }
 
     /// Answers `status` without calling the service, and closes.
-    fn refuse(&mut self, req: &Request, status: Status, date: &str, next: usize) -> Outcome {
-        let head = self.head(status, date, false);
+    fn refuse(&mut self, req: &Request, status: Status, next: usize) -> Outcome {
+        let date = self.sh.date.borrow_mut().now().to_string();
+        let head = self.head(status, &date, false);
         write_status(&mut self.out, head, false);
         self.log(req, status);
         Outcome::Close { next, unread: true }
@@ -224,7 +225,6 @@ impl Conn<'_> {
         keep: bool,
         head_only: bool,
         http10: bool,
-        date: &str,
     ) -> Option<(u16, u64, bool)> {
         let (parts, mut body) = response.into_parts();
         let code = parts.status.as_u16();
@@ -244,18 +244,18 @@ impl Conn<'_> {
         let keep = keep && !closes && (bodiless || length.is_some() || chunked);
 
         let out = &mut self.out;
-        let _ = write!(
-            out,
-            "HTTP/1.1 {} {}\r\n",
-            code,
-            parts.status.canonical_reason().unwrap_or("")
-        );
+        out.extend_from_slice(b"HTTP/1.1 ");
+        // A status code is three digits (http's `StatusCode` holds 100-999).
+        out.extend_from_slice(parts.status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+        out.extend_from_slice(b"\r\n");
         if !parts.headers.contains_key(header::SERVER) {
             out.extend_from_slice(b"Server: hoop\r\n");
         }
         if !parts.headers.contains_key(header::DATE) {
             out.extend_from_slice(b"Date: ");
-            out.extend_from_slice(date.as_bytes());
+            out.extend_from_slice(self.sh.date.borrow_mut().now().as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         out.extend_from_slice(self.sh.extras.always());
@@ -270,7 +270,9 @@ impl Conn<'_> {
         }
         match length {
             Some(n) if code >= 200 && code != 204 => {
-                let _ = write!(out, "Content-Length: {n}\r\n");
+                out.extend_from_slice(b"Content-Length: ");
+                push_decimal(out, n);
+                out.extend_from_slice(b"\r\n");
             }
             _ if chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             _ => {}
@@ -354,6 +356,21 @@ impl Conn<'_> {
         };
         self.log_code(Some(line), status, body_bytes);
     }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Headers that belong to one connection, set by the server itself.
@@ -574,5 +591,19 @@ impl<F: Future<Output = Fed>> Side<'_, F> {
         let fed = self.fut.as_mut().await;
         self.done = Some(fed);
         fed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_decimal;
+
+    #[test]
+    fn decimals() {
+        for n in [0u64, 7, 10, 99, 100, 12_345, u64::MAX] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
     }
 }
