@@ -27,6 +27,7 @@ use futures_util::StreamExt;
 
 use crate::dataset::Dataset;
 use crate::json::{item_bytes_max, write_page};
+use crate::query::{operands, parse_i64, query_param};
 use crate::{invalid, workers_flag, Flags};
 
 /// The most bytes `POST /baseline11` reads (its body is one integer): hoop-arena's limit.
@@ -86,14 +87,14 @@ pub(crate) fn run(f: &Flags) -> io::Result<()> {
 }
 
 async fn baseline_get(req: HttpRequest) -> HttpResponse {
-    match operands(req.query_string()) {
+    match operands(Some(req.query_string())) {
         Some((a, b)) => sum_response(a.checked_add(b)),
         None => bad_operands(),
     }
 }
 
 async fn baseline_post(req: HttpRequest, body: web::Payload) -> HttpResponse {
-    let Some((a, b)) = operands(req.query_string()) else {
+    let Some((a, b)) = operands(Some(req.query_string())) else {
         return bad_operands();
     };
     // A declared length over the limit is refused before anything is read.
@@ -158,27 +159,6 @@ async fn upload(mut body: web::Payload) -> HttpResponse {
         }
     }
     text(bytes.to_string())
-}
-
-/// `a` and `b` of the query, both integers.
-fn operands(query: &str) -> Option<(i64, i64)> {
-    let a = parse_i64(query_param(query, "a")?.as_bytes())?;
-    let b = parse_i64(query_param(query, "b")?.as_bytes())?;
-    Some((a, b))
-}
-
-/// The first value of `name` in `query` (no percent-decoding: the values are integers), as
-/// hoop-arena parses it.
-fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then_some(v)
-    })
-}
-
-/// A decimal i64; `None` for anything else or an overflow.
-fn parse_i64(s: &[u8]) -> Option<i64> {
-    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 fn sum_response(sum: Option<i64>) -> HttpResponse {

@@ -91,6 +91,8 @@ mod machine {
 mod dataset;
 #[path = "../../crates/hoop-arena/src/json.rs"]
 mod json;
+#[path = "../../crates/hoop-arena/src/query.rs"]
+mod query;
 
 use pattern::Picker;
 
@@ -108,7 +110,15 @@ pub(crate) const NOP_ENGINES: [&str; 2] = ["compio", "tokio-uring"];
 pub(crate) const ECHO_ENGINES: [&str; 1] = ["compio"];
 
 /// The commands.
-const KNOWN: [&str; 7] = ["file", "fsread", "nop", "echo", "arena-actix", "cancel", "engines"];
+const KNOWN: [&str; 7] = [
+    "file",
+    "fsread",
+    "nop",
+    "echo",
+    "arena-actix",
+    "cancel",
+    "engines",
+];
 
 /// The program: `hoop-peer` and `hoop-peer-glommio` (the same with feature `glommio`).
 pub fn main() {

@@ -16,6 +16,7 @@
 
 mod dataset;
 mod json;
+mod query;
 mod router;
 mod serve;
 

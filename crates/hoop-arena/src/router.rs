@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::json::{item_bytes_max, write_page};
+use crate::query::{operands, parse_i64, query_param};
 use crate::Dataset;
 
 /// The most bytes `POST /baseline11` reads: its body is one integer, so a larger one is refused
@@ -149,28 +150,6 @@ async fn upload(req: Request) -> Response {
         }
     }
     text(Body::from(bytes.to_string()))
-}
-
-/// `a` and `b` of the query, both integers.
-fn operands(query: Option<&str>) -> Option<(i64, i64)> {
-    let q = query?;
-    let a = parse_i64(query_param(q, "a")?.as_bytes())?;
-    let b = parse_i64(query_param(q, "b")?.as_bytes())?;
-    Some((a, b))
-}
-
-/// The first value of `name` in `query` (`k=v&k=v`; a key without `=` has the empty value).
-/// Nothing is percent-decoded: the values wanted here are integers.
-pub(crate) fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then_some(v)
-    })
-}
-
-/// A decimal i64 (an optional sign, digits); `None` for anything else or an overflow.
-fn parse_i64(s: &[u8]) -> Option<i64> {
-    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 fn sum_response(sum: Option<i64>) -> Response {

@@ -12,9 +12,8 @@ use hoop_arena::Dataset;
 use hoop_http::{Config, Server};
 
 use super::driver::{DriverArg, MAX_THREADS};
-use super::http::parse_bytes;
-use super::signal::Signals;
-use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
+use super::http::{parse_bytes, run_server};
+use super::threads::raise_nofile_limit;
 
 /// Arguments of `hoop serve arena`.
 #[derive(Debug, clap::Args)]
@@ -116,21 +115,6 @@ pub fn run(args: ArenaArgs) -> io::Result<()> {
         .config(cfg)
         .fallback_service(hoop_arena::router(dataset))
         .build()?;
-    let signals = Signals::block()?;
-    raise_nofile_limit();
-    let kind = settle_driver("arena", args.driver)?;
-    let serve: Serve = Arc::new(move |_i, listener, stop| {
-        let server = server.clone();
-        Box::pin(async move {
-            server.serve(listener, stop.wait()).await;
-        })
-    });
-    run_threads(
-        "arena",
-        (&args.addr, args.backlog.backlog),
-        args.threads,
-        kind,
-        &signals,
-        serve,
-    )
+    let addr = (args.addr.as_str(), args.backlog.backlog);
+    run_server("arena", server, addr, args.threads, args.driver)
 }

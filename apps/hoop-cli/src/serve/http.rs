@@ -211,24 +211,35 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
     }
     // `access_log`: the library's built-in logger prints the `--access-log` lines.
     let server = Server::new(&args.root, cfg)?;
+    run_server(
+        "http",
+        server,
+        (&args.addr, args.backlog.backlog),
+        args.threads,
+        args.driver,
+    )
+}
+
+/// Serves `server` on `threads` runtime threads of `driver` (`hoop serve http` and `arena`),
+/// each with its own listener on `addr`, until SIGINT or SIGTERM.
+pub(crate) fn run_server(
+    name: &'static str,
+    server: Server,
+    addr: (&str, u32),
+    threads: usize,
+    driver: Option<DriverArg>,
+) -> io::Result<()> {
     // Before any thread exists, so that every thread inherits the mask.
     let signals = Signals::block()?;
     raise_nofile_limit();
-    let kind = settle_driver("http", args.driver)?;
+    let kind = settle_driver(name, driver)?;
     let serve: Serve = Arc::new(move |_i, listener, stop| {
         let server = server.clone();
         Box::pin(async move {
             server.serve(listener, stop.wait()).await;
         })
     });
-    run_threads(
-        "http",
-        (&args.addr, args.backlog.backlog),
-        args.threads,
-        kind,
-        &signals,
-        serve,
-    )
+    run_threads(name, addr, threads, kind, &signals, serve)
 }
 
 /// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the
