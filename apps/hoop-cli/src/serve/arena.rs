@@ -6,21 +6,16 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hoop_arena::Dataset;
 use hoop_http::{Config, Server};
 
-use super::driver::{DriverArg, MAX_THREADS};
-use super::http::{parse_bytes, run_server};
+use super::http::{invalid, parse_bytes, ServerFlags};
 use super::threads::raise_nofile_limit;
 
 /// Arguments of `hoop serve arena`.
 #[derive(Debug, clap::Args)]
 pub struct ArenaArgs {
-    /// Address to listen on; port 0 picks a free port (the first line printed says which).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub addr: String,
     /// Files served in front of the endpoints (the static profile); none by default.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -29,33 +24,10 @@ pub struct ArenaArgs {
     #[arg(long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
     #[command(flatten)]
-    pub backlog: hoop_flags::backlog::BacklogArg,
-    /// Runtime threads, each pinned to a CPU with its own listener (SO_REUSEPORT); with
-    /// `--engine axum-tokio`, tokio's workers.
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
-    /// hoop's driver: uring, epoll, or auto (io_uring, else epoll). Default: $HOOP_DRIVER when
-    /// set, else auto.
-    #[arg(long, value_enum, value_name = "DRIVER")]
-    pub driver: Option<DriverArg>,
-    /// In-memory file cache over every thread, in bytes (suffixes k, M, G: binary).
-    #[arg(long, default_value = "64M", value_parser = parse_bytes, value_name = "BYTES")]
-    pub cache_bytes: u64,
+    pub common: ServerFlags,
     /// The largest request body (a longer `Content-Length` is answered 413).
     #[arg(long, default_value = "64M", value_parser = parse_bytes, value_name = "BYTES")]
     pub max_body_bytes: u64,
-    /// Most open connections; past it new connections are accepted and closed at once.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    pub max_conns: usize,
-    /// Close a connection whose request head is not complete after this long.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
-    pub header_timeout_ms: u64,
-    /// Close a keep-alive connection idle this long (also bounds a stalled send or body read).
-    #[arg(long, default_value_t = 60_000, value_name = "MS")]
-    pub idle_timeout_ms: u64,
-    /// One line per request on stdout, after the `listening on` line.
-    #[arg(long)]
-    pub access_log: bool,
     /// Where the endpoints run: hoop (hoop-http) or axum-tokio (the baseline).
     #[arg(long, value_enum, default_value_t = Engine::Hoop, hide = true)]
     pub engine: Engine,
@@ -70,51 +42,28 @@ pub enum Engine {
     AxumTokio,
 }
 
-fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
 /// Runs `hoop serve arena`.
 pub fn run(args: ArenaArgs) -> io::Result<()> {
-    if args.threads == 0 || args.threads > MAX_THREADS {
-        return Err(invalid(format!(
-            "--threads must be between 1 and {MAX_THREADS}, not {}",
-            args.threads
-        )));
-    }
+    let cfg = Config {
+        max_body_bytes: args.max_body_bytes,
+        ..args.common.config()?
+    };
     let dataset = Arc::new(match &args.dataset {
         Some(path) => Dataset::load(path)?,
         None => Dataset::builtin(),
     });
     if args.engine == Engine::AxumTokio {
-        if args.root.is_some() || args.driver.is_some() {
-            return Err(invalid(
-                "--engine axum-tokio serves the endpoints alone, on tokio: no --root or --driver"
-                    .into(),
-            ));
+        if args.root.is_some() || args.common.driver.is_some() {
+            let why = "--engine axum-tokio serves the endpoints alone: no --root or --driver";
+            return Err(invalid(why.into()));
         }
         raise_nofile_limit();
-        return hoop_arena::serve_tokio(&args.addr, args.threads, dataset);
+        return hoop_arena::serve_tokio(&args.common.addr, args.common.threads, dataset);
     }
-    let cfg = Config {
-        header_timeout: Duration::from_millis(args.header_timeout_ms),
-        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-        max_conns: args.max_conns,
-        cache_bytes: args.cache_bytes,
-        max_body_bytes: args.max_body_bytes,
-        access_log: args.access_log,
-        threads: args.threads,
-        backlog: args.backlog.backlog,
-        ..Config::default()
-    };
-    let builder = match &args.root {
-        Some(root) => Server::builder(root),
-        None => hoop_http::Builder::new(),
-    };
-    let server = builder
-        .config(cfg)
-        .fallback_service(hoop_arena::router(dataset))
-        .build()?;
-    let addr = (args.addr.as_str(), args.backlog.backlog);
-    run_server("arena", server, addr, args.threads, args.driver)
+    let files = args
+        .root
+        .map_or_else(hoop_http::Builder::new, Server::builder);
+    let router = hoop_arena::router(dataset);
+    args.common
+        .serve("arena", files.config(cfg).fallback_service(router).build()?)
 }

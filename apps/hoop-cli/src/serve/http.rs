@@ -12,14 +12,9 @@ use super::driver::{DriverArg, MAX_THREADS};
 use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
 
-/// Arguments of `hoop serve http`.
+/// The flags `hoop serve http` and `hoop serve arena` share: where and how the server runs.
 #[derive(Debug, clap::Args)]
-pub struct HttpArgs {
-    #[command(flatten)]
-    pub config: hoop_flags::config_file::ConfigArg,
-    /// The directory to serve.
-    #[arg(long)]
-    pub root: PathBuf,
+pub struct ServerFlags {
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
@@ -47,6 +42,58 @@ pub struct HttpArgs {
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long)]
     pub access_log: bool,
+}
+
+impl ServerFlags {
+    /// The configuration these flags set (the rest as `Config::default()`), `--threads`
+    /// checked.
+    pub(crate) fn config(&self) -> io::Result<Config> {
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(invalid(format!(
+                "--threads must be between 1 and {MAX_THREADS}, not {}",
+                self.threads
+            )));
+        }
+        Ok(Config {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_conns: self.max_conns,
+            cache_bytes: self.cache_bytes,
+            access_log: self.access_log,
+            threads: self.threads,
+            backlog: self.backlog.backlog,
+            ..Config::default()
+        })
+    }
+
+    /// Serves `server` on these flags' threads and driver, each thread with its own listener,
+    /// until SIGINT or SIGTERM.
+    pub(crate) fn serve(&self, name: &'static str, server: Server) -> io::Result<()> {
+        // Before any thread exists, so that every thread inherits the mask.
+        let signals = Signals::block()?;
+        raise_nofile_limit();
+        let kind = settle_driver(name, self.driver)?;
+        let serve: Serve = Arc::new(move |_i, listener, stop| {
+            let server = server.clone();
+            Box::pin(async move {
+                server.serve(listener, stop.wait()).await;
+            })
+        });
+        let addr = (self.addr.as_str(), self.backlog.backlog);
+        run_threads(name, addr, self.threads, kind, &signals, serve)
+    }
+}
+
+/// Arguments of `hoop serve http`.
+#[derive(Debug, clap::Args)]
+pub struct HttpArgs {
+    #[command(flatten)]
+    pub config: hoop_flags::config_file::ConfigArg,
+    /// The directory to serve.
+    #[arg(long)]
+    pub root: PathBuf,
+    #[command(flatten)]
+    pub common: ServerFlags,
     /// The file served for a directory (`GET /` or `/docs/`), as nginx's `index`: one file
     /// name, no `/`, not starting with `.`.
     #[arg(long, default_value = "index.html", value_parser = parse_index, value_name = "NAME")]
@@ -142,41 +189,28 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("not a byte count: {s:?} (examples: 0, 4096, 512k, 64M)"))
 }
 
-fn invalid(msg: String) -> io::Error {
+pub(crate) fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(args: HttpArgs) -> io::Result<()> {
-    if args.threads == 0 || args.threads > MAX_THREADS {
-        return Err(invalid(format!(
-            "--threads must be between 1 and {MAX_THREADS}, not {}",
-            args.threads
-        )));
-    }
     let cfg = Config {
-        header_timeout: Duration::from_millis(args.header_timeout_ms),
-        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-        max_conns: args.max_conns,
-        cache_bytes: args.cache_bytes,
-        access_log: args.access_log,
         index: args.index.clone(),
         precompressed: !args.no_precompressed,
         autoindex: args.autoindex,
-        threads: args.threads,
-        backlog: args.backlog.backlog,
         cache_control: args.cache_control.clone(),
         security_headers: args.security_headers,
         content_security_policy: args.content_security_policy.clone(),
         error_pages: args.error_page.clone(),
         autoindex_format: args.autoindex_format,
         max_ranges: args.max_ranges,
-        ..Config::default()
+        ..args.common.config()?
     };
     // The library's checks, in the words of the flags.
     cfg.validate().map_err(|e| invalid(flag_words(e)))?;
     if args.server != HttpServerKind::Hoop {
-        if args.threads != 1 || args.driver.is_some() {
+        if args.common.threads != 1 || args.common.driver.is_some() {
             return Err(invalid(
                 "the hyper baselines choose their own threads (one, or one tokio worker per \
                  allowed CPU): no --threads or --driver"
@@ -203,7 +237,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
             _ => ("hyper", Box::new(move |l| super::hyper_server::run(l, dir))),
         };
         return super::echo::run_baseline(
-            (&args.addr, args.backlog.backlog),
+            (&args.common.addr, args.common.backlog.backlog),
             name,
             serve,
             &signals,
@@ -211,35 +245,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
     }
     // `access_log`: the library's built-in logger prints the `--access-log` lines.
     let server = Server::new(&args.root, cfg)?;
-    run_server(
-        "http",
-        server,
-        (&args.addr, args.backlog.backlog),
-        args.threads,
-        args.driver,
-    )
-}
-
-/// Serves `server` on `threads` runtime threads of `driver` (`hoop serve http` and `arena`),
-/// each with its own listener on `addr`, until SIGINT or SIGTERM.
-pub(crate) fn run_server(
-    name: &'static str,
-    server: Server,
-    addr: (&str, u32),
-    threads: usize,
-    driver: Option<DriverArg>,
-) -> io::Result<()> {
-    // Before any thread exists, so that every thread inherits the mask.
-    let signals = Signals::block()?;
-    raise_nofile_limit();
-    let kind = settle_driver(name, driver)?;
-    let serve: Serve = Arc::new(move |_i, listener, stop| {
-        let server = server.clone();
-        Box::pin(async move {
-            server.serve(listener, stop.wait()).await;
-        })
-    });
-    run_threads(name, addr, threads, kind, &signals, serve)
+    args.common.serve("http", server)
 }
 
 /// `--index NAME`: one file name inside the directory (no `/`, no NUL, not `.`-first, which the

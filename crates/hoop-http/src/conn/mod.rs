@@ -32,6 +32,7 @@ use crate::resolve::Root;
 use crate::splice::PipePool;
 
 mod body;
+mod feed;
 mod file;
 mod head;
 mod log;
