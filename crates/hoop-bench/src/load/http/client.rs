@@ -5,7 +5,7 @@
 //! only requests completed inside the window count, after a keep-alive connection's warm-up
 //! exchange (checked, not counted). A reset while resets are injected is a reconnect.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
@@ -16,15 +16,13 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
-use hoop::IoBuf;
 
 use crate::load::http::mix::MixFile;
+use crate::load::http::recv::RecvBuf;
 pub(crate) use crate::load::http::request::{mix_request_bytes, request_bytes};
+use crate::load::http::tally::Tally;
 use crate::load::resets::Streak;
 use crate::load::thread::run_pinned;
-use crate::measure::latency as stats;
-use crate::measure::usage::thread_cpu;
-use crate::measure::window::Window;
 
 /// How long the connect phase (connects and warm-ups) may take before the window opens.
 const CONNECT_PHASE: Duration = Duration::from_secs(5);
@@ -32,10 +30,6 @@ const CONNECT_PHASE: Duration = Duration::from_secs(5);
 const MAX_FAILURES: u32 = 1000;
 /// Pause before reconnecting after a failure.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(1);
-/// How often the coordinating task looks at the clock.
-const TICK: Duration = Duration::from_millis(5);
-/// Bytes one read asks for.
-const READ_BYTES: usize = 64 * 1024;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -119,63 +113,27 @@ enum Encoding {
     Gzip,
 }
 
+/// The run's counters and what its connection tasks share.
 struct Shared {
     cfg: HttpClientConfig,
     /// One target, or the mix's files.
     targets: Vec<Target>,
-    /// When verified requests count.
-    window: Window,
-    settled: Cell<usize>,
-    alive: Cell<usize>,
-    connected: Cell<usize>,
-    requests: Cell<u64>,
+    tally: Tally,
     gzip_requests: Cell<u64>,
-    body_bytes: Cell<u64>,
-    errors: RefCell<BTreeMap<String, u64>>,
-    first_error: RefCell<Option<String>>,
     reconnects: Cell<u64>,
-    hist: RefCell<Histogram<u64>>,
-    /// When the window opened.
-    start: Cell<Option<Instant>>,
-    /// Verified requests by second of the window.
-    per_second: RefCell<Vec<u64>>,
-    hist_first_second: RefCell<Histogram<u64>>,
 }
 
 impl Shared {
     /// Counts one verified request, completed at `t1`.
     fn count(&self, body: u64, enc: Encoding, t1: Instant, latency_ns: u128) {
-        self.requests.set(self.requests.get() + 1);
-        if let Some(start) = self.start.get() {
-            let sec = t1.saturating_duration_since(start).as_secs() as usize;
-            let mut v = self.per_second.borrow_mut();
-            if let Some(n) = v.get_mut(sec) {
-                *n += 1;
-            }
-            if sec == 0 {
-                stats::record_ns(&mut self.hist_first_second.borrow_mut(), latency_ns);
-            }
-        }
         if let Encoding::Gzip = enc {
             self.gzip_requests.set(self.gzip_requests.get() + 1);
         }
-        self.body_bytes.set(self.body_bytes.get() + body);
-        stats::record_ns(&mut self.hist.borrow_mut(), latency_ns);
+        self.tally.count(body, t1, latency_ns);
     }
 
     fn error(&self, kind: &str, what: impl FnOnce() -> String) {
-        if self.window.over() {
-            return;
-        }
-        *self
-            .errors
-            .borrow_mut()
-            .entry(kind.to_string())
-            .or_insert(0) += 1;
-        let mut first = self.first_error.borrow_mut();
-        if first.is_none() {
-            *first = Some(format!("{kind}: {}", what()));
-        }
+        self.tally.error(kind, what);
     }
 
     /// A failed request: a reconnect if `streak` excuses `e` (a reset while resets are
@@ -188,7 +146,7 @@ impl Shared {
         what: impl FnOnce() -> String,
     ) -> bool {
         if streak.excuses_error(e) {
-            if !self.window.over() {
+            if !self.tally.window.over() {
                 self.reconnects.set(self.reconnects.get() + 1);
             }
             return true;
@@ -243,71 +201,34 @@ where
         let sh = Rc::new(Shared {
             targets: targets(&cfg),
             cfg,
-            window: Window::new(),
-            settled: Cell::new(0),
-            alive: Cell::new(0),
-            connected: Cell::new(0),
-            requests: Cell::new(0),
+            tally: Tally::new()?,
             gzip_requests: Cell::new(0),
-            body_bytes: Cell::new(0),
-            errors: RefCell::new(BTreeMap::new()),
-            first_error: RefCell::new(None),
             reconnects: Cell::new(0),
-            hist: RefCell::new(stats::new_histogram()?),
-            start: Cell::new(None),
-            per_second: RefCell::new(Vec::new()),
-            hist_first_second: RefCell::new(stats::new_histogram()?),
         });
-        let outcome = rt.block_on(drive(sh, on_start));
+        let outcome = rt.block_on(drive(&sh, on_start));
         drop(rt);
         Ok(outcome)
     })
 }
 
-async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
-    let conns = sh.cfg.conns;
-    for id in 0..conns {
-        sh.alive.set(sh.alive.get() + 1);
-        drop(hoop::spawn(connection(id, sh.clone())));
-    }
-    let connect_deadline = Instant::now() + CONNECT_PHASE;
-    while sh.settled.get() < conns && Instant::now() < connect_deadline {
-        sleep(TICK).await;
-    }
-    on_start();
-    let cpu0 = thread_cpu();
-    *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
-    let connected = sh.connected.get();
-    let deadline = sh.window.open(sh.cfg.secs);
-    let start = deadline - sh.cfg.secs;
-    sh.start.set(Some(start));
-    sh.window
-        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
+/// Runs the connection tasks through the window; adds the reconnects and, for the mix, the
+/// verified requests by encoding.
+async fn drive<F: FnOnce()>(sh: &Rc<Shared>, on_start: F) -> HttpOutcome {
+    let (conns, secs) = (sh.cfg.conns, sh.cfg.secs);
+    let spawn = |id| drop(hoop::spawn(connection(id, sh.clone())));
+    let mut outcome = sh
+        .tally
+        .run(conns, secs, CONNECT_PHASE, on_start, spawn)
         .await;
-    let cpu = thread_cpu().saturating_sub(cpu0);
-    let wall = start.elapsed();
-    let hist = sh.hist.borrow().clone();
-    let by_encoding = sh.cfg.mix.as_ref().map(|_| {
+    outcome.reconnects = sh.reconnects.get();
+    outcome.by_encoding = sh.cfg.mix.as_ref().map(|_| {
         let gzip = sh.gzip_requests.get();
         BTreeMap::from([
             ("gzip".to_string(), gzip),
-            ("identity".to_string(), sh.requests.get() - gzip),
+            ("identity".to_string(), outcome.requests - gzip),
         ])
     });
-    HttpOutcome {
-        requests: sh.requests.get(),
-        body_bytes: sh.body_bytes.get(),
-        errors: sh.errors.borrow().clone(),
-        first_error: sh.first_error.borrow().clone(),
-        reconnects: sh.reconnects.get(),
-        hist,
-        wall,
-        cpu,
-        connected,
-        by_encoding,
-        per_second: sh.per_second.borrow().clone(),
-        hist_first_second: sh.hist_first_second.borrow().clone(),
-    }
+    outcome
 }
 
 /// One connection task: keep-alive (reconnecting after failures) or a connection per request.
@@ -319,19 +240,10 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     let mut reader = Reader::default();
     let mut failures = 0;
     let mut settled = false;
-    let settle = |settled: &mut bool| {
-        if !*settled {
-            *settled = true;
-            if !sh.window.opened() {
-                sh.connected.set(sh.connected.get() + 1);
-            }
-            sh.settled.set(sh.settled.get() + 1);
-        }
-    };
     if sh.cfg.close {
-        settle(&mut settled);
-        sh.window.wait_open().await;
-        while !sh.window.over() {
+        sh.tally.settle(&mut settled);
+        sh.tally.window.wait_open().await;
+        while !sh.tally.window.over() {
             let t0 = Instant::now();
             let stream = match TcpStream::connect(addr).await {
                 Ok(s) => s,
@@ -353,7 +265,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             if let Some((body, enc)) = reader.response(&stream, &sh, target).await {
                 reader.streak.verified();
                 let t1 = Instant::now();
-                if sh.window.counts_at(t1) {
+                if sh.tally.window.counts_at(t1) {
                     sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
@@ -362,7 +274,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
         let depth = sh.cfg.pipeline.max(1);
         // One target: the same batch every time.
         let same: Option<Vec<u8>> = (n == 1).then(|| sh.targets[0].request.repeat(depth));
-        while !sh.window.over() && failures < MAX_FAILURES {
+        while !sh.tally.window.over() && failures < MAX_FAILURES {
             let stream = match TcpStream::connect(addr).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -375,16 +287,18 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             let _ = stream.set_nodelay(true);
             reader.reset();
             // A warm-up first: a cold server may start a thread per request (tokio's pool).
-            if !sh.window.opened() && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await {
+            if !sh.tally.window.opened()
+                && !warm_up(&stream, &mut reader, &sh, &sh.targets[next]).await
+            {
                 if !reader.excused {
                     failures += 1;
                 }
                 sleep(RECONNECT_BACKOFF).await;
                 continue;
             }
-            settle(&mut settled);
-            sh.window.wait_open().await;
-            'conn: while !sh.window.over() {
+            sh.tally.settle(&mut settled);
+            sh.tally.window.wait_open().await;
+            'conn: while !sh.tally.window.over() {
                 let first = next;
                 let batch = match &same {
                     Some(b) => b.clone(),
@@ -406,13 +320,13 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                     };
                     reader.streak.verified();
                     let t1 = Instant::now();
-                    if !sh.window.counts_at(t1) {
+                    if !sh.tally.window.counts_at(t1) {
                         break 'conn;
                     }
                     sh.count(body, enc, t1, (t1 - t0).as_nanos());
                 }
             }
-            if sh.window.over() {
+            if sh.tally.window.over() {
                 break;
             }
             if !reader.excused {
@@ -421,8 +335,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             sleep(RECONNECT_BACKOFF).await;
         }
     }
-    settle(&mut settled);
-    sh.alive.set(sh.alive.get() - 1);
+    sh.tally.finish(&mut settled);
 }
 
 /// A keep-alive connection's warm-up: one checked exchange before the window, not counted.
@@ -439,11 +352,10 @@ async fn warm_up(stream: &TcpStream, reader: &mut Reader, sh: &Shared, target: &
     ok
 }
 
-/// A connection's receive buffer: bytes `start..len` are unread.
+/// A connection's receive buffer and its resets.
 #[derive(Default)]
 struct Reader {
-    buf: Vec<u8>,
-    start: usize,
+    recv: RecvBuf,
     /// The connection's resets in a row (it lasts over reconnects).
     streak: Streak,
     /// Whether the last failure on this connection was an excused reset (a reconnect).
@@ -453,27 +365,13 @@ struct Reader {
 impl Reader {
     /// Empties the buffer for a new connection.
     fn reset(&mut self) {
-        self.buf.clear();
-        self.start = 0;
+        self.recv.reset();
         self.excused = false;
     }
 
     /// Reads more; false at end of stream or on an error (counted).
     async fn fill(&mut self, stream: &TcpStream, sh: &Shared, what: &str) -> bool {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.buf.capacity() - self.buf.len() < READ_BYTES / 4 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.reserve(READ_BYTES);
-        let at = self.buf.len();
-        let cap = self.buf.capacity();
-        let buf = std::mem::take(&mut self.buf);
-        let (res, slice) = stream.read(buf.slice(at..cap)).await;
-        self.buf = slice.into_inner();
-        match res {
+        match self.recv.read_more(stream).await {
             Ok(0) => {
                 let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
                 self.excused = sh.failed("eof", &eof, &mut self.streak, || {
@@ -501,7 +399,7 @@ impl Reader {
         let (status, len, coding, head_len) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut resp = httparse::Response::new(&mut headers);
-            match resp.parse(&self.buf[self.start..]) {
+            match resp.parse(self.recv.unread()) {
                 Ok(httparse::Status::Complete(n)) => {
                     let len = resp
                         .headers
@@ -517,7 +415,7 @@ impl Reader {
                     break (resp.code.unwrap_or(0), len, coding, n);
                 }
                 Ok(httparse::Status::Partial) => {
-                    if self.buf.len() - self.start > 64 * 1024 {
+                    if self.recv.unread().len() > 64 * 1024 {
                         sh.error("parse", || "a response head over 64 KiB".into());
                         return None;
                     }
@@ -531,7 +429,7 @@ impl Reader {
                 }
             }
         };
-        self.start += head_len;
+        self.recv.consume(head_len);
         if status != 200 {
             sh.error("status", || format!("status {status}, not 200"));
             return None;
@@ -574,14 +472,14 @@ impl Reader {
         // The body.
         let mut got: u64 = 0;
         while got < expected {
-            if self.start == self.buf.len() && !self.fill(stream, sh, "a body").await {
+            if self.recv.unread().is_empty() && !self.fill(stream, sh, "a body").await {
                 return None;
             }
-            let avail = (self.buf.len() - self.start) as u64;
+            let avail = self.recv.unread().len() as u64;
             let take = avail.min(expected - got) as usize;
             if let Some(file) = verify {
                 let want = &file[got as usize..got as usize + take];
-                if &self.buf[self.start..self.start + take] != want {
+                if &self.recv.unread()[..take] != want {
                     sh.error("body", || {
                         let what = match enc {
                             Encoding::Identity => "the file",
@@ -592,7 +490,7 @@ impl Reader {
                     return None;
                 }
             }
-            self.start += take;
+            self.recv.consume(take);
             got += take as u64;
         }
         Some((expected, enc))

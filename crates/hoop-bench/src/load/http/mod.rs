@@ -7,4 +7,6 @@ pub mod client;
 pub mod files;
 pub mod fresh;
 pub mod mix;
+mod recv;
 pub mod request;
+mod tally;

@@ -5,14 +5,13 @@
 //! only answers verified inside the window count, after a keep-alive connection's warm-up
 //! exchange (checked, not counted).
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use hoop::net::TcpStream;
 use hoop::time::{sleep, Instant};
 use hoop::IoBuf;
@@ -22,10 +21,8 @@ use crate::load::http::arena::reader::{Failure, Reader};
 use crate::load::http::arena::requests::{Exchange, Expect, Requests, Shape, SHORT_LIVED_REQUESTS};
 use crate::load::http::arena::response::Head;
 use crate::load::http::client::HttpOutcome;
+use crate::load::http::tally::Tally;
 use crate::load::thread::run_pinned;
-use crate::measure::latency as stats;
-use crate::measure::usage::thread_cpu;
-use crate::measure::window::Window;
 
 /// How long the connect phase (connects and warm-ups) may take before the window opens
 /// (longer than the static client's: 256 uploads of 500 KB warm up first).
@@ -34,8 +31,6 @@ const CONNECT_PHASE: Duration = Duration::from_secs(10);
 const MAX_FAILURES: u32 = 1000;
 /// Pause before reconnecting after a failure.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(1);
-/// How often the coordinating task looks at the clock.
-const TICK: Duration = Duration::from_millis(5);
 /// How long a server may take to close after answering `Connection: close`.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
@@ -54,21 +49,10 @@ pub(crate) struct ArenaLoad {
     pub shape: Shape,
 }
 
-/// The run's counters, shared by its connection tasks.
+/// The run's counters and what its connection tasks share.
 struct Shared {
     cfg: ArenaLoad,
-    window: Window,
-    settled: Cell<usize>,
-    alive: Cell<usize>,
-    connected: Cell<usize>,
-    requests: Cell<u64>,
-    body_bytes: Cell<u64>,
-    errors: RefCell<BTreeMap<String, u64>>,
-    first_error: RefCell<Option<String>>,
-    hist: RefCell<Histogram<u64>>,
-    start: Cell<Option<Instant>>,
-    per_second: RefCell<Vec<u64>>,
-    hist_first_second: RefCell<Histogram<u64>>,
+    tally: Tally,
     /// The json answers verified so far, by (count, m): the same bytes again are the same
     /// answer, checked with a compare instead of a parse (a pinned client parsing 50 items per
     /// request would measure itself).
@@ -79,36 +63,9 @@ struct Shared {
 pub(crate) type JsonSeen = RefCell<HashMap<(usize, u64), Vec<u8>>>;
 
 impl Shared {
-    /// Counts one verified answer of `body_bytes`, completed at `t1`.
-    fn count(&self, body_bytes: u64, t1: Instant, latency_ns: u128) {
-        self.requests.set(self.requests.get() + 1);
-        self.body_bytes.set(self.body_bytes.get() + body_bytes);
-        if let Some(start) = self.start.get() {
-            let sec = t1.saturating_duration_since(start).as_secs() as usize;
-            if let Some(n) = self.per_second.borrow_mut().get_mut(sec) {
-                *n += 1;
-            }
-            if sec == 0 {
-                stats::record_ns(&mut self.hist_first_second.borrow_mut(), latency_ns);
-            }
-        }
-        stats::record_ns(&mut self.hist.borrow_mut(), latency_ns);
-    }
-
     /// Counts an error (none once the window closed: a run cut short is not an error).
     fn error(&self, f: &Failure) {
-        if self.window.over() {
-            return;
-        }
-        *self
-            .errors
-            .borrow_mut()
-            .entry(f.kind.to_string())
-            .or_insert(0) += 1;
-        let mut first = self.first_error.borrow_mut();
-        if first.is_none() {
-            *first = Some(format!("{}: {}", f.kind, f.what));
-        }
+        self.tally.error(f.kind, || f.what.clone());
     }
 }
 
@@ -133,72 +90,19 @@ where
             .build()?;
         let sh = Rc::new(Shared {
             cfg,
-            window: Window::new(),
-            settled: Cell::new(0),
-            alive: Cell::new(0),
-            connected: Cell::new(0),
-            requests: Cell::new(0),
-            body_bytes: Cell::new(0),
-            errors: RefCell::new(BTreeMap::new()),
-            first_error: RefCell::new(None),
-            hist: RefCell::new(stats::new_histogram()?),
-            start: Cell::new(None),
-            per_second: RefCell::new(Vec::new()),
-            hist_first_second: RefCell::new(stats::new_histogram()?),
+            tally: Tally::new()?,
             json_seen: RefCell::new(HashMap::new()),
         });
-        let outcome = rt.block_on(drive(sh, on_start));
+        let outcome = rt.block_on(async {
+            let (conns, secs) = (sh.cfg.conns, sh.cfg.secs);
+            let spawn = |id| drop(hoop::spawn(connection(id, sh.clone())));
+            sh.tally
+                .run(conns, secs, CONNECT_PHASE, on_start, spawn)
+                .await
+        });
         drop(rt);
         Ok(outcome)
     })
-}
-
-async fn drive<F: FnOnce()>(sh: Rc<Shared>, on_start: F) -> HttpOutcome {
-    let conns = sh.cfg.conns;
-    for id in 0..conns {
-        sh.alive.set(sh.alive.get() + 1);
-        drop(hoop::spawn(connection(id, sh.clone())));
-    }
-    let connect_deadline = Instant::now() + CONNECT_PHASE;
-    while sh.settled.get() < conns && Instant::now() < connect_deadline {
-        sleep(TICK).await;
-    }
-    on_start();
-    let cpu0 = thread_cpu();
-    *sh.per_second.borrow_mut() = vec![0; sh.cfg.secs.as_secs_f64().ceil().max(1.0) as usize];
-    let connected = sh.connected.get();
-    let deadline = sh.window.open(sh.cfg.secs);
-    let start = deadline - sh.cfg.secs;
-    sh.start.set(Some(start));
-    sh.window
-        .wait_out(deadline, TICK * 20, || sh.alive.get() > 0)
-        .await;
-    let cpu = thread_cpu().saturating_sub(cpu0);
-    HttpOutcome {
-        requests: sh.requests.get(),
-        body_bytes: sh.body_bytes.get(),
-        errors: sh.errors.borrow().clone(),
-        first_error: sh.first_error.borrow().clone(),
-        reconnects: 0,
-        hist: sh.hist.borrow().clone(),
-        wall: start.elapsed(),
-        cpu,
-        connected,
-        by_encoding: None,
-        per_second: sh.per_second.borrow().clone(),
-        hist_first_second: sh.hist_first_second.borrow().clone(),
-    }
-}
-
-/// Marks a connection settled (connected and warmed up, or given up) once.
-fn settle(sh: &Shared, settled: &mut bool) {
-    if !*settled {
-        *settled = true;
-        if !sh.window.opened() {
-            sh.connected.set(sh.connected.get() + 1);
-        }
-        sh.settled.set(sh.settled.get() + 1);
-    }
 }
 
 /// One connection task: connects, warms up (keep-alive), then exchanges until the window
@@ -211,10 +115,10 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     let mut settled = false;
     if short {
         // Every connection is new anyway: no warm-up, all connects inside the window.
-        settle(&sh, &mut settled);
-        sh.window.wait_open().await;
+        sh.tally.settle(&mut settled);
+        sh.tally.window.wait_open().await;
     }
-    while !sh.window.over() && failures < MAX_FAILURES {
+    while !sh.tally.window.over() && failures < MAX_FAILURES {
         let stream = match TcpStream::connect(sh.cfg.addr).await {
             Ok(s) => s,
             Err(e) => {
@@ -226,7 +130,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
         };
         let _ = stream.set_nodelay(true);
         reader.reset();
-        if !short && !sh.window.opened() {
+        if !short && !sh.tally.window.opened() {
             let warm = reqs.warm_up();
             if let Err(f) = exchange(&stream, &mut reader, &sh, &warm, false).await {
                 sh.error(&f);
@@ -234,12 +138,12 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                 sleep(RECONNECT_BACKOFF).await;
                 continue;
             }
-            settle(&sh, &mut settled);
-            sh.window.wait_open().await;
+            sh.tally.settle(&mut settled);
+            sh.tally.window.wait_open().await;
         }
         let mut made = 0u32;
         let mut failed = false;
-        while !sh.window.over() {
+        while !sh.tally.window.over() {
             let close = short && made + 1 == SHORT_LIVED_REQUESTS;
             let ex = reqs.next(close);
             match exchange(&stream, &mut reader, &sh, &ex, true).await {
@@ -260,7 +164,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
                 break;
             }
         }
-        if sh.window.over() {
+        if sh.tally.window.over() {
             break;
         }
         if failed {
@@ -268,8 +172,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             sleep(RECONNECT_BACKOFF).await;
         }
     }
-    settle(&sh, &mut settled);
-    sh.alive.set(sh.alive.get() - 1);
+    sh.tally.finish(&mut settled);
 }
 
 /// Writes `ex` and reads and checks its answers, counting each verified one when `counted`
@@ -301,7 +204,7 @@ async fn exchange(
             continue;
         }
         let t1 = Instant::now();
-        if !sh.window.counts_at(t1) {
+        if !sh.tally.window.counts_at(t1) {
             return Ok(false);
         }
         let bytes = if ex.upload_bytes > 0 {
@@ -309,7 +212,7 @@ async fn exchange(
         } else {
             reader.body.len()
         };
-        sh.count(bytes as u64, t1, (t1 - t0).as_nanos());
+        sh.tally.count(bytes as u64, t1, (t1 - t0).as_nanos());
     }
     Ok(true)
 }

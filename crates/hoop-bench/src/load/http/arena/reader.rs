@@ -6,12 +6,9 @@ use std::io;
 use std::time::Duration;
 
 use hoop::net::TcpStream;
-use hoop::IoBuf;
 
 use crate::load::http::arena::response::{decode_chunked, parse_head, Framing, Head};
-
-/// Bytes one read asks for.
-const READ_BYTES: usize = 64 * 1024;
+use crate::load::http::recv::RecvBuf;
 
 /// Why an exchange failed: the error's kind (as the table counts it) and a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,11 +29,10 @@ impl Failure {
     }
 }
 
-/// A connection's receive buffer (bytes `start..` of `buf` unread) and the last body.
+/// A connection's receive buffer and the last body.
 #[derive(Debug, Default)]
 pub(crate) struct Reader {
-    buf: Vec<u8>,
-    start: usize,
+    recv: RecvBuf,
     /// The last response's body, decoded.
     pub body: Vec<u8>,
 }
@@ -44,31 +40,17 @@ pub(crate) struct Reader {
 impl Reader {
     /// Empties the buffer for a new connection.
     pub(crate) fn reset(&mut self) {
-        self.buf.clear();
-        self.start = 0;
+        self.recv.reset();
     }
 
     /// Bytes received and not yet taken.
     fn unread(&self) -> &[u8] {
-        &self.buf[self.start..]
+        self.recv.unread()
     }
 
     /// Reads more; an end of stream or an error fails, `what` naming where it was.
     async fn fill(&mut self, stream: &TcpStream, what: &str) -> Result<(), Failure> {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.buf.capacity() - self.buf.len() < READ_BYTES / 4 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.reserve(READ_BYTES);
-        let at = self.buf.len();
-        let cap = self.buf.capacity();
-        let buf = std::mem::take(&mut self.buf);
-        let (res, slice) = stream.read(buf.slice(at..cap)).await;
-        self.buf = slice.into_inner();
-        match res {
+        match self.recv.read_more(stream).await {
             Ok(0) => Err(Failure::new(
                 "eof",
                 format!("the server closed the connection in {what}"),
@@ -87,7 +69,7 @@ impl Reader {
                 Err(e) => return Err(Failure::new("parse", e)),
             }
         };
-        self.start += head.head_bytes;
+        self.recv.consume(head.head_bytes);
         match head.framing {
             Framing::Empty => self.body.clear(),
             Framing::Length(n) => {
@@ -95,14 +77,13 @@ impl Reader {
                     self.fill(stream, "a body").await?;
                 }
                 self.body.clear();
-                self.body
-                    .extend_from_slice(&self.buf[self.start..self.start + n]);
-                self.start += n;
+                self.body.extend_from_slice(&self.recv.unread()[..n]);
+                self.recv.consume(n);
             }
             Framing::Chunked => loop {
-                match decode_chunked(&self.buf[self.start..], &mut self.body) {
+                match decode_chunked(self.recv.unread(), &mut self.body) {
                     Ok(Some(n)) => {
-                        self.start += n;
+                        self.recv.consume(n);
                         break;
                     }
                     Ok(None) => self.fill(stream, "a chunked body").await?,
