@@ -86,7 +86,7 @@ fn graceful_stop(driver: &str, sig: i32) {
         let mut s = support::try_connect(server.addr)?;
         s.set_read_timeout(Some(Duration::from_secs(20)))?;
         // A small receive buffer and a slow start: the response is in flight at the signal.
-        s.write_all(b"GET /big.bin HTTP/1.1\r\n\r\n")?;
+        s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")?;
         let mut first = [0u8; 12];
         s.read_exact(&mut first)?;
         if &first != b"HTTP/1.1 200" {
@@ -193,8 +193,14 @@ fn access_log_lines_follow_the_listening_line() {
         .unwrap();
     // A request a reset ended may or may not have been logged: each is asked (on a fresh
     // connection) until it is answered, and its line is the last one for it.
-    assert_eq!(ask_fresh(addr, "GET /a.txt HTTP/1.1\r\n\r\n").status, 200);
-    assert_eq!(ask_fresh(addr, "GET /nope HTTP/1.1\r\n\r\n").status, 404);
+    assert_eq!(
+        ask_fresh(addr, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        200
+    );
+    assert_eq!(
+        ask_fresh(addr, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        404
+    );
     let mut lines = Vec::new();
     while !lines
         .iter()

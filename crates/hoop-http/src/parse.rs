@@ -1,6 +1,7 @@
 //! Step 1 of a request's story: received bytes become a [`Request`], or the status that
 //! refuses them. Parsing is `httparse`'s; this module adds the limits (414, 431), the version
-//! rule (505), the body rule (413) and the headers the server acts on.
+//! rule (505), the `Host` rule (400: RFC 9112, 3.2), the body's framing and the headers the
+//! server acts on.
 
 use super::config::{MAX_HEADERS, MAX_HEADER_BYTES, MAX_URI_BYTES};
 use super::encoding::Accepted;
@@ -29,8 +30,16 @@ pub struct Request {
     /// Whether the connection stays open after the response (version default, then the
     /// `Connection` header).
     pub keep_alive: bool,
-    /// A non-zero `Content-Length` or any `Transfer-Encoding`: a body the server does not take.
+    /// A non-zero `Content-Length` or any `Transfer-Encoding`: a body the files do not take.
     pub has_body: bool,
+    /// `Content-Length`, when sent (every copy the same).
+    pub content_length: Option<u64>,
+    /// A `Transfer-Encoding` was sent.
+    pub transfer_encoding: bool,
+    /// `If-Match`, as sent.
+    pub if_match: Option<Vec<u8>>,
+    /// `If-Unmodified-Since`, as sent.
+    pub if_unmodified_since: Option<Vec<u8>>,
     /// `If-None-Match`, as sent.
     pub if_none_match: Option<Vec<u8>>,
     /// `If-Modified-Since`, as sent.
@@ -121,6 +130,10 @@ pub fn parse(buf: &[u8]) -> Parsed {
         minor_version: version,
         keep_alive: version >= 1,
         has_body: false,
+        content_length: None,
+        transfer_encoding: false,
+        if_match: None,
+        if_unmodified_since: None,
         if_none_match: None,
         if_modified_since: None,
         range: None,
@@ -128,6 +141,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
         accept_encoding: Accepted::default(),
     };
     let mut content_length: Option<u64> = None;
+    let mut hosts = 0;
     for h in req.headers.iter() {
         let name = h.name;
         let value = trim(h.value);
@@ -149,6 +163,18 @@ pub fn parse(buf: &[u8]) -> Parsed {
             content_length = Some(n);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             request.has_body = true;
+            request.transfer_encoding = true;
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+            if !valid_host(value) {
+                return Parsed::Invalid(Status::BadRequest);
+            }
+        } else if name.eq_ignore_ascii_case("if-match") {
+            request.if_match.get_or_insert_with(|| value.to_vec());
+        } else if name.eq_ignore_ascii_case("if-unmodified-since") {
+            request
+                .if_unmodified_since
+                .get_or_insert_with(|| value.to_vec());
         } else if name.eq_ignore_ascii_case("if-none-match") {
             request.if_none_match.get_or_insert_with(|| value.to_vec());
         } else if name.eq_ignore_ascii_case("if-modified-since") {
@@ -163,6 +189,12 @@ pub fn parse(buf: &[u8]) -> Parsed {
             request.accept_encoding.add(value);
         }
     }
+    // One Host, and on HTTP/1.1 at least one (RFC 9112, 3.2): a server that guessed would
+    // answer for a site the client did not name.
+    if hosts > 1 || (hosts == 0 && version >= 1) {
+        return Parsed::Invalid(Status::BadRequest);
+    }
+    request.content_length = content_length;
     if content_length.is_some_and(|n| n > 0) {
         request.has_body = true;
     }
@@ -182,6 +214,47 @@ fn has_close(req: &httparse::Request<'_, '_>) -> bool {
         .filter(|h| h.name.eq_ignore_ascii_case("connection"))
         .flat_map(|h| h.value.split(|&b| b == b','))
         .any(|t| trim(t).eq_ignore_ascii_case(b"close"))
+}
+
+/// A `Host` value: `uri-host [":" port]` (RFC 9110, 7.2), the host a registered name of
+/// unreserved, sub-delimiter and percent-encoded bytes (empty allowed: a target with no
+/// authority), an IPv4 address (a registered name's bytes) or a bracketed IP literal (a
+/// zone's `%25` allowed, RFC 6874), the port digits.
+fn valid_host(value: &[u8]) -> bool {
+    let sub_delim = |b: u8| b"!$&'()*+,;=".contains(&b);
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+    let (host, port) = if let Some(rest) = value.strip_prefix(b"[") {
+        let Some(end) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let literal = &rest[..end];
+        let ok = !literal.is_empty()
+            && literal
+                .iter()
+                .all(|&b| b == b':' || b == b'%' || unreserved(b) || sub_delim(b));
+        if !ok {
+            return false;
+        }
+        (&[][..], &rest[end + 1..])
+    } else {
+        match value.iter().position(|&b| b == b':') {
+            Some(i) => (&value[..i], &value[i..]),
+            None => (value, &[][..]),
+        }
+    };
+    let host_ok = host.iter().enumerate().all(|(i, &b)| {
+        unreserved(b)
+            || sub_delim(b)
+            || (b == b'%'
+                && host.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && host.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    host_ok && port_ok
 }
 
 /// The second space-separated token of a request line (its target), or empty.
@@ -251,11 +324,64 @@ mod tests {
         assert!(r.keep_alive);
         let (r, _) = complete(b"HEAD / HTTP/1.0\r\n\r\n");
         assert_eq!(r.method, Method::Head);
+        assert!(!r.has_body && r.content_length.is_none() && !r.transfer_encoding);
         assert!(!r.keep_alive);
         let (r, _) = complete(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(r.keep_alive);
-        let (r, _) = complete(b"GET / HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n");
+        let (r, _) =
+            complete(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n");
         assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn host_per_rfc_9112() {
+        let host = |h: &str| {
+            let h = if h.is_empty() {
+                String::new()
+            } else {
+                format!("{h}\r\n")
+            };
+            parse(format!("GET / HTTP/1.1\r\n{h}\r\n").as_bytes())
+        };
+        let bad = Parsed::Invalid(Status::BadRequest);
+        for ok in [
+            "Host: example.com",
+            "Host: example.com:8080",
+            "Host: 127.0.0.1:80",
+            "Host: [::1]:8080",
+            "Host: [fe80::1%25eth0]",
+            "Host: xn--bcher-kva.example",
+            "Host: a%41b",
+            "Host: example.com:",
+            "Host: ",
+            "HOST: x",
+        ] {
+            assert!(matches!(host(ok), Parsed::Complete { .. }), "{ok}");
+        }
+        for no in [
+            "",
+            "X-Host: x",
+            "Host: a\r\nHost: a",
+            "Host: a b",
+            "Host: a/b",
+            "Host: a@b",
+            "Host: a:80x",
+            "Host: a:1:2",
+            "Host: [::1",
+            "Host: []",
+            "Host: [::1]x",
+            "Host: a%4",
+            "Host: a%zz",
+            "Host: \"a\"",
+        ] {
+            assert_eq!(host(no), bad, "{no:?}");
+        }
+        // HTTP/1.0 may leave Host out, never repeat it.
+        assert!(matches!(
+            parse(b"GET / HTTP/1.0\r\n\r\n"),
+            Parsed::Complete { .. }
+        ));
+        assert_eq!(parse(b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"), bad);
     }
 
     #[test]
@@ -290,19 +416,21 @@ mod tests {
             parse(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
             Parsed::Invalid(Status::BadRequest)
         );
-        let (r, _) = complete(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n");
-        assert!(r.has_body);
-        let (r, _) = complete(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
+        assert!(r.has_body && r.content_length == Some(5) && !r.transfer_encoding);
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
         assert!(!r.has_body);
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert!(r.has_body && r.transfer_encoding);
     }
 
     #[test]
     fn accept_encoding_fields_are_one_list() {
         use crate::encoding::Coding;
-        let (r, _) = complete(b"GET / HTTP/1.1\r\n\r\n");
+        let (r, _) = complete(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(!r.accept_encoding.present);
         let (r, _) = complete(
-            b"GET / HTTP/1.1\r\naccept-encoding: gzip;q=0.5\r\nX: y\r\nACCEPT-ENCODING:  br ;q=0.7\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\naccept-encoding: gzip;q=0.5\r\nX: y\r\nACCEPT-ENCODING:  br ;q=0.7\r\n\r\n",
         );
         let order: Vec<Coding> = r.accept_encoding.preferred().collect();
         assert_eq!(order, vec![Coding::Br, Coding::Gzip]);
@@ -349,8 +477,8 @@ mod properties {
             minor in 0u8..2,
             headers in vec(("[A-Za-z][A-Za-z0-9-]{0,15}", "[!-~]([ -~]{0,30}[!-~])?"), 0..12),
         ) {
-            let mut req = format!("{method} {path} HTTP/1.{minor}\r\n");
-            for (k, v) in &headers {
+            let mut req = format!("{method} {path} HTTP/1.{minor}\r\nHost: h\r\n");
+            for (k, v) in headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("host")) {
                 req.push_str(&format!("{k}: {v}\r\n"));
             }
             req.push_str("\r\n");

@@ -10,8 +10,10 @@
 //! * A unit other than `bytes`, or any malformed spec (`bytes=5-1`, `bytes=x-`, `bytes=-`, an
 //!   empty set) anywhere in the set: the header is ignored (200, the whole file).
 //! * More specs than `max_ranges`, satisfiable or not: 200, the whole file.
-//! * Unsatisfiable specs (starting at or past the end, `-0`, a suffix of an empty file) are
-//!   dropped; none left: 416 (`Content-Range: bytes */SIZE`); one left: a single-part 206.
+//! * Unsatisfiable specs (starting at or past the end, `-0`) are dropped; none left: 416
+//!   (`Content-Range: bytes */SIZE`); one left: a single-part 206.
+//! * A suffix (`-N`, N > 0) of an empty file is satisfiable, and the whole representation
+//!   (RFC 9110, 14.1.1 and 14.1.3), which no `Content-Range` can name: 200, the empty file.
 //! * Two or more left: refused as abusive (200, the whole file; RFC 9110 14.2 allows
 //!   ignoring the header) when any two overlap or their lengths add up past the file's size;
 //!   else a 206 `multipart/byteranges`, parts in the order asked for.
@@ -53,6 +55,8 @@ pub enum Ranges {
 /// One spec of a set.
 enum Spec {
     Malformed,
+    /// Satisfiable only by the whole representation (a suffix of an empty file).
+    Whole,
     Unsatisfiable,
     Ok(Part),
 }
@@ -86,13 +90,13 @@ pub fn parse(value: &[u8], size: u64, max_ranges: usize) -> Ranges {
         return match specs().next().map(|s| spec(s, size)) {
             Some(Spec::Ok(p)) => Ranges::One(p),
             Some(Spec::Unsatisfiable) => Ranges::Unsatisfiable,
-            _ => Ranges::Whole,
+            Some(Spec::Malformed | Spec::Whole) | None => Ranges::Whole,
         };
     }
     let mut parts = Vec::with_capacity(count);
     for s in specs() {
         match spec(s, size) {
-            Spec::Malformed => return Ranges::Whole,
+            Spec::Malformed | Spec::Whole => return Ranges::Whole,
             Spec::Unsatisfiable => {}
             Spec::Ok(p) => parts.push(p),
         }
@@ -132,7 +136,7 @@ fn spec(s: &[u8], size: u64) -> Spec {
         (true, false) => match parse_u64(last) {
             None => Spec::Malformed,
             Some(0) => Spec::Unsatisfiable,
-            Some(_) if size == 0 => Spec::Unsatisfiable,
+            Some(_) if size == 0 => Spec::Whole,
             Some(n) => {
                 let len = n.min(size);
                 Spec::Ok(Part {
@@ -292,7 +296,11 @@ mod tests {
         assert_eq!(parse(b" Bytes = 1 - 2 ", 100, 32), one(1, 2));
         assert_eq!(parse(b"bytes=100-", 100, 32), Unsatisfiable);
         assert_eq!(parse(b"bytes=-0", 100, 32), Unsatisfiable);
-        assert_eq!(parse(b"bytes=-5", 0, 32), Unsatisfiable);
+        // A suffix of an empty file is the whole (empty) file; a -0 is never satisfiable.
+        assert_eq!(parse(b"bytes=-5", 0, 32), Whole);
+        assert_eq!(parse(b"bytes=-5,0-1", 0, 32), Whole);
+        assert_eq!(parse(b"bytes=-0", 0, 32), Unsatisfiable);
+        assert_eq!(parse(b"bytes=0-", 0, 32), Unsatisfiable);
         assert_eq!(parse(b"bytes=5-1", 100, 32), Whole);
         assert_eq!(parse(b"items=0-1", 100, 32), Whole);
         assert_eq!(parse(b"bytes=x-1", 100, 32), Whole);

@@ -73,9 +73,12 @@ impl FileMeta {
         }
     }
 
-    /// Modified at the same time as `other` or later.
+    /// Modified in the same second as `other` or later: a precompressed variant's freshness.
+    /// Whole seconds, the coarsest the compressors keep: `brotli -k` copies the source's
+    /// modification time truncated to the second (`gzip -k` and `zstd` keep nanoseconds), so a
+    /// finer comparison would call every brotli variant stale.
     pub fn not_older_than(&self, other: &FileMeta) -> bool {
-        (self.mtime_secs, self.mtime_nsec) >= (other.mtime_secs, other.mtime_nsec)
+        self.mtime_secs >= other.mtime_secs
     }
 }
 
@@ -84,6 +87,8 @@ impl FileMeta {
 pub enum Decision {
     /// 304.
     NotModified,
+    /// 412.
+    PreconditionFailed,
     /// 200, the whole file.
     Full,
     /// 206, `len` bytes from `start`.
@@ -99,17 +104,36 @@ pub enum Decision {
     Unsatisfiable,
 }
 
-/// Applies `If-None-Match` (which, when present, overrides `If-Modified-Since`), then
-/// `If-Modified-Since`, then `Range` (with `If-Range`, at most `max_ranges` parts: the rules
-/// are `ranges`'s). `(etag, last_modified)`: the file's validators as the head says them.
+/// The conditionals in RFC 9110's order (13.2.2), then `Range`:
+/// 1. `If-Match`: none of its tags matches strongly (`*` matches any file): 412;
+/// 2. else `If-Unmodified-Since` (a valid date): the file is newer: 412;
+/// 3. `If-None-Match`: one of its tags matches weakly (or `*`): 304;
+/// 4. else `If-Modified-Since` (a valid date): the file is not newer: 304;
+/// 5. `Range` (with `If-Range`, at most `max_ranges` parts: the rules are `ranges`'s).
+///
+/// Only GET and HEAD come here, so a failed `If-None-Match` is always 304. `(etag,
+/// last_modified)`: the file's validators as the head says them.
 pub fn decide(
     req: &Request,
     meta: &FileMeta,
     (etag, last_modified): (&str, &str),
     max_ranges: usize,
 ) -> Decision {
+    if let Some(im) = &req.if_match {
+        if !etag_matches(im, etag, Compare::Strong) {
+            return Decision::PreconditionFailed;
+        }
+    } else if let Some(ius) = req
+        .if_unmodified_since
+        .as_deref()
+        .and_then(super::date::parse)
+    {
+        if meta.mtime_secs > ius {
+            return Decision::PreconditionFailed;
+        }
+    }
     if let Some(inm) = &req.if_none_match {
-        if etag_matches(inm, etag) {
+        if etag_matches(inm, etag, Compare::Weak) {
             return Decision::NotModified;
         }
     } else if let Some(ims) = req
@@ -149,11 +173,26 @@ fn range_decision(
     }
 }
 
-/// `If-None-Match`: `*`, or a list of entity tags compared weakly (a `W/` prefix ignored).
-fn etag_matches(header: &[u8], etag: &str) -> bool {
+/// How entity tags compare (RFC 9110, 8.8.3.2).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compare {
+    /// Both strong and equal (`If-Match`).
+    Strong,
+    /// Equal once a `W/` prefix is ignored (`If-None-Match`).
+    Weak,
+}
+
+/// Whether `header` (`*`, or a list of entity tags) matches the file's `etag`.
+fn etag_matches(header: &[u8], etag: &str, how: Compare) -> bool {
     header.split(|&b| b == b',').any(|t| {
         let t = super::parse::trim(t);
-        t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == etag.as_bytes()
+        if t == b"*" {
+            return true;
+        }
+        match t.strip_prefix(b"W/") {
+            Some(weak) => how == Compare::Weak && weak == etag.as_bytes(),
+            None => t == etag.as_bytes(),
+        }
     })
 }
 
@@ -338,5 +377,91 @@ mod tests {
         assert_eq!(d(&format!("If-Range: {etag}\r\n"), 32), Full);
         // Conditionals first.
         assert_eq!(d(&format!("{r}If-None-Match: {etag}\r\n"), 32), NotModified);
+    }
+
+    /// Every combination of RFC 9110's five conditionals, each absent, passing or failing
+    /// (and the dates also malformed, which counts as absent), against the order of 13.2.2.
+    #[test]
+    fn conditionals_in_rfc_9110_order() {
+        let meta = FileMeta {
+            size: 100,
+            mtime_secs: 784_111_777,
+            mtime_nsec: 5,
+            ino: 1,
+            dev: 1,
+            kind: libc::S_IFREG,
+        };
+        let etag = meta.etag();
+        let lm = crate::date::format(meta.mtime_secs);
+        let before = crate::date::format(meta.mtime_secs - 1);
+        let v = (&*etag, &*lm);
+        #[derive(Clone, Copy, PartialEq, Debug)]
+        enum C {
+            Absent,
+            Pass,
+            Fail,
+            Garbage,
+        }
+        use C::*;
+        let all = [Absent, Pass, Fail, Garbage];
+        let mut seen = 0;
+        for im in all {
+            for ius in all {
+                for inm in all {
+                    for ims in all {
+                        for range in [false, true] {
+                            let mut h = String::new();
+                            match im {
+                                Absent => {}
+                                Pass => h += &format!("If-Match: \"x\", {etag}\r\n"),
+                                // A weak tag never matches If-Match.
+                                Fail => h += &format!("If-Match: W/{etag}, \"x\"\r\n"),
+                                Garbage => h += "If-Match: *\r\n",
+                            }
+                            match ius {
+                                Absent => {}
+                                Pass => h += &format!("If-Unmodified-Since: {lm}\r\n"),
+                                Fail => h += &format!("If-Unmodified-Since: {before}\r\n"),
+                                Garbage => h += "If-Unmodified-Since: yesterday\r\n",
+                            }
+                            // "Pass" lets the request through: the tag differs, the file is newer.
+                            match inm {
+                                Absent => {}
+                                Pass => h += "If-None-Match: \"other\"\r\n",
+                                Fail => h += &format!("If-None-Match: W/{etag}\r\n"),
+                                Garbage => h += "If-None-Match: *\r\n",
+                            }
+                            match ims {
+                                Absent => {}
+                                Pass => h += &format!("If-Modified-Since: {before}\r\n"),
+                                Fail => h += &format!("If-Modified-Since: {lm}\r\n"),
+                                Garbage => h += "If-Modified-Since: 1994\r\n",
+                            }
+                            if range {
+                                h += "Range: bytes=0-9\r\n";
+                            }
+                            // The expected answer, step by step as 13.2.2 says.
+                            let want = if im == Fail {
+                                Decision::PreconditionFailed
+                            } else if im == Absent && ius == Fail {
+                                Decision::PreconditionFailed
+                            } else if matches!(inm, Fail | Garbage) {
+                                Decision::NotModified
+                            } else if inm == Absent && ims == Fail {
+                                Decision::NotModified
+                            } else if range {
+                                Decision::Partial { start: 0, len: 10 }
+                            } else {
+                                Decision::Full
+                            };
+                            let got = decide(&req(&h), &meta, v, 32);
+                            assert_eq!(got, want, "{h}");
+                            seen += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, 512);
     }
 }

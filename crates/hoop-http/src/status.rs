@@ -20,6 +20,8 @@ pub enum Status {
     NotFound,
     /// 405: a method other than GET and HEAD.
     MethodNotAllowed,
+    /// 412: `If-Match` or `If-Unmodified-Since` failed (RFC 9110, 13.1.1 and 13.1.4).
+    PreconditionFailed,
     /// 413: a request with a body.
     PayloadTooLarge,
     /// 414: a request target over the limit.
@@ -46,6 +48,7 @@ impl Status {
             Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::PreconditionFailed => 412,
             Status::PayloadTooLarge => 413,
             Status::UriTooLong => 414,
             Status::RangeNotSatisfiable => 416,
@@ -66,6 +69,7 @@ impl Status {
             Status::Forbidden => "Forbidden",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
+            Status::PreconditionFailed => "Precondition Failed",
             Status::PayloadTooLarge => "Payload Too Large",
             Status::UriTooLong => "URI Too Long",
             Status::RangeNotSatisfiable => "Range Not Satisfiable",

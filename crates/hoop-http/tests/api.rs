@@ -330,13 +330,26 @@ fn the_access_log_hook_sees_every_answered_request() {
                 return Ok(());
             };
             let mut s = try_connect(addr)?;
-            assert_eq!(try_ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n")?.status, 200);
-            assert_eq!(try_ask(&mut s, "HEAD /a.txt HTTP/1.1\r\n\r\n")?.status, 200);
             assert_eq!(
-                try_ask(&mut s, "GET /a.txt HTTP/1.1\r\nRange: bytes=1-2\r\n\r\n")?.status,
+                try_ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")?.status,
+                200
+            );
+            assert_eq!(
+                try_ask(&mut s, "HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")?.status,
+                200
+            );
+            assert_eq!(
+                try_ask(
+                    &mut s,
+                    "GET /a.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=1-2\r\n\r\n"
+                )?
+                .status,
                 206
             );
-            assert_eq!(try_ask(&mut s, "GET /nope HTTP/1.1\r\n\r\n")?.status, 404);
+            assert_eq!(
+                try_ask(&mut s, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n")?.status,
+                404
+            );
             let mut old = try_connect(addr)?;
             assert_eq!(
                 try_ask(&mut old, "GET /a.txt HTTP/1.0\r\n\r\n")?.status,
@@ -400,7 +413,10 @@ fn run_serves_on_threads_of_its_own_until_the_token() {
     for i in 0..8 {
         let r = resets::retry(&format!("request {i}"), |attempt| {
             retries += u64::from(attempt > 0);
-            try_ask(&mut try_connect(addr)?, "GET /a.txt HTTP/1.1\r\n\r\n")
+            try_ask(
+                &mut try_connect(addr)?,
+                "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n",
+            )
         });
         assert_eq!(
             (r.status, &r.body[..]),

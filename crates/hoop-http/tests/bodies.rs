@@ -45,14 +45,14 @@ fn bodies(kind: DriverKind, cache: u64) {
     let mut s = server.client();
     for round in 0..2 {
         for (i, &n) in SIZES.iter().enumerate() {
-            let r = s.ask(&format!("GET /f{n}.bin HTTP/1.1\r\n\r\n"));
+            let r = s.ask(&format!("GET /f{n}.bin HTTP/1.1\r\nHost: t\r\n\r\n"));
             assert_eq!(r.status, 200);
             assert!(r.body == bytes(n, i as u64), "{n} bytes, round {round}");
             // A range in the middle.
             if n > 10 {
                 let (a, b) = (n / 3, n - n / 4);
                 let r = s.ask(&format!(
-                    "GET /f{n}.bin HTTP/1.1\r\nRange: bytes={a}-{b}\r\n\r\n"
+                    "GET /f{n}.bin HTTP/1.1\r\nHost: t\r\nRange: bytes={a}-{b}\r\n\r\n"
                 ));
                 assert_eq!(r.status, 206);
                 assert!(r.body == bytes(n, i as u64)[a..=b], "{n} bytes {a}-{b}");
@@ -107,7 +107,7 @@ fn changing_file(kind: DriverKind, cache: u64) {
     let mut seen = [0usize; 3];
     let mut s = server.client();
     for _ in 0..150 {
-        let r = s.ask("GET /c.bin HTTP/1.1\r\n\r\n");
+        let r = s.ask("GET /c.bin HTTP/1.1\r\nHost: t\r\n\r\n");
         assert_eq!(r.status, 200);
         let which = versions.iter().position(|v| *v == r.body);
         let which =
@@ -122,7 +122,7 @@ fn changing_file(kind: DriverKind, cache: u64) {
     );
     // Once it stops changing, the current version is served (the cache noticed).
     let now = std::fs::read(root.join("c.bin")).unwrap();
-    assert!(s.ask("GET /c.bin HTTP/1.1\r\n\r\n").body == now);
+    assert!(s.ask("GET /c.bin HTTP/1.1\r\nHost: t\r\n\r\n").body == now);
 }
 
 #[test]
@@ -152,13 +152,14 @@ fn over_4_gib(kind: DriverKind) {
         return;
     };
     let mut s = server.client();
-    let r = s.ask("HEAD /huge.bin HTTP/1.1\r\n\r\n");
+    let r = s.ask("HEAD /huge.bin HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.header("content-length"), Some(size.to_string().as_str()));
-    let r = s.ask("GET /huge.bin HTTP/1.1\r\nRange: bytes=4294967296-4294967300\r\n\r\n");
+    let r =
+        s.ask("GET /huge.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=4294967296-4294967300\r\n\r\n");
     assert_eq!((r.status, r.body.as_slice()), (206, &b"past4"[..]));
     let want = format!("bytes 4294967296-4294967300/{size}");
     assert_eq!(r.header("content-range"), Some(want.as_str()));
-    let r = s.ask("GET /huge.bin HTTP/1.1\r\nRange: bytes=-5\r\n\r\n");
+    let r = s.ask("GET /huge.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=-5\r\n\r\n");
     assert_eq!((r.status, r.body.as_slice()), (206, &b"tail!"[..]));
 }
 

@@ -174,7 +174,7 @@ fn security_headers(kind: DriverKind) {
     }
     // The refusals that close the connection too.
     for (req, status) in [
-        ("GET /a%zz HTTP/1.1\r\n\r\n", 400),
+        ("GET /a%zz HTTP/1.1\r\nHost: t\r\n\r\n", 400),
         ("GET / HTTP/2.0\r\n\r\n", 505),
     ] {
         let mut s = server.client();

@@ -52,7 +52,7 @@ fn many_connections(kind: DriverKind) {
         let mut conns: Vec<TcpStream> = (0..200).map(|_| server.connect()).collect();
         for (i, s) in conns.iter_mut().enumerate() {
             let close = if i % 2 == 0 { "close" } else { "keep-alive" };
-            let req = format!("GET /b.txt HTTP/1.1\r\nConnection: {close}\r\n\r\n");
+            let req = format!("GET /b.txt HTTP/1.1\r\nHost: t\r\nConnection: {close}\r\n\r\n");
             // A reset (injected) ends this one: the request goes again on a new connection,
             // which takes its place in the wave.
             let r = resets::retry("a request of the wave", |attempt| {

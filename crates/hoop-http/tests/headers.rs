@@ -12,6 +12,7 @@ use site::{make_root, Client, TestServer};
 
 fn header_rules(kind: DriverKind) {
     let (_base, root) = make_root(&format!("rules-{kind}"));
+    std::fs::write(root.join("empty.txt"), b"").unwrap();
     let Some(server) = TestServer::start(kind, &root) else {
         return;
     };
@@ -47,26 +48,63 @@ fn header_rules(kind: DriverKind) {
 
     // Conditionals.
     let c = s.ask(&format!(
-        "GET /a.txt HTTP/1.1\r\nIf-None-Match: {etag}\r\n\r\n"
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: {etag}\r\n\r\n"
     ));
     assert_eq!(c.status, 304);
     assert!(c.body.is_empty());
     assert_eq!(c.header("etag"), Some(etag.as_str()));
-    let c = s.ask("GET /a.txt HTTP/1.1\r\nIf-None-Match: \"other\"\r\n\r\n");
+    let c = s.ask("GET /a.txt HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"other\"\r\n\r\n");
     assert_eq!(c.status, 200);
     let c = s.ask(&format!(
-        "GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {lm}\r\n\r\n"
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: {lm}\r\n\r\n"
     ));
     assert_eq!(c.status, 304);
     let old = "Thu, 01 Jan 1970 00:00:01 GMT";
     let c = s.ask(&format!(
-        "GET /a.txt HTTP/1.1\r\nIf-Modified-Since: {old}\r\n\r\n"
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: {old}\r\n\r\n"
     ));
     assert_eq!(c.status, 200);
 
+    // The preconditions (RFC 9110, 13.1.1 and 13.1.4): a failed one is 412 with a text body,
+    // before If-None-Match and Range are looked at; the connection goes on.
+    let before = "Thu, 01 Jan 1970 00:00:01 GMT";
+    for (h, status) in [
+        (format!("If-Match: {etag}"), 200),
+        ("If-Match: *".to_string(), 200),
+        ("If-Match: \"other\"".to_string(), 412),
+        (format!("If-Match: W/{etag}"), 412),
+        (format!("If-Unmodified-Since: {lm}"), 200),
+        (format!("If-Unmodified-Since: {before}"), 412),
+        ("If-Unmodified-Since: not a date".to_string(), 200),
+        // If-Match present: If-Unmodified-Since is not evaluated.
+        (
+            format!("If-Match: {etag}\r\nIf-Unmodified-Since: {before}"),
+            200,
+        ),
+        (format!("If-Match: \"x\"\r\nIf-None-Match: {etag}"), 412),
+        (format!("If-Match: {etag}\r\nIf-None-Match: {etag}"), 304),
+        (
+            format!("If-Unmodified-Since: {before}\r\nRange: bytes=0-1"),
+            412,
+        ),
+        (format!("If-Match: {etag}\r\nRange: bytes=0-1"), 206),
+    ] {
+        let c = s.ask(&format!("GET /a.txt HTTP/1.1\r\nHost: t\r\n{h}\r\n\r\n"));
+        assert_eq!(c.status, status, "{h}");
+        if status == 412 {
+            assert_eq!(c.header("content-type"), Some("text/plain"), "{h}");
+            assert_eq!(c.header("etag"), None, "{h}");
+            assert_eq!(c.body, b"412 Precondition Failed\n");
+            assert_eq!(c.header("connection"), Some("keep-alive"));
+        }
+    }
+
     // Ranges.
-    let range =
-        |s: &mut Client, r: &str| s.ask(&format!("GET /a.txt HTTP/1.1\r\nRange: {r}\r\n\r\n"));
+    let range = |s: &mut Client, r: &str| {
+        s.ask(&format!(
+            "GET /a.txt HTTP/1.1\r\nHost: t\r\nRange: {r}\r\n\r\n"
+        ))
+    };
     let p = range(&mut s, "bytes=0-4");
     assert_eq!((p.status, p.body.as_slice()), (206, &b"hello"[..]));
     assert_eq!(p.header("content-range"), Some("bytes 0-4/13"));
@@ -88,9 +126,22 @@ fn header_rules(kind: DriverKind) {
     let p = range(&mut s, "bytes=13-");
     assert_eq!(p.status, 416);
     assert_eq!(p.header("content-range"), Some("bytes */13"));
+    // Its body is the status text, and its type says so (not the file's).
+    assert_eq!(p.header("content-type"), Some("text/plain"));
+    assert_eq!(p.body, b"416 Range Not Satisfiable\n");
+    // A suffix of an empty file: the whole of it, 200 and no bytes.
+    for r in ["bytes=-5", "bytes=-5,0-1"] {
+        let p = s.ask(&format!(
+            "GET /empty.txt HTTP/1.1\r\nHost: t\r\nRange: {r}\r\n\r\n"
+        ));
+        assert_eq!((p.status, p.body.len()), (200, 0), "{r}");
+        assert_eq!(p.header("content-length"), Some("0"));
+    }
+    let p = s.ask("GET /empty.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-\r\n\r\n");
+    assert_eq!(p.status, 416);
 
     // Methods.
-    let m = s.ask("DELETE /a.txt HTTP/1.1\r\n\r\n");
+    let m = s.ask("DELETE /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(m.status, 405);
     assert_eq!(m.header("allow"), Some("GET, HEAD"));
 
@@ -103,7 +154,7 @@ fn header_rules(kind: DriverKind) {
         ("/inside-link.txt", 200, b"hello, world\n"),
         ("/a%2etxt", 200, b"hello, world\n"),
     ] {
-        let r = s.ask(&format!("GET {path} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
         assert_eq!((r.status, r.body.as_slice()), (status, body), "{path}");
     }
     for (path, status) in [
@@ -114,11 +165,11 @@ fn header_rules(kind: DriverKind) {
         ("/.git/config", 404),
         ("/docs/.%2e/.hidden", 404),
     ] {
-        let r = s.ask(&format!("GET {path} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
         assert_eq!(r.status, status, "{path}");
         assert_eq!(r.header("connection"), Some("keep-alive"), "{path}");
     }
-    let r = s.ask("GET /docs?q=1 HTTP/1.1\r\n\r\n");
+    let r = s.ask("GET /docs?q=1 HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.status, 301);
     assert_eq!(r.header("location"), Some("/docs/?q=1"));
 
@@ -139,12 +190,12 @@ fn header_rules(kind: DriverKind) {
         ("pdf", "application/pdf"),
         ("xyz", "application/octet-stream"),
     ] {
-        let r = s.ask(&format!("HEAD /types/f.{ext} HTTP/1.1\r\n\r\n"));
+        let r = s.ask(&format!("HEAD /types/f.{ext} HTTP/1.1\r\nHost: t\r\n\r\n"));
         assert_eq!(r.header("content-type"), Some(t), "{ext}");
     }
 
     // Connection: close closes after the response.
-    let r = s.ask("GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let r = s.ask("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.header("connection")), (200, Some("close")));
     s.assert_closed();
 
@@ -162,10 +213,17 @@ fn header_rules(kind: DriverKind) {
     // Errors that close the connection.
     for (req, status) in [
         ("GET / HTTP/2.0\r\n\r\n", 505),
-        ("GET /a%zz HTTP/1.1\r\n\r\n", 400),
-        ("GET /a%00b HTTP/1.1\r\n\r\n", 400),
+        ("GET /a%zz HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+        ("GET /a%00b HTTP/1.1\r\nHost: t\r\n\r\n", 400),
         ("GARBAGE\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nbad header\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: t\r\nbad header\r\n\r\n", 400),
+        // Host per RFC 9112, 3.2: missing on HTTP/1.1, repeated, or not a host.
+        ("GET /a.txt HTTP/1.1\r\n\r\n", 400),
+        ("GET /a.txt HTTP/1.1\r\nHost: t\r\nHost: t\r\n\r\n", 400),
+        ("GET /a.txt HTTP/1.0\r\nHost: t\r\nHost: u\r\n\r\n", 400),
+        ("GET /a.txt HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+        ("GET /a.txt HTTP/1.1\r\nHost: t:80x\r\n\r\n", 400),
+        ("GET /a.txt HTTP/1.1\r\nHost: u@t\r\n\r\n", 400),
     ] {
         let mut s = server.client();
         let r = s.ask(req);

@@ -60,7 +60,7 @@ fn timeouts(kind: DriverKind) {
         let mut s = try_connect(server.addr)?;
         let start = Instant::now();
         let mut cut_off = false;
-        for b in b"GET /a.txt HTTP/1.1\r\nX-Slow: "
+        for b in b"GET /a.txt HTTP/1.1\r\nHost: t\r\nX-Slow: "
             .iter()
             .chain([b'a'; 200].iter())
         {
@@ -94,7 +94,7 @@ fn timeouts(kind: DriverKind) {
     // An idle keep-alive connection is closed after the idle timeout.
     resets::retry("an idle keep-alive connection", |_| {
         let mut s = try_connect(server.addr)?;
-        let r = try_ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n")?;
+        let r = try_ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")?;
         assert_eq!(r.status, 200);
         let idle = Instant::now();
         closed(&mut s)?;
@@ -122,12 +122,17 @@ fn limits_then_serves(kind: DriverKind) {
     let Some(server) = TestServer::start(kind, &root) else {
         return;
     };
-    let long_uri = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
-    let big_head = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "b".repeat(17_000));
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(9000));
+    let big_head = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(17_000)
+    );
     let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
-    let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
-    let body = "GET /a.txt HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello".to_string();
-    let chunked = "GET /a.txt HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_string();
+    let many = format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n");
+    // A body longer than the files read past (64 KiB).
+    let body = "GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 65537\r\n\r\nhello".to_string();
+    let chunked =
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_string();
     for (req, status) in [
         (long_uri, 414),
         (big_head, 431),
@@ -150,6 +155,25 @@ fn limits_then_serves(kind: DriverKind) {
             "after {status}"
         );
     }
+    // A short body on a GET is read past, whether it came with the head or after it: the
+    // file is answered and the connection goes on.
+    resets::retry("a GET with a short body", |_| {
+        let mut s = try_connect(server.addr)?;
+        let r = try_ask(
+            &mut s,
+            "GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi",
+        )?;
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello, world\n"[..]));
+        s.write_all(b"HEAD /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n")?;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.write_all(b"abc")?;
+        let r = try_read_response(&mut s, true)?;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), Some("keep-alive"));
+        let r = try_ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")?;
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello, world\n"[..]));
+        Ok(())
+    });
     // A head bigger than every limit, sent without end: refused, not buffered forever.
     let junk = vec![b'x'; 64 * 1024];
     resets::retry("a head without end", |_| {
@@ -202,12 +226,15 @@ fn max_conns(kind: DriverKind) {
         let mut held = Vec::new();
         for _ in 0..4 {
             let mut s = try_connect(server.addr)?;
-            assert_eq!(try_ask(&mut s, "GET /a.txt HTTP/1.1\r\n\r\n")?.status, 200);
+            assert_eq!(
+                try_ask(&mut s, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n")?.status,
+                200
+            );
             held.push(s);
         }
         // The fifth is accepted and closed at once.
         let mut extra = try_connect(server.addr)?;
-        let _ = extra.write_all(b"GET /a.txt HTTP/1.1\r\n\r\n");
+        let _ = extra.write_all(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
         let mut buf = [0u8; 64];
         match extra.read_retry(&mut buf) {
             Ok(0) => {}
@@ -227,7 +254,7 @@ fn max_conns(kind: DriverKind) {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let mut s = try_connect(server.addr)?;
-            let _ = s.write_all(b"GET /a.txt HTTP/1.1\r\n\r\n");
+            let _ = s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
             let mut buf = [0u8; 12];
             if s.read_exact(&mut buf).is_ok() {
                 assert_eq!(&buf, b"HTTP/1.1 200");

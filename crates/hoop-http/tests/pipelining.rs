@@ -22,7 +22,7 @@ fn pipelined(kind: DriverKind) {
     let Some(server) = TestServer::start(kind, &root) else {
         return;
     };
-    let reqs = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nHEAD /b.txt HTTP/1.1\r\n\r\nGET /b.txt HTTP/1.1\r\nRange: bytes=0-5\r\n\r\n";
+    let reqs = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nHEAD /b.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-5\r\n\r\n";
     let bytes = reqs.as_bytes();
     for cut in 0..=bytes.len() {
         resets::retry(&format!("three pipelined requests cut at {cut}"), |_| {
@@ -58,9 +58,9 @@ fn pipelined(kind: DriverKind) {
     let mut all = String::new();
     for i in 0..50 {
         let f = if i % 2 == 0 { "a" } else { "b" };
-        all.push_str(&format!("GET /{f}.txt HTTP/1.1\r\n\r\n"));
+        all.push_str(&format!("GET /{f}.txt HTTP/1.1\r\nHost: t\r\n\r\n"));
     }
-    all.push_str("GET /a.txt HTTP/1.1\r\nConnection: close\r\n\r\n");
+    all.push_str("GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     resets::retry("51 pipelined requests in one write", |_| {
         let mut s = try_connect(server.addr)?;
         s.write_all(all.as_bytes())?;

@@ -47,6 +47,20 @@ fn make_precompressed(root: &Path) {
         std::fs::write(site.join(name), data).unwrap();
         set_mtime(&site.join(name), mtime);
     }
+    // As `brotli -k` leaves them: the source modified at .7 of a second, the variant given
+    // the same second with its fraction dropped.
+    std::fs::write(site.join("same.css"), b"s {}\n").unwrap();
+    std::fs::write(site.join("same.css.br"), b"SAME-BR").unwrap();
+    let at = |ns| std::time::UNIX_EPOCH + Duration::new(t, ns);
+    let set = |name: &str, when| {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(site.join(name))
+            .unwrap();
+        f.set_modified(when).unwrap();
+    };
+    set("same.css", at(700_000_000));
+    set("same.css.br", at(0));
 }
 
 fn precompressed(kind: DriverKind, cache: u64) {
@@ -158,6 +172,11 @@ fn precompressed(kind: DriverKind, cache: u64) {
         assert_eq!(r.header("content-encoding"), Some("br"));
         assert_eq!(r.header("content-length"), Some("8"));
         assert_eq!(r.header("etag"), Some(br_etag.as_str()));
+
+        // A variant of the file's second is fresh, whatever the fractions (brotli's).
+        let r = s.ask_with("GET", "/site/same.css", "Accept-Encoding: br\r\n");
+        assert_eq!((r.status, &r.body[..]), (200, &b"SAME-BR"[..]));
+        assert_eq!(r.header("content-encoding"), Some("br"));
 
         // A variant older than the file is ignored; so is one that is not a regular file.
         let r = s.ask_with("GET", "/site/stale.js", "Accept-Encoding: gzip\r\n");

@@ -38,7 +38,7 @@ fn traversal(kind: DriverKind) {
         "/./../outside/secret.txt".into(),
     ];
     for path in &attempts {
-        let req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         // The whole answer, to the server's close (a new connection while a reset ends it).
         let (r, after) = exchange_until_closed(server.addr, req.as_bytes());
         let text = format!(

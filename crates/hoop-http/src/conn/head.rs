@@ -66,12 +66,28 @@ impl Conn<'_> {
                 .write(&mut self.out);
                 (Status::NotModified, (0, 0))
             }
+            Decision::PreconditionFailed => {
+                // An error about the file, not the file: its text, no validators, no ranges.
+                let head = Head {
+                    status: Status::PreconditionFailed,
+                    content_type: "text/plain",
+                    validators: None,
+                    accept_ranges: false,
+                    content_encoding: None,
+                    vary: false,
+                    cache_control: b"",
+                    ..base
+                };
+                write_status(&mut self.out, head, head_only);
+                (Status::PreconditionFailed, (0, 0))
+            }
             Decision::Unsatisfiable => {
                 let head = Head {
                     status: Status::RangeNotSatisfiable,
                     content_range: Some((0, 0, meta.size)),
                     validators: None,
-                    // The body is the status text.
+                    // The body is the status text, and says so.
+                    content_type: "text/plain",
                     content_encoding: None,
                     // An error: no Cache-Control.
                     cache_control: b"",

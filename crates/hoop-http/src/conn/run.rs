@@ -198,7 +198,10 @@ impl Conn<'_> {
             let mut unread = false;
             loop {
                 match parse(&input[start..]) {
-                    Parsed::Complete { request, len_bytes } => {
+                    Parsed::Complete {
+                        mut request,
+                        len_bytes,
+                    } => {
                         let head_at = start;
                         start += len_bytes;
                         awaiting_first = false;
@@ -208,6 +211,17 @@ impl Conn<'_> {
                             && (self.sh.root.is_none()
                                 || request.method == Method::Other
                                 || request.has_body);
+                        // A short body on a GET or HEAD means nothing to a file: read past it
+                        // and answer (nginx discards it too); a long or chunked one is 413.
+                        if !to_service && request.method != Method::Other {
+                            if let Some(n) = discardable(&request) {
+                                match self.skip_body(reader, &mut input, start, n).await {
+                                    Some(next) => start = next,
+                                    None => return false,
+                                }
+                                request.has_body = false;
+                            }
+                        }
                         let answer = match to_service {
                             true => Answer::Fallback,
                             false => self.respond(&request).await,
@@ -275,6 +289,25 @@ impl Conn<'_> {
                 return false;
             }
         }
+    }
+
+    /// Reads until the `len` body bytes after `start` are in `input`; returns where the next
+    /// request starts, or `None` when the connection ended or idled out first.
+    async fn skip_body(
+        &mut self,
+        reader: &mut Reader<'_>,
+        input: &mut Vec<u8>,
+        start: usize,
+        len: usize,
+    ) -> Option<usize> {
+        while input.len() < start + len {
+            self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
+            match self.timer.run(reader.read_into(input)).await {
+                Some(Ok(n)) if n > 0 => {}
+                _ => return None,
+            }
+        }
+        Some(start + len)
     }
 
     /// After a final response: stop sending, and read (and drop) what the client still sends
@@ -354,6 +387,20 @@ enum Answer {
 /// How long a closing connection keeps reading, and how much.
 const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
+
+/// The largest request body the files read past instead of refusing.
+const DISCARD_BODY_BYTES: u64 = 64 * 1024;
+
+/// The length of a body the files read past: one framed by `Content-Length` alone, of at
+/// most [`DISCARD_BODY_BYTES`].
+fn discardable(req: &Request) -> Option<usize> {
+    match req.content_length {
+        Some(n) if req.has_body && !req.transfer_encoding && n <= DISCARD_BODY_BYTES => {
+            Some(n as usize)
+        }
+        _ => None,
+    }
+}
 
 /// Whether `input` holds only the start of a request (not just empty lines).
 fn start_of_request(input: &[u8]) -> bool {
