@@ -53,6 +53,9 @@ pub struct Request {
 }
 
 /// What the bytes received so far hold.
+// The complete request is the common case: boxing it to shrink the rare ones would cost an
+// allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
     /// A complete request head of `len_bytes` bytes (leading empty lines included).
