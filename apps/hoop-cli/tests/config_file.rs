@@ -269,6 +269,28 @@ fn flags_override_the_file(driver: &str) {
     // The file's autoindex still holds: `empty/` has no index.html and is listed.
     let r = server.get("/empty/", "");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    drop(server);
+    // A switch the file turns on, the command line turns off (`--autoindex=false`), and
+    // `--autoindex=true` is `--autoindex`.
+    for (flag, status) in [("--autoindex=false", 403), ("--autoindex=true", 200)] {
+        let server = Server::start(
+            &dir,
+            &[
+                "--config",
+                &config,
+                "--root",
+                root,
+                "--addr",
+                "127.0.0.1:0",
+                flag,
+                "--driver",
+                driver,
+            ],
+        );
+        server.wait_stderr_line(&format!("driver {driver} ("));
+        let r = server.get("/empty/", "");
+        assert_eq!(r.status, status, "{flag}");
+    }
 }
 
 #[test]
@@ -394,7 +416,7 @@ fn bad_files_exit_one_with_the_file_and_line() {
         // Wrong types.
         (
             "access-log = \"yes\"\n",
-            "3: bad value for `access-log`: --access-log takes no value: true or false, not \
+            "3: bad value for `access-log`: --access-log is a switch: true or false, not \
              a string",
         ),
         (

@@ -45,7 +45,8 @@ pub struct ConfigArg {
     ///
     /// Values: a string, an integer or a float for a flag that takes a value, checked as that
     /// text on the command line would be (`cache-bytes = "256M"`); `true` (given) or `false`
-    /// (not given) for a flag without a value (`access-log = true`); an array (or one value)
+    /// (not given) for a flag without a value (`access-log = true`; `--access-log=false` on
+    /// the command line turns off what the file turned on); an array (or one value)
     /// for a flag that can be repeated. Paths are relative to the working directory, as on the
     /// command line.
     ///
@@ -160,12 +161,16 @@ enum Kind {
     Many,
     /// `--key` when `true` (`ArgAction::SetTrue`, `SetFalse`).
     Switch,
+    /// `--key=true` or `--key=false`: a switch that also takes `=false` on the command line
+    /// (`ArgAction::Set` with an optional value, see [`is_toggle`]).
+    Toggle,
     /// `--key` N times (`ArgAction::Count`).
     Count,
 }
 
 fn kind(arg: &Arg) -> Option<Kind> {
     match arg.get_action() {
+        ArgAction::Set if is_toggle(arg) => Some(Kind::Toggle),
         ArgAction::Set => Some(Kind::One),
         ArgAction::Append => Some(Kind::Many),
         ArgAction::SetTrue | ArgAction::SetFalse => Some(Kind::Switch),
@@ -173,6 +178,17 @@ fn kind(arg: &Arg) -> Option<Kind> {
         // Help and version are not settings.
         _ => None,
     }
+}
+
+/// Whether `arg` is a switch that takes an optional `=true`/`=false` (so that the command line
+/// can turn off what a file turned on): a value that may be left out, of `true` or `false`.
+fn is_toggle(arg: &Arg) -> bool {
+    let values: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .map(|v| v.get_name().to_string())
+        .collect();
+    arg.get_num_args().is_some_and(|n| n.min_values() == 0) && values == ["true", "false"]
 }
 
 /// The flags of `cmd` a file may set, with their keys: every flag with a long name (and its
@@ -306,6 +322,13 @@ fn words_of(
             v => Err(bad(
                 start,
                 format!("--{long} takes no value: true or false, not {}", a_type(v)),
+            )),
+        },
+        Kind::Toggle => match v {
+            DeValue::Boolean(b) => Ok(vec![format!("--{long}={b}").into()]),
+            v => Err(bad(
+                start,
+                format!("--{long} is a switch: true or false, not {}", a_type(v)),
             )),
         },
         Kind::Count => match v {
@@ -442,7 +465,7 @@ pub fn sample_file(
         }
         let kind = kind(arg).ok_or_else(|| format!("--{long}: a file cannot set it"))?;
         let value = match kind {
-            Kind::Switch => "true".to_string(),
+            Kind::Switch | Kind::Toggle => "true".to_string(),
             Kind::Count => "1".to_string(),
             Kind::One | Kind::Many => {
                 let given = given.iter().find(|(k, _)| *k == long).map(|(_, v)| *v);

@@ -79,7 +79,7 @@
 //!
 //! Every runtime runs on io_uring where the kernel allows it and on its epoll driver where it
 //! does not (old kernels, seccomp, `kernel.io_uring_disabled`), with the same API and cancel
-//! safety; `HOOP_KERNEL_LEVEL` switches off what an older kernel lacks ([`driver::level`]).
+//! safety; `HOOP_KERNEL_LEVEL` switches off what an older kernel lacks (see `hoop::driver::level`).
 //!
 //! # Cargo features
 //!

@@ -64,7 +64,7 @@ pub struct EchoArgs {
     /// hoop only: the basic single-shot path (one accept and one recv SQE per call, a 64 KiB
     /// buffer per connection) instead of the default best path (multishot accept, multishot
     /// recv on a provided buffer ring, received buffers sent back as they are).
-    #[arg(long)]
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
     pub basic: bool,
     /// hoop best path: the receive buffer ring (for measurements): `inc` (default: 256
     /// incrementally consumed buffers of 64 KiB where the kernel has them, 6.12+, else 4096

@@ -40,7 +40,7 @@ pub struct ServerFlags {
     #[arg(long, default_value_t = 60_000, value_name = "MS")]
     pub idle_timeout_ms: u64,
     /// One line per request on stdout, after the `listening on` line.
-    #[arg(long)]
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
     pub access_log: bool,
 }
 
@@ -116,7 +116,7 @@ pub struct HttpArgs {
     /// answering 403, as nginx's autoindex: names sorted, directories with a trailing `/`,
     /// dotfiles left out, at most 10000 entries. Off by default: a listing shows what a
     /// site may not mean to advertise.
-    #[arg(long)]
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
     pub autoindex: bool,
     /// The listing's format with --autoindex (without it, this does nothing): html (the
     /// default), or json: an array sorted as the HTML page, each entry
@@ -134,7 +134,7 @@ pub struct HttpArgs {
     #[arg(long, value_parser = parse_cache_control, value_name = "PATTERN=VALUE")]
     pub cache_control: Vec<CacheControlRule>,
     /// Send `X-Content-Type-Options: nosniff` on every response (off by default).
-    #[arg(long)]
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
     pub security_headers: bool,
     /// Send `Content-Security-Policy: VALUE` on every response (visible ASCII and spaces);
     /// none by default. Example: --content-security-policy "default-src 'self'".

@@ -54,8 +54,43 @@ fn command() -> Command {
                 .long("no")
                 .action(ArgAction::SetTrue)
                 .overrides_with("yes"),
+        )
+        .arg(
+            Arg::new("listing")
+                .long("listing")
+                .action(ArgAction::Set)
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+                .default_value("false")
+                .value_parser(clap::value_parser!(bool)),
         );
     Command::new("top").subcommand(sub)
+}
+
+/// A switch that takes `=false`: the file sets it with a boolean, the command line turns it
+/// off (or on) whatever the file says; anything but a boolean is refused with the line.
+#[test]
+fn a_toggle_from_the_file_is_turned_off_on_the_command_line() {
+    let listing =
+        |args: &[&str], file: &str| *parse(args, file).get_one::<bool>("listing").unwrap();
+    let base = ["top", "sub", "--config", "f.toml", "--req", "r"];
+    assert!(listing(&base, "listing = true"));
+    assert!(!listing(&base, "listing = false"));
+    assert!(!listing(&base, ""));
+    assert!(!listing(
+        &[&base[..], &["--listing=false"]].concat(),
+        "listing = true"
+    ));
+    assert!(listing(
+        &[&base[..], &["--listing"]].concat(),
+        "listing = false"
+    ));
+    assert!(listing(&[&base[..], &["--listing=true"]].concat(), ""));
+    assert_eq!(
+        run(&base, "\nlisting = 'yes'").unwrap_err(),
+        "f.toml:2: bad value for `listing`: --listing is a switch: true or false, not a string"
+    );
 }
 
 fn run(args: &[&str], file: &str) -> Result<Vec<String>, String> {

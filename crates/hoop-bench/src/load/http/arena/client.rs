@@ -5,7 +5,7 @@
 //! only answers verified inside the window count, after a keep-alive connection's warm-up
 //! exchange (checked, not counted).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -22,6 +22,7 @@ use crate::load::http::arena::requests::{Exchange, Expect, Requests, Shape, SHOR
 use crate::load::http::arena::response::Head;
 use crate::load::http::client::HttpOutcome;
 use crate::load::http::tally::Tally;
+use crate::load::resets::Streak;
 use crate::load::thread::run_pinned;
 
 /// How long the connect phase (connects and warm-ups) may take before the window opens
@@ -53,6 +54,8 @@ pub(crate) struct ArenaLoad {
 struct Shared {
     cfg: ArenaLoad,
     tally: Tally,
+    /// Reconnects after resets while resets are injected (not errors).
+    reconnects: Cell<u64>,
     /// The json answers verified so far, by (count, m): the same bytes again are the same
     /// answer, checked with a compare instead of a parse (a pinned client parsing 50 items per
     /// request would measure itself).
@@ -66,6 +69,18 @@ impl Shared {
     /// Counts an error (none once the window closed: a run cut short is not an error).
     fn error(&self, f: &Failure) {
         self.tally.error(f.kind, || f.what.clone());
+    }
+
+    /// A failed exchange: a reconnect if `streak` excuses it (the connection was lost while
+    /// resets are injected), else an error.
+    fn failed(&self, f: &Failure, streak: &mut Streak) {
+        if f.lost && streak.excuses() {
+            if !self.tally.window.over() {
+                self.reconnects.set(self.reconnects.get() + 1);
+            }
+            return;
+        }
+        self.error(f);
     }
 }
 
@@ -91,14 +106,18 @@ where
         let sh = Rc::new(Shared {
             cfg,
             tally: Tally::new()?,
+            reconnects: Cell::new(0),
             json_seen: RefCell::new(HashMap::new()),
         });
         let outcome = rt.block_on(async {
             let (conns, secs) = (sh.cfg.conns, sh.cfg.secs);
             let spawn = |id| drop(hoop::spawn(connection(id, sh.clone())));
-            sh.tally
+            let mut outcome = sh
+                .tally
                 .run(conns, secs, CONNECT_PHASE, on_start, spawn)
-                .await
+                .await;
+            outcome.reconnects = sh.reconnects.get();
+            outcome
         });
         drop(rt);
         Ok(outcome)
@@ -113,6 +132,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
     let mut reader = Reader::default();
     let mut failures = 0;
     let mut settled = false;
+    let mut streak = Streak::default();
     if short {
         // Every connection is new anyway: no warm-up, all connects inside the window.
         sh.tally.settle(&mut settled);
@@ -122,7 +142,14 @@ async fn connection(id: usize, sh: Rc<Shared>) {
         let stream = match TcpStream::connect(sh.cfg.addr).await {
             Ok(s) => s,
             Err(e) => {
-                sh.error(&Failure::new("connect", format!("{}: {e}", sh.cfg.addr)));
+                let f = Failure::io("connect", &e);
+                sh.failed(
+                    &Failure {
+                        what: format!("{}: {e}", sh.cfg.addr),
+                        ..f
+                    },
+                    &mut streak,
+                );
                 failures += 1;
                 sleep(RECONNECT_BACKOFF).await;
                 continue;
@@ -133,11 +160,12 @@ async fn connection(id: usize, sh: Rc<Shared>) {
         if !short && !sh.tally.window.opened() {
             let warm = reqs.warm_up();
             if let Err(f) = exchange(&stream, &mut reader, &sh, &warm, false).await {
-                sh.error(&f);
+                sh.failed(&f, &mut streak);
                 failures += 1;
                 sleep(RECONNECT_BACKOFF).await;
                 continue;
             }
+            streak.verified();
             sh.tally.settle(&mut settled);
             sh.tally.window.wait_open().await;
         }
@@ -147,10 +175,10 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             let close = short && made + 1 == SHORT_LIVED_REQUESTS;
             let ex = reqs.next(close);
             match exchange(&stream, &mut reader, &sh, &ex, true).await {
-                Ok(true) => {}
+                Ok(true) => streak.verified(),
                 Ok(false) => break,
                 Err(f) => {
-                    sh.error(&f);
+                    sh.failed(&f, &mut streak);
                     failed = true;
                     break;
                 }
@@ -158,7 +186,7 @@ async fn connection(id: usize, sh: Rc<Shared>) {
             made += 1;
             if close {
                 if let Err(f) = reader.expect_close(&stream, CLOSE_WAIT).await {
-                    sh.error(&f);
+                    sh.failed(&f, &mut streak);
                     failed = true;
                 }
                 break;
@@ -186,7 +214,7 @@ async fn exchange(
 ) -> Result<bool, Failure> {
     let t0 = Instant::now();
     let (res, _) = stream.write_all(ex.bytes.clone()).await;
-    res.map_err(|e| Failure::new("write", e.to_string()))?;
+    res.map_err(|e| Failure::io("write", &e))?;
     if ex.upload_bytes > 0 {
         let Shape::Upload(body) = &sh.cfg.shape else {
             return Err(Failure::new("write", "an upload without the upload body"));
@@ -195,7 +223,7 @@ async fn exchange(
         let (res, _) = stream
             .write_all(body.clone().slice(0..ex.upload_bytes))
             .await;
-        res.map_err(|e| Failure::new("write", e.to_string()))?;
+        res.map_err(|e| Failure::io("write", &e))?;
     }
     for expect in &ex.expects {
         let head = reader.response(stream).await?;

@@ -9,6 +9,7 @@ use hoop::net::TcpStream;
 
 use crate::load::http::arena::response::{decode_chunked, parse_head, Framing, Head};
 use crate::load::http::recv::RecvBuf;
+use crate::load::resets::is_reset;
 
 /// Why an exchange failed: the error's kind (as the table counts it) and a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub(crate) struct Failure {
     pub kind: &'static str,
     /// What happened.
     pub what: String,
+    /// The connection was reset or ended under the exchange (a reconnect while resets are
+    /// injected: `crate::load::resets`).
+    pub lost: bool,
 }
 
 impl Failure {
@@ -25,6 +29,15 @@ impl Failure {
         Failure {
             kind,
             what: what.into(),
+            lost: false,
+        }
+    }
+
+    /// A failure of `kind` from the socket's error `e`.
+    pub(crate) fn io(kind: &'static str, e: &io::Error) -> Failure {
+        Failure {
+            lost: is_reset(e),
+            ..Failure::new(kind, e.to_string())
         }
     }
 }
@@ -51,12 +64,12 @@ impl Reader {
     /// Reads more; an end of stream or an error fails, `what` naming where it was.
     async fn fill(&mut self, stream: &TcpStream, what: &str) -> Result<(), Failure> {
         match self.recv.read_more(stream).await {
-            Ok(0) => Err(Failure::new(
-                "eof",
-                format!("the server closed the connection in {what}"),
-            )),
+            Ok(0) => Err(Failure {
+                lost: true,
+                ..Failure::new("eof", format!("the server closed the connection in {what}"))
+            }),
             Ok(_) => Ok(()),
-            Err(e) => Err(Failure::new("read", e.to_string())),
+            Err(e) => Err(Failure::io("read", &e)),
         }
     }
 
@@ -119,7 +132,7 @@ impl Reader {
                 "close",
                 format!("{n} byte(s) after the answer to Connection: close"),
             )),
-            Ok((Err(e), _)) => Err(Failure::new("read", e.to_string())),
+            Ok((Err(e), _)) => Err(Failure::io("read", &e)),
             Err(_) => Err(Failure::new(
                 "close",
                 format!(
