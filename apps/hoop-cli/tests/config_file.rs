@@ -233,7 +233,7 @@ fn flags_override_the_file(driver: &str) {
     let (_base, dir, root) = site(&format!("override-{driver}"));
     let other = if driver == "epoll" { "uring" } else { "epoll" };
     let file = format!(
-        "root = \"/nonexistent/hoop/root\"\n\
+        "root = \"/\"\n\
          addr = \"256.0.0.1:1\"\n\
          driver = \"{other}\"\n\
          index = \"home.htm\"\n\
@@ -413,6 +413,23 @@ fn bad_files_exit_one_with_the_file_and_line() {
             "3: bad value for `max-conns`: invalid value '-1' for '--max-conns <N>': \
              invalid digit found in string",
         ),
+        // Values the server would refuse at start, refused with the line.
+        (
+            "threads = 0\n",
+            "3: bad value for `threads`: invalid value '0' for '--threads <THREADS>': must be \
+             between 1 and 1024",
+        ),
+        (
+            "idle-timeout-ms = 0\n",
+            "3: bad value for `idle-timeout-ms`: invalid value '0' for '--idle-timeout-ms <MS>': \
+             must be at least 1 ms",
+        ),
+        (
+            "content-security-policy = \"a\\u0001b\"\n",
+            "3: bad value for `content-security-policy`: invalid value 'ab' for \
+             '--content-security-policy <VALUE>': content-security-policy \"a\\u{1}b\": the \
+             value must be visible ASCII and spaces (no control characters)",
+        ),
         // Wrong types.
         (
             "access-log = \"yes\"\n",
@@ -458,6 +475,20 @@ fn bad_files_exit_one_with_the_file_and_line() {
         assert_eq!(err, format!("hoop: {path}:{want}\n"), "{rest:?}");
         assert!(out.is_empty(), "{rest:?}: {out}");
     }
+    // A root that is not there: the line that names it.
+    let path = write_file(
+        &dir,
+        "noroot.toml",
+        "addr = \"127.0.0.1:0\"\nroot = \"nope\"\n",
+    );
+    let (code, err, _) = run(&dir, &["--config", &path]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "hoop: {path}:2: bad value for `root`: invalid value 'nope'"
+        )),
+        "{err}"
+    );
     // A bad line is refused even when the command line gives the same flag.
     let path = write_file(&dir, "overridden.toml", &format!("{head}threads = \"x\"\n"));
     let (code, err, _) = run(&dir, &["--config", &path, "--threads", "1"]);

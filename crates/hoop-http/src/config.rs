@@ -192,8 +192,7 @@ impl Config {
             rule.check()?;
         }
         if let Some(csp) = &self.content_security_policy {
-            super::cache_control::check_header_value(csp)
-                .map_err(|reason| ConfigError::BadContentSecurityPolicy(csp.clone(), reason))?;
+            check_content_security_policy(csp)?;
         }
         for page in &self.error_pages {
             page.check()?;
@@ -207,6 +206,13 @@ impl Config {
         (self.header_timeout.min(self.idle_timeout) / 4)
             .clamp(Duration::from_millis(10), Duration::from_secs(1))
     }
+}
+
+/// Checks a `Content-Security-Policy` value ([`Config::content_security_policy`]): not empty,
+/// visible ASCII and spaces only (no control byte, so no header can be smuggled in).
+pub fn check_content_security_policy(value: &str) -> Result<(), ConfigError> {
+    super::cache_control::check_header_value(value)
+        .map_err(|reason| ConfigError::BadContentSecurityPolicy(value.to_string(), reason))
 }
 
 /// Checks an index file name ([`Config::index`]): one path segment, as nginx's `index`: not

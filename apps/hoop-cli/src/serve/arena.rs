@@ -17,7 +17,7 @@ use super::threads::raise_nofile_limit;
 #[derive(Debug, clap::Args)]
 pub struct ArenaArgs {
     /// Files served in front of the endpoints (the static profile); none by default.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_parser = super::http::parse_root, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// The JSON profile's dataset: a JSON array of HttpArena's items (id, name, category,
     /// price, quantity, active, tags, rating {score, count}) [default: a built-in 50 items].

@@ -21,7 +21,7 @@ pub struct ServerFlags {
     #[command(flatten)]
     pub backlog: hoop_flags::backlog::BacklogArg,
     /// Runtime threads, each pinned to a CPU with its own listener (SO_REUSEPORT).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_threads)]
     pub threads: usize,
     /// hoop's driver: uring, epoll, or auto (io_uring, else epoll). Default: $HOOP_DRIVER when
     /// set, else auto.
@@ -31,13 +31,13 @@ pub struct ServerFlags {
     #[arg(long, default_value = "64M", value_parser = parse_bytes, value_name = "BYTES")]
     pub cache_bytes: u64,
     /// Most open connections; past it new connections are accepted and closed at once.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    #[arg(long, default_value_t = 10_000, value_parser = parse_max_conns, value_name = "N")]
     pub max_conns: usize,
     /// Close a connection whose request head is not complete after this long.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    #[arg(long, default_value_t = 10_000, value_parser = parse_timeout_ms, value_name = "MS")]
     pub header_timeout_ms: u64,
     /// Close a keep-alive connection idle this long (also bounds a stalled send).
-    #[arg(long, default_value_t = 60_000, value_name = "MS")]
+    #[arg(long, default_value_t = 60_000, value_parser = parse_timeout_ms, value_name = "MS")]
     pub idle_timeout_ms: u64,
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
@@ -90,7 +90,7 @@ pub struct HttpArgs {
     #[command(flatten)]
     pub config: hoop_flags::config_file::ConfigArg,
     /// The directory to serve.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_root)]
     pub root: PathBuf,
     #[command(flatten)]
     pub common: ServerFlags,
@@ -138,7 +138,7 @@ pub struct HttpArgs {
     pub security_headers: bool,
     /// Send `Content-Security-Policy: VALUE` on every response (visible ASCII and spaces);
     /// none by default. Example: --content-security-policy "default-src 'self'".
-    #[arg(long, value_name = "VALUE")]
+    #[arg(long, value_parser = parse_csp, value_name = "VALUE")]
     pub content_security_policy: Option<String>,
     /// A custom page for 404 or 403, as STATUS=PATH (repeatable): the file PATH under the root
     /// (no `..`, no dotfile) answers with that status and its own Content-Type, as nginx's
@@ -252,6 +252,49 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
 /// server would refuse to serve anyway): [`hoop_http::config::check_index`].
 fn parse_index(s: &str) -> Result<String, String> {
     hoop_http::config::check_index(s).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
+}
+
+/// `--threads N`: 1 to [`MAX_THREADS`]. Checked here, by the flag's parser, so that a config
+/// file's bad value is refused with its line (as every check below).
+pub(crate) fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if n == 0 || n > MAX_THREADS {
+        return Err(format!("must be between 1 and {MAX_THREADS}"));
+    }
+    Ok(n)
+}
+
+/// `--max-conns N`: at least 1.
+fn parse_max_conns(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>().map_err(|e| format!("{e}"))? {
+        0 => Err("must be at least 1".into()),
+        n => Ok(n),
+    }
+}
+
+/// `--header-timeout-ms`, `--idle-timeout-ms`: at least 1 (0 would close every connection).
+fn parse_timeout_ms(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>().map_err(|e| format!("{e}"))? {
+        0 => Err("must be at least 1 ms".into()),
+        n => Ok(n),
+    }
+}
+
+/// `--root DIR`: a directory that exists now (the server opens it at start; saying so here
+/// names the config file's line).
+pub(crate) fn parse_root(s: &str) -> Result<PathBuf, String> {
+    match std::fs::metadata(s) {
+        Ok(m) if m.is_dir() => Ok(PathBuf::from(s)),
+        Ok(_) => Err("not a directory".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--content-security-policy VALUE`: visible ASCII and spaces
+/// ([`hoop_http::config::check_content_security_policy`]).
+fn parse_csp(s: &str) -> Result<String, String> {
+    hoop_http::config::check_content_security_policy(s).map_err(|e| e.to_string())?;
     Ok(s.to_string())
 }
 
