@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -90,8 +90,13 @@ fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 impl Server {
     /// `hoop serve http ARGS` in the directory `cwd`, up to its `listening on` line.
     fn start(cwd: &Path, args: &[&str]) -> Server {
+        Server::start_serve(cwd, "http", args)
+    }
+
+    /// `hoop serve WHAT ARGS` in the directory `cwd`, up to its `listening on` line.
+    fn start_serve(cwd: &Path, what: &str, args: &[&str]) -> Server {
         let mut child = support::spawn_server(
-            hoop().current_dir(cwd).args(["serve", "http"]).args(args),
+            hoop().current_dir(cwd).args(["serve", what]).args(args),
             Stdio::piped(),
         );
         let stdout = lines(child.stdout.take().expect("piped stdout"));
@@ -375,6 +380,46 @@ fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// `hoop serve echo` and `hoop serve fanout` take `--config` too: the file's keys are their
+/// flags (a switch too), and a bad key is refused with its line.
+#[test]
+fn echo_and_fanout_take_a_config_file() {
+    let (_base, dir, _root) = site("echo-fanout");
+    let echo = write_file(
+        &dir,
+        "echo.toml",
+        "addr = \"127.0.0.1:0\"\nthreads = 1\nbasic = true\n",
+    );
+    let server = Server::start_serve(&dir, "echo", &["--config", &echo]);
+    resets::retry("an echo through the config file's server", |_| {
+        let mut s = std::net::TcpStream::connect(server.addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"ping")?;
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got)?;
+        assert_eq!(&got, b"ping");
+        Ok(())
+    });
+    drop(server);
+    let fanout = write_file(&dir, "fanout.toml", "addr = \"127.0.0.1:0\"\n");
+    drop(Server::start_serve(&dir, "fanout", &["--config", &fanout]));
+    for what in ["echo", "fanout"] {
+        let bad = write_file(&dir, "bad.toml", "addr = \"127.0.0.1:0\"\nroot = \"www\"\n");
+        let out = hoop()
+            .current_dir(&dir)
+            .args(["serve", what, "--config", &bad])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run hoop");
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("hoop: {bad}:2: unknown key `root`\n"),
+            "{what}"
+        );
+    }
 }
 
 /// Each kind of bad file: exit status 1, nothing on stdout, and exactly one line on stderr,

@@ -1,5 +1,5 @@
 //! `--config FILE`: a command's flags from a TOML file, for any command that flattens
-//! [`ConfigArg`] (in the `hoop` command, today `hoop serve http`).
+//! [`ConfigArg`] (in the `hoop` command: `hoop serve http`, `echo` and `fanout`).
 //!
 //! The file is read before clap parses the command line for real, and turned into the words of
 //! the flags it sets, placed right after the subcommand's name and before the command line's

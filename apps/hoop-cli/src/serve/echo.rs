@@ -45,6 +45,8 @@ impl ServerKind {
 /// Arguments of `hoop serve echo`.
 #[derive(Debug, clap::Args)]
 pub struct EchoArgs {
+    #[command(flatten)]
+    pub config: hoop_flags::config_file::ConfigArg,
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:7000")]
     pub addr: String,

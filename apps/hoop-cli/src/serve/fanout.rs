@@ -42,6 +42,8 @@ pub enum FanoutServer {
 /// Arguments of `hoop serve fanout`.
 #[derive(Debug, clap::Args)]
 pub struct FanoutArgs {
+    #[command(flatten)]
+    pub config: hoop_flags::config_file::ConfigArg,
     /// Address to listen on; port 0 picks a free port (the first line printed says which).
     #[arg(long, default_value = "127.0.0.1:7001")]
     pub addr: String,
