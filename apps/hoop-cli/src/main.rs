@@ -71,6 +71,10 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.get_ref().is_some_and(|r| r.is::<serve::http::CutOff>()) => {
+            eprintln!("hoop: {e}");
+            ExitCode::from(serve::http::CutOff::EXIT_STATUS)
+        }
         Err(e) => {
             eprintln!("hoop: {e}");
             ExitCode::FAILURE

@@ -130,6 +130,79 @@ fn sigterm_and_sigint_let_responses_finish_then_exit_zero_epoll() {
     graceful_stop("epoll", libc::SIGTERM);
 }
 
+/// A response still going when `--shutdown-grace-ms` runs out is cut: one stderr line names
+/// it (method, target, client), and the command exits 3; a stop with nothing in flight exits
+/// 0 (above).
+fn grace_runs_out(driver: &str) {
+    let (_base, root) = make_root(&format!("grace-{driver}"));
+    std::fs::write(root.join("big.bin"), bytes(64 << 20, 3)).unwrap();
+    let mut server = Server::start(
+        common::command(env!("CARGO_BIN_EXE_hoop"))
+            .args(["serve", "http", "--addr", "127.0.0.1:0", "--root"])
+            .arg(&root)
+            .args(["--driver", driver, "--shutdown-grace-ms", "200"]),
+        Stdio::piped(),
+        START_TIMEOUT,
+    );
+    // A client that reads the head and then nothing: the body cannot finish in 200 ms.
+    let mut s = support::try_connect(server.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 12];
+    if let Err(e) = s.read_exact(&mut first) {
+        // An injected reset before the answer began: nothing was in flight to cut.
+        eprintln!("SKIP the cut: {e}");
+        return;
+    }
+    server.signal(libc::SIGTERM);
+    let status = server
+        .wait_exit(Duration::from_secs(20))
+        .expect("exit in time");
+    let mut err = String::new();
+    server
+        .child
+        .stderr
+        .take()
+        .expect("piped stderr")
+        .read_to_string(&mut err)
+        .unwrap();
+    // An injected reset may end the download first: then nothing was cut and the stop is
+    // clean.
+    if status.code() == Some(0) && !err.contains("cut the answer") {
+        eprintln!("SKIP the cut: the download ended before the grace ran out");
+        return;
+    }
+    assert_eq!(status.code(), Some(3), "{status:?}; stderr: {err}");
+    let cut: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("cut the answer"))
+        .collect();
+    assert_eq!(cut.len(), 1, "{err}");
+    assert!(
+        cut[0].starts_with(
+            "hoop-http: shutdown grace of 200 ms ran out: cut the answer to GET /big.bin from 127.0.0.1:"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l == "hoop: stopped with 1 answer(s) cut short by --shutdown-grace-ms"),
+        "{err}"
+    );
+    drop(s);
+}
+
+#[test]
+fn a_response_the_grace_cuts_is_said_and_exits_three_uring() {
+    grace_runs_out("auto");
+}
+
+#[test]
+fn a_response_the_grace_cuts_is_said_and_exits_three_epoll() {
+    grace_runs_out("epoll");
+}
+
 #[test]
 fn bad_root_or_flag_exits_one_with_one_line() {
     let (_base, root) = make_root("bad");

@@ -195,6 +195,7 @@ impl Server {
             date: RefCell::new(DateCache::default()),
             busy: Cell::new(0),
             stopping: Cell::new(false),
+            gave_up: Cell::new(false),
             idle: Cell::new(0),
             open_conns: self.open_conns.clone(),
             pipes: None,
@@ -275,6 +276,8 @@ impl Server {
         while (sh.busy.get() > 0 || sh.idle.get() > 0) && Instant::now() < give_up {
             hoop::time::sleep(DRAIN_POLL).await;
         }
+        // What is still answering is cut when the runtime drops its task: each says so then.
+        sh.gave_up.set(sh.busy.get() > 0);
         sweeper.abort();
         if let Some(t) = trimmer {
             t.abort();

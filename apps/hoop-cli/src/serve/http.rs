@@ -3,6 +3,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,12 @@ pub struct ServerFlags {
     /// Close a keep-alive connection idle this long (also bounds a stalled send).
     #[arg(long, default_value_t = 60_000, value_parser = parse_timeout_ms, value_name = "MS")]
     pub idle_timeout_ms: u64,
+    /// On SIGINT or SIGTERM: how long the answers in flight may take to finish (new
+    /// connections are refused and idle ones closed at once). An answer still going when it
+    /// runs out is cut, with one line on stderr saying which, and the command exits with
+    /// status 3 instead of 0.
+    #[arg(long, default_value_t = 5_000, value_name = "MS")]
+    pub shutdown_grace_ms: u64,
     /// One line per request on stdout, after the `listening on` line.
     #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
     pub access_log: bool,
@@ -60,6 +67,7 @@ impl ServerFlags {
             max_conns: self.max_conns,
             cache_bytes: self.cache_bytes,
             access_log: self.access_log,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             threads: self.threads,
             backlog: self.backlog.backlog,
             ..Config::default()
@@ -73,16 +81,46 @@ impl ServerFlags {
         let signals = Signals::block()?;
         raise_nofile_limit();
         let kind = settle_driver(name, self.driver)?;
+        let cut_off = Arc::new(AtomicU64::new(0));
+        let cut = cut_off.clone();
         let serve: Serve = Arc::new(move |_i, listener, stop| {
             let server = server.clone();
+            let cut = cut.clone();
             Box::pin(async move {
-                server.serve(listener, stop.wait()).await;
+                let stats = server.serve(listener, stop.wait()).await;
+                cut.fetch_add(stats.cut_off, Ordering::Relaxed);
             })
         });
         let addr = (self.addr.as_str(), self.backlog.backlog);
-        run_threads(name, addr, self.threads, kind, &signals, serve)
+        run_threads(name, addr, self.threads, kind, &signals, serve)?;
+        match cut_off.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            n => Err(io::Error::other(CutOff(n))),
+        }
     }
 }
+
+/// The stop cut `0` answers short (the shutdown grace ran out): the command exits with
+/// [`CutOff::EXIT_STATUS`].
+#[derive(Debug)]
+pub(crate) struct CutOff(pub u64);
+
+impl CutOff {
+    /// The exit status of a stop that cut answers (0: a clean stop; 1: an error).
+    pub(crate) const EXIT_STATUS: u8 = 3;
+}
+
+impl std::fmt::Display for CutOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "stopped with {} answer(s) cut short by --shutdown-grace-ms",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for CutOff {}
 
 /// Arguments of `hoop serve http`.
 #[derive(Debug, clap::Args)]

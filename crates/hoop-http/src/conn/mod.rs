@@ -58,6 +58,9 @@ pub struct Shared {
     pub busy: Cell<usize>,
     /// Shutdown began: answer what is in hand with `Connection: close`, take nothing new.
     pub stopping: Cell<bool>,
+    /// The shutdown's grace ran out with answers unfinished: each is cut when the runtime
+    /// drops its task, and says so on stderr ([`CutGuard`]).
+    pub gave_up: Cell<bool>,
     /// Connections of this thread waiting for a request with none begun (idle keep-alive
     /// connections, and new ones that sent nothing yet): the shutdown closes them.
     pub idle: Cell<usize>,
@@ -109,6 +112,63 @@ impl<'a> CountGuard<'a> {
 impl Drop for CountGuard<'_> {
     fn drop(&mut self) {
         self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Armed while a request is answered: dropped armed after the shutdown's grace ran out (its
+/// task dropped with the runtime, the answer unfinished), it says so on stderr, one line per
+/// cut answer, so that an operator knows which download a stop cut.
+struct CutGuard<'a> {
+    sh: &'a Shared,
+    stream: &'a DirectTcpStream,
+    request: Option<(crate::parse::Method, &'a [u8])>,
+    armed: bool,
+}
+
+impl<'a> CutGuard<'a> {
+    fn new(
+        sh: &'a Shared,
+        stream: &'a DirectTcpStream,
+        request: Option<(crate::parse::Method, &'a [u8])>,
+    ) -> CutGuard<'a> {
+        CutGuard {
+            sh,
+            stream,
+            request,
+            armed: true,
+        }
+    }
+
+    /// The answer finished (or the connection failed on its own): nothing to say.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CutGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed || !self.sh.gave_up.get() {
+            return;
+        }
+        let what = match self.request {
+            Some((method, target)) => {
+                let method = match method {
+                    crate::parse::Method::Get => "GET",
+                    crate::parse::Method::Head => "HEAD",
+                    crate::parse::Method::Other => "a request for",
+                };
+                format!("{method} {}", String::from_utf8_lossy(target))
+            }
+            None => "a request".to_string(),
+        };
+        let to = match self.stream.peer_addr() {
+            Ok(a) => format!(" from {a}"),
+            Err(_) => String::new(),
+        };
+        eprintln!(
+            "hoop-http: shutdown grace of {} ms ran out: cut the answer to {what}{to}",
+            self.sh.cfg.shutdown_grace.as_millis()
+        );
     }
 }
 

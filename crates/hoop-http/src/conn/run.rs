@@ -13,7 +13,7 @@ use hoop::net::{DirectRecvStream, DirectTcpStream};
 use hoop::BufRing;
 
 use super::service::Outcome;
-use super::{Conn, CountGuard, OpenGuard, Shared, READ_BYTES};
+use super::{Conn, CountGuard, CutGuard, OpenGuard, Shared, READ_BYTES};
 use crate::parse::{parse, Method, Parsed, Request};
 use crate::response::write_status;
 use crate::status::Status;
@@ -222,6 +222,11 @@ impl Conn<'_> {
                                 request.has_body = false;
                             }
                         }
+                        let cut = CutGuard::new(
+                            self.sh,
+                            self.stream,
+                            Some((request.method, &request.target)),
+                        );
                         let answer = match to_service {
                             true => Answer::Fallback,
                             false => self.respond(&request).await,
@@ -246,6 +251,7 @@ impl Conn<'_> {
                                 }
                             }
                         };
+                        cut.disarm();
                         if !keep {
                             close = true;
                             unread = request.has_body || start < input.len();
@@ -273,11 +279,13 @@ impl Conn<'_> {
                     head_deadline = Instant::now() + cfg.header_timeout;
                 }
             }
+            let cut = CutGuard::new(self.sh, self.stream, None);
             let flushed = if close {
                 self.out.is_empty() || self.flush_last().await
             } else {
                 self.out.is_empty() || self.flush().await
             };
+            cut.disarm();
             if !flushed {
                 return false;
             }
