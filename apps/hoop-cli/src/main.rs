@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a server built on hoop (or a baseline server for the benchmarks).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run the benchmark suite (no subcommand: the quick suite and the report).
     Bench(Box<bench::BenchArgs>),
     /// What this machine offers hoop: kernel, io_uring limits, and which driver `auto` picks.
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         },
     };
     let res = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Bench(args) => bench::run(*args),
         Command::Probe(args) => probe::run(args),
         Command::Soak(args) => soak::run(args),

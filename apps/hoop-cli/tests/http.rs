@@ -230,6 +230,107 @@ fn bad_root_or_flag_exits_one_with_one_line() {
 }
 
 /// `--access-log`: one line per request on stdout, after the `listening on` line.
+/// `--access-log-file` with `--access-log-format combined`: nginx's fields in the file (the
+/// client's address, the request, status, bytes, referer, user agent); `json` on stdout: one
+/// object per line with the same fields; a file that cannot be opened: exit 1, one line.
+#[test]
+fn access_log_to_a_file_in_nginx_combined_and_json() {
+    let (base, root) = make_root("log-formats");
+    let file = base.0.join("access.log");
+    let server = Server::start_http(
+        &root,
+        &[
+            "--access-log-file",
+            file.to_str().unwrap(),
+            "--access-log-format",
+            "combined",
+        ],
+    );
+    let asked =
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nReferer: http://r/\r\nUser-Agent: t/1 \"x\"\r\n\r\n";
+    assert_eq!(ask_fresh(server.addr, asked).status, 200);
+    drop(server);
+    let text = std::fs::read_to_string(&file).unwrap();
+    // An injected reset may have made the request go twice: every line is the same.
+    let line = text.lines().last().expect("a line");
+    let (addr, rest) = line.split_once(" - - [").expect(line);
+    assert_eq!(addr, "127.0.0.1", "{line}");
+    let (time, rest) = rest.split_once("] ").expect(line);
+    assert!(time.ends_with(" +0000") && time.len() == 26, "{line}");
+    assert_eq!(
+        rest, "\"GET /a.txt HTTP/1.1\" 200 13 \"http://r/\" \"t/1 \\x22x\\x22\"",
+        "{line}"
+    );
+
+    let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
+        .args(["serve", "http", "--addr", "127.0.0.1:0", "--access-log"])
+        .args(["--access-log-format=json", "--root"])
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(START_TIMEOUT).unwrap();
+    let addr: SocketAddr = first
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(ask_fresh(addr, asked).status, 200);
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a log line");
+    let v: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    assert_eq!(v["method"], "GET", "{line}");
+    assert_eq!(v["target"], "/a.txt");
+    assert_eq!(v["version"], "HTTP/1.1");
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["body_bytes"], 13);
+    assert_eq!(v["referer"], "http://r/");
+    assert_eq!(v["user_agent"], "t/1 \"x\"");
+    assert!(v["remote"]
+        .as_str()
+        .is_some_and(|r| r.starts_with("127.0.0.1:")));
+    assert!(v["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A log file that cannot be opened, and a format that does not exist.
+    for (flag, value, want) in [
+        (
+            "--access-log-file",
+            "/nonexistent/dir/access.log",
+            "hoop: cannot open the access log /nonexistent/dir/access.log: No such file or directory (os error 2)",
+        ),
+        (
+            "--access-log-format",
+            "apache",
+            "hoop: invalid value 'apache' for '--access-log-format <FORMAT>': unknown access-log format \"apache\" (hoop, combined or json)",
+        ),
+    ] {
+        let out = common::command(env!("CARGO_BIN_EXE_hoop"))
+            .args(["serve", "http", "--addr", "127.0.0.1:0", flag, value, "--root"])
+            .arg(&root)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.lines().any(|l| l == want), "{flag}: {err}");
+    }
+}
+
 #[test]
 fn access_log_lines_follow_the_listening_line() {
     let (_base, root) = make_root("log");

@@ -48,6 +48,44 @@ pub struct RequestLine<'a> {
     pub target: &'a [u8],
     /// The HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
+    /// `Referer`, as sent (the first, when several).
+    pub referer: Option<&'a [u8]>,
+    /// `User-Agent`, as sent (the first, when several).
+    pub user_agent: Option<&'a [u8]>,
+}
+
+/// How the built-in logger and [`AccessLogWriter`] write an entry
+/// ([`AccessLogEntry::write_as`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// `[DATE] "METHOD TARGET HTTP/1.x" STATUS` ([`AccessLogEntry::write_line`]).
+    #[default]
+    Hoop,
+    /// nginx's `combined`: `ADDR - - [06/Dec/2026:12:00:00 +0000] "GET /a HTTP/1.1" 200 13
+    /// "REFERER" "USER-AGENT"` (`-` for what is unknown; `"`, `\\`, control and non-ASCII bytes
+    /// as `\xHH`, as nginx escapes them).
+    Combined,
+    /// One JSON object per line: `{"time":"2026-12-06T12:00:00Z","remote":"127.0.0.1:5000",
+    /// "method":"GET","target":"/a","version":"HTTP/1.1","status":200,"body_bytes":13,
+    /// "referer":null,"user_agent":"curl/8.0"}` (`request` fields null when it could not be
+    /// parsed; strings escaped as JSON, bytes that are not UTF-8 as U+FFFD).
+    Json,
+}
+
+impl std::str::FromStr for AccessLogFormat {
+    type Err = String;
+
+    /// `hoop`, `combined` or `json`.
+    fn from_str(s: &str) -> Result<AccessLogFormat, String> {
+        match s {
+            "hoop" => Ok(AccessLogFormat::Hoop),
+            "combined" => Ok(AccessLogFormat::Combined),
+            "json" => Ok(AccessLogFormat::Json),
+            _ => Err(format!(
+                "unknown access-log format {s:?} (hoop, combined or json)"
+            )),
+        }
+    }
 }
 
 impl AccessLogEntry<'_> {
@@ -68,6 +106,111 @@ impl AccessLogEntry<'_> {
     }
 }
 
+impl AccessLogEntry<'_> {
+    /// Writes the entry as one line of `format`, with its newline.
+    pub fn write_as(&self, format: AccessLogFormat, out: &mut impl Write) -> io::Result<()> {
+        match format {
+            AccessLogFormat::Hoop => self.write_line(out),
+            AccessLogFormat::Combined => self.write_combined(out),
+            AccessLogFormat::Json => self.write_json(out),
+        }
+    }
+
+    fn write_combined(&self, out: &mut impl Write) -> io::Result<()> {
+        match self.remote {
+            Some(a) => write!(out, "{}", a.ip())?,
+            None => out.write_all(b"-")?,
+        }
+        let secs = self
+            .time
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        write!(out, " - - [{}] \"", crate::date::common_log(secs))?;
+        match &self.request {
+            Some(r) => {
+                write!(out, "{} ", r.method)?;
+                escape_nginx(out, r.target)?;
+                write!(out, " HTTP/1.{}", r.minor_version)?;
+            }
+            None => out.write_all(b"-")?,
+        }
+        write!(out, "\" {} {} \"", self.status, self.body_bytes)?;
+        let field = |out: &mut dyn Write, v: Option<&[u8]>| match v {
+            Some(v) => escape_nginx(out, v),
+            None => out.write_all(b"-"),
+        };
+        field(out, self.request.as_ref().and_then(|r| r.referer))?;
+        out.write_all(b"\" \"")?;
+        field(out, self.request.as_ref().and_then(|r| r.user_agent))?;
+        out.write_all(b"\"\n")
+    }
+
+    fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        let secs = self
+            .time
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        write!(
+            out,
+            "{{\"time\":\"{}\",\"remote\":",
+            crate::date::rfc3339(secs)
+        )?;
+        match self.remote {
+            Some(a) => write!(out, "\"{a}\"")?,
+            None => out.write_all(b"null")?,
+        }
+        let r = self.request.as_ref();
+        out.write_all(b",\"method\":")?;
+        json_str(out, r.map(|r| r.method.as_bytes()))?;
+        out.write_all(b",\"target\":")?;
+        json_str(out, r.map(|r| r.target))?;
+        out.write_all(b",\"version\":")?;
+        match r {
+            Some(r) => write!(out, "\"HTTP/1.{}\"", r.minor_version)?,
+            None => out.write_all(b"null")?,
+        }
+        write!(
+            out,
+            ",\"status\":{},\"body_bytes\":{},\"referer\":",
+            self.status, self.body_bytes
+        )?;
+        json_str(out, r.and_then(|r| r.referer))?;
+        out.write_all(b",\"user_agent\":")?;
+        json_str(out, r.and_then(|r| r.user_agent))?;
+        out.write_all(b"}\n")
+    }
+}
+
+/// `v` as nginx writes a variable into its log: `"`, `\\`, control bytes and bytes past ASCII
+/// as `\xHH`.
+fn escape_nginx(out: &mut dyn Write, v: &[u8]) -> io::Result<()> {
+    for &b in v {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            write!(out, "\\x{b:02X}")?;
+        } else {
+            out.write_all(&[b])?;
+        }
+    }
+    Ok(())
+}
+
+/// `v` as a JSON string (`null` for none), invalid UTF-8 as U+FFFD.
+fn json_str(out: &mut dyn Write, v: Option<&[u8]>) -> io::Result<()> {
+    let Some(v) = v else {
+        return out.write_all(b"null");
+    };
+    out.write_all(b"\"")?;
+    for c in String::from_utf8_lossy(v).chars() {
+        match c {
+            '"' => out.write_all(b"\\\"")?,
+            '\\' => out.write_all(b"\\\\")?,
+            c if (c as u32) < 0x20 || c == '\u{7f}' => write!(out, "\\u{:04x}", c as u32)?,
+            c => write!(out, "{c}")?,
+        }
+    }
+    out.write_all(b"\"")
+}
+
 /// The line of [`write_line`](AccessLogEntry::write_line) without its newline (a target that
 /// is not UTF-8 shown lossily).
 impl fmt::Display for AccessLogEntry<'_> {
@@ -83,7 +226,12 @@ impl fmt::Display for AccessLogEntry<'_> {
 /// [`AccessLogWriter`] (so that stdout redirected to a file on a full disk is said on stderr,
 /// not ignored).
 pub fn stdout_logger() -> AccessLog {
-    let out = AccessLogWriter::new("stdout", io::stdout());
+    stdout_logger_as(AccessLogFormat::Hoop)
+}
+
+/// [`stdout_logger`] writing `format`.
+pub fn stdout_logger_as(format: AccessLogFormat) -> AccessLog {
+    let out = AccessLogWriter::new("stdout", io::stdout()).with_format(format);
     Arc::new(move |entry: &AccessLogEntry<'_>| out.log(entry))
 }
 
@@ -111,6 +259,7 @@ pub fn stdout_logger() -> AccessLog {
 /// ```
 pub struct AccessLogWriter {
     name: String,
+    format: AccessLogFormat,
     out: Mutex<LogOut>,
     written: AtomicU64,
     lost: AtomicU64,
@@ -155,6 +304,7 @@ impl AccessLogWriter {
     ) -> Arc<AccessLogWriter> {
         Arc::new(AccessLogWriter {
             name: name.into(),
+            format: AccessLogFormat::Hoop,
             out: Mutex::new(LogOut {
                 writer: Box::new(writer),
                 line: Vec::with_capacity(256),
@@ -165,6 +315,19 @@ impl AccessLogWriter {
             lost: AtomicU64::new(0),
             outages: AtomicU64::new(0),
         })
+    }
+
+    /// The same writer, writing `format` ([`AccessLogFormat::Hoop`] unless said): for a
+    /// writer just made, before its first line.
+    pub fn with_format(self: Arc<Self>, format: AccessLogFormat) -> Arc<AccessLogWriter> {
+        match Arc::try_unwrap(self) {
+            Ok(mut w) => {
+                w.format = format;
+                Arc::new(w)
+            }
+            // Shared already: a new writer would split its counts; keep it as it is.
+            Err(this) => this,
+        }
     }
 
     /// The hook for [`Builder::access_log`](crate::Builder::access_log).
@@ -183,7 +346,7 @@ impl AccessLogWriter {
             out.line.push(b'\n');
         }
         // Writing into a Vec cannot fail.
-        let _ = entry.write_line(&mut out.line);
+        let _ = entry.write_as(self.format, &mut out.line);
         let (landed, res) = write_counted(&mut *out.writer, &out.line);
         match res {
             Ok(()) => {
@@ -273,6 +436,8 @@ mod tests {
                 method: "GET",
                 target: b"/a%20b?x=\xff",
                 minor_version: 1,
+                referer: None,
+                user_agent: None,
             }),
             status: 200,
             body_bytes: 6,
@@ -295,5 +460,63 @@ mod tests {
             entry.to_string(),
             "[Thu, 01 Jan 1970 00:00:00 GMT] \"-\" 400"
         );
+    }
+
+    fn line(entry: &AccessLogEntry<'_>, format: AccessLogFormat) -> String {
+        let mut out = Vec::new();
+        entry.write_as(format, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn nginx_combined_and_json_lines() {
+        let entry = AccessLogEntry {
+            remote: Some("127.0.0.1:5000".parse().unwrap()),
+            request: Some(RequestLine {
+                method: "GET",
+                target: b"/a\"b\xff",
+                minor_version: 1,
+                referer: Some(b"http://x/"),
+                user_agent: Some(b"curl/8.0 \"q\""),
+            }),
+            status: 200,
+            body_bytes: 13,
+            time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_796_558_400),
+            date: "",
+        };
+        assert_eq!(
+            line(&entry, AccessLogFormat::Combined),
+            "127.0.0.1 - - [06/Dec/2026:12:00:00 +0000] \"GET /a\\x22b\\xFF HTTP/1.1\" 200 13 \
+             \"http://x/\" \"curl/8.0 \\x22q\\x22\"\n"
+        );
+        assert_eq!(
+            line(&entry, AccessLogFormat::Json),
+            "{\"time\":\"2026-12-06T12:00:00Z\",\"remote\":\"127.0.0.1:5000\",\"method\":\"GET\",\
+             \"target\":\"/a\\\"b\u{fffd}\",\"version\":\"HTTP/1.1\",\"status\":200,\"body_bytes\":13,\
+             \"referer\":\"http://x/\",\"user_agent\":\"curl/8.0 \\\"q\\\"\"}\n"
+        );
+        let bare = AccessLogEntry {
+            remote: None,
+            request: None,
+            status: 400,
+            body_bytes: 16,
+            ..entry
+        };
+        assert_eq!(
+            line(&bare, AccessLogFormat::Combined),
+            "- - - [06/Dec/2026:12:00:00 +0000] \"-\" 400 16 \"-\" \"-\"\n"
+        );
+        assert_eq!(
+            line(&bare, AccessLogFormat::Json),
+            "{\"time\":\"2026-12-06T12:00:00Z\",\"remote\":null,\"method\":null,\"target\":null,\
+             \"version\":null,\"status\":400,\"body_bytes\":16,\"referer\":null,\"user_agent\":null}\n"
+        );
+        // Every JSON line parses.
+        for e in [&entry, &bare] {
+            let text = line(e, AccessLogFormat::Json);
+            assert!(text.starts_with('{') && text.ends_with("}\n"));
+        }
+        assert_eq!("combined".parse(), Ok(AccessLogFormat::Combined));
+        assert!("apache".parse::<AccessLogFormat>().is_err());
     }
 }

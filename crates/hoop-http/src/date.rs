@@ -40,6 +40,24 @@ pub fn rfc3339(secs: i64) -> String {
     )
 }
 
+/// Seconds since the epoch as nginx's `$time_local` in UTC (`06/Dec/2026:12:00:00 +0000`),
+/// for the `combined` access-log format.
+pub fn common_log(secs: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = secs.max(0);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 /// Parses an IMF-fixdate; `None` for anything else (the header is then ignored).
 pub fn parse(s: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(s).ok()?;

@@ -192,7 +192,9 @@ pub(crate) mod status;
 pub(crate) mod stop;
 pub(crate) mod trim;
 
-pub use access_log::{AccessLog, AccessLogEntry, AccessLogWriter, RequestLine};
+pub use access_log::{
+    stdout_logger_as, AccessLog, AccessLogEntry, AccessLogFormat, AccessLogWriter, RequestLine,
+};
 pub use builder::Builder;
 pub use config::{AutoindexFormat, CacheControlRule, Config, ConfigError, ErrorPage};
 pub use server::{Bound, ServeStats, Server};

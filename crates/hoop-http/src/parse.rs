@@ -50,6 +50,10 @@ pub struct Request {
     pub if_range: Option<Vec<u8>>,
     /// Every `Accept-Encoding` field, parsed as one list.
     pub accept_encoding: Accepted,
+    /// `Referer`, as sent (for the access log).
+    pub referer: Option<Vec<u8>>,
+    /// `User-Agent`, as sent (for the access log).
+    pub user_agent: Option<Vec<u8>>,
 }
 
 /// What the bytes received so far hold.
@@ -142,6 +146,8 @@ pub fn parse(buf: &[u8]) -> Parsed {
         range: None,
         if_range: None,
         accept_encoding: Accepted::default(),
+        referer: None,
+        user_agent: None,
     };
     let mut content_length: Option<u64> = None;
     let mut hosts = 0;
@@ -190,6 +196,10 @@ pub fn parse(buf: &[u8]) -> Parsed {
             request.if_range.get_or_insert_with(|| value.to_vec());
         } else if name.eq_ignore_ascii_case("accept-encoding") {
             request.accept_encoding.add(value);
+        } else if name.eq_ignore_ascii_case("referer") {
+            request.referer.get_or_insert_with(|| value.to_vec());
+        } else if name.eq_ignore_ascii_case("user-agent") {
+            request.user_agent.get_or_insert_with(|| value.to_vec());
         }
     }
     // One Host, and on HTTP/1.1 at least one (RFC 9112, 3.2): a server that guessed would

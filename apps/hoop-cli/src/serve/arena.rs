@@ -64,6 +64,7 @@ pub fn run(args: ArenaArgs) -> io::Result<()> {
         .root
         .map_or_else(hoop_http::Builder::new, Server::builder);
     let router = hoop_arena::router(dataset);
+    let builder = args.common.logged(files.config(cfg))?;
     args.common
-        .serve("arena", files.config(cfg).fallback_service(router).build()?)
+        .serve("arena", builder.fallback_service(router).build()?)
 }

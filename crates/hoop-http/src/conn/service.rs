@@ -339,6 +339,8 @@ impl Conn<'_> {
             method,
             target: &req.target,
             minor_version: req.minor_version,
+            referer: req.referer.as_deref(),
+            user_agent: req.user_agent.as_deref(),
         };
         self.log_code(Some(line), status, body_bytes);
     }
