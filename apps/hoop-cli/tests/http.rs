@@ -230,6 +230,41 @@ fn bad_root_or_flag_exits_one_with_one_line() {
 }
 
 /// `--access-log`: one line per request on stdout, after the `listening on` line.
+/// `hoop serve http --access-log EXTRA --root ROOT` with its stdout lines on a channel, and the
+/// address of its `listening on` line.
+fn logging_server(
+    root: &Path,
+    extra: &[&str],
+) -> (std::process::Child, mpsc::Receiver<String>, SocketAddr) {
+    let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
+        .args(["serve", "http", "--addr", "127.0.0.1:0", "--access-log"])
+        .args(extra)
+        .arg("--root")
+        .arg(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(START_TIMEOUT).unwrap();
+    let addr: SocketAddr = first
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (child, rx, addr)
+}
+
 /// `--access-log-file` with `--access-log-format combined`: nginx's fields in the file (the
 /// client's address, the request, status, bytes, referer, user agent); `json` on stdout: one
 /// object per line with the same fields; a file that cannot be opened: exit 1, one line.
@@ -262,31 +297,7 @@ fn access_log_to_a_file_in_nginx_combined_and_json() {
         "{line}"
     );
 
-    let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
-        .args(["serve", "http", "--addr", "127.0.0.1:0", "--access-log"])
-        .args(["--access-log-format=json", "--root"])
-        .arg(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let first = rx.recv_timeout(START_TIMEOUT).unwrap();
-    let addr: SocketAddr = first
-        .strip_prefix("listening on ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (mut child, rx, addr) = logging_server(&root, &["--access-log-format=json"]);
     assert_eq!(ask_fresh(addr, asked).status, 200);
     let line = rx
         .recv_timeout(Duration::from_secs(10))
@@ -334,37 +345,7 @@ fn access_log_to_a_file_in_nginx_combined_and_json() {
 #[test]
 fn access_log_lines_follow_the_listening_line() {
     let (_base, root) = make_root("log");
-    let mut child = common::command(env!("CARGO_BIN_EXE_hoop"))
-        .args([
-            "serve",
-            "http",
-            "--addr",
-            "127.0.0.1:0",
-            "--access-log",
-            "--root",
-        ])
-        .arg(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let first = rx.recv_timeout(START_TIMEOUT).unwrap();
-    let addr: SocketAddr = first
-        .strip_prefix("listening on ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (mut child, rx, addr) = logging_server(&root, &[]);
     // A request a reset ended may or may not have been logged: each is asked (on a fresh
     // connection) until it is answered, and its line is the last one for it.
     assert_eq!(
