@@ -66,6 +66,17 @@ pub struct Config {
     /// compressible types (`mime::compressible`); those answer with
     /// `Vary: Accept-Encoding` whenever this is on.
     pub precompressed: bool,
+    /// Compress on the fly (`--compress`; off by default, as nginx's `gzip`): a compressible
+    /// file with no precompressed variant the client takes is sent in the coding it prefers
+    /// (gzip, br or zstd), compressed once per file and coding and kept in a bounded cache
+    /// (`crate::compress`). Its responses carry `Vary: Accept-Encoding`.
+    pub compress: bool,
+    /// Smallest file compressed on the fly (smaller ones gain less than the header costs).
+    pub compress_min_bytes: u64,
+    /// Largest file compressed on the fly (a bigger one is sent as it is).
+    pub compress_max_bytes: u64,
+    /// Bytes of bodies compressed on the fly kept, over every thread.
+    pub compress_cache_bytes: u64,
     /// A directory target (`/docs/`) without its index file gets a listing of the directory
     /// instead of 403 (`--autoindex`).
     pub autoindex: bool,
@@ -151,6 +162,10 @@ impl Default for Config {
             threads: 1,
             index: "index.html".to_string(),
             precompressed: true,
+            compress: false,
+            compress_min_bytes: 256,
+            compress_max_bytes: 8 << 20,
+            compress_cache_bytes: 16 << 20,
             autoindex: false,
             backlog: hoop::net::DEFAULT_BACKLOG,
             cache_control: Vec::new(),

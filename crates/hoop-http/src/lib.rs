@@ -171,6 +171,7 @@ pub(crate) mod autoindex;
 mod builder;
 pub(crate) mod cache;
 pub mod cache_control;
+pub(crate) mod compress;
 pub mod config;
 mod config_error;
 pub(crate) mod conn;

@@ -191,6 +191,9 @@ impl Server {
             cache: RefCell::new(Cache::new(
                 self.cfg.cache_bytes / self.cfg.threads.max(1) as u64,
             )),
+            compressed: RefCell::new(Cache::new(
+                self.cfg.compress_cache_bytes / self.cfg.threads.max(1) as u64,
+            )),
             deadlines: Rc::new(Deadlines::default()),
             date: RefCell::new(DateCache::default()),
             busy: Cell::new(0),

@@ -184,6 +184,13 @@ pub struct HttpArgs {
     /// --no-precompressed, the last one given wins).
     #[arg(long, overrides_with = "no_precompressed")]
     pub precompressed: bool,
+    /// Compress on the fly: a compressible file (text, CSS, JS, JSON, SVG...) of 256 bytes
+    /// to 8 MiB with no precompressed variant the client takes is sent in the coding it
+    /// prefers (gzip, br or zstd, by Accept-Encoding's weights), compressed once per file and
+    /// coding on the blocking pool and kept in a cache of 16 MiB. Off by default, as nginx's
+    /// gzip: it spends CPU a precompressed site does not need.
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value_t = false, value_name = "BOOL")]
+    pub compress: bool,
     /// List a directory (`GET /docs/`) that has no index file (see --index) instead of
     /// answering 403, as nginx's autoindex: names sorted, directories with a trailing `/`,
     /// dotfiles left out, at most 10000 entries. Off by default: a listing shows what a
@@ -270,6 +277,7 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
     let cfg = Config {
         index: args.index.clone(),
         precompressed: !args.no_precompressed,
+        compress: args.compress,
         autoindex: args.autoindex,
         cache_control: args.cache_control.clone(),
         security_headers: args.security_headers,

@@ -9,8 +9,9 @@ use super::body::read_whole;
 use super::head::Rep;
 use super::parts::Source;
 use super::Conn;
-use crate::cache::{variant_key, Cache, FdEntry};
+use crate::cache::{variant_key, Cache, Entry, FdEntry};
 use crate::config::AutoindexFormat;
+use crate::encoding::Coding;
 use crate::lookup::{find, Found};
 use crate::parse::Request;
 use crate::resolve::{decode, open_error_status};
@@ -32,12 +33,15 @@ impl Conn<'_> {
         let sh = self.sh;
         let content_type = crate::mime::content_type(&rel);
         self.choose_cache_control(&rel, false, content_type);
-        // Whether a precompressed variant may answer for this file (and so `Vary`).
-        let negotiable = sh.cfg.precompressed && crate::mime::compressible(content_type);
+        // Whether a precompressed variant may answer for this file, or a body compressed on
+        // the fly (and so `Vary`).
+        let compressible = crate::mime::compressible(content_type);
+        let negotiable = sh.cfg.precompressed && compressible;
+        let on_the_fly = sh.cfg.compress && compressible;
         let mut rep = Rep {
             content_type,
             coding: None,
-            vary: negotiable,
+            vary: negotiable || on_the_fly,
         };
 
         // Without a root, the service answers everything.
@@ -98,6 +102,28 @@ impl Conn<'_> {
                     }
                     Err(Status::NotFound) => sh.missing.borrow_mut().note(key),
                     _ => {}
+                }
+            }
+        }
+
+        // No variant: a body compressed on the fly, in the coding the client prefers.
+        if on_the_fly && rep.coding.is_none() {
+            let meta = found.meta();
+            let sized =
+                (sh.cfg.compress_min_bytes..=sh.cfg.compress_max_bytes).contains(&meta.size);
+            if let (true, true, Some(coding)) = (
+                meta.is_file(),
+                sized,
+                req.accept_encoding.preferred().next(),
+            ) {
+                if let Some(entry) = self.compressed(&rel, coding, &found).await {
+                    let rep = Rep {
+                        coding: Some(coding),
+                        ..rep
+                    };
+                    return Ok(self
+                        .send_cached(req, &entry, rep, date, keep, head_only)
+                        .await);
                 }
             }
         }
@@ -189,6 +215,48 @@ impl Conn<'_> {
             Ok(Some(status))
         } else {
             Ok(None)
+        }
+    }
+
+    /// `found`'s body in `coding` (`crate::compress`): from the thread's cache, or read,
+    /// compressed on the blocking pool and kept. `None` when it cannot be had (a read failed,
+    /// the file changed size while read) or is not smaller than the file (remembered for a
+    /// second, as a missing variant is): the file is then sent as it is.
+    async fn compressed(&self, rel: &[u8], coding: Coding, found: &Found) -> Option<Entry> {
+        let sh = self.sh;
+        let meta = found.meta();
+        let key = crate::compress::key(rel, coding, &meta);
+        if let Some(entry) = sh.compressed.borrow_mut().get(&key) {
+            return Some(entry.clone());
+        }
+        if sh.missing.borrow().is_missing(&key) {
+            return None;
+        }
+        let data = match found {
+            Found::Cached(e) => e.body.to_vec(),
+            Found::Fd(e) => read_whole(&e.file, meta.size).await?,
+            Found::Opened(file, _) => read_whole(file, meta.size).await?,
+        };
+        if data.len() as u64 != meta.size {
+            return None;
+        }
+        let encoded = hoop::spawn_blocking(move || crate::compress::encode(coding, &data)).await;
+        match encoded {
+            Ok(Ok(body)) if (body.len() as u64) < meta.size => {
+                let encoded_meta = FileMeta {
+                    size: body.len() as u64,
+                    ..meta
+                };
+                let entry =
+                    sh.compressed
+                        .borrow_mut()
+                        .insert(key, encoded_meta, body.into(), Some(coding));
+                Some(entry)
+            }
+            _ => {
+                sh.missing.borrow_mut().note(key);
+                None
+            }
         }
     }
 

@@ -50,6 +50,9 @@ pub struct Shared {
     pub root: Option<Arc<Root>>,
     /// This thread's file cache.
     pub cache: RefCell<Cache>,
+    /// This thread's bodies compressed on the fly (`crate::compress`), keyed by path, coding
+    /// and file identity.
+    pub compressed: RefCell<Cache>,
     /// This thread's connection deadlines.
     pub deadlines: Rc<Deadlines>,
     /// The formatted `Date`.
