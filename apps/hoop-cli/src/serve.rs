@@ -15,7 +15,6 @@ pub mod fanout;
 pub mod http;
 pub(crate) mod hyper_server;
 pub(crate) mod hyper_sockets;
-pub(crate) mod signal;
 pub(crate) mod threads;
 
 /// Arguments of `hoop serve`.

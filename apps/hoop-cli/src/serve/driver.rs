@@ -3,7 +3,7 @@
 use hoop::DriverKind;
 
 /// Most runtime threads `--threads` accepts.
-pub(crate) const MAX_THREADS: usize = 1024;
+pub(crate) use hoop_flags::values::MAX_THREADS;
 
 /// The driver hoop's runtimes run on (`--driver`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -12,11 +12,11 @@ use hoop::net::{TcpListener, TcpStream};
 
 use super::baseline;
 use super::driver::{DriverArg, MAX_THREADS};
-use super::signal::Signals;
 use super::threads::{
     announce, raise_nofile_limit, run_threads, settle_driver, until_stopped, with_context,
     AcceptPacing,
 };
+use hoop_flags::signal::Signals;
 
 /// Per-connection buffer: one read returns at most this many bytes.
 const BUF_SIZE: usize = 64 * 1024;

@@ -17,8 +17,8 @@ use tokio::sync::broadcast;
 
 use super::driver::DriverArg;
 use super::echo::run_baseline;
-use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, until_stopped, AcceptPacing};
+use hoop_flags::signal::Signals;
 
 /// Longest line the server takes; a longer one closes its connection.
 pub(crate) const MAX_LINE: usize = 1024 * 1024;

@@ -13,8 +13,11 @@ use hoop_http::{
 };
 
 use super::driver::{DriverArg, MAX_THREADS};
-use super::signal::Signals;
 use super::threads::{raise_nofile_limit, run_threads, settle_driver, Serve};
+use hoop_flags::signal::Signals;
+pub(crate) use hoop_flags::values::{
+    parse_bytes, parse_max_conns, parse_root, parse_threads, parse_timeout_ms,
+};
 
 /// The flags `hoop serve http` and `hoop serve arena` share: where and how the server runs.
 #[derive(Debug, clap::Args)]
@@ -254,20 +257,6 @@ pub enum HttpServerKind {
     HyperHoop,
 }
 
-/// `64M`, `4096`, `1G`, `512k`: bytes (binary multiples).
-pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("not a byte count: {s:?} (examples: 0, 4096, 512k, 64M)"))
-}
-
 pub(crate) fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -338,42 +327,6 @@ fn parse_index(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// `--threads N`: 1 to [`MAX_THREADS`]. Checked here, by the flag's parser, so that a config
-/// file's bad value is refused with its line (as every check below).
-pub(crate) fn parse_threads(s: &str) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if n == 0 || n > MAX_THREADS {
-        return Err(format!("must be between 1 and {MAX_THREADS}"));
-    }
-    Ok(n)
-}
-
-/// `--max-conns N`: at least 1.
-fn parse_max_conns(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>().map_err(|e| format!("{e}"))? {
-        0 => Err("must be at least 1".into()),
-        n => Ok(n),
-    }
-}
-
-/// `--header-timeout-ms`, `--idle-timeout-ms`: at least 1 (0 would close every connection).
-fn parse_timeout_ms(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>().map_err(|e| format!("{e}"))? {
-        0 => Err("must be at least 1 ms".into()),
-        n => Ok(n),
-    }
-}
-
-/// `--root DIR`: a directory that exists now (the server opens it at start; saying so here
-/// names the config file's line).
-pub(crate) fn parse_root(s: &str) -> Result<PathBuf, String> {
-    match std::fs::metadata(s) {
-        Ok(m) if m.is_dir() => Ok(PathBuf::from(s)),
-        Ok(_) => Err("not a directory".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// `--content-security-policy VALUE`: visible ASCII and spaces
 /// ([`hoop_http::config::check_content_security_policy`]).
 fn parse_csp(s: &str) -> Result<String, String> {
@@ -421,18 +374,6 @@ fn flag_words(e: ConfigError) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts() {
-        assert_eq!(parse_bytes("0"), Ok(0));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
-        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
-        assert!(parse_bytes("12x").is_err());
-        assert!(parse_bytes("").is_err());
-    }
-
     /// Every flag of `hoop serve http`, present and future, is a key of its config file: a
     /// file setting each one the sample can derive a value for passes the checks, and the
     /// merged command line parses with each flag given.

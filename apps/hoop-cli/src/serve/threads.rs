@@ -15,7 +15,7 @@ use hoop::DriverKind;
 pub(crate) use hoop::net::AcceptPacing;
 
 use super::driver::DriverArg;
-use super::signal::{Signals, Stop};
+use hoop_flags::signal::{Signals, Stop};
 
 /// Settles which driver every runtime thread runs: `--driver`, else `HOOP_DRIVER`, else auto.
 /// Sets up one runtime here, on the main thread, so that `auto` tries io_uring (and says why it
