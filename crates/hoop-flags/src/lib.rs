@@ -7,4 +7,5 @@
 pub mod backlog;
 pub mod config_file;
 pub mod signal;
+pub mod tls;
 pub mod values;

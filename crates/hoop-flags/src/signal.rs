@@ -24,7 +24,12 @@ pub struct Signals {
     // Mutexes keep `Signals` `Send + Sync` (as it was); only `wait` locks them.
     int: Mutex<Signal>,
     term: Mutex<Signal>,
+    /// SIGHUP's listener and what it does (`on_hangup`), if asked for.
+    hup: Option<Mutex<(Signal, Reload)>>,
 }
+
+/// What SIGHUP runs.
+type Reload = Box<dyn FnMut() + Send>;
 
 impl Signals {
     /// Listens for SIGINT and SIGTERM, blocking them in the calling thread. Call this before
@@ -38,7 +43,18 @@ impl Signals {
         Ok(Signals {
             int: Mutex::new(int),
             term: Mutex::new(term),
+            hup: None,
         })
+    }
+
+    /// Also listens for SIGHUP (blocked like the others: call it before spawning threads)
+    /// and runs `reload` on the thread of [`wait`](Signals::wait) at each one, as nginx
+    /// reloads on SIGHUP. Without it SIGHUP keeps its default action.
+    pub fn on_hangup(mut self, reload: impl FnMut() + Send + 'static) -> io::Result<Signals> {
+        let hup = signal(SignalKind::hangup())
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for SIGHUP: {e}")))?;
+        self.hup = Some(Mutex::new((hup, Box::new(reload))));
+        Ok(self)
     }
 
     /// Waits for SIGINT or SIGTERM and returns its number, or returns `None` as soon as
@@ -49,14 +65,29 @@ impl Signals {
             .build()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot wait for signals: {e}")))?;
         let (mut int, mut term) = (lock(&self.int), lock(&self.term));
+        let mut hup = self
+            .hup
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
         rt.block_on(async {
             loop {
                 if stopped() {
                     return Ok(None);
                 }
+                let hangup = async {
+                    match hup.as_deref_mut() {
+                        Some((signal, _)) => signal.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 hoop::select! {
                     _ = int.recv() => return Ok(Some(libc::SIGINT)),
                     _ = term.recv() => return Ok(Some(libc::SIGTERM)),
+                    _ = hangup => {
+                        if let Some((_, reload)) = hup.as_deref_mut() {
+                            reload();
+                        }
+                    }
                     _ = hoop::time::sleep(POLL_INTERVAL) => {}
                 }
             }

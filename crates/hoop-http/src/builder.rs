@@ -292,6 +292,24 @@ impl Builder {
         self
     }
 
+    /// [`Config::tls`]: serve HTTPS with this certificate chain and private key (PEM files),
+    /// HTTP/2 offered by ALPN unless [`http2`](Builder::http2) is off. `build` loads them: a
+    /// missing file, a file with no PEM item or a key that is not the certificate's is an
+    /// `InvalidInput` error carrying a [`TlsError`](crate::TlsError).
+    pub fn tls(mut self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Builder {
+        self.cfg.tls = Some(crate::TlsFiles {
+            cert: cert.as_ref().to_path_buf(),
+            key: key.as_ref().to_path_buf(),
+        });
+        self
+    }
+
+    /// [`Config::http2`]: offer HTTP/2 over HTTPS (on by default).
+    pub fn http2(mut self, on: bool) -> Builder {
+        self.cfg.http2 = on;
+        self
+    }
+
     /// [`Config::max_ranges`]: most parts of a range request (0: ranges off, 1: single ranges
     /// only; a set of more is answered with the whole file).
     pub fn max_ranges(mut self, n: usize) -> Builder {

@@ -114,6 +114,13 @@ pub struct Config {
     /// that grows past it ends with an error the service sees (and the connection closes).
     /// Requests with a body only reach the service: without one they are answered 413.
     pub max_body_bytes: u64,
+    /// HTTPS: the certificate chain and key, PEM (`--tls-cert`, `--tls-key`); `None`: plain
+    /// HTTP. Loaded when the server is made (a bad or mismatched pair is an error then) and
+    /// again by a [`TlsReloader`](crate::TlsReloader).
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Over HTTPS, offer HTTP/2 by ALPN (`--http2`, on by default); off, clients speak
+    /// HTTP/1.1 over TLS.
+    pub http2: bool,
 }
 
 /// The format of a directory listing ([`Config::autoindex_format`]).
@@ -175,6 +182,8 @@ impl Default for Config {
             autoindex_format: AutoindexFormat::Html,
             max_ranges: 32,
             max_body_bytes: 64 << 20,
+            tls: None,
+            http2: true,
         }
     }
 }

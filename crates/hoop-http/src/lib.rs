@@ -180,6 +180,7 @@ pub(crate) mod deadline;
 pub(crate) mod encoding;
 pub mod error_page;
 pub(crate) mod extras;
+pub(crate) mod http2;
 pub(crate) mod lookup;
 pub(crate) mod mime;
 pub(crate) mod parse;
@@ -191,6 +192,7 @@ pub mod service;
 pub(crate) mod splice;
 pub(crate) mod status;
 pub(crate) mod stop;
+pub mod tls;
 pub(crate) mod trim;
 
 pub use access_log::{
@@ -200,3 +202,4 @@ pub use builder::Builder;
 pub use config::{AutoindexFormat, CacheControlRule, Config, ConfigError, ErrorPage};
 pub use server::{Bound, ServeStats, Server};
 pub use service::{Body, BodyError, BoxError};
+pub use tls::{ktls_available, TlsError, TlsFiles, TlsReloader};

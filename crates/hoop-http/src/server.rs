@@ -71,6 +71,7 @@ pub struct Server {
     log: Option<AccessLog>,
     stop: StopOn,
     extras: Arc<crate::extras::Extras>,
+    tls: Option<Arc<crate::tls::Certs>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -99,6 +100,9 @@ pub struct ServeStats {
     /// Connections still answering a request when [`Config::shutdown_grace`] ran out (closed
     /// with their response unfinished).
     pub cut_off: u64,
+    /// TLS handshakes that failed (garbage instead of a ClientHello, no protocol or suite in
+    /// common, a client that stalled past the header deadline).
+    pub tls_failed: u64,
 }
 
 impl std::ops::AddAssign for ServeStats {
@@ -107,6 +111,7 @@ impl std::ops::AddAssign for ServeStats {
         self.refused += o.refused;
         self.requests += o.requests;
         self.cut_off += o.cut_off;
+        self.tls_failed += o.tls_failed;
     }
 }
 
@@ -146,6 +151,7 @@ impl Server {
             }
         };
         let extras = Arc::new(crate::extras::Extras::load(&cfg, root.as_ref()));
+        let tls = crate::tls::load(cfg.tls.as_ref(), cfg.http2)?;
         Ok(Server {
             root: root.map(Arc::new),
             service,
@@ -155,7 +161,14 @@ impl Server {
             log,
             stop,
             extras,
+            tls,
         })
+    }
+
+    /// With HTTPS, a handle that reloads the certificate and key from their files (as
+    /// `hoop serve http` does on SIGHUP); `None` for plain HTTP.
+    pub fn tls_reloader(&self) -> Option<crate::TlsReloader> {
+        self.tls.clone().map(crate::TlsReloader)
     }
 
     /// The configuration.
@@ -213,6 +226,8 @@ impl Server {
             scratch: RefCell::new(vec![0; conn::READ_BYTES]),
             extras: self.extras.clone(),
             service: self.service.as_ref().map(|m| RefCell::new(m.make())),
+            tls: self.tls.clone(),
+            tls_failed: Cell::new(0),
         });
         // io_uring needs IORING_OP_SPLICE (5.7); the epoll driver runs splice(2).
         let splice = hoop::driver::Driver::current().is_some_and(|d| {
@@ -290,6 +305,7 @@ impl Server {
             refused: counts.refused.get(),
             requests: sh.requests.get(),
             cut_off: sh.busy.get() as u64,
+            tls_failed: sh.tls_failed.get(),
         }
     }
 
@@ -415,8 +431,10 @@ async fn accept_loop(
     // Direct descriptors cannot be set one by one: connections inherit it from the listener.
     let _ = listener.set_nodelay(true);
     // sendfile(2) needs an fd: connections are plain sockets when it is on.
-    let plain = sh.cfg.sendfile_min_bytes != u64::MAX
-        && std::env::var_os("HOOP_HTTP_ACCEPT_DIRECT").is_none();
+    // TLS runs over the socket's poll traits, which need a plain socket too.
+    let plain = sh.tls.is_some()
+        || (sh.cfg.sendfile_min_bytes != u64::MAX
+            && std::env::var_os("HOOP_HTTP_ACCEPT_DIRECT").is_none());
     let mut incoming = Incoming::new(&listener, plain);
     loop {
         match incoming.next().await {
@@ -431,11 +449,16 @@ async fn accept_loop(
                 }
                 // No TCP_NODELAY per connection: Linux copies it from the listener.
                 counts.accepted.set(counts.accepted.get() + 1);
-                drop(hoop::spawn(conn::run::serve(
-                    stream,
-                    ring.clone(),
-                    sh.clone(),
-                )));
+                match stream {
+                    Accepted::Plain(tcp) if sh.tls.is_some() => {
+                        drop(hoop::spawn(crate::tls::serve(tcp, sh.clone())));
+                    }
+                    stream => drop(hoop::spawn(conn::run::serve(
+                        stream.into(),
+                        ring.clone(),
+                        sh.clone(),
+                    ))),
+                }
             }
             Some(Err(e)) => pacing.failed(e).await,
             // The stream ended for good (it is re-armed otherwise): start a new one.
@@ -462,10 +485,25 @@ impl<'a> Incoming<'a> {
         }
     }
 
-    async fn next(&mut self) -> Option<io::Result<DirectTcpStream>> {
+    async fn next(&mut self) -> Option<io::Result<Accepted>> {
         match self {
-            Incoming::Direct(i) => i.next().await,
-            Incoming::Plain(i) => Some(i.next().await?.map(DirectTcpStream::from)),
+            Incoming::Direct(i) => Some(i.next().await?.map(Accepted::Direct)),
+            Incoming::Plain(i) => Some(i.next().await?.map(Accepted::Plain)),
+        }
+    }
+}
+
+/// An accepted connection: a direct descriptor or a plain socket.
+enum Accepted {
+    Direct(DirectTcpStream),
+    Plain(hoop::net::TcpStream),
+}
+
+impl From<Accepted> for DirectTcpStream {
+    fn from(a: Accepted) -> DirectTcpStream {
+        match a {
+            Accepted::Direct(s) => s,
+            Accepted::Plain(s) => DirectTcpStream::from(s),
         }
     }
 }

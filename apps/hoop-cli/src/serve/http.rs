@@ -115,7 +115,16 @@ impl ServerFlags {
     /// until SIGINT or SIGTERM.
     pub(crate) fn serve(&self, name: &'static str, server: Server) -> io::Result<()> {
         // Before any thread exists, so that every thread inherits the mask.
-        let signals = Signals::block()?;
+        let signals = match server.tls_reloader() {
+            Some(tls) => Signals::block()?.on_hangup(move || match tls.reload() {
+                Ok(()) => eprintln!(
+                    "hoop-http: SIGHUP: new connections use {}",
+                    tls.files().cert.display()
+                ),
+                Err(e) => eprintln!("hoop-http: SIGHUP: kept the certificate in use: {e}"),
+            })?,
+            None => Signals::block()?,
+        };
         raise_nofile_limit();
         let kind = settle_driver(name, self.driver)?;
         let cut_off = Arc::new(AtomicU64::new(0));
@@ -169,6 +178,8 @@ pub struct HttpArgs {
     pub root: PathBuf,
     #[command(flatten)]
     pub common: ServerFlags,
+    #[command(flatten)]
+    pub tls: hoop_flags::tls::TlsFlags,
     /// The file served for a directory (`GET /` or `/docs/`), as nginx's `index`: one file
     /// name, no `/`, not starting with `.`.
     #[arg(long, default_value = "index.html", value_parser = parse_index, value_name = "NAME")]
@@ -274,6 +285,8 @@ pub fn run(args: HttpArgs) -> io::Result<()> {
         error_pages: args.error_page.clone(),
         autoindex_format: args.autoindex_format,
         max_ranges: args.max_ranges,
+        tls: (args.tls.files()).map(|(cert, key)| hoop_http::TlsFiles { cert, key }),
+        http2: args.tls.http2,
         ..args.common.config()?
     };
     // The library's checks, in the words of the flags.

@@ -9,8 +9,8 @@ use std::pin::{pin, Pin};
 use std::task::Poll;
 use std::time::Instant;
 
+use super::transport::Transport;
 use bytes::Bytes;
-use hoop::net::DirectTcpStream;
 
 use super::run::Reader;
 use crate::deadline::Timer;
@@ -94,7 +94,7 @@ pub(super) async fn feed(
     feeder: Option<Feeder>,
     input: &mut Vec<u8>,
     reader: &mut Reader<'_>,
-    (stream, timer, idle): (&DirectTcpStream, &Timer, std::time::Duration),
+    (stream, timer, idle): (&Transport, &Timer, std::time::Duration),
     (max_body_bytes, answered): (u64, &Cell<bool>),
 ) -> Fed {
     let Some(mut f) = feeder else {

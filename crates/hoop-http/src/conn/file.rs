@@ -147,7 +147,10 @@ impl Conn<'_> {
         };
         let sendfile =
             meta.size >= sh.cfg.sendfile_min_bytes && self.stream.as_tcp_stream().is_some();
-        let splice = !sendfile && sh.pipes.is_some() && meta.size >= sh.cfg.splice_min_bytes;
+        let splice = !sendfile
+            && sh.pipes.is_some()
+            && self.stream.as_direct().is_some()
+            && meta.size >= sh.cfg.splice_min_bytes;
         if sendfile {
             let entry = FdEntry::new(file, meta, rep.coding);
             sh.cache.borrow_mut().insert_fd(key, entry.clone());
@@ -194,21 +197,14 @@ impl Conn<'_> {
             };
             return Ok(self.send_parts(source, &parts).await.then_some(status));
         }
-        if let (true, Some(pipes)) = (splice, &sh.pipes) {
+        if let (true, Some(pipes), Some(direct)) = (splice, &sh.pipes, self.stream.as_direct()) {
             if !self.flush().await {
                 return Ok(None);
             }
             let idle = sh.cfg.idle_timeout;
-            let sent = crate::splice::send_file(
-                pipes,
-                self.stream,
-                &file,
-                range.0,
-                range.1,
-                self.timer,
-                idle,
-            )
-            .await;
+            let sent =
+                crate::splice::send_file(pipes, direct, &file, range.0, range.1, self.timer, idle)
+                    .await;
             return Ok(sent.then_some(status));
         }
         if self.stream_file(&file, range, 0).await {

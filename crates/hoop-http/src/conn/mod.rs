@@ -21,8 +21,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use hoop::net::DirectTcpStream;
-
 use crate::access_log::Hook;
 use crate::cache::{Cache, Missing};
 use crate::config::Config;
@@ -40,6 +38,9 @@ mod page;
 mod parts;
 pub(crate) mod run;
 mod service;
+pub(crate) mod transport;
+
+use transport::Transport;
 
 /// What the connections of one server thread share.
 #[derive(Debug)]
@@ -89,12 +90,16 @@ pub struct Shared {
     /// What the configuration adds to responses (`Cache-Control`, security headers, error
     /// pages), shared by every thread.
     pub extras: Arc<crate::extras::Extras>,
+    /// The certificate and key handshakes use, with HTTPS.
+    pub tls: Option<Arc<crate::tls::Certs>>,
+    /// TLS handshakes that failed on this thread (garbage, no shared suite, a deadline).
+    pub tls_failed: Cell<u64>,
     /// This thread's clone of the service behind the files, if any.
     pub service: Option<RefCell<Box<dyn crate::service::Fallback>>>,
 }
 
 /// Counts the connection as open until dropped.
-struct OpenGuard(Arc<AtomicUsize>);
+pub(crate) struct OpenGuard(pub(crate) Arc<AtomicUsize>);
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
@@ -103,13 +108,18 @@ impl Drop for OpenGuard {
 }
 
 /// Counts the connection in a per-thread tally (busy, reading through the ring) until dropped.
-struct CountGuard<'a>(&'a Cell<usize>);
+pub(crate) struct CountGuard<'a>(&'a Cell<usize>);
 
 impl<'a> CountGuard<'a> {
     fn new(c: &'a Cell<usize>) -> Self {
         c.set(c.get() + 1);
         CountGuard(c)
     }
+}
+
+/// Counts in `c` until the guard is dropped.
+pub(crate) fn count(c: &Cell<usize>) -> CountGuard<'_> {
+    CountGuard::new(c)
 }
 
 impl Drop for CountGuard<'_> {
@@ -123,7 +133,7 @@ impl Drop for CountGuard<'_> {
 /// cut answer, so that an operator knows which download a stop cut.
 struct CutGuard<'a> {
     sh: &'a Shared,
-    stream: &'a DirectTcpStream,
+    stream: &'a Transport,
     request: Option<(crate::parse::Method, &'a [u8])>,
     armed: bool,
 }
@@ -131,7 +141,7 @@ struct CutGuard<'a> {
 impl<'a> CutGuard<'a> {
     fn new(
         sh: &'a Shared,
-        stream: &'a DirectTcpStream,
+        stream: &'a Transport,
         request: Option<(crate::parse::Method, &'a [u8])>,
     ) -> CutGuard<'a> {
         CutGuard {
@@ -181,7 +191,7 @@ pub(crate) const READ_BYTES: usize = 16 * 1024;
 /// One connection's state while it is served.
 struct Conn<'a> {
     sh: &'a Shared,
-    stream: &'a DirectTcpStream,
+    stream: &'a Transport,
     timer: &'a Timer,
     /// Responses not sent yet.
     out: Vec<u8>,

@@ -79,12 +79,15 @@ impl Conn<'_> {
                 }
                 Source::Sendfile(file) => self.sendfile_body(file, p.start, p.len).await,
                 Source::Splice(file, pipes) => {
+                    let Some(direct) = self.stream.as_direct() else {
+                        return false;
+                    };
                     if !self.flush().await {
                         return false;
                     }
                     crate::splice::send_file(
                         pipes,
-                        self.stream,
+                        direct,
                         file,
                         p.start,
                         p.len,

@@ -10,6 +10,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use hoop::net::{DirectRecvStream, DirectTcpStream};
+
+use super::transport::Transport;
 use hoop::BufRing;
 
 use super::service::Outcome;
@@ -22,7 +24,7 @@ use crate::status::Status;
 /// path), or single reads into a buffer of the connection's own.
 pub(super) enum Reader<'a> {
     Ring(DirectRecvStream<'a>),
-    Plain(&'a DirectTcpStream, Vec<u8>),
+    Plain(&'a Transport, Vec<u8>),
     /// Wait for readability (no buffer held), then `recv(2)` into the thread's scratch,
     /// through the thread's driver.
     Ready(i32, &'a RefCell<Vec<u8>>, hoop::driver::Driver),
@@ -116,6 +118,12 @@ impl Reader<'_> {
 /// Serves one accepted connection until it closes. `ring`: the thread's buffer ring, if any.
 pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared>) {
     let _open = OpenGuard(sh.open_conns.clone());
+    serve_transport(Transport::Tcp(stream), ring, sh).await;
+}
+
+/// Serves requests over `stream` until it closes (a connection's socket or TLS stream, or
+/// one HTTP/2 stream). `ring`: the thread's buffer ring, for a socket.
+pub(crate) async fn serve_transport(stream: Transport, ring: Option<BufRing>, sh: Rc<Shared>) {
     let timer = sh.deadlines.register();
     let mut conn = Conn {
         sh: &sh,
@@ -131,10 +139,16 @@ pub async fn serve(stream: DirectTcpStream, ring: Option<BufRing>, sh: Rc<Shared
     // buffers) holds a buffer per waiting read: past half its buffers, a connection waits for
     // readability with no buffer and reads into the thread's scratch instead (nginx's way with
     // idle keep-alive connections), so thousands of idle connections never drain the ring.
-    let ring = ring.filter(|r| r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max);
+    let ring = ring.filter(|r| {
+        stream.as_direct().is_some()
+            && (r.is_kernel() || sh.ring_readers.get() < sh.ring_readers_max)
+    });
     let _ring_reader = ring.as_ref().map(|_| CountGuard::new(&sh.ring_readers));
     let mut reader = match (&ring, stream.as_tcp_stream()) {
-        (Some(r), _) => Reader::Ring(stream.recv_stream(r)),
+        (Some(r), _) => match stream.recv_stream(r) {
+            Some(rx) => Reader::Ring(rx),
+            None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
+        },
         (None, Some(tcp)) => match hoop::driver::Driver::current() {
             Some(d) => {
                 use std::os::fd::AsRawFd;

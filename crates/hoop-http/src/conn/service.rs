@@ -226,7 +226,9 @@ impl Conn<'_> {
             .get_all(header::CONNECTION)
             .iter()
             .any(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-        let chunked = !bodiless && length.is_none() && !http10;
+        // An HTTP/2 stream frames the body itself: one of unknown length ends with the stream.
+        let framed = self.stream.frames_bodies();
+        let chunked = !bodiless && length.is_none() && !http10 && !framed;
         let keep = keep && !closes && (bodiless || length.is_some() || chunked);
 
         let out = &mut self.out;

@@ -62,6 +62,13 @@ impl TestServer {
         Some(TestServer { addr, token, done })
     }
 
+    /// `server` as it is (built by the test), on `kind`.
+    pub fn from_server(kind: DriverKind, server: Server) -> Option<TestServer> {
+        let token = CancellationToken::new();
+        let (addr, done) = spawn_server_for(kind, server, token.clone(), None, 0)?;
+        Some(TestServer { addr, token, done })
+    }
+
     /// Fails unless the server is still serving (it has not returned, nor panicked).
     pub fn assert_running(&self) {
         match self.done.try_recv() {
