@@ -48,10 +48,23 @@ pub struct RequestLine<'a> {
     pub target: &'a [u8],
     /// The HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
+    /// The request came on an HTTP/2 stream (logged as `HTTP/2.0`, as nginx does).
+    pub http2: bool,
     /// `Referer`, as sent (the first, when several).
     pub referer: Option<&'a [u8]>,
     /// `User-Agent`, as sent (the first, when several).
     pub user_agent: Option<&'a [u8]>,
+}
+
+impl RequestLine<'_> {
+    /// The protocol as logged: `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`.
+    pub fn version(&self) -> &'static str {
+        match (self.http2, self.minor_version) {
+            (true, _) => "HTTP/2.0",
+            (false, 0) => "HTTP/1.0",
+            (false, _) => "HTTP/1.1",
+        }
+    }
 }
 
 /// How the built-in logger and [`AccessLogWriter`] write an entry
@@ -98,7 +111,7 @@ impl AccessLogEntry<'_> {
             Some(r) => {
                 write!(out, "{} ", r.method)?;
                 out.write_all(r.target)?;
-                write!(out, " HTTP/1.{}", r.minor_version)?;
+                write!(out, " {}", r.version())?;
             }
             None => out.write_all(b"-")?,
         }
@@ -130,7 +143,7 @@ impl AccessLogEntry<'_> {
             Some(r) => {
                 write!(out, "{} ", r.method)?;
                 escape_nginx(out, r.target)?;
-                write!(out, " HTTP/1.{}", r.minor_version)?;
+                write!(out, " {}", r.version())?;
             }
             None => out.write_all(b"-")?,
         }
@@ -166,7 +179,7 @@ impl AccessLogEntry<'_> {
         json_str(out, r.map(|r| r.target))?;
         out.write_all(b",\"version\":")?;
         match r {
-            Some(r) => write!(out, "\"HTTP/1.{}\"", r.minor_version)?,
+            Some(r) => write!(out, "\"{}\"", r.version())?,
             None => out.write_all(b"null")?,
         }
         write!(
@@ -436,6 +449,7 @@ mod tests {
                 method: "GET",
                 target: b"/a%20b?x=\xff",
                 minor_version: 1,
+                http2: false,
                 referer: None,
                 user_agent: None,
             }),
@@ -476,6 +490,7 @@ mod tests {
                 method: "GET",
                 target: b"/a\"b\xff",
                 minor_version: 1,
+                http2: false,
                 referer: Some(b"http://x/"),
                 user_agent: Some(b"curl/8.0 \"q\""),
             }),

@@ -17,7 +17,7 @@ pub struct Entry {
     /// Its identity when read.
     pub meta: FileMeta,
     /// Its bytes.
-    pub body: Rc<[u8]>,
+    pub body: bytes::Bytes,
     /// `ETag`.
     pub etag: Rc<str>,
     /// `Last-Modified`.
@@ -177,7 +177,7 @@ impl Cache {
         &mut self,
         path: Vec<u8>,
         meta: FileMeta,
-        body: Rc<[u8]>,
+        body: bytes::Bytes,
         coding: Option<Coding>,
     ) -> Entry {
         self.remove(&path);

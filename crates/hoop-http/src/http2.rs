@@ -11,17 +11,21 @@
 //! past [`MAX_STREAMS`] concurrent streams is refused by `h2` (REFUSED_STREAM), and the
 //! rapid-reset bounds are `h2`'s defaults.
 
-use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 
+use crate::conn::run::serve_transport;
 use crate::conn::transport::{TlsStream, Transport};
 use crate::conn::Shared;
 
@@ -31,10 +35,30 @@ pub const MAX_STREAMS: u32 = 128;
 const WINDOW_BYTES: u32 = 1024 * 1024;
 /// Most bytes of one DATA frame handed to `h2` at once (it splits them into frames).
 const DATA_BYTES: usize = 64 * 1024;
+/// Bytes a stream may have queued in `h2` beyond what the peer's window lets out.
+const SEND_BUFFER_BYTES: usize = 256 * 1024;
 /// Largest decoded header list a client may send (HTTP/1.1's head limit, about).
 const HEADER_LIST_BYTES: u32 = 64 * 1024;
 
-/// Serves one HTTP/2 connection until it closes: its streams run as tasks of this thread.
+/// What one wait of a connection ended with.
+enum Event {
+    /// The first stream began: the connection is not idle.
+    Busy,
+    /// The last open stream ended: the connection is idle now.
+    Idle,
+    /// The connection ended (the client's GOAWAY or close, or an error).
+    Closed,
+}
+
+/// A stream's answer, polled inside the connection's task.
+type StreamTask = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Serves one HTTP/2 connection until it closes.
+///
+/// Its streams run inside its task, not as tasks of their own: each wake polls the streams
+/// first, then the connection, so every response a batch of streams wrote goes out in one
+/// flush (as tasks, each stream's wake of the connection ran the connection after it alone:
+/// one TLS record and one send per response).
 pub(crate) async fn serve(tls: TlsStream, sh: Rc<Shared>, remote: Option<SocketAddr>) {
     let timer = sh.deadlines.register();
     timer.set(Instant::now() + sh.cfg.header_timeout);
@@ -43,18 +67,19 @@ pub(crate) async fn serve(tls: TlsStream, sh: Rc<Shared>, remote: Option<SocketA
         .initial_connection_window_size(WINDOW_BYTES)
         .max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(HEADER_LIST_BYTES)
-        .max_send_buffer_size(DATA_BYTES)
+        .max_send_buffer_size(SEND_BUFFER_BYTES)
         .handshake::<_, Bytes>(tls);
     let mut conn = match timer.run(handshake).await {
         Some(Ok(c)) => c,
         _ => return,
     };
-    let active = Rc::new(Cell::new(0usize));
+    let mut streams: FuturesUnordered<StreamTask> = FuturesUnordered::new();
     let mut going_away = false;
     loop {
         // With no stream open the connection is idle: the idle deadline (or the shutdown)
-        // sends GOAWAY; with streams open it only drives them.
-        let idle = active.get() == 0;
+        // sends GOAWAY; with streams open it drives them (each stream's own deadlines bound
+        // its waits).
+        let idle = streams.is_empty();
         let _idle = idle.then(|| crate::conn::count(&sh.idle));
         if idle {
             if sh.stopping.get() && !going_away {
@@ -65,19 +90,50 @@ pub(crate) async fn serve(tls: TlsStream, sh: Rc<Shared>, remote: Option<SocketA
         } else {
             timer.set(Instant::now() + sh.cfg.idle_timeout);
         }
-        match timer.run(conn.accept()).await {
-            Some(Some(Ok((req, respond)))) => {
-                active.set(active.get() + 1);
-                let io = StreamIo::new(req, respond, remote);
-                let (sh, active) = (sh.clone(), active.clone());
-                drop(hoop::spawn(async move {
-                    crate::conn::run::serve_transport(Transport::H2(Box::new(io)), None, sh).await;
-                    active.set(active.get() - 1);
-                }));
+        let event = timer
+            .run(poll_fn(|cx| {
+                // Every stream the connection has decoded (polling it also flushes what the
+                // streams wrote since: one flush per wake, for all of them).
+                loop {
+                    match conn.poll_accept(cx) {
+                        Poll::Ready(Some(Ok((req, respond)))) => {
+                            let io = StreamIo::new(req, respond, remote);
+                            let t = Transport::H2(Box::new(io));
+                            streams.push(Box::pin(serve_transport(t, None, sh.clone())));
+                        }
+                        Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                            return Poll::Ready(Event::Closed)
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+                // Then the streams: what they write wakes this task through h2, and the
+                // next poll flushes it.
+                let had = !streams.is_empty();
+                while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
+                match (had, streams.is_empty()) {
+                    (true, true) => Poll::Ready(Event::Idle),
+                    (_, false) if idle => Poll::Ready(Event::Busy),
+                    _ => Poll::Pending,
+                }
+            }))
+            .await;
+        match event {
+            Some(Event::Idle) | Some(Event::Busy) => {}
+            Some(Event::Closed) => {
+                // Answers in progress finish (h2 sends what they write until they end).
+                while !streams.is_empty() {
+                    timer.set(Instant::now() + sh.cfg.idle_timeout);
+                    let ended = timer.run(poll_fn(|cx| {
+                        let _ = conn.poll_closed(cx);
+                        streams.poll_next_unpin(cx)
+                    }));
+                    if ended.await.is_none() {
+                        return;
+                    }
+                }
+                return;
             }
-            // The connection ended (the client's GOAWAY or close), or failed.
-            Some(None) | Some(Some(Err(_))) => return,
-            // Streams are open: keep driving them.
             None if !idle => {}
             // GOAWAY was sent and the client keeps the connection open with nothing asked.
             None if going_away => return,
@@ -102,6 +158,44 @@ enum Framing {
     UntilEnd,
     /// Ended: more bytes are an error.
     Done,
+}
+
+/// Body bytes for DATA frames: borrowed (copied into frames) or owned (sliced).
+enum Sent<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Bytes),
+}
+
+impl<'a> Sent<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Sent::Borrowed(b) => b.len(),
+            Sent::Owned(b) => b.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` bytes.
+    fn prefix(self, n: usize) -> Sent<'a> {
+        match self {
+            Sent::Borrowed(b) => Sent::Borrowed(&b[..n]),
+            Sent::Owned(b) => Sent::Owned(b.slice(..n)),
+        }
+    }
+
+    /// The first `n` bytes as a frame's payload, and the rest.
+    fn split(self, n: usize) -> (Bytes, Sent<'a>) {
+        match self {
+            Sent::Borrowed(b) => (Bytes::copy_from_slice(&b[..n]), Sent::Borrowed(&b[n..])),
+            Sent::Owned(mut b) => {
+                let rest = b.split_off(n);
+                (b, Sent::Owned(rest))
+            }
+        }
+    }
 }
 
 /// One stream as the request loop's transport.
@@ -222,6 +316,14 @@ impl StreamIo {
         }
     }
 
+    /// Takes body bytes it may keep (a cached body): into DATA frames without a copy.
+    pub(crate) async fn write_bytes(&self, bytes: Bytes) -> io::Result<()> {
+        if self.state.borrow().framing == Framing::Head {
+            return self.write_all(&bytes).await;
+        }
+        self.send(Sent::Owned(bytes)).await
+    }
+
     /// Takes response bytes: the head into HEADERS, the body into DATA frames.
     pub(crate) async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
@@ -229,20 +331,8 @@ impl StreamIo {
             match framing {
                 Framing::Head => bytes = self.take_head(bytes)?,
                 Framing::None | Framing::Done => return Ok(()),
-                Framing::Length(left) => {
-                    let n = (bytes.len() as u64).min(left) as usize;
-                    let last = n as u64 == left;
-                    self.send_data(&bytes[..n], last).await?;
-                    self.state.borrow_mut().framing = match last {
-                        true => Framing::Done,
-                        false => Framing::Length(left - n as u64),
-                    };
-                    // Bytes past the length (none are written) are not this stream's.
-                    return Ok(());
-                }
-                Framing::UntilEnd => {
-                    self.send_data(bytes, false).await?;
-                    return Ok(());
+                Framing::Length(_) | Framing::UntilEnd => {
+                    return self.send(Sent::Borrowed(bytes)).await
                 }
             }
         }
@@ -304,8 +394,31 @@ impl StreamIo {
         Ok(rest)
     }
 
+    /// Sends body bytes as the framing allows: up to the length (the last of them ending the
+    /// stream), or all of them for a body that ends with the loop.
+    async fn send(&self, bytes: Sent<'_>) -> io::Result<()> {
+        let framing = self.state.borrow().framing;
+        let (n, last) = match framing {
+            Framing::Length(left) => {
+                let n = (bytes.len() as u64).min(left) as usize;
+                (n, n as u64 == left)
+            }
+            Framing::UntilEnd => (bytes.len(), false),
+            // Bytes past the length (none are written) are not this stream's.
+            Framing::Head | Framing::None | Framing::Done => return Ok(()),
+        };
+        self.send_data(bytes.prefix(n), last).await?;
+        if let Framing::Length(left) = framing {
+            self.state.borrow_mut().framing = match last {
+                true => Framing::Done,
+                false => Framing::Length(left - n as u64),
+            };
+        }
+        Ok(())
+    }
+
     /// Sends `bytes` as DATA, as the peer's window allows.
-    async fn send_data(&self, mut bytes: &[u8], end: bool) -> io::Result<()> {
+    async fn send_data(&self, mut bytes: Sent<'_>, end: bool) -> io::Result<()> {
         let Some(mut send) = self.state.borrow_mut().send.take() else {
             return Err(io::Error::other("no response stream"));
         };
@@ -322,12 +435,9 @@ impl StreamIo {
                 }
                 let n = granted.min(bytes.len());
                 let last = end && n == bytes.len();
-                send.send_data(Bytes::copy_from_slice(&bytes[..n]), last)
-                    .map_err(io::Error::other)?;
-                bytes = &bytes[n..];
-            }
-            if end && bytes.is_empty() {
-                // Said with the last bytes above, or nothing was left to say it with.
+                let (now, rest) = bytes.split(n);
+                send.send_data(now, last).map_err(io::Error::other)?;
+                bytes = rest;
             }
             Ok(())
         }

@@ -90,6 +90,15 @@ pub struct HttpBenchArgs {
     /// (the targets) and two unpinned; -c, -t [2], --rounds [3] apply.
     #[arg(long = "profile", value_name = "LIST", value_delimiter = ',')]
     pub profile: Option<Vec<String>>,
+    /// HTTPS side by side: hoop (io_uring, epoll) and nginx with the same certificate, suites
+    /// and session tickets, wrk as the load (`--h2`: h2load), cells 1k, 64k, 1m, mix,
+    /// gzip-mix (compressed on the fly) and handshakes (a connection per request); -c [50],
+    /// -t [3], --rounds [2], --cells, --servers apply.
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls: HTTP/2 by ALPN, h2load as the load (one stream in flight per connection).
+    #[arg(long, requires = "tls")]
+    pub h2: bool,
 }
 
 impl From<HttpBenchArgs> for HttpPlan {
@@ -114,6 +123,8 @@ impl From<HttpBenchArgs> for HttpPlan {
             idle: a.idle,
             attack_in_flight: a.attack_in_flight,
             profiles: a.profile,
+            tls: a.tls,
+            h2: a.h2,
         }
     }
 }

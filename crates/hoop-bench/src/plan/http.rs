@@ -48,6 +48,10 @@ pub struct HttpPlan {
     pub attack_in_flight: Option<usize>,
     /// `--profile`: HttpArena's profiles, side by side (`all`: the six).
     pub profiles: Option<Vec<String>>,
+    /// `--tls`: HTTPS side by side with nginx (wrk, or h2load with `h2`).
+    pub tls: bool,
+    /// `--h2`: with `tls`, HTTP/2 by ALPN and h2load.
+    pub h2: bool,
 }
 
 /// Most requests in flight per connection (`--pipeline`).

@@ -40,6 +40,14 @@ pub fn run_http(args: HttpPlan, json: bool) -> io::Result<()> {
         ));
     }
     crate::machine::raise_nofile_limit();
+    if args.tls {
+        return crate::report::tls::run_tls_command(&args, json);
+    }
+    if args.h2 {
+        return Err(invalid(
+            "--h2 goes with --tls (HTTP/2 is offered over TLS only)",
+        ));
+    }
     if args.profiles.is_some() {
         return crate::report::arena_command::run_profiles_command(&args, json);
     }

@@ -25,3 +25,4 @@ pub mod ratios;
 #[cfg(test)]
 mod samples;
 pub mod suite;
+pub mod tls;

@@ -8,4 +8,5 @@ pub mod http;
 pub mod netns;
 pub mod nginx;
 pub mod peers;
+pub mod tls;
 pub mod wrk;

@@ -3,7 +3,6 @@
 //! a time.
 
 use std::io;
-use std::rc::Rc;
 use std::time::Instant;
 
 use hoop::IoBuf;
@@ -16,13 +15,13 @@ use crate::status::Status;
 
 /// A cached body (or a range of it) sent without copying it.
 struct BodySlice {
-    body: Rc<[u8]>,
+    body: bytes::Bytes,
     start: usize,
     end: usize,
 }
 
-// SAFETY: the bytes live in the `Rc`'s heap allocation, which never moves and is never written
-// (an `Rc<[u8]>` is immutable); the value keeps it alive; `start..end` is inside it.
+// SAFETY: the bytes live in the `Bytes`' heap allocation, which never moves and is never
+// written (`Bytes` is immutable); the value keeps it alive; `start..end` is inside it.
 unsafe impl IoBuf for BodySlice {
     fn stable_ptr(&self) -> *const u8 {
         self.body[self.start..].as_ptr()
@@ -119,14 +118,25 @@ impl Conn<'_> {
         if !self.flush().await {
             return None;
         }
-        let body = BodySlice {
-            body: entry.body.clone(),
-            start,
-            end,
-        };
         self.timer.set(Instant::now() + self.sh.cfg.idle_timeout);
-        match self.timer.run(self.stream.write_all(body)).await {
-            Some((Ok(()), _)) => Some(status),
+        let sent = match self.stream.as_h2() {
+            // An HTTP/2 stream takes the cached bytes as they are (no copy into its frames).
+            Some(h2) => {
+                let body = entry.body.slice(start..end);
+                self.timer.run(h2.write_bytes(body)).await.map(|r| (r, ()))
+            }
+            None => {
+                let body = BodySlice {
+                    body: entry.body.clone(),
+                    start,
+                    end,
+                };
+                let sent = self.timer.run(self.stream.write_all(body)).await;
+                sent.map(|(r, _)| (r, ()))
+            }
+        };
+        match sent {
+            Some((Ok(()), ())) => Some(status),
             _ => None,
         }
     }

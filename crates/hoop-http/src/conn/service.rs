@@ -341,6 +341,7 @@ impl Conn<'_> {
             method,
             target: &req.target,
             minor_version: req.minor_version,
+            http2: self.stream.frames_bodies(),
             referer: req.referer.as_deref(),
             user_agent: req.user_agent.as_deref(),
         };

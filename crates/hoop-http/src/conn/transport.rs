@@ -52,6 +52,14 @@ impl Transport {
         }
     }
 
+    /// The HTTP/2 stream, which takes owned bytes without a copy.
+    pub(crate) fn as_h2(&self) -> Option<&crate::http2::StreamIo> {
+        match self {
+            Transport::H2(s) => Some(s),
+            Transport::Tcp(_) | Transport::Tls(_) => None,
+        }
+    }
+
     /// The socket, where the multishot receive can read it.
     pub(crate) fn recv_stream<'a>(&'a self, ring: &BufRing) -> Option<DirectRecvStream<'a>> {
         match self {

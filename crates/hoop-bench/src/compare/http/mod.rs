@@ -5,5 +5,6 @@ pub mod arena;
 pub mod attack;
 pub mod result;
 pub mod run;
+pub mod tls;
 pub mod url;
 pub mod wrk;

@@ -191,10 +191,39 @@ pub(crate) fn make_at(root: &Path, dir_name: &str) -> io::Result<(Vec<MixFile>, 
     Ok((files, note))
 }
 
+/// The mix under `root/dir_name` with no precompressed variants (any left from an earlier
+/// run removed): what compression on the fly is measured on.
+pub(crate) fn make_plain_at(root: &Path, dir_name: &str) -> io::Result<Vec<MixFile>> {
+    let dir = root.join(dir_name);
+    std::fs::create_dir_all(&dir)?;
+    let mut files = Vec::with_capacity(NAMES.len());
+    for (i, (name, size)) in NAMES.iter().zip(mix_sizes()).enumerate() {
+        let data = content(i, name, size);
+        let path = dir.join(name);
+        if std::fs::read(&path).ok().as_deref() != Some(&data[..]) {
+            std::fs::write(&path, &data)?;
+        }
+        for ext in ["gz", "br", "zst"] {
+            let _ = std::fs::remove_file(dir.join(format!("{name}.{ext}")));
+        }
+        files.push(MixFile {
+            path: format!("/{dir_name}/{name}"),
+            identity: Arc::from(data),
+            gzip: None,
+        });
+    }
+    Ok(files)
+}
+
 /// A wrk script cycling over the mix's paths (headers from `-H`: `Accept-Encoding`, and
 /// `Connection: close` in close cells).
 pub(crate) fn wrk_script() -> String {
-    let list = paths()
+    wrk_script_of(&paths())
+}
+
+/// A wrk script cycling over `paths`.
+pub(crate) fn wrk_script_of(paths: &[String]) -> String {
+    let list = paths
         .iter()
         .map(|p| format!("\"{p}\""))
         .collect::<Vec<_>>()
