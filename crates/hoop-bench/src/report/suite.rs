@@ -119,6 +119,10 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     // HttpArena's profiles, briefly, with the HTTP phase.
     let arena_plan =
         (!o.no_http).then(|| crate::plan::arena::ArenaPlan::quick(dir.join("http"), !o.no_peers));
+    // HTTPS briefly (wrk; nginx beside hoop where installed): 1 KiB, the mix compressed on
+    // the fly, new handshakes.
+    let tls_plan =
+        (!o.no_http && wrk_installed).then(|| crate::report::tls::quick_plan(dir.join("http")));
     let fanout_plan = (!o.no_fanout).then(|| FanoutMatrix::quick(o.fanout_secs));
     if let Some(p) = &fanout_plan {
         p.check()?;
@@ -138,6 +142,7 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         + arena_plan
             .as_ref()
             .map_or(0.0, crate::plan::arena::ArenaPlan::planned_secs)
+        + tls_plan.as_ref().map_or(0.0, |p| p.planned_secs())
         + fanout_plan.as_ref().map_or(0.0, FanoutMatrix::planned_secs)
         + cancel_plan.as_ref().map_or(0.0, cancel::Plan::planned_secs)
         + idle_plan.as_ref().map_or(0.0, idle::Plan::planned_secs);
@@ -221,6 +226,21 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     };
 
     let t = Instant::now();
+    let tls_section = tls_plan.as_ref().map(|plan| {
+        let section = match crate::compare::http::tls::run_tls(plan, &out) {
+            Ok(o) => {
+                if o.failed {
+                    failures.push("https: a server failed a check".into());
+                }
+                crate::report::tls::tls_table(plan, &o)
+            }
+            Err(e) => format!("\n## HTTPS\n\nskipped: {e}\n"),
+        };
+        phases.push(("https".into(), t.elapsed()));
+        section
+    });
+
+    let t = Instant::now();
     let fanout_outcome = match &fanout_plan {
         Some(plan) => {
             let o = fanout::run_matrix(plan, &out);
@@ -288,6 +308,9 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
         .as_ref()
         .map(|p| crate::report::arena::suite_section(p, &arena_outcome));
     if let Some(s) = &arena_section {
+        out.human(s);
+    }
+    if let Some(s) = &tls_section {
         out.human(s);
     }
     let fanout_section = fanout_plan

@@ -65,6 +65,20 @@ pub(crate) fn tls_plan(args: &HttpPlan) -> io::Result<TlsPlan> {
     })
 }
 
+/// The main job's brief HTTPS phase: hoop and nginx, HTTP/1.1 with wrk, 1 KiB, the mix
+/// compressed on the fly, and new handshakes, 1 s runs, 2 rounds.
+pub(crate) fn quick_plan(dir: std::path::PathBuf) -> TlsPlan {
+    TlsPlan {
+        h2: false,
+        conns: 50,
+        secs: 1,
+        rounds: 2,
+        cells: vec![TlsCell::Size(1024), TlsCell::GzipMix, TlsCell::Handshakes],
+        servers: vec!["hoop".into(), "nginx".into()],
+        dir,
+    }
+}
+
 /// Runs `--tls`: the lines saying where it ran, a JSON line per run (`json`), the table, and
 /// an error when a server failed a check.
 pub(crate) fn run_tls_command(args: &HttpPlan, json: bool) -> io::Result<()> {

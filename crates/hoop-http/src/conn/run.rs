@@ -156,14 +156,29 @@ pub(crate) async fn serve_transport(stream: Transport, ring: Option<BufRing>, sh
             }
             None => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
         },
+        // An HTTP/2 stream hands over a request head and its body's frames: a small buffer
+        // (a stream is a request, not a connection).
+        (None, None) if stream.frames_bodies() => {
+            Reader::Plain(&stream, Vec::with_capacity(H2_READ_BYTES))
+        }
         (None, None) => Reader::Plain(&stream, Vec::with_capacity(READ_BYTES)),
     };
     let linger = conn.run(&mut reader).await;
     drop(reader);
     if linger {
         conn.linger().await;
+    } else if matches!(stream, Transport::Tls(_)) {
+        // TLS ends with close_notify, so that the client tells a complete close from a cut
+        // (an answer delimited by the close, or a client that checks); bounded like a send.
+        timer.set(Instant::now() + sh.cfg.idle_timeout.min(CLOSE_NOTIFY_WAIT));
+        let _ = timer.run(stream.shutdown_with(Shutdown::Write)).await;
     }
 }
+
+/// Bytes one read of an HTTP/2 stream asks for.
+const H2_READ_BYTES: usize = 2048;
+/// Longest wait to send TLS's close_notify at the end of a connection.
+const CLOSE_NOTIFY_WAIT: Duration = Duration::from_secs(1);
 
 impl Conn<'_> {
     /// The request loop. Returns whether the close should linger: the connection ends with a
