@@ -360,23 +360,37 @@ impl StreamIo {
             st.response_head.clear();
             return Ok(rest);
         }
-        let mut response = http::Response::builder().status(code);
+        // Where each field is in the head, so that the values can be slices of one buffer
+        // (no allocation per field).
+        let base = st.response_head.as_ptr() as usize;
+        let at = |b: &[u8]| b.as_ptr() as usize - base;
+        let mut fields: Vec<(usize, usize, usize, usize)> =
+            Vec::with_capacity(parsed.headers.len());
         let mut length = None;
         for h in parsed.headers.iter() {
-            let name = h.name;
-            if name.eq_ignore_ascii_case("content-length") {
+            if h.name.eq_ignore_ascii_case("content-length") {
                 length = std::str::from_utf8(h.value)
                     .ok()
                     .and_then(|v| v.trim().parse::<u64>().ok());
             }
-            if connection_specific(name) {
+            if connection_specific(h.name) {
                 continue;
             }
-            response = response.header(name, h.value);
+            let (n, v) = (at(h.name.as_bytes()), at(h.value));
+            fields.push((n, n + h.name.len(), v, v + h.value.len()));
         }
-        let response = response
-            .body(())
-            .map_err(|e| io::Error::other(format!("response head: {e}")))?;
+        let head = Bytes::from(std::mem::take(&mut st.response_head)).slice(..end);
+        let bad = |e: &dyn std::fmt::Display| io::Error::other(format!("response head: {e}"));
+        let mut response = http::Response::new(());
+        *response.status_mut() = http::StatusCode::from_u16(code).map_err(|e| bad(&e))?;
+        let map = response.headers_mut();
+        map.reserve(fields.len());
+        for (n0, n1, v0, v1) in fields {
+            let name = http::HeaderName::from_bytes(&head[n0..n1]).map_err(|e| bad(&e))?;
+            let value =
+                http::HeaderValue::from_maybe_shared(head.slice(v0..v1)).map_err(|e| bad(&e))?;
+            map.append(name, value);
+        }
         let bodiless = st.head_only || code == 204 || code == 304 || length == Some(0);
         st.framing = match (bodiless, length) {
             (true, _) => Framing::None,
@@ -390,7 +404,6 @@ impl StreamIo {
             .send_response(response, bodiless)
             .map_err(io::Error::other)?;
         st.send = (!bodiless).then_some(send);
-        st.response_head = Vec::new();
         Ok(rest)
     }
 
