@@ -8,103 +8,32 @@
 mod support;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use hoop_test_support as common;
 use hoop_test_support::resets;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
+use hoop_test_support::tls::{cert_der, client_config, connect, make_cert, peer_cert};
 use support::Served;
-
-const IO_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A self-signed certificate for `localhost` as `NAME.crt` and `NAME.key` in `dir`.
-fn make_cert(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let (crt, key) = (
-        dir.join(format!("{name}.crt")),
-        dir.join(format!("{name}.key")),
-    );
-    std::fs::write(&crt, cert.cert.pem()).unwrap();
-    std::fs::write(&key, cert.key_pair.serialize_pem()).unwrap();
-    (crt, key)
-}
-
-/// Accepts the test's self-signed certificates, checking the handshake's signatures.
-#[derive(Debug)]
-struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
 
 /// GET `path` on a new TLS connection: the status line's code, the body, the server's
 /// certificate.
 fn get(addr: SocketAddr, path: &str) -> io::Result<(u16, Vec<u8>, Vec<u8>)> {
-    #[allow(deprecated)]
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-        .with_no_client_auth();
-    let tcp = TcpStream::connect(addr)?;
-    tcp.set_read_timeout(Some(IO_TIMEOUT))?;
-    tcp.set_write_timeout(Some(IO_TIMEOUT))?;
-    let name = ServerName::try_from("localhost").unwrap();
-    let conn = ClientConnection::new(Arc::new(cfg), name).map_err(io::Error::other)?;
-    let mut tls = StreamOwned::new(conn, tcp);
+    let mut tls = connect(addr, &client_config(&[b"http/1.1"], false))?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     tls.write_all(req.as_bytes())?;
     tls.flush()?;
     let mut raw = Vec::new();
     tls.read_to_end(&mut raw)?;
-    let cert = tls.conn.peer_certificates().unwrap()[0].to_vec();
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .ok_or_else(|| resets::closed_early("the response head"))?;
     let code = std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap();
-    Ok((code, raw[end + 4..].to_vec(), cert))
-}
-
-fn cert_der(pem: &Path) -> Vec<u8> {
-    use rustls::pki_types::pem::PemObject;
-    CertificateDer::from_pem_file(pem).unwrap().to_vec()
+    Ok((code, raw[end + 4..].to_vec(), peer_cert(&tls)))
 }
 
 /// Waits for a stderr line containing `needle` (at most 10 s).

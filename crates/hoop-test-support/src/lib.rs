@@ -24,6 +24,7 @@ pub mod fullfs;
 pub mod http;
 pub mod listen_diag;
 pub mod resets;
+pub mod tls;
 
 use std::process::Command;
 use std::sync::mpsc;
