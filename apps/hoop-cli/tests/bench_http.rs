@@ -192,6 +192,17 @@ fn bad_arguments_are_refused() {
         (vec!["--cells", "1k-c5", "-c", "3"], "--cells"),
         // wrk runs beside the side-by-side runs only.
         (vec!["--url", "http://127.0.0.1:1/", "--wrk"], "--wrk"),
+        // HTTPS: checked before any tool is looked for.
+        (vec!["--h2"], "--tls"),
+        (
+            vec!["--tls", "--url", "http://127.0.0.1:1/"],
+            "--tls runs its own",
+        ),
+        (vec!["--tls", "--close"], "--close"),
+        (vec!["--tls", "--cells", "2k"], "unknown TLS cell"),
+        (vec!["--tls", "--servers", "apache"], "apache"),
+        (vec!["--tls", "--rounds", "1"], "--rounds"),
+        (vec!["--tls", "-c", "0"], "conn"),
     ] {
         let mut all = vec!["bench", "http"];
         all.extend_from_slice(&args);
