@@ -12,10 +12,9 @@
 //! rapid-reset bounds are `h2`'s defaults.
 
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::Instant;
@@ -50,9 +49,6 @@ enum Event {
     Closed,
 }
 
-/// A stream's answer, polled inside the connection's task.
-type StreamTask = Pin<Box<dyn Future<Output = ()>>>;
-
 /// Serves one HTTP/2 connection until it closes.
 ///
 /// Its streams run inside its task, not as tasks of their own: each wake polls the streams
@@ -73,7 +69,9 @@ pub(crate) async fn serve(tls: TlsStream, sh: Rc<Shared>, remote: Option<SocketA
         Some(Ok(c)) => c,
         _ => return,
     };
-    let mut streams: FuturesUnordered<StreamTask> = FuturesUnordered::new();
+    // Each stream's answer, polled inside this task; the set holds the futures themselves
+    // (one allocation per stream, its node, not a box besides).
+    let mut streams = FuturesUnordered::new();
     let mut going_away = false;
     loop {
         // With no stream open the connection is idle: the idle deadline (or the shutdown)
@@ -99,7 +97,7 @@ pub(crate) async fn serve(tls: TlsStream, sh: Rc<Shared>, remote: Option<SocketA
                         Poll::Ready(Some(Ok((req, respond)))) => {
                             let io = StreamIo::new(req, respond, remote);
                             let t = Transport::H2(Box::new(io));
-                            streams.push(Box::pin(serve_transport(t, None, sh.clone())));
+                            streams.push(serve_transport(t, None, sh.clone()));
                         }
                         Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
                             return Poll::Ready(Event::Closed)
@@ -158,6 +156,14 @@ enum Framing {
     UntilEnd,
     /// Ended: more bytes are an error.
     Done,
+}
+
+/// What [`StreamIo::take_head`] leaves: after an interim (1xx) head, the bytes that follow
+/// (another head); after the final head (or none complete yet), the body bytes that came
+/// with it.
+enum Taken<'a> {
+    Interim(&'a [u8]),
+    Head(Bytes),
 }
 
 /// Body bytes for DATA frames: borrowed (copied into frames) or owned (sliced).
@@ -329,7 +335,12 @@ impl StreamIo {
         while !bytes.is_empty() {
             let framing = self.state.borrow().framing;
             match framing {
-                Framing::Head => bytes = self.take_head(bytes)?,
+                Framing::Head => match self.take_head(bytes)? {
+                    Taken::Interim(rest) => bytes = rest,
+                    // The body bytes that came with the head, sliced from the head's buffer.
+                    Taken::Head(rest) if rest.is_empty() => return Ok(()),
+                    Taken::Head(rest) => return self.send(Sent::Owned(rest)).await,
+                },
                 Framing::None | Framing::Done => return Ok(()),
                 Framing::Length(_) | Framing::UntilEnd => {
                     return self.send(Sent::Borrowed(bytes)).await
@@ -339,9 +350,9 @@ impl StreamIo {
         Ok(())
     }
 
-    /// Reads the response head from `bytes` and returns what follows it; once the head is
-    /// complete it goes out as HEADERS.
-    fn take_head<'b>(&self, bytes: &'b [u8]) -> io::Result<&'b [u8]> {
+    /// Reads the response head from `bytes`; once it is complete it goes out as HEADERS,
+    /// and what follows it is returned.
+    fn take_head<'b>(&self, bytes: &'b [u8]) -> io::Result<Taken<'b>> {
         let mut st = self.state.borrow_mut();
         let st = &mut *st;
         let before = st.response_head.len();
@@ -350,7 +361,7 @@ impl StreamIo {
         let mut parsed = httparse::Response::new(&mut headers);
         let end = match parsed.parse(&st.response_head) {
             Ok(httparse::Status::Complete(end)) => end,
-            Ok(httparse::Status::Partial) => return Ok(&[]),
+            Ok(httparse::Status::Partial) => return Ok(Taken::Head(Bytes::new())),
             Err(e) => return Err(io::Error::other(format!("response head: {e}"))),
         };
         let rest = &bytes[end - before..];
@@ -358,7 +369,7 @@ impl StreamIo {
         if code < 200 {
             // `100 Continue` has no place here: HTTP/2 clients send their bodies.
             st.response_head.clear();
-            return Ok(rest);
+            return Ok(Taken::Interim(rest));
         }
         // Where each field is in the head, so that the values can be slices of one buffer
         // (no allocation per field).
@@ -379,7 +390,8 @@ impl StreamIo {
             let (n, v) = (at(h.name.as_bytes()), at(h.value));
             fields.push((n, n + h.name.len(), v, v + h.value.len()));
         }
-        let head = Bytes::from(std::mem::take(&mut st.response_head)).slice(..end);
+        let whole = Bytes::from(std::mem::take(&mut st.response_head));
+        let (head, rest) = (whole.slice(..end), whole.slice(end..));
         let bad = |e: &dyn std::fmt::Display| io::Error::other(format!("response head: {e}"));
         let mut response = http::Response::new(());
         *response.status_mut() = http::StatusCode::from_u16(code).map_err(|e| bad(&e))?;
@@ -404,7 +416,7 @@ impl StreamIo {
             .send_response(response, bodiless)
             .map_err(io::Error::other)?;
         st.send = (!bodiless).then_some(send);
-        Ok(rest)
+        Ok(Taken::Head(rest))
     }
 
     /// Sends body bytes as the framing allows: up to the length (the last of them ending the
