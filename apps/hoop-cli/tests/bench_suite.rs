@@ -76,6 +76,23 @@ fn the_suite_writes_a_report() {
         assert_eq!(hoop_row["errors"], 0, "{hoop_row}");
         assert!(hoop_row["requests"].as_u64().unwrap() > 0, "{hoop_row}");
     }
+    // HTTPS, briefly, where wrk is installed: hoop's row of each cell verified answers.
+    let (tls, others): (Vec<&Value>, Vec<&Value>) =
+        others.into_iter().partition(|v| v["bench"] == "http-tls");
+    if wrk_installed() {
+        for cell in ["1k", "gzip-mix", "handshakes"] {
+            let hoop_rows: Vec<_> = tls
+                .iter()
+                .filter(|v| v["cell"] == cell && v["server"] == "hoop")
+                .collect();
+            assert_eq!(hoop_rows.len(), 2, "{cell}: {tls:?}");
+            for v in hoop_rows {
+                assert!(v["requests"].as_u64().unwrap() > 0, "{v}");
+            }
+        }
+    } else {
+        assert!(tls.is_empty(), "{tls:?}");
+    }
     let (fanout, others): (Vec<&Value>, Vec<&Value>) =
         others.into_iter().partition(|v| v["bench"] == "fanout");
     // The cancellation counts: hoop, hoop-epoll and tokio (no peers) x 6 scenarios, each line
@@ -293,4 +310,10 @@ fn the_suite_writes_a_report() {
         assert!(s.contains("<svg"), "{svg}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether wrk is on PATH (the suite runs its wrk and HTTPS parts only then).
+fn wrk_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("wrk").is_file()))
 }

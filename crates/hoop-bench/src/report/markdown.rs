@@ -47,6 +47,10 @@ pub(crate) struct ReportData<'a> {
     pub arena: &'a [crate::record::arena::ArenaResult],
     /// The HTTP profile section (markdown; none: skipped).
     pub arena_section: Option<&'a str>,
+    /// HTTPS measurements (empty when skipped).
+    pub tls: &'a [crate::compare::http::tls::TlsRun],
+    /// The HTTPS section (markdown; none: skipped).
+    pub tls_section: Option<&'a str>,
     /// Fan-out measurements (empty when skipped).
     pub fanout: &'a [crate::record::fanout::FanoutResult],
     /// The fan-out section (markdown; none: skipped).
@@ -89,6 +93,9 @@ pub(crate) fn write_report(dir: &Path, d: &ReportData<'_>) -> io::Result<Vec<Pat
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     for r in d.arena {
+        all.push(serde_json::to_value(r).map_err(io::Error::other)?);
+    }
+    for r in d.tls {
         all.push(serde_json::to_value(r).map_err(io::Error::other)?);
     }
     for r in d.fanout {
@@ -257,6 +264,10 @@ fn markdown(d: &ReportData<'_>, charts: &[String], chart_error: Option<&str>) ->
     }
 
     if let Some(section) = d.arena_section {
+        m.push_str(section);
+    }
+
+    if let Some(section) = d.tls_section {
         m.push_str(section);
     }
 

@@ -226,13 +226,16 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
     };
 
     let t = Instant::now();
+    let mut tls_runs = Vec::new();
     let tls_section = tls_plan.as_ref().map(|plan| {
         let section = match crate::compare::http::tls::run_tls(plan, &out) {
             Ok(o) => {
                 if o.failed {
                     failures.push("https: a server failed a check".into());
                 }
-                crate::report::tls::tls_table(plan, &o)
+                let table = crate::report::tls::tls_table(plan, &o);
+                tls_runs = o.runs;
+                table
             }
             Err(e) => format!("\n## HTTPS\n\nskipped: {e}\n"),
         };
@@ -351,6 +354,8 @@ pub fn run_suite(o: SuiteOptions) -> io::Result<()> {
             http_secs: http_plan.as_ref().map(|p| p.secs),
             arena: &arena_outcome.results,
             arena_section: arena_section.as_deref(),
+            tls: &tls_runs,
+            tls_section: tls_section.as_deref(),
             fanout: &fanout_outcome.results,
             fanout_section: fanout_section.as_deref(),
             cancel: &cancel_outcome.results,
