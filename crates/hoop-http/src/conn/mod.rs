@@ -32,6 +32,7 @@ use crate::splice::PipePool;
 mod body;
 mod feed;
 mod file;
+mod guarded;
 mod head;
 mod log;
 mod page;
@@ -39,6 +40,8 @@ mod parts;
 pub(crate) mod run;
 mod service;
 pub(crate) mod transport;
+
+pub(crate) use guarded::Guarded;
 
 use transport::Transport;
 
