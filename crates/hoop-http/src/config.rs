@@ -2,6 +2,7 @@
 //!
 //! (Plain std only: the fuzz target compiles this file on its own.)
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use super::cache_control::CacheControlRule;
@@ -117,10 +118,19 @@ pub struct Config {
     /// HTTPS: the certificate chain and key, PEM (`--tls-cert`, `--tls-key`); `None`: plain
     /// HTTP. Loaded when the server is made (a bad or mismatched pair is an error then) and
     /// again by a [`TlsReloader`](crate::TlsReloader).
-    pub tls: Option<crate::tls::TlsFiles>,
+    pub tls: Option<TlsFiles>,
     /// Over HTTPS, offer HTTP/2 by ALPN (`--http2`, on by default); off, clients speak
     /// HTTP/1.1 over TLS.
     pub http2: bool,
+}
+
+/// The PEM files of a server's certificate chain and private key (`--tls-cert`, `--tls-key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first (PEM `CERTIFICATE` blocks).
+    pub cert: PathBuf,
+    /// The private key (PEM `PRIVATE KEY`, `RSA PRIVATE KEY` or `EC PRIVATE KEY`).
+    pub key: PathBuf,
 }
 
 /// The format of a directory listing ([`Config::autoindex_format`]).

@@ -28,15 +28,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::conn::transport::Transport;
 use crate::conn::{OpenGuard, Shared};
-
-/// The PEM files of a server's certificate chain and private key (`--tls-cert`, `--tls-key`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// The certificate chain, leaf first (PEM `CERTIFICATE` blocks).
-    pub cert: PathBuf,
-    /// The private key (PEM `PRIVATE KEY`, `RSA PRIVATE KEY` or `EC PRIVATE KEY`).
-    pub key: PathBuf,
-}
+pub use crate::config::TlsFiles;
 
 /// Why a certificate or key could not be loaded: one line naming the file.
 #[derive(Debug)]
