@@ -26,9 +26,9 @@ use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+pub use crate::config::TlsFiles;
 use crate::conn::transport::Transport;
 use crate::conn::{OpenGuard, Shared};
-pub use crate::config::TlsFiles;
 
 /// Why a certificate or key could not be loaded: one line naming the file.
 #[derive(Debug)]
