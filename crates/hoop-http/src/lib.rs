@@ -180,6 +180,7 @@ pub(crate) mod deadline;
 pub(crate) mod encoding;
 pub mod error_page;
 pub(crate) mod extras;
+pub(crate) mod fill;
 pub(crate) mod http2;
 pub(crate) mod lookup;
 pub(crate) mod mime;

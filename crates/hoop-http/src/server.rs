@@ -218,6 +218,8 @@ impl Server {
             log: self.log.clone().map(Hook),
             requests: Cell::new(0),
             missing: RefCell::default(),
+            fills: RefCell::default(),
+            compress_fills: RefCell::default(),
             ring_readers: Cell::new(0),
             ring_readers_max: std::env::var("HOOP_HTTP_RING_READERS_MAX")
                 .ok()

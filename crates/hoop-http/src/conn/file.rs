@@ -3,7 +3,10 @@
 //! variant the client takes, then how the body goes out (cached and sent in one send, by
 //! `sendfile(2)`, spliced, or read a chunk at a time).
 
+use std::cell::RefCell;
 use std::os::fd::OwnedFd;
+
+use bytes::Bytes;
 
 use super::body::read_whole;
 use super::head::Rep;
@@ -12,6 +15,7 @@ use super::Conn;
 use crate::cache::{variant_key, Cache, Entry, FdEntry};
 use crate::config::AutoindexFormat;
 use crate::encoding::Coding;
+use crate::fill::{Fills, Turn};
 use crate::lookup::{find, Found};
 use crate::parse::Request;
 use crate::resolve::{decode, open_error_status};
@@ -162,20 +166,18 @@ impl Conn<'_> {
             && meta.size <= sh.cfg.cache_max_file_bytes
             && sh.cache.borrow().fits(meta.size);
         if cacheable {
-            let Some(body) = read_whole(&file, meta.size).await else {
+            let Some(body) = fill_whole(&sh.fills, &key, &file, meta).await else {
                 return Err(Status::InternalServerError);
             };
             let entry = if body.len() as u64 == meta.size {
-                sh.cache
-                    .borrow_mut()
-                    .insert(key, meta, body.into(), rep.coding)
+                sh.cache.borrow_mut().insert(key, meta, body, rep.coding)
             } else {
                 // The file changed size while it was read: serve what was read, keep nothing.
                 let meta = FileMeta {
                     size: body.len() as u64,
                     ..meta
                 };
-                Cache::new(0).insert(key, meta, body.into(), rep.coding)
+                Cache::new(0).insert(key, meta, body, rep.coding)
             };
             return Ok(self
                 .send_cached(req, &entry, rep, date, keep, head_only)
@@ -228,32 +230,37 @@ impl Conn<'_> {
         if sh.missing.borrow().is_missing(&key) {
             return None;
         }
-        let data = match found {
-            Found::Cached(e) => e.body.to_vec(),
-            Found::Fd(e) => read_whole(&e.file, meta.size).await?,
-            Found::Opened(file, _) => read_whole(file, meta.size).await?,
+        // One compression per file at a time on this thread: the others wait for its bytes.
+        let body = loop {
+            match Fills::turn(&sh.compress_fills, &key, meta) {
+                Turn::Wait(wait) => match wait.outcome().await {
+                    Some(outcome) => break outcome?,
+                    // Its leader was dropped: ask again (this request may lead now).
+                    None => continue,
+                },
+                Turn::Lead(lead) => {
+                    let outcome = compress(coding, found, meta).await;
+                    if let Compressed::NotSmaller = outcome {
+                        sh.missing.borrow_mut().note(key.clone());
+                    }
+                    let body = match outcome {
+                        Compressed::Body(body) => Some(body),
+                        _ => None,
+                    };
+                    lead.finish(body.clone());
+                    break body?;
+                }
+            }
         };
-        if data.len() as u64 != meta.size {
-            return None;
-        }
-        let encoded = hoop::spawn_blocking(move || crate::compress::encode(coding, &data)).await;
-        match encoded {
-            Ok(Ok(body)) if (body.len() as u64) < meta.size => {
-                let encoded_meta = FileMeta {
-                    size: body.len() as u64,
-                    ..meta
-                };
-                let entry =
-                    sh.compressed
-                        .borrow_mut()
-                        .insert(key, encoded_meta, body.into(), Some(coding));
-                Some(entry)
-            }
-            _ => {
-                sh.missing.borrow_mut().note(key);
-                None
-            }
-        }
+        let encoded_meta = FileMeta {
+            size: body.len() as u64,
+            ..meta
+        };
+        Some(
+            sh.compressed
+                .borrow_mut()
+                .insert(key, encoded_meta, body, Some(coding)),
+        )
     }
 
     /// Answers a directory target without an index file with its listing (`--autoindex`).
@@ -293,5 +300,56 @@ impl Conn<'_> {
             self.file_body.set(body.len() as u64);
         }
         Ok(Some(Status::Ok))
+    }
+}
+
+/// `file`'s bytes (identity `meta`, cache key `key`), read once on this thread however many
+/// requests ask for them at once (`crate::fill`). `None` when the read failed.
+async fn fill_whole(
+    fills: &RefCell<Fills>,
+    key: &[u8],
+    file: &hoop::fs::File,
+    meta: FileMeta,
+) -> Option<Bytes> {
+    loop {
+        match Fills::turn(fills, key, meta) {
+            Turn::Wait(wait) => {
+                if let Some(outcome) = wait.outcome().await {
+                    return outcome;
+                }
+                // Its leader was dropped: ask again (this request may lead now).
+            }
+            Turn::Lead(lead) => {
+                let body = read_whole(file, meta.size).await.map(Bytes::from);
+                lead.finish(body.clone());
+                return body;
+            }
+        }
+    }
+}
+
+/// What compressing a file came to.
+enum Compressed {
+    /// The encoded body, smaller than the file.
+    Body(Bytes),
+    /// Encoded, and not smaller (or the encoder failed): remembered for a second.
+    NotSmaller,
+    /// The file could not be read whole (a read failed, it changed size meanwhile).
+    Unread,
+}
+
+/// `found`'s body (identity `meta`) in `coding`, compressed on the blocking pool.
+async fn compress(coding: Coding, found: &Found, meta: FileMeta) -> Compressed {
+    let data = match found {
+        Found::Cached(e) => Some(e.body.to_vec()),
+        Found::Fd(e) => read_whole(&e.file, meta.size).await,
+        Found::Opened(file, _) => read_whole(file, meta.size).await,
+    };
+    let Some(data) = data.filter(|d| d.len() as u64 == meta.size) else {
+        return Compressed::Unread;
+    };
+    match hoop::spawn_blocking(move || crate::compress::encode(coding, &data)).await {
+        Ok(Ok(body)) if (body.len() as u64) < meta.size => Compressed::Body(body.into()),
+        _ => Compressed::NotSmaller,
     }
 }

@@ -82,6 +82,10 @@ pub struct Shared {
     pub requests: Cell<u64>,
     /// Precompressed variants found missing lately (not looked for again for a second).
     pub missing: RefCell<Missing>,
+    /// Files being read into `cache` right now: one read per file, the other requests wait.
+    pub fills: RefCell<crate::fill::Fills>,
+    /// Bodies being compressed into `compressed` right now, likewise.
+    pub compress_fills: RefCell<crate::fill::Fills>,
     /// Connections of this thread reading through the buffer ring right now.
     pub ring_readers: Cell<usize>,
     /// Past this many ring readers, a connection on a buffer ring in user memory reads by
