@@ -39,7 +39,8 @@
 //!   future dropped at any point neither loses accepted bytes nor duplicates them.
 //!   An error of a write-behind is reported by the next `poll_write`/`poll_flush`/`poll_close`
 //!   (the bytes staged behind the write that failed are dropped with it: they would land after
-//!   a hole). `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
+//!   a hole); a socket that lost accepted bytes so then fails every later write, flush and
+//!   close (`BrokenPipe`), as a stream with a hole in it is of no use to its peer. `poll_flush` waits for every accepted byte, staged ones included; `poll_close`
 //!   flushes, then shuts down the write half of a socket; both wait for a pusher to end first
 //!   (it wakes them when it has sent everything, or failed). A socket's `poll_read` also
 //!   pushes a write-behind on when it has no pusher (the rest of a short write), so a request

@@ -89,6 +89,9 @@ pub(crate) struct WriteDir<O: Ops> {
     /// The bytes accepted and dropped with `write_err` (the rest of the failed write and
     /// what was staged behind it), for a detached writer's count.
     pub(super) write_err_bytes: usize,
+    /// A socket's write-behind failed after its bytes were accepted, and the error was
+    /// reported: the stream has a hole, so nothing more is written (`PollIo::take_write_err`).
+    pub(super) broken: bool,
 }
 
 impl<O: Ops> WriteDir<O> {
@@ -101,6 +104,7 @@ impl<O: Ops> WriteDir<O> {
             write_staging: Vec::new(),
             write_err: None,
             write_err_bytes: 0,
+            broken: false,
         }
     }
 
@@ -218,6 +222,7 @@ impl<O: Ops> WriteDir<O> {
                 }
                 Inline::Sent(n) => self.write_done = n,
                 Inline::Failed(e) => {
+                    self.write_err_bytes = buf.len();
                     buf.clear();
                     self.write_buf = Some(buf);
                     self.write_err = Some(e);

@@ -39,6 +39,7 @@ impl PollIo<Local> {
                 }
                 let parts = (w.w.write_op.take(), w.shutdown.take(), w.pushed.take());
                 super::send_home(w.home.as_ref(), parts);
+                w.w.write_err_bytes = w.w.pending_bytes().max(1);
                 w.w.write_buf = None;
                 w.w.write_staging.clear();
                 w.w.write_done = 0;

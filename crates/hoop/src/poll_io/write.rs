@@ -115,10 +115,31 @@ impl<O: Ops> PollIo<O> {
             self.wait_pusher(cx);
             return Poll::Pending;
         }
-        match self.w.write_err.take() {
+        match self.take_write_err() {
             Some(e) => Poll::Ready(Err(e)),
             None => Poll::Ready(Ok(())),
         }
+    }
+
+    /// The write-behind's error, for the caller. A socket whose failed write-behind lost bytes
+    /// it had accepted writes nothing more: from then on every write, flush and close fails
+    /// (`BrokenPipe`). Bytes written after the hole would reach the peer as if none were
+    /// missing: TLS records it cannot decrypt, a protocol stream misread. A file goes on (as
+    /// `tokio::fs::File` does after a failed write): a write lands at the file's position.
+    fn take_write_err(&mut self) -> Option<io::Error> {
+        if self.w.broken {
+            return Some(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier write of this socket failed after its bytes were accepted: they \
+                 were lost, so nothing more is written after them",
+            ));
+        }
+        let e = self.w.write_err.take()?;
+        if self.kind == Kind::Socket && self.w.write_err_bytes > 0 {
+            self.w.broken = true;
+        }
+        self.w.write_err_bytes = 0;
+        Some(e)
     }
 
     pub(crate) fn poll_write(
@@ -143,7 +164,7 @@ impl<O: Ops> PollIo<O> {
             std::task::ready!(self.poll_give_back(fd, cx))?;
         }
         let idle = self.drive_write(fd, cx).is_ready();
-        if let Some(e) = self.w.write_err.take() {
+        if let Some(e) = self.take_write_err() {
             return Poll::Ready(Err(e));
         }
         let total = bufs.iter().map(|b| b.len()).sum::<usize>();
@@ -198,6 +219,8 @@ impl<O: Ops> PollIo<O> {
             Poll::Pending => None,
         };
         if let Some(e) = failed {
+            // Those bytes are not reported as accepted (below): no hole.
+            self.w.write_err_bytes = 0;
             if sent > 0 {
                 // The inline part went out: say so, and the error comes with the next call.
                 self.w.write_err = Some(e);
