@@ -69,6 +69,35 @@ impl Fills {
     }
 }
 
+/// `key`'s bytes (the file of identity `meta`): made by `fill` when no other request of the
+/// thread is making them, else the leader's once it finished; asked again when the leader was
+/// dropped first (this request may lead then). `None`: the fill found nothing to keep.
+pub async fn once<F, Fut>(
+    fills: &RefCell<Fills>,
+    key: &[u8],
+    meta: FileMeta,
+    mut fill: F,
+) -> Option<Bytes>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<Bytes>>,
+{
+    loop {
+        match Fills::turn(fills, key, meta) {
+            Turn::Wait(wait) => {
+                if let Some(outcome) = wait.outcome().await {
+                    return outcome;
+                }
+            }
+            Turn::Lead(lead) => {
+                let outcome = fill().await;
+                lead.finish(outcome.clone());
+                return outcome;
+            }
+        }
+    }
+}
+
 /// The request filling a key: [`finish`](Lead::finish) hands the bytes to the waiters; a
 /// drop before it sends them to fill again.
 #[derive(Debug)]

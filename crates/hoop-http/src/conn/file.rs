@@ -3,7 +3,6 @@
 //! variant the client takes, then how the body goes out (cached and sent in one send, by
 //! `sendfile(2)`, spliced, or read a chunk at a time).
 
-use std::cell::RefCell;
 use std::os::fd::OwnedFd;
 
 use bytes::Bytes;
@@ -15,7 +14,6 @@ use super::Conn;
 use crate::cache::{variant_key, Cache, Entry, FdEntry};
 use crate::config::AutoindexFormat;
 use crate::encoding::Coding;
-use crate::fill::{Fills, Turn};
 use crate::lookup::{find, Found};
 use crate::parse::Request;
 use crate::resolve::{decode, open_error_status};
@@ -166,7 +164,9 @@ impl Conn<'_> {
             && meta.size <= sh.cfg.cache_max_file_bytes
             && sh.cache.borrow().fits(meta.size);
         if cacheable {
-            let Some(body) = fill_whole(&sh.fills, &key, &file, meta).await else {
+            // One read per file at a time on this thread: the others wait for its bytes.
+            let read = || async { read_whole(&file, meta.size).await.map(Bytes::from) };
+            let Some(body) = crate::fill::once(&sh.fills, &key, meta, read).await else {
                 return Err(Status::InternalServerError);
             };
             let entry = if body.len() as u64 == meta.size {
@@ -231,27 +231,17 @@ impl Conn<'_> {
             return None;
         }
         // One compression per file at a time on this thread: the others wait for its bytes.
-        let body = loop {
-            match Fills::turn(&sh.compress_fills, &key, meta) {
-                Turn::Wait(wait) => match wait.outcome().await {
-                    Some(outcome) => break outcome?,
-                    // Its leader was dropped: ask again (this request may lead now).
-                    None => continue,
-                },
-                Turn::Lead(lead) => {
-                    let outcome = compress(coding, found, meta).await;
-                    if let Compressed::NotSmaller = outcome {
-                        sh.missing.borrow_mut().note(key.clone());
-                    }
-                    let body = match outcome {
-                        Compressed::Body(body) => Some(body),
-                        _ => None,
-                    };
-                    lead.finish(body.clone());
-                    break body?;
+        let encode = || async {
+            match compress(coding, found, meta).await {
+                Compressed::Body(body) => Some(body),
+                Compressed::NotSmaller => {
+                    sh.missing.borrow_mut().note(key.clone());
+                    None
                 }
+                Compressed::Unread => None,
             }
         };
+        let body = crate::fill::once(&sh.compress_fills, &key, meta, encode).await?;
         let encoded_meta = FileMeta {
             size: body.len() as u64,
             ..meta
@@ -300,31 +290,6 @@ impl Conn<'_> {
             self.file_body.set(body.len() as u64);
         }
         Ok(Some(Status::Ok))
-    }
-}
-
-/// `file`'s bytes (identity `meta`, cache key `key`), read once on this thread however many
-/// requests ask for them at once (`crate::fill`). `None` when the read failed.
-async fn fill_whole(
-    fills: &RefCell<Fills>,
-    key: &[u8],
-    file: &hoop::fs::File,
-    meta: FileMeta,
-) -> Option<Bytes> {
-    loop {
-        match Fills::turn(fills, key, meta) {
-            Turn::Wait(wait) => {
-                if let Some(outcome) = wait.outcome().await {
-                    return outcome;
-                }
-                // Its leader was dropped: ask again (this request may lead now).
-            }
-            Turn::Lead(lead) => {
-                let body = read_whole(file, meta.size).await.map(Bytes::from);
-                lead.finish(body.clone());
-                return body;
-            }
-        }
     }
 }
 
