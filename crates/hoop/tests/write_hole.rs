@@ -2,7 +2,7 @@
 //! on every write, flush and close of the stream fails, so the peer receives a prefix of what
 //! was accepted and never bytes from after the hole (which a TLS peer cannot decrypt and any
 //! protocol peer misreads). On io_uring and epoll, on the ring send path and on the staging
-//! one, with `ECONNRESET` injected into sends (the kernel's socket stays open, as after a passing error such as `ENOBUFS`) through a plan set for the test's thread.
+//! one, with `ECONNRESET` and short sends injected (the kernel's socket stays open, as after a passing error such as `ENOBUFS`) through a plan set for the test's thread.
 
 use hoop_test_support as common;
 use hoop_test_support::ReadRetry as _;
@@ -31,9 +31,10 @@ struct Run {
 /// not a prefix of the accepted ones.
 fn run(kind: hoop::DriverKind, path: (&'static str, &'static str), seed: u64) -> Run {
     common::bounded(60, move || {
-        let _plan =
-            hoop::fault::set_thread_plan(&format!("seed={seed},rate=0.05,kinds=econnreset"))
-                .expect("a valid plan");
+        let _plan = hoop::fault::set_thread_plan(&format!(
+            "seed={seed},rate=0.05,kinds=econnreset+short_io"
+        ))
+        .expect("a valid plan");
         hoop::__private::set_send_path(Some(path));
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let ours = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();

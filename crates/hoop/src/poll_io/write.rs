@@ -219,15 +219,18 @@ impl<O: Ops> PollIo<O> {
             Poll::Pending => None,
         };
         if let Some(e) = failed {
-            // Those bytes are not reported as accepted (below): no hole.
+            // What of this write went out before the error: the inline part, and what the
+            // ring wrote before it failed (a short send, then the rest failing at once: `drive`
+            // counted the rest in `write_err_bytes`; nothing was staged, the value was idle).
+            let out = sent + n.saturating_sub(self.w.write_err_bytes);
+            // Only `out` is reported as accepted (the rest was not): no hole.
             self.w.write_err_bytes = 0;
-            if sent > 0 {
-                // The inline part went out: say so, and the error comes with the next call.
+            if out > 0 {
+                // Say what went out, and the error comes with the next call.
                 self.w.write_err = Some(e);
-                return Poll::Ready(Ok(sent));
+                return Poll::Ready(Ok(out));
             }
-            // The bytes were accepted, then failed at once: report it now (nothing of them
-            // was written, the caller may retry).
+            // Nothing of the bytes was written: report it now (the caller may retry).
             return Poll::Ready(Err(e));
         }
         Poll::Ready(Ok(sent + n))
