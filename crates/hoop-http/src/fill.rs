@@ -162,21 +162,17 @@ mod tests {
         }
     }
 
+    /// One poll of `f`, with a waker that does nothing.
+    fn poll_once<F: std::future::Future>(f: F) -> std::task::Poll<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::pin!(f).as_mut().poll(&mut cx)
+    }
+
     fn now<F: std::future::Future>(f: F) -> F::Output {
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut f = std::pin::pin!(f);
-        match f.as_mut().poll(&mut cx) {
+        match poll_once(f) {
             std::task::Poll::Ready(v) => v,
             std::task::Poll::Pending => panic!("not ready"),
         }
-    }
-
-    fn pending<F: std::future::Future>(f: F) -> bool {
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        let mut f = std::pin::pin!(f);
-        f.as_mut().poll(&mut cx).is_pending()
     }
 
     #[test]
@@ -191,7 +187,10 @@ mod tests {
                 Turn::Lead(_) => panic!("a second request waits"),
             })
             .collect();
-        assert!(pending(waits[0].slot.done.cancelled()), "no outcome yet");
+        assert!(
+            poll_once(waits[0].slot.done.cancelled()).is_pending(),
+            "no outcome yet"
+        );
         lead.finish(Some(Bytes::from_static(b"abc")));
         for w in waits {
             assert_eq!(now(w.outcome()), Some(Some(Bytes::from_static(b"abc"))));

@@ -234,10 +234,7 @@ pub(crate) async fn serve(tcp: TcpStream, sh: Rc<Shared>) {
         if sh.stopping.get() {
             return;
         }
-        match timer
-            .run(acceptor.accept(crate::conn::Guarded::new(tcp)))
-            .await
-        {
+        match timer.run(acceptor.accept(tcp)).await {
             Some(Ok(tls)) => tls,
             Some(Err(_)) => {
                 sh.tls_failed.set(sh.tls_failed.get() + 1);

@@ -32,7 +32,6 @@ use crate::splice::PipePool;
 mod body;
 mod feed;
 mod file;
-mod guarded;
 mod head;
 mod log;
 mod page;
@@ -40,8 +39,6 @@ mod parts;
 pub(crate) mod run;
 mod service;
 pub(crate) mod transport;
-
-pub(crate) use guarded::Guarded;
 
 use transport::Transport;
 

@@ -21,8 +21,8 @@ use hoop::net::{DirectRecvStream, DirectTcpStream, TcpStream};
 use hoop::{BufResult, BufRing, IoBuf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A TLS connection on hoop's socket (guarded: no write after a failed one).
-pub(crate) type TlsStream = tokio_rustls::server::TlsStream<super::guarded::Guarded>;
+/// A TLS connection on hoop's socket (which writes nothing after a write that lost bytes).
+pub(crate) type TlsStream = tokio_rustls::server::TlsStream<hoop::net::TcpStream>;
 
 /// A connection's transport (see the module's text).
 pub(crate) enum Transport {
@@ -78,7 +78,7 @@ impl Transport {
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Transport::Tcp(s) => s.peer_addr(),
-            Transport::Tls(s) => s.borrow().get_ref().0.inner.peer_addr(),
+            Transport::Tls(s) => s.borrow().get_ref().0.peer_addr(),
             Transport::H2(s) => s.peer_addr(),
         }
     }
